@@ -1,0 +1,9 @@
+"""Command-line interface. Each command lives in its own module and registers itself on `app`."""
+from prm_annotate.cli.app import app
+
+# Importing a command module registers its command; only built commands are listed here.
+from prm_annotate.cli import grade  # noqa: E402,F401
+
+
+def main() -> None:
+    app()

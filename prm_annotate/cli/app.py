@@ -1,0 +1,74 @@
+"""The Typer app and what every command shares: options, error handling, exit codes.
+
+Commands are thin: they parse options, call the library, and map outcomes to exit statuses
+(0 done, 1 some records failed and are left for a rerun, 2 bad usage or input, 130 interrupted).
+"""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Annotated, Iterator, Optional
+
+import typer
+
+from prm_annotate.errors import UsageError
+from prm_annotate.formats import FORMATS, FieldMap
+from prm_annotate.runner import RunOptions, parse_shard
+
+app = typer.Typer(
+    name="prm-annotate",
+    help="Step-level training data for Process Reward Models: sample, MC rollout, judge, consensus.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def fail(message: str) -> "typer.Exit":
+    print(f"prm-annotate: error: {message}", file=sys.stderr, flush=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+@contextmanager
+def handled() -> Iterator[None]:
+    """Turn bad input into exit 2 with file:line, Ctrl-C into 130."""
+    try:
+        yield
+    except UsageError as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        print("prm-annotate: interrupted; finished records are kept, rerun to resume", file=sys.stderr)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+# Options shared by the single-input stages.
+InputArg = Annotated[str, typer.Argument(help="Input file, or - for standard input.")]
+OutputOpt = Annotated[str, typer.Option("-o", "--output", help="Output JSONL, or - for standard output.")]
+FormatOpt = Annotated[str, typer.Option("--format", help=f"Input format: {'|'.join(FORMATS)}.")]
+IdFieldOpt = Annotated[str, typer.Option("--id-field", help="Field holding the id (generic format).")]
+ProblemFieldOpt = Annotated[str, typer.Option("--problem-field", help="Field holding the problem text.")]
+AnswerFieldOpt = Annotated[str, typer.Option("--answer-field", help="Field holding the gold answer.")]
+LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="Process at most the first N input records.")]
+BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Records handed to the engine at once.")]
+SkipInvalidOpt = Annotated[bool, typer.Option("--skip-invalid", help="Set bad input lines aside in <output>.rejects.jsonl and go on.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output (the summary line stays).")]
+ShardOpt = Annotated[Optional[str], typer.Option("--shard", help="Process only shard I/N (0-based), by a stable hash of the id.")]
+StepSepOpt = Annotated[str, typer.Option("--step-sep", help="Step separator (backslash escapes allowed).")]
+
+
+def run_options(input: str, output: str, *, format: str = "auto", id_field: str = "id",
+                problem_field: str = "problem", answer_field: str = "answer", limit: int | None = None,
+                batch_size: int = 64, skip_invalid: bool = False, quiet: bool = False,
+                shard: str | None = None) -> RunOptions:
+    return RunOptions(input=input, output=output, format=format,
+                      fields=FieldMap(id=id_field, problem=problem_field, answer=answer_field),
+                      limit=limit, batch_size=batch_size, skip_invalid=skip_invalid, quiet=quiet,
+                      shard=parse_shard(shard))
+
+
+@app.callback()
+def _root() -> None:
+    """Step-level training data for Process Reward Models (arXiv 2501.07301): sample, MC rollout,
+    judge, consensus; then evaluate and export."""

@@ -1,0 +1,15 @@
+"""Errors that end a command with exit status 2 (bad usage or bad input)."""
+from __future__ import annotations
+
+
+class UsageError(Exception):
+    """Bad usage: the message says what is wrong; the command exits with status 2."""
+
+
+class InputError(UsageError):
+    """A bad input record. `where` is "line N" for JSONL, "record N" for a JSON array."""
+
+    def __init__(self, path: str, where: str, message: str):
+        self.path, self.where, self.message = path, where, message
+        super().__init__(f"{path}:{where.removeprefix('line ')}: {message}" if where.startswith("line ")
+                         else f"{path} ({where}): {message}")

@@ -1,0 +1,103 @@
+"""JSON Lines in and out with orjson. `-` is standard input / output.
+
+Readers yield `(where, obj)` pairs so every later error can name its file and line.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterator
+
+import orjson
+
+from prm_annotate.errors import InputError
+
+STDIO = "-"
+OnError = Callable[[InputError, Any], None]
+
+
+def is_stream(path: str | Path) -> bool:
+    """Standard input, a pipe or a FIFO: read once, in order, without knowing the end."""
+    if str(path) == STDIO:
+        return True
+    p = Path(path)
+    return p.exists() and not p.is_file()
+
+
+def open_input(path: str | Path) -> BinaryIO:
+    if str(path) == STDIO:
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(str(path), "line 0", "no such file") from None
+    except IsADirectoryError:
+        raise InputError(str(path), "line 0", "is a directory, not a file") from None
+
+
+def parse_line(raw: bytes, path: str, lineno: int) -> dict[str, Any]:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"line {lineno}", f"not valid UTF-8 (byte {exc.start})") from None
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(path, f"line {lineno}", f"invalid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise InputError(path, f"line {lineno}", f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def iter_jsonl(path: str | Path, on_error: OnError | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ("line N", object) for each non-blank line.
+
+    A bad line raises InputError, or, with `on_error`, is handed to it and skipped.
+    """
+    name = str(path)
+    with _closing(open_input(path)) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                yield f"line {lineno}", parse_line(raw, name, lineno)
+            except InputError as exc:
+                if on_error is None:
+                    raise
+                on_error(exc, raw.decode("utf-8", errors="replace"))
+
+
+def iter_json_array(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A JSON array of objects (ProcessBench's format): yield ("record N", object), 0-based."""
+    name = str(path)
+    with _closing(open_input(path)) as fh:
+        data = fh.read()
+    try:
+        items = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(name, "line 1", f"invalid JSON: {exc}") from None
+    if not isinstance(items, list):
+        raise InputError(name, "line 1", "expected a JSON array of objects")
+    for index, obj in enumerate(items):
+        if not isinstance(obj, dict):
+            raise InputError(name, f"record {index}", f"expected a JSON object, got {type(obj).__name__}")
+        yield f"record {index}", obj
+
+
+def dumps(obj: Any) -> bytes:
+    """One JSONL line, newline included."""
+    return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
+
+
+class _closing:
+    """Close files we opened, but never standard input."""
+
+    def __init__(self, fh: BinaryIO):
+        self.fh = fh
+
+    def __enter__(self) -> BinaryIO:
+        return self.fh
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fh is not sys.stdin.buffer:
+            self.fh.close()

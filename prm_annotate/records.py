@@ -1,0 +1,149 @@
+"""Every record shape of SPEC.md, in one place.
+
+Models keep unknown fields (`extra="allow"`) so each stage copies through what it does not own,
+and files stay joinable by `id`. Validation is strict about what a stage relies on: types,
+non-empty steps, first-error ranges.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+def _answer_to_str(value: Any) -> Any:
+    # Gold answers often arrive as JSON numbers (18, 2.5); they are compared as text.
+    if isinstance(value, bool):
+        return value  # let pydantic reject it: a boolean is not an answer
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    id: str = Field(min_length=1)
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class Problem(Record):
+    problem: str = Field(min_length=1)
+    answer: str = Field(min_length=1)
+
+    _coerce_answer = field_validator("answer", mode="before")(_answer_to_str)
+
+
+def _check_steps(steps: list[str]) -> list[str]:
+    if not steps:
+        raise ValueError("steps is empty")
+    for i, step in enumerate(steps):
+        if not step.strip():
+            raise ValueError(f"step {i} is empty")
+    return steps
+
+
+def _check_first_error(first_error: int | None, n_steps: int, field: str) -> None:
+    if first_error is not None and not -1 <= first_error < n_steps:
+        raise ValueError(f"{field} = {first_error} is outside -1..{n_steps - 1} for {n_steps} steps")
+
+
+class Response(Record):
+    """A solution split into steps. `answer` (gold) is optional here: judging needs none."""
+
+    problem: str = Field(min_length=1)
+    steps: list[str]
+    answer: str | None = None
+    problem_id: str | None = None
+    final_answer: str | None = None
+    correct: bool | None = None
+
+    _coerce_answer = field_validator("answer", mode="before")(_answer_to_str)
+    _steps_nonempty = field_validator("steps")(_check_steps)
+
+
+class GradeInput(Record):
+    """What `grade` reads: an id, a gold answer, and the response as steps or whole text."""
+
+    answer: str = Field(min_length=1)
+    steps: list[str] | None = None
+    response: str | None = None
+
+    _coerce_answer = field_validator("answer", mode="before")(_answer_to_str)
+
+    @model_validator(mode="after")
+    def _has_text(self) -> "GradeInput":
+        if self.steps is None and self.response is None:
+            raise ValueError("needs `steps` or `response`")
+        if self.steps is not None:
+            _check_steps(self.steps)
+        return self
+
+
+class MC(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    k: int = Field(ge=1)
+    label: Literal["hard", "soft"]
+    strategy: str
+    scores: list[float | None]
+    first_error: int
+    completions: int = Field(ge=0)
+    generated_tokens: int = Field(ge=0)
+    model: str
+
+    @field_validator("scores")
+    @classmethod
+    def _scores_in_range(cls, scores: list[float | None]) -> list[float | None]:
+        for s in scores:
+            if s is not None and not 0.0 <= s <= 1.0:
+                raise ValueError(f"score {s} is outside [0, 1]")
+        return scores
+
+
+class Rollout(Response):
+    answer: str = Field(min_length=1)
+    mc: MC
+
+    @model_validator(mode="after")
+    def _mc_matches_steps(self) -> "Rollout":
+        if len(self.mc.scores) != len(self.steps):
+            raise ValueError(f"mc.scores has {len(self.mc.scores)} entries for {len(self.steps)} steps")
+        _check_first_error(self.mc.first_error, len(self.steps), "mc.first_error")
+        return self
+
+
+class Judgement(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    first_error: int | None
+    votes: list[int | None]
+    parse_failures: int = Field(ge=0)
+    model: str
+    prompt: str
+
+
+class Judged(Response):
+    judge: Judgement
+
+    @model_validator(mode="after")
+    def _judge_in_range(self) -> "Judged":
+        _check_first_error(self.judge.first_error, len(self.steps), "judge.first_error")
+        return self
+
+
+class Consensus(Record):
+    problem: str
+    steps: list[str]
+    labels: list[bool]
+    first_error: int
+    mc: MC
+    judge: Judgement
+
+    @model_validator(mode="after")
+    def _labels_match(self) -> "Consensus":
+        _check_steps(self.steps)
+        if len(self.labels) != len(self.steps):
+            raise ValueError(f"{len(self.labels)} labels for {len(self.steps)} steps")
+        return self

@@ -1,0 +1,303 @@
+"""The loop every single-input stage shares: read and validate, skip finished work, process in
+batches, write crash-safely, show progress, summarise, and record a run manifest.
+
+A stage only says how to turn a batch of input records into output records (`Stage.process`);
+where and how that batch runs is the executor's business (`map_batches`), so the same stage code
+runs locally or elsewhere.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Protocol
+
+import orjson
+from pydantic import ValidationError
+
+from prm_annotate import __version__
+from prm_annotate.errors import InputError, UsageError
+from prm_annotate.formats import FieldMap, read_records
+from prm_annotate.jsonl import STDIO, is_stream
+from prm_annotate.output import RejectsWriter, ResumableWriter, sidecar
+from prm_annotate.records import Record
+
+
+@dataclass
+class Outcome:
+    """The result for one input record: an output record, or an error that leaves it for a rerun."""
+
+    id: str
+    record: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class Stage(Protocol):
+    name: str
+    input_model: type[Record]
+    stats: Counter  # token and call counts, summed into the summary and the manifest
+
+    def process(self, batch: list[Record]) -> Iterable[Outcome]: ...
+
+    def settings(self) -> dict[str, Any]: ...
+
+
+MapBatches = Callable[["Stage", Iterator[list[Record]]], Iterator[list[Outcome]]]
+
+
+def local_map_batches(stage: Stage, batches: Iterator[list[Record]]) -> Iterator[list[Outcome]]:
+    for batch in batches:
+        yield list(stage.process(batch))
+
+
+@dataclass
+class RunOptions:
+    input: str
+    output: str = STDIO
+    format: str = "auto"
+    fields: FieldMap = field(default_factory=FieldMap)
+    limit: int | None = None
+    batch_size: int = 64
+    skip_invalid: bool = False
+    quiet: bool = False
+    shard: tuple[int, int] | None = None  # (index, count), 0-based index
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(x) for x in err["loc"]) or "record"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def shard_of(record_id: str, count: int) -> int:
+    """Stable across machines, Python versions and input order (unlike hash())."""
+    digest = hashlib.blake2b(record_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % count
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """`--shard I/N`, I counted from 0."""
+    if text is None:
+        return None
+    try:
+        index, count = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard takes I/N, such as 0/4; got {text!r}") from None
+    if count < 1 or not 0 <= index < count:
+        raise UsageError(f"--shard {text}: need 0 <= I < N")
+    return index, count
+
+
+def read_validated(path: str, model: type[Record], opts: RunOptions,
+                   rejects: RejectsWriter | None) -> Iterator[Record]:
+    """Validated records of `path`; duplicate ids are bad input. Stops at `opts.limit` records."""
+    seen: dict[str, str] = {}
+
+    def reject(exc: InputError, raw: Any) -> None:
+        assert rejects is not None
+        rejects.write(path, exc.where, exc.message, raw)
+
+    count = 0
+    for where, obj in read_records(path, opts.format, opts.fields, reject if rejects else None):
+        if opts.limit is not None and count >= opts.limit:
+            return
+        try:
+            record = model.model_validate(obj)
+            if record.id in seen:
+                raise InputError(path, where, f"duplicate id {record.id!r} (first seen at {seen[record.id]})")
+        except (ValidationError, InputError) as exc:
+            error = exc if isinstance(exc, InputError) else InputError(path, where, describe_validation_error(exc))
+            if rejects is None:
+                raise error from None
+            rejects.write(path, where, error.message, obj)
+            continue
+        seen[record.id] = where
+        count += 1
+        yield record
+
+
+def _batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    # On a stream, records before a bad line are still processed and kept; then the error rises.
+    batch: list[Record] = []
+    try:
+        for record in records:
+            batch.append(record)
+            if len(batch) >= size:
+                yield batch
+                batch = []
+    except InputError:
+        if batch:
+            yield batch
+        raise
+    if batch:
+        yield batch
+
+
+class Progress:
+    """A rich bar on a terminal; plain lines every few seconds otherwise; nothing with --quiet."""
+
+    def __init__(self, name: str, total: int | None, quiet: bool):
+        self.name, self.total, self.done, self.failed = name, total, 0, 0
+        self._bar = None
+        self._plain = not quiet and not sys.stderr.isatty()
+        self._last = time.monotonic()
+        if not quiet and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(console=Console(stderr=True), transient=False)
+            self._bar.start()
+            self._task = self._bar.add_task(name, total=total)
+
+    def advance(self, done: int, failed: int) -> None:
+        self.done += done
+        self.failed += failed
+        if self._bar is not None:
+            self._bar.update(self._task, advance=done + failed)
+        elif self._plain and time.monotonic() - self._last >= 10:
+            self._last = time.monotonic()
+            total = f"/{self.total}" if self.total is not None else ""
+            print(f"{self.name}: {self.done}{total} records done, {self.failed} failed", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def append_manifest(output: str, run: dict[str, Any]) -> None:
+    """Each run of a stage on an output appends its record to `<output>.manifest.json`."""
+    if output == STDIO:
+        return
+    path = sidecar(output, "manifest.json")
+    runs: list[Any] = []
+    if path.exists():
+        try:
+            runs = orjson.loads(path.read_bytes()).get("runs", [])
+        except orjson.JSONDecodeError:
+            runs = []
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps({"runs": runs + [run]}, option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)
+
+
+@dataclass
+class RunSummary:
+    stage: str
+    read: int = 0
+    skipped: int = 0
+    written: int = 0
+    failed: int = 0
+    out_of_shard: int = 0
+    failures: dict[str, str] = field(default_factory=dict)
+    rejects: int = 0
+    seconds: float = 0.0
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+    def line(self) -> str:
+        parts = [f"{self.stage}: {self.written} written", f"{self.skipped} already done", f"{self.failed} failed"]
+        if self.rejects:
+            parts.append(f"{self.rejects} invalid set aside")
+        if self.out_of_shard:
+            parts.append(f"{self.out_of_shard} in other shards")
+        parts += [f"{v:,} {k.replace('_', ' ')}" for k, v in sorted(self.stats.items())]
+        return ", ".join(parts) + f" in {self.seconds:.1f} s"
+
+
+def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_map_batches) -> RunSummary:
+    """Run `stage` over `opts.input` into `opts.output`. Raises InputError on bad input (exit 2)."""
+    started = time.monotonic()
+    summary = RunSummary(stage=stage.name)
+    rejects = RejectsWriter(opts.output) if opts.skip_invalid else None
+    records: Iterable[Record] = read_validated(opts.input, stage.input_model, opts, rejects)
+    total: int | None = None
+    if not is_stream(opts.input):
+        # A file is validated whole before any work starts: a bad line changes nothing.
+        records = list(records)
+        total = len(records)
+    writer = ResumableWriter(opts.output)
+    progress: Progress | None = None
+    try:
+        def todo() -> Iterator[Record]:
+            for record in records:
+                summary.read += 1
+                if opts.shard and shard_of(record.id, opts.shard[1]) != opts.shard[0]:
+                    summary.out_of_shard += 1
+                elif record.id in writer.done_ids:
+                    summary.skipped += 1
+                else:
+                    yield record
+
+        if total is not None:
+            records = list(todo())
+            total = len(records)
+            batches = _batches(records, opts.batch_size)
+        else:
+            batches = _batches(todo(), opts.batch_size)
+        progress = Progress(stage.name, total, opts.quiet)
+        for outcomes in map_batches(stage, batches):
+            done = failed = 0
+            for outcome in outcomes:
+                if outcome.record is not None:
+                    writer.write(outcome.record)
+                    done += 1
+                else:
+                    summary.failures[outcome.id] = outcome.error or "failed"
+                    failed += 1
+            writer.flush()
+            summary.written += done
+            summary.failed += failed
+            progress.advance(done, failed)
+    finally:
+        if progress is not None:
+            progress.close()
+        writer.close()
+        if rejects is not None:
+            rejects.close()
+            summary.rejects = rejects.count
+        summary.seconds = time.monotonic() - started
+        summary.stats = dict(stage.stats)
+        append_manifest(opts.output, _manifest_run(stage, opts, summary))
+    return summary
+
+
+def _manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[str, Any]:
+    return {
+        "stage": stage.name,
+        "version": __version__,
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "argv": sys.argv,
+        "input": opts.input,
+        "settings": stage.settings(),
+        "counts": {"read": summary.read, "written": summary.written, "skipped": summary.skipped,
+                   "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard},
+        "failures": dict(list(summary.failures.items())[:100]),
+        "stats": summary.stats,
+        "seconds": round(summary.seconds, 3),
+    }
+
+
+def report(summary: RunSummary) -> None:
+    print(summary.line(), file=sys.stderr, flush=True)
+    if summary.failures:
+        shown = list(summary.failures.items())[:10]
+        for rid, err in shown:
+            print(f"  failed {rid}: {err}", file=sys.stderr)
+        if len(summary.failures) > len(shown):
+            print(f"  ... and {len(summary.failures) - len(shown)} more (see the manifest)", file=sys.stderr)
+        print("  rerun the same command to retry them; finished records are kept", file=sys.stderr)
+

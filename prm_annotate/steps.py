@@ -1,0 +1,22 @@
+"""Splitting a response into steps and joining steps back into text."""
+from __future__ import annotations
+
+DEFAULT_SEP = "\n\n"
+
+
+def split_steps(text: str, sep: str = DEFAULT_SEP) -> list[str]:
+    """Split on `sep`, dropping empty (or whitespace-only) pieces.
+
+    Pieces are kept verbatim, so `join_steps(split_steps(t)) == t` for any text without empty
+    pieces — the prefix a rollout continues is then exactly the text the model wrote.
+    """
+    return [piece for piece in text.split(sep) if piece.strip()]
+
+
+def join_steps(steps: list[str], sep: str = DEFAULT_SEP) -> str:
+    return sep.join(steps)
+
+
+def decode_sep(sep: str) -> str:
+    """Let users write `--step-sep '\\n'` in a shell: backslash escapes are decoded."""
+    return sep.encode("utf-8").decode("unicode_escape") if "\\" in sep else sep
