@@ -30,11 +30,16 @@ from prm_annotate.records import Record
 
 @dataclass
 class Outcome:
-    """The result for one input record: an output record, or an error that leaves it for a rerun."""
+    """The result for one input record: its output records (usually one; `sample` makes n), or an
+    error that leaves it for a rerun."""
 
     id: str
-    record: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+
+    @classmethod
+    def one(cls, record: dict[str, Any]) -> "Outcome":
+        return cls(record["id"], [record])
 
 
 class Stage(Protocol):
@@ -45,6 +50,13 @@ class Stage(Protocol):
     def process(self, batch: list[Record]) -> Iterable[Outcome]: ...
 
     def settings(self) -> dict[str, Any]: ...
+
+
+def output_ids(stage: Stage, record: Record) -> list[str]:
+    """Ids a record turns into; it is finished when all are in the output. Stages that write
+    several records per input (sample) define `output_ids`."""
+    custom = getattr(stage, "output_ids", None)
+    return custom(record) if custom else [record.id]
 
 
 MapBatches = Callable[["Stage", Iterator[list[Record]]], Iterator[list[Outcome]]]
@@ -196,7 +208,8 @@ class RunSummary:
     stage: str
     read: int = 0
     skipped: int = 0
-    written: int = 0
+    done: int = 0  # input records finished in this run
+    written: int = 0  # output records written in this run
     failed: int = 0
     out_of_shard: int = 0
     failures: dict[str, str] = field(default_factory=dict)
@@ -209,7 +222,8 @@ class RunSummary:
         return 1 if self.failed else 0
 
     def line(self) -> str:
-        parts = [f"{self.stage}: {self.written} written", f"{self.skipped} already done", f"{self.failed} failed"]
+        parts = [f"{self.stage}: {self.done} done", f"{self.written} records written",
+                 f"{self.skipped} already done", f"{self.failed} failed"]
         if self.rejects:
             parts.append(f"{self.rejects} invalid set aside")
         if self.out_of_shard:
@@ -237,7 +251,7 @@ def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_ma
                 summary.read += 1
                 if opts.shard and shard_of(record.id, opts.shard[1]) != opts.shard[0]:
                     summary.out_of_shard += 1
-                elif record.id in writer.done_ids:
+                elif all(i in writer.done_ids for i in output_ids(stage, record)):
                     summary.skipped += 1
                 else:
                     yield record
@@ -252,14 +266,17 @@ def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_ma
         for outcomes in map_batches(stage, batches):
             done = failed = 0
             for outcome in outcomes:
-                if outcome.record is not None:
-                    writer.write(outcome.record)
+                if outcome.error is None:
+                    for record in outcome.records:
+                        if record["id"] not in writer.done_ids:  # a partly finished input after a crash
+                            writer.write(record)
+                            summary.written += 1
                     done += 1
                 else:
                     summary.failures[outcome.id] = outcome.error or "failed"
                     failed += 1
             writer.flush()
-            summary.written += done
+            summary.done += done
             summary.failed += failed
             progress.advance(done, failed)
     finally:
@@ -283,7 +300,7 @@ def _manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[s
         "argv": sys.argv,
         "input": opts.input,
         "settings": stage.settings(),
-        "counts": {"read": summary.read, "written": summary.written, "skipped": summary.skipped,
+        "counts": {"read": summary.read, "done": summary.done, "written": summary.written, "skipped": summary.skipped,
                    "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard},
         "failures": dict(list(summary.failures.items())[:100]),
         "stats": summary.stats,

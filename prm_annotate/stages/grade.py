@@ -40,4 +40,4 @@ class GradeStage:
             else:
                 out.pop("grade_error", None)
             self.stats["correct"] += verdict.correct is True
-            yield Outcome(record.id, out)
+            yield Outcome.one(out)
