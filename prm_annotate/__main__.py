@@ -1,0 +1,3 @@
+from prm_annotate.cli import main
+
+main()
