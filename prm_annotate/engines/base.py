@@ -53,3 +53,12 @@ class Engine(Protocol):
 
     def close(self) -> None:
         ...
+
+
+def check_keys(requests: Sequence[GenerationRequest]) -> None:
+    """Raise ValueError on a duplicate key: results are keyed, so keys must be unique in a batch."""
+    seen: set[str] = set()
+    for r in requests:
+        if r.key in seen:
+            raise ValueError(f"duplicate request key {r.key!r}")
+        seen.add(r.key)

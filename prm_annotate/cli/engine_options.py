@@ -1,0 +1,70 @@
+"""Typer options every model-using command shares, and `build_config` to turn them into an
+`EngineConfig`. A command lists the options in its signature and passes them on:
+
+    @app.command()
+    def sample(..., model: ModelOpt, base_url: BaseUrlOpt = None, api_key_env: ApiKeyEnvOpt = None,
+               concurrency: ConcurrencyOpt = 16, dtype: DtypeOpt = "auto",
+               max_model_len: MaxModelLenOpt = None, tensor_parallel_size: TensorParallelOpt = 1,
+               gpu_memory_utilization: GpuMemOpt = 0.9, enforce_eager: EnforceEagerOpt = None,
+               kv_cache_gb: KvCacheOpt = None, request_timeout: RequestTimeoutOpt = 600.0,
+               max_attempts: MaxAttemptsOpt = 5):
+        config = build_config(model=model, base_url=base_url, ...)
+
+Defaults live in `EngineConfig`; pass None to keep them.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+from pydantic import ValidationError
+
+from prm_annotate.engines import EngineConfig
+from prm_annotate.errors import UsageError
+
+_P = "Engine"  # help panel
+
+ModelOpt = Annotated[str, typer.Option(
+    "--model", "-m", rich_help_panel=_P,
+    help="Local checkpoint path or model name (in-process vLLM), or the served model name with --base-url.")]
+BaseUrlOpt = Annotated[Optional[str], typer.Option(
+    "--base-url", rich_help_panel=_P, envvar="PRM_ANNOTATE_BASE_URL",
+    help="OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1); without it vLLM runs in process.")]
+ApiKeyEnvOpt = Annotated[Optional[str], typer.Option(
+    "--api-key-env", rich_help_panel=_P,
+    help="Name of the environment variable holding the server's API key (the key is never logged).")]
+ConcurrencyOpt = Annotated[int, typer.Option(
+    "--concurrency", min=1, rich_help_panel=_P, help="Requests in flight at once (--base-url).")]
+RequestTimeoutOpt = Annotated[float, typer.Option(
+    "--request-timeout", min=1, rich_help_panel=_P, help="Seconds to wait for one HTTP answer (--base-url).")]
+MaxAttemptsOpt = Annotated[int, typer.Option(
+    "--max-attempts", min=1, rich_help_panel=_P,
+    help="Attempts per request before it is reported failed (--base-url).")]
+DtypeOpt = Annotated[str, typer.Option(
+    "--dtype", rich_help_panel=_P, help="vLLM dtype: auto, bfloat16, float16, float32.")]
+MaxModelLenOpt = Annotated[Optional[int], typer.Option(
+    "--max-model-len", min=1, rich_help_panel=_P, help="vLLM context length (default: the model's).")]
+TensorParallelOpt = Annotated[int, typer.Option(
+    "--tensor-parallel-size", min=1, rich_help_panel=_P, help="vLLM tensor-parallel GPUs.")]
+GpuMemOpt = Annotated[float, typer.Option(
+    "--gpu-memory-utilization", min=0.01, max=1.0, rich_help_panel=_P, help="vLLM GPU memory share.")]
+EnforceEagerOpt = Annotated[Optional[bool], typer.Option(
+    "--enforce-eager/--no-enforce-eager", rich_help_panel=_P,
+    help="vLLM eager mode (default: on for CPU, vLLM's choice on GPU).")]
+KvCacheOpt = Annotated[Optional[float], typer.Option(
+    "--kv-cache-gb", min=0.01, rich_help_panel=_P, help="vLLM KV-cache size in GiB (default 1 on CPU).")]
+StartTimeoutOpt = Annotated[Optional[float], typer.Option(
+    "--start-timeout", min=1, rich_help_panel=_P, help="Seconds to wait for the vLLM engine to start.")]
+
+
+def build_config(*, model: str, request_timeout: float | None = None, **options: Any) -> EngineConfig:
+    """An `EngineConfig` from command options; None values keep the config's defaults.
+
+    Raises UsageError (exit status 2) on an invalid combination."""
+    values = {k: v for k, v in options.items() if v is not None}
+    if request_timeout is not None:
+        values["timeout"] = request_timeout
+    try:
+        return EngineConfig(model=model, **values)
+    except ValidationError as exc:
+        raise UsageError(f"bad engine option: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None

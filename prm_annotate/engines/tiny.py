@@ -1,0 +1,124 @@
+"""A tiny random Qwen2 checkpoint with a locally built tokenizer, made in seconds.
+
+Tests and benchmarks need a real model that vLLM loads, without any download: a 4-layer Qwen2
+(hidden size 128, about 1M parameters) with random weights, and a byte-level BPE tokenizer
+trained on a few generated sentences (digits one per token) that carries a ChatML chat template.
+The text it writes is noise, but everything around it — chat templates, continuation of a partial
+assistant turn, seeds, prefix caching, token counts — is exercised for real.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+# ChatML, as Qwen2 and SmolLM2 use it. The final assistant message is rendered like any other,
+# so transformers' `continue_final_message` can cut the rendered text right after its content.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def _corpus(seed: int) -> list[str]:
+    """Generated sentences to train the BPE merges on (words, arithmetic, step layout)."""
+    rng = random.Random(seed)
+    names = ["Tom", "Ann", "Sam", "Mia", "Leo", "Eva"]
+    things = ["apples", "pens", "books", "coins", "cards", "eggs"]
+    lines = [
+        "system", "user", "assistant", "You are a helpful assistant.",
+        "Solve the problem step by step. Put the final answer in \\boxed{}.",
+        "The answer is correct. The paragraph is wrong. Let's verify each step.",
+    ]
+    for _ in range(400):
+        a, b = rng.randint(1, 99), rng.randint(1, 99)
+        name, thing = rng.choice(names), rng.choice(things)
+        lines.append(f"{name} has {a} {thing}. Then gets {b} more. How many {thing} now?")
+        lines.append(f"Step 1: {a} + {b} = {a + b}.\n\nSo the answer is \\boxed{{{a + b}}}.")
+    return lines
+
+
+def build_tokenizer(vocab_size: int = 512, seed: int = 0):
+    """A byte-level BPE `PreTrainedTokenizerFast` with ChatML special tokens and chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    # Digits one per token (as Qwen2 does), then GPT-2 style byte-level pieces.
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(seed), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
+        additional_special_tokens=["<|im_start|>"],
+    )
+    fast.chat_template = CHATML_TEMPLATE
+    return fast
+
+
+def build_tiny_model(
+    path: str | Path,
+    *,
+    hidden_size: int = 128,
+    num_layers: int = 4,
+    vocab_size: int = 512,
+    dtype: str = "bfloat16",
+    seed: int = 0,
+) -> Path:
+    """Write a random tiny Qwen2 checkpoint (config, safetensors, tokenizer, template) to `path`.
+
+    The same arguments give the same weights and tokenizer. Returns the absolute path.
+    """
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    path = Path(path).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(vocab_size=vocab_size, seed=seed)
+    eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    pad_id = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    config = Qwen2Config(
+        # Round the embedding table up to a multiple of 64, as real checkpoints do.
+        vocab_size=-(-len(tokenizer) // 64) * 64,
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 3,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        # Large random weights give peaked, prompt-dependent next-token distributions, so
+        # different prompts (or seeds) really give different texts; the usual 0.02 gives
+        # near-uniform logits, where the sampled text depends on the seed alone.
+        initializer_range=0.2,
+        bos_token_id=pad_id,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
+    model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(build_tiny_model(sys.argv[1] if len(sys.argv) > 1 else "tiny-model"))

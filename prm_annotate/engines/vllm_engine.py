@@ -1,0 +1,234 @@
+"""In-process vLLM engine (`vllm.LLM`).
+
+The whole batch goes to vLLM in one `generate` call so its scheduler sees every request at once
+and the prefix cache can share the common prompt prefixes of rollouts. Prompts are rendered here
+with the model's own chat template, one request at a time, because a batch mixes plain chat
+requests (a new assistant turn) with continuations of a partial assistant turn, and `LLM.chat`
+takes one `continue_final_message` flag for the whole batch. The rendered text is tokenized
+without special tokens (the template already wrote them), exactly as vLLM's own chat path does.
+
+vLLM is imported only when an engine is built: importing it costs seconds.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from prm_annotate.errors import UsageError
+from prm_annotate.engines.base import GenerationRequest, GenerationResult, check_keys
+
+log = logging.getLogger(__name__)
+
+# CPU defaults measured on this project's machines (see shared/VLLM_CPU.md).
+CPU_KV_CACHE_GB = 1.0
+CPU_BLOCK_SIZE = 32  # the CPU default of 128 leaves short prompts out of the prefix cache
+
+
+class EngineStartError(RuntimeError):
+    """The engine did not come up (bad model path, start-up timeout, out of memory...)."""
+
+
+def resolve_model(model: str) -> tuple[str, bool]:
+    """Return (model, is_local). Local paths become absolute: a relative path makes transformers
+    ask the hub and wait ~45 s before failing. A path-looking name that does not exist is an error
+    here rather than a slow hub lookup."""
+    p = Path(model).expanduser()
+    if p.exists():
+        return str(p.resolve()), True
+    if model.startswith(("/", "./", "../", "~")) or model.endswith((".gguf", os.sep)):
+        raise UsageError(f"model path does not exist: {model}")
+    return model, False
+
+
+def render_prompt(tokenizer: Any, request: GenerationRequest) -> str:
+    """The prompt text for one request, through the tokenizer's chat template.
+
+    A continuation leaves the final assistant turn open (`continue_final_message`), so the model
+    extends the partial answer in place instead of starting a new turn."""
+    messages = [dict(m) for m in request.messages]
+    if request.continue_final and (not messages or messages[-1].get("role") != "assistant"):
+        raise ValueError(f"request {request.key!r}: continue_final needs a final assistant message")
+    return tokenizer.apply_chat_template(
+        messages,
+        tokenize=False,
+        add_generation_prompt=not request.continue_final,
+        continue_final_message=request.continue_final,
+    )
+
+
+class VLLMEngine:
+    """`Engine` backed by an in-process `vllm.LLM`.
+
+    Options left at None take vLLM's defaults, except on CPU (no CUDA), where the settings known
+    to work here are used: eager mode, an explicit KV-cache budget (`kv_cache_gb`, default 1 GiB),
+    no chunked prefill (it crashes with per-request seeds) and 32-token blocks.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        enforce_eager: bool | None = None,
+        kv_cache_gb: float | None = None,
+        seed: int = 0,
+        block_size: int | None = None,
+        enable_chunked_prefill: bool | None = None,
+        start_timeout: float | None = None,
+        extra_engine_args: dict[str, Any] | None = None,
+    ) -> None:
+        model_path, is_local = resolve_model(model)
+        if is_local:
+            # Never ask the hub about a local checkpoint (a missing file would back off for ~45 s).
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        if start_timeout is not None:
+            # vLLM waits this long for its EngineCore to load the model and report ready.
+            os.environ["VLLM_ENGINE_READY_TIMEOUT_S"] = str(max(1, int(start_timeout)))
+        self.model = model
+
+        from vllm import LLM
+        from vllm.platforms import current_platform
+
+        on_cpu = current_platform.is_cpu()
+        args: dict[str, Any] = dict(
+            model=model_path,
+            dtype=dtype,
+            tensor_parallel_size=tensor_parallel_size,
+            seed=seed,
+            enable_prefix_caching=True,
+        )
+        if max_model_len is not None:
+            args["max_model_len"] = max_model_len
+        if on_cpu:
+            args["enforce_eager"] = True if enforce_eager is None else enforce_eager
+            args["kv_cache_memory_bytes"] = int((kv_cache_gb or CPU_KV_CACHE_GB) * (1 << 30))
+            args["enable_chunked_prefill"] = bool(enable_chunked_prefill)
+            args["block_size"] = block_size or CPU_BLOCK_SIZE
+        else:
+            args["gpu_memory_utilization"] = gpu_memory_utilization
+            if enforce_eager is not None:
+                args["enforce_eager"] = enforce_eager
+            if kv_cache_gb is not None:
+                args["kv_cache_memory_bytes"] = int(kv_cache_gb * (1 << 30))
+            if enable_chunked_prefill is not None:
+                args["enable_chunked_prefill"] = enable_chunked_prefill
+            if block_size is not None:
+                args["block_size"] = block_size
+        args.update(extra_engine_args or {})
+        self.engine_args = args
+
+        children_before = _child_pids()
+        try:
+            self._llm = LLM(**args)
+        except BaseException as exc:
+            # A failed start can leave EngineCore processes behind, pinning a core: end them.
+            _kill_new_children(children_before)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise EngineStartError(f"vLLM engine for {model} did not start: {exc}") from exc
+        self._tokenizer = self._llm.get_tokenizer()
+        self.max_model_len: int = self._llm.llm_engine.model_config.max_model_len
+        self._closed = False
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    def render(self, request: GenerationRequest) -> str:
+        """The exact prompt text this engine sends for `request` (useful to inspect templates)."""
+        return render_prompt(self._tokenizer, request)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        check_keys(requests)
+        results: dict[str, GenerationResult] = {}
+        prompts, params, keys = [], [], []
+        for r in requests:
+            ids = self._tokenizer.encode(self.render(r), add_special_tokens=False)
+            room = self.max_model_len - len(ids)
+            if room < 1:
+                results[r.key] = GenerationResult(
+                    key=r.key,
+                    prompt_tokens=len(ids),
+                    error=f"prompt has {len(ids)} tokens, max_model_len is {self.max_model_len}",
+                )
+                continue
+            prompts.append(TokensPrompt(prompt_token_ids=ids))
+            params.append(
+                SamplingParams(
+                    n=r.n,
+                    temperature=r.temperature,
+                    top_p=r.top_p,
+                    max_tokens=min(r.max_tokens, room),
+                    stop=list(r.stop) or None,
+                    seed=r.seed,
+                    structured_outputs=_structured(r.guided_regex),
+                )
+            )
+            keys.append(r.key)
+        if prompts:
+            outputs = self._llm.generate(prompts, params, use_tqdm=False)
+            for key, out in zip(keys, outputs):
+                completions = sorted(out.outputs, key=lambda c: c.index)
+                results[key] = GenerationResult(
+                    key=key,
+                    texts=[c.text for c in completions],
+                    finish_reasons=[str(c.finish_reason) for c in completions],
+                    prompt_tokens=len(out.prompt_token_ids or []),
+                    cached_prompt_tokens=getattr(out, "num_cached_tokens", None),
+                    generated_tokens=sum(len(c.token_ids) for c in completions),
+                )
+        return results
+
+    def close(self) -> None:
+        """Stop vLLM's EngineCore and worker processes (they outlive `os._exit` otherwise)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._llm.llm_engine.engine_core.shutdown()
+        except Exception as exc:  # closing must not mask the caller's own error
+            log.warning("vLLM shutdown failed: %s", exc)
+
+    def __enter__(self) -> "VLLMEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _structured(regex: str | None):
+    if regex is None:
+        return None
+    from vllm.sampling_params import StructuredOutputsParams
+
+    return StructuredOutputsParams(regex=regex)
+
+
+def _child_pids() -> set[int]:
+    try:
+        import psutil
+    except ImportError:
+        return set()
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _kill_new_children(before: set[int]) -> None:
+    try:
+        import psutil
+    except ImportError:
+        return
+    new = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    for p in new:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(new, timeout=10)
