@@ -4,6 +4,10 @@ from prm_annotate.cli.app import app
 # Importing a command module registers its command; only built commands are listed here.
 from prm_annotate.cli import grade  # noqa: E402,F401
 from prm_annotate.cli import models  # noqa: E402,F401
+from prm_annotate.cli import evaluate  # noqa: E402,F401
+from prm_annotate.cli import compare  # noqa: E402,F401
+from prm_annotate.cli import export  # noqa: E402,F401
+from prm_annotate.cli import merge  # noqa: E402,F401
 
 
 def main() -> None:

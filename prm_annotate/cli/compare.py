@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import orjson
+import typer
+
+from prm_annotate.cli.app import app, handled
+
+
+@app.command()
+def compare(
+    files: Annotated[List[str], typer.Argument(help="Label sources: rollout, judged, consensus or any file with a first error.")],
+    gold: Annotated[str, typer.Option("--gold", help="Gold file: ProcessBench JSON array or JSONL with `label`.")],
+    field: Annotated[Optional[List[str]], typer.Option("--field", help="FILE=dotted.path: where FILE keeps its first error (default: detected).")] = None,
+    split_field: Annotated[Optional[str], typer.Option("--split-field", help="Dotted path of the split (default: id prefix before the first '-').")] = None,
+    label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+) -> None:
+    """Agreement matrix of first errors across label sources, and each source's metric against the gold."""
+    from prm_annotate.compare import compare as run, load_sources, parse_fields
+    from prm_annotate.labels import load_gold
+
+    with handled():
+        sources = load_sources(files, parse_fields(field or []))
+        result = run(sources, load_gold(gold, label_field), split_field=split_field)
+    if as_json:
+        typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    else:
+        from prm_annotate.tables import compare_table, show
+
+        show(compare_table(result))

@@ -1,0 +1,289 @@
+"""Labelled responses -> trainer-ready PRM datasets (JSONL, or Parquet for a `.parquet` output).
+
+Inputs: consensus records (their own `labels`), rollout records (labels from `mc.first_error`),
+judged records (from `judge.first_error`; unjudged records are skipped) or ProcessBench-style
+records (from `label`). Labels follow `labels.step_labels`: right before the first error, wrong at
+it; steps after the first error are dropped, exactly as `consensus` truncates. `soft=True` puts
+the MC scores of the kept steps in place of the hard labels (openrlhf and qwen formats only).
+
+Formats (`id` is kept in every row; trainers ignore extra columns):
+- trl: TRL's stepwise-supervision rows `{"prompt", "completions": [steps], "labels": [bool]}`,
+  what `PRMTrainer` (trl.experimental.prm, TRL <= 1.13) tokenizes; its step separator is a trainer
+  setting (`PRMConfig.step_separator`), not part of the data.
+- openrlhf: `{"input", "label"}` for OpenRLHF's ProcessRewardDataset (`--input_key input
+  --label_key label --placeholder_token ки --reward_tokens + -`): the problem, then each step
+  followed by " <placeholder>", and one label per placeholder, "+"/"-" or a float.
+- qwen: the Qwen2.5-Math-PRM convention, `<extra_0>` after each step (steps joined by nothing else
+  unless a separator is given), as `prompt`/`response` and as chat `messages`, labels 1/0 or floats.
+- math-shepherd: `{"input", "label"}` as in Math-Shepherd: `input` tags each step with " ки",
+  `label` is the same text with "+" or "-" in place of each tag.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from bisect import bisect_left
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from pydantic import ValidationError
+
+from prm_annotate.errors import InputError, UsageError
+from prm_annotate.jsonl import STDIO, dumps
+from prm_annotate.labels import read_raw, step_labels
+from prm_annotate.records import Consensus, Judged, Rollout
+from prm_annotate.runner import describe_validation_error
+
+FORMATS = ("trl", "openrlhf", "qwen", "math-shepherd")
+SOFT_FORMATS = ("openrlhf", "qwen")
+SHEPHERD_TAG = "ки"
+QWEN_TAG = "<extra_0>"
+QWEN_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+# Between the problem and the first step, and between steps, as each format's reference data has it.
+DEFAULT_SEPS = {"openrlhf": (" ", "\n"), "math-shepherd": (" ", "\n"), "qwen": ("", ""), "trl": ("", "\n")}
+
+
+@dataclass
+class Example:
+    id: str
+    problem: str
+    steps: list[str]  # the labelled steps only
+    labels: list[bool]
+    scores: list[float | None] | None  # MC scores of those steps, when the record has them
+
+
+@dataclass
+class ExportOptions:
+    format: str
+    soft: bool = False
+    keep_scores: bool = False
+    step_sep: str | None = None  # None: the format's default
+    placeholder: str | None = None  # None: the format's default tag
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise UsageError(f"unknown export format {self.format!r}; choose from {', '.join(FORMATS)}")
+        if self.soft and self.format not in SOFT_FORMATS:
+            raise UsageError(f"--soft: the {self.format} format takes hard labels only "
+                             f"(soft labels go to {' or '.join(SOFT_FORMATS)}; --keep-scores adds a `scores` column)")
+        if self.placeholder is not None and not self.placeholder.strip():
+            raise UsageError("--placeholder must not be blank")
+
+    @property
+    def sep(self) -> str:
+        return DEFAULT_SEPS[self.format][1] if self.step_sep is None else self.step_sep
+
+    @property
+    def tag(self) -> str:
+        if self.placeholder is not None:
+            return self.placeholder
+        return QWEN_TAG if self.format == "qwen" else SHEPHERD_TAG
+
+
+@dataclass
+class ExportSummary:
+    read: int = 0
+    written: int = 0
+    skipped: Counter = field(default_factory=Counter)  # reason -> records
+
+
+def _validated(model: Any, obj: dict[str, Any], path: str, where: str) -> Any:
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise InputError(path, where, describe_validation_error(exc)) from None
+
+
+def example_from(obj: dict[str, Any], path: str, where: str) -> Example | str:
+    """The labelled example of a record, or the reason it has none."""
+    if "labels" in obj:
+        rec = _validated(Consensus, obj, path, where)
+        scores = rec.mc.scores[: len(rec.steps)]
+        return Example(rec.id, rec.problem, rec.steps, rec.labels, scores)
+    if isinstance(obj.get("mc"), dict):
+        rec = _validated(Rollout, obj, path, where)
+        labels = step_labels(rec.mc.first_error, len(rec.steps))
+        return Example(rec.id, rec.problem, rec.steps[: len(labels)], labels, rec.mc.scores[: len(labels)])
+    if isinstance(obj.get("judge"), dict):
+        rec = _validated(Judged, obj, path, where)
+        if rec.judge.first_error is None:
+            return "no parsed judgement"
+        labels = step_labels(rec.judge.first_error, len(rec.steps))
+        return Example(rec.id, rec.problem, rec.steps[: len(labels)], labels, None)
+    if "label" in obj and isinstance(obj.get("steps"), list):
+        label, steps = obj["label"], obj["steps"]
+        if isinstance(label, bool) or not isinstance(label, int) or not -1 <= label < len(steps):
+            raise InputError(path, where, f"label must be a step index in -1..{len(steps) - 1}, got {label!r}")
+        if not isinstance(obj.get("id"), str) or not isinstance(obj.get("problem"), str):
+            raise InputError(path, where, "record needs a string `id` and `problem`")
+        labels = step_labels(label, len(steps))
+        return Example(obj["id"], obj["problem"], steps[: len(labels)], labels, None)
+    raise InputError(path, where, "not a consensus, rollout, judged or ProcessBench record "
+                                  "(needs `labels`, `mc`, `judge`, or `label` with `steps`)")
+
+
+def read_examples(path: str, summary: ExportSummary) -> Iterator[Example]:
+    seen: dict[str, str] = {}
+    for where, obj in read_raw(path):
+        summary.read += 1
+        example = example_from(obj, path, where)
+        if isinstance(example, str):
+            summary.skipped[example] += 1
+            continue
+        if example.id in seen:
+            raise InputError(path, where, f"duplicate id {example.id!r} (first seen at {seen[example.id]})")
+        seen[example.id] = where
+        yield example
+
+
+def _tagged(example: Example, marks: list[str], opts: ExportOptions, lead: str) -> str:
+    return lead.join([example.problem, opts.sep.join(f"{s} {m}" for s, m in zip(example.steps, marks))])
+
+
+def to_row(example: Example, opts: ExportOptions) -> dict[str, Any] | str:
+    """One output row, or the reason the example cannot be written in this format."""
+    if opts.soft:
+        if example.scores is None or any(s is None for s in example.scores):
+            return "no MC score for every kept step (--soft)"
+        values: list[Any] = list(example.scores)
+    else:
+        values = list(example.labels)
+    if opts.format != "trl" and (opts.tag in example.problem or any(opts.tag in s for s in example.steps)):
+        return f"text already contains the step tag {opts.tag!r}"
+    row: dict[str, Any] = {"id": example.id}
+    if opts.format == "trl":
+        row.update(prompt=example.problem, completions=example.steps, labels=values)
+    elif opts.format in ("openrlhf", "math-shepherd"):
+        lead = DEFAULT_SEPS[opts.format][0]
+        row["input"] = _tagged(example, [opts.tag] * len(example.steps), opts, lead)
+        if opts.format == "openrlhf":
+            row["label"] = values if opts.soft else ["+" if v else "-" for v in values]
+        else:
+            row["label"] = _tagged(example, ["+" if v else "-" for v in values], opts, lead)
+    else:  # qwen
+        response = opts.sep.join(f"{s}{opts.tag}" for s in example.steps)
+        row.update(prompt=example.problem, response=response,
+                   messages=[{"role": "system", "content": QWEN_SYSTEM},
+                             {"role": "user", "content": example.problem},
+                             {"role": "assistant", "content": response}],
+                   labels=values if opts.soft else [int(v) for v in values])
+    if opts.keep_scores:
+        row["scores"] = example.scores
+    return row
+
+
+def build_rows(path: str, opts: ExportOptions) -> tuple[list[dict[str, Any]], ExportSummary]:
+    summary = ExportSummary()
+    rows = []
+    for example in read_examples(path, summary):
+        row = to_row(example, opts)
+        if isinstance(row, str):
+            summary.skipped[row] += 1
+            continue
+        rows.append(row)
+    return rows, summary
+
+
+def write_rows(rows: list[dict[str, Any]], output: str) -> None:
+    """JSONL, or Parquet for a `.parquet` path; written to a temporary file, then renamed into place,
+    so a reader never sees half a dataset."""
+    parquet = output.endswith(".parquet")
+    if output == STDIO:
+        import sys
+
+        sys.stdout.buffer.write(b"".join(dumps(r) for r in rows))
+        sys.stdout.buffer.flush()
+        return
+    target = Path(output)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        if parquet:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            os.close(fd)
+            pq.write_table(pa.Table.from_pylist(rows), tmp)
+        else:
+            with os.fdopen(fd, "wb") as fh:
+                for r in rows:
+                    fh.write(dumps(r))
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --- Truncation: labels a trainer would lose to its maximum sequence length ------------------
+
+@dataclass
+class Truncation:
+    max_length: int
+    rows: int = 0  # rows that lose at least one label
+    labels_lost: int = 0
+    labels_total: int = 0
+    lost_by_row: dict[str, int] = field(default_factory=dict)
+
+
+def trl_label_positions(row: dict[str, Any], tokenizer: Any, step_separator: str) -> list[int]:
+    """Token positions of the labels as TRL's PRMTrainer.tokenize_row places them: BOS (if any),
+    the prompt, then each step followed by the separator, its label on the separator's last token."""
+    pos = len(tokenizer(row["prompt"], add_special_tokens=False)["input_ids"])
+    if tokenizer.bos_token_id is not None:
+        pos += 1
+    sep = len(tokenizer.encode(step_separator, add_special_tokens=False))
+    positions = []
+    for step in row["completions"]:
+        pos += len(tokenizer(step, add_special_tokens=False)["input_ids"]) + sep
+        positions.append(pos - 1)
+    return positions
+
+
+def _text_of(row: dict[str, Any], tokenizer: Any) -> str:
+    if "messages" in row:
+        if getattr(tokenizer, "chat_template", None):
+            return tokenizer.apply_chat_template(row["messages"], tokenize=False)
+        return row["prompt"] + row["response"]
+    return row["input"]
+
+
+def tag_positions(text: str, tag: str, tokenizer: Any) -> list[int]:
+    """Index of the token that ends each tag occurrence in `text` (the token a trainer labels)."""
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ends = [end for _, end in enc["offset_mapping"]]
+    positions, start = [], 0
+    while (found := text.find(tag, start)) >= 0:
+        end = found + len(tag)
+        positions.append(bisect_left(ends, end))
+        start = end
+    return positions
+
+
+def check_truncation(rows: Iterable[dict[str, Any]], opts: ExportOptions, tokenizer: Any, max_length: int,
+                     trl_step_separator: str = "\n") -> Truncation:
+    report = Truncation(max_length)
+    for row in rows:
+        if opts.format == "trl":
+            positions = trl_label_positions(row, tokenizer, trl_step_separator)
+        else:
+            positions = tag_positions(_text_of(row, tokenizer), opts.tag, tokenizer)
+        lost = sum(p >= max_length for p in positions)
+        report.labels_total += len(positions)
+        if lost:
+            report.rows += 1
+            report.labels_lost += lost
+            report.lost_by_row[row["id"]] = lost
+    return report
+
+
+def load_tokenizer(name_or_path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name_or_path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--tokenizer {name_or_path}: cannot load a tokenizer ({exc})") from None
