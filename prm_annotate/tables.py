@@ -62,18 +62,17 @@ def compare_table(result: dict[str, Any]) -> Group:
     return Group(agree, metrics)
 
 
-def stats_tables(stats: dict[str, Any]) -> Group:
-    out: list[Any] = [Text(f"{stats['path']}: {stats['records']} {stats['kind']} record(s)")]
+def stats_tables(stats: dict[str, Any]) -> Table:
+    table = Table(title=f"{stats['path']}: {stats['records']} {stats['kind']} record(s)")
+    for col in ("section", "key", "value"):
+        table.add_column(col, justify="right" if col == "value" else "left")
     for section, values in stats.items():
         if not isinstance(values, dict) or not values:
             continue
-        table = Table(title=section.replace("_", " "))
-        table.add_column("key")
-        table.add_column("value", justify="right")
-        for key, value in values.items():
-            table.add_row(str(key), _fmt(value))
-        out.append(table)
-    return Group(*out)
+        for i, (key, value) in enumerate(values.items()):
+            table.add_row(section.replace("_", " ") if i == 0 else "", str(key), _fmt(value),
+                          end_section=i == len(values) - 1)
+    return table
 
 
 def _fmt(value: Any) -> str:

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+import orjson
+import typer
+
+from prm_annotate.cli.app import InputArg, app, handled
+
+
+@app.command()
+def stats(
+    input: InputArg,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+) -> None:
+    """Counts, steps per response, first-error histograms, MC scores, judge parse failures, tokens."""
+    from prm_annotate.stats import file_stats
+
+    with handled():
+        result = file_stats(input)
+    if as_json:
+        typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+    else:
+        from prm_annotate.tables import show, stats_tables
+
+        show(stats_tables(result))
