@@ -8,9 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-DATA = Path("/work/shared/data")
-if not DATA.exists():  # CI lays shared/ beside the clone
-    DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # shared/ lies beside the clone
 PROCESSBENCH = DATA / "processbench"
 
 
