@@ -129,5 +129,5 @@ def detect_field(obj: dict[str, Any]) -> str:
     if "label" in obj:
         return "label"  # ProcessBench-style gold
     if isinstance(obj.get("judge"), dict):
-        return "judge.first_error"
+        raise ValueError("the record has both mc.first_error and judge.first_error")
     raise ValueError("cannot tell where this record keeps its first error")

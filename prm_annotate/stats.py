@@ -119,6 +119,8 @@ def file_stats(path: str) -> dict[str, Any]:
                 labels["right" if value is True else "wrong" if value is False else "other"] += 1
         if "correct" in obj:
             answers[{True: "correct", False: "incorrect", None: "ungraded"}.get(obj["correct"], "other")] += 1
+        if isinstance(obj.get("final_answer_correct"), bool):  # ProcessBench's human verdict
+            answers["final_answer_correct" if obj["final_answer_correct"] else "final_answer_incorrect"] += 1
         if "final_answer" in obj and obj["final_answer"] is None:
             answers["no final answer"] += 1
         generator = obj.get("generator")

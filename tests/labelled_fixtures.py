@@ -5,6 +5,7 @@ The label sources disagree with the gold in known ways, so tests can predict eve
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +90,19 @@ def write_all(tmp: Path, records: list[dict[str, Any]]) -> dict[str, Path]:
     gold.write_text(json.dumps(records))
     files["gold"] = gold
     return files
+
+
+def reference_metric(gold_rows: list[dict], preds: dict[str, int | None]) -> tuple[dict, float]:
+    """ProcessBench's own arithmetic, written out plainly: per split, accuracy on erroneous and on
+    correct samples, F1 their harmonic mean, then the mean F1 over splits."""
+    groups: dict[str, list[tuple[int, int | None]]] = defaultdict(list)
+    for row in gold_rows:
+        groups[row["id"].split("-")[0]].append((row["label"], preds.get(row["id"])))
+    out = {}
+    for split, pairs in groups.items():
+        err = [p == label for label, p in pairs if label != -1]
+        cor = [p == -1 for label, p in pairs if label == -1]
+        acc1 = sum(err) / len(err) * 100
+        acc2 = sum(cor) / len(cor) * 100
+        out[split] = (acc1, acc2, 2 * acc1 * acc2 / (acc1 + acc2) if acc1 + acc2 else 0.0, len(pairs))
+    return out, sum(v[2] for v in out.values()) / len(out)
