@@ -1,0 +1,309 @@
+"""Grade final answers against gold answers: extraction, normalisation, math-verify with a hard timeout.
+
+    grader = Grader()                      # timeout=5.0 s per comparison, workers=1
+    v = grader.grade("18", response_text)  # Verdict(final_answer="18", correct=True, error=None)
+    vs = grader.grade_many([(gold, text), ...])
+    grader.close()                         # or `with Grader() as grader:`
+
+A verdict's `correct` is True/False when decided. A response with no final answer is
+`correct=False, error="no answer"`. When the grader cannot decide (`error` is "timeout",
+"parse failure", "gold parse failure", "worker crashed", ...) `correct` is None: never guessed.
+
+How a comparison is decided, cheapest first:
+  1. the verdict cache (bounded LRU keyed by the normalised gold and answer);
+  2. equal normalised strings, or two plain numbers compared exactly (no math-verify needed);
+  3. math-verify `verify(gold, answer)` -- gold first -- in a child process
+     (`prm_annotate.grading_worker`) with math-verify's signal timeouts off. The parent waits at
+     most `timeout` seconds per comparison and kills and replaces a worker that overruns, so the
+     bound holds on any thread and inside worker processes (no signals, no multiprocessing).
+Model output is never evaluated: the parent only runs regular expressions, the worker only
+math-verify's parser.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import selectors
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Iterable, Sequence
+
+from prm_annotate.answers import extract_final_answer, normalize_answer
+
+__all__ = ["Verdict", "Grader", "extract_final_answer", "normalize_answer"]
+
+DEFAULT_TIMEOUT = 5.0
+# A fresh worker imports sympy and math-verify; on a loaded 2-core machine that takes seconds.
+STARTUP_TIMEOUT = 120.0
+# Comparisons sent to a worker per request; results stream back one by one.
+CHUNK = 256
+
+
+@dataclass(frozen=True)
+class Verdict:
+    final_answer: str | None
+    correct: bool | None
+    error: str | None = None
+
+
+class GraderUnavailable(RuntimeError):
+    """The math-verify worker process could not be started at all."""
+
+
+def _plain_number(s: str) -> Decimal | None:
+    if len(s) > 60 or not s or not (s[0].isdigit() or s[0] in "-."):
+        return None
+    try:
+        d = Decimal(s)
+    except InvalidOperation:
+        return None
+    return d if d.is_finite() else None
+
+
+def _quick(gold: str, answer: str) -> bool | None:
+    """A verdict without math-verify where one is certain, else None."""
+    if gold == answer:
+        return True
+    g, a = _plain_number(gold), _plain_number(answer)
+    if g is None or a is None:
+        return None
+    if g == a:
+        return True
+    # Two different integers can never round together; decimals are left to math-verify's
+    # rounding rules.
+    if g == g.to_integral_value() and a == a.to_integral_value() and "." not in gold + answer:
+        return False
+    return None
+
+
+class _Worker:
+    """One child process running prm_annotate.grading_worker."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "prm_annotate.grading_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, close_fds=True, start_new_session=True)
+        self._buf = b""
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self.proc.stdout, selectors.EVENT_READ)
+        line = self._readline(STARTUP_TIMEOUT)
+        if line is None or json.loads(line) != {"ready": True}:
+            self.kill()
+            raise GraderUnavailable("the math-verify worker did not start (is math-verify installed?)")
+
+    def _readline(self, timeout: float) -> bytes | None:
+        """The next line, or None on timeout or when the worker died."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._sel.select(left):
+                return None
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line
+
+    def run(self, items: Sequence[tuple[str, str]], timeout: float) -> tuple[list[tuple[bool | None, str | None]], bool]:
+        """Compare items in order. Returns the verdicts obtained and whether the worker survived;
+        on an overrun the overrunning item is the last verdict and the worker is dead."""
+        payload = json.dumps({"items": [list(i) for i in items]}).encode() + b"\n"
+        try:
+            self.proc.stdin.write(payload)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.kill()
+            return [(None, "worker crashed")], False
+        out: list[tuple[bool | None, str | None]] = []
+        for _ in items:
+            line = self._readline(timeout)
+            if line is None:
+                alive = self.proc.poll() is None
+                self.kill()
+                out.append((None, "timeout" if alive else "worker crashed"))
+                return out, False
+            correct, error = json.loads(line)
+            out.append((correct, error))
+        return out, True
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._sel.close()
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+class Grader:
+    """Thread-safe answer grader. See the module docstring for the decision order.
+
+    timeout: hard limit in seconds for one math-verify comparison (parse included).
+    workers: child processes for math-verify comparisons (started on first need).
+    cache_size: verdicts kept, keyed by (normalised gold, normalised answer).
+    """
+
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT, workers: int = 1, cache_size: int = 100_000):
+        if timeout <= 0 or workers < 1:
+            raise ValueError("timeout must be > 0 and workers >= 1")
+        self.timeout = timeout
+        self.workers = workers
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, str], tuple[bool | None, str | None]] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
+        for _ in range(workers):
+            self._idle.put(None)  # a slot; the process starts when first used
+        # How comparisons were decided: cache, quick (string/number), math_verify; plus no_answer.
+        self.stats: Counter[str] = Counter()
+
+    # -- public API -----------------------------------------------------------------------
+
+    def grade(self, gold: str, text: str) -> Verdict:
+        """Grade one response (whole text, or just its answer) against the gold answer."""
+        return self.grade_many([(gold, text)])[0]
+
+    def grade_many(self, pairs: Iterable[tuple[str, str]]) -> list[Verdict]:
+        """Grade (gold, response text) pairs; the result is in input order."""
+        pairs = list(pairs)
+        answers = [extract_final_answer(text) for _, text in pairs]
+        keys: list[tuple[str, str] | None] = []
+        decided: dict[tuple[str, str], tuple[bool | None, str | None]] = {}
+        pending: list[tuple[str, str]] = []
+        for (gold, _), answer in zip(pairs, answers):
+            if answer is None:
+                keys.append(None)
+                self.stats["no_answer"] += 1
+                continue
+            key = (normalize_answer(gold), normalize_answer(answer))
+            keys.append(key)
+            if key in decided:
+                self.stats["cache"] += 1
+                continue
+            hit = self._cache_get(key)
+            if hit is not None:
+                self.stats["cache"] += 1
+                decided[key] = hit
+                continue
+            quick = _quick(*key)
+            if quick is not None:
+                self.stats["quick"] += 1
+                decided[key] = (quick, None)
+                self._cache_put(key, decided[key])
+            else:
+                decided[key] = (None, "pending")
+                pending.append(key)
+        self.stats["math_verify"] += len(pending)
+        for key, result in zip(pending, self._compare(pending)):
+            decided[key] = result
+            self._cache_put(key, result)
+        return [Verdict(None, False, "no answer") if key is None else Verdict(answer, *decided[key])
+                for answer, key in zip(answers, keys)]
+
+    def start(self) -> None:
+        """Start every worker process now (otherwise each starts when first needed)."""
+        slots = [self._idle.get() for _ in range(self.workers)]
+        try:
+            for i, w in enumerate(slots):
+                if w is None:
+                    slots[i] = _Worker()
+        finally:
+            for w in slots:
+                self._idle.put(w)
+
+    def close(self) -> None:
+        """Stop the worker processes (a later call starts them again)."""
+        while True:
+            try:
+                w = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            if w is not None:
+                w.kill()
+        for _ in range(self.workers):
+            self._idle.put(None)
+
+    def __enter__(self) -> "Grader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _cache_get(self, key: tuple[str, str]) -> tuple[bool | None, str | None] | None:
+        with self._cache_lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+            return hit
+
+    def _cache_put(self, key: tuple[str, str], value: tuple[bool | None, str | None]) -> None:
+        with self._cache_lock:
+            self._cache[key] = value
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+
+    def _compare(self, keys: list[tuple[str, str]]) -> list[tuple[bool | None, str | None]]:
+        if not keys:
+            return []
+        n = min(self.workers, max(1, len(keys) // CHUNK + 1))
+        if n == 1:
+            return self._compare_on_one(keys)
+        # Split across worker processes; each thread drives one of them.
+        shares = [keys[i::n] for i in range(n)]
+        results: list[list] = [[] for _ in range(n)]
+        failures: list[BaseException] = []
+
+        def drive(i: int) -> None:
+            try:
+                results[i] = self._compare_on_one(shares[i])
+            except BaseException as e:  # re-raised on the calling thread below
+                failures.append(e)
+
+        threads = [threading.Thread(target=drive, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if failures:
+            raise failures[0]
+        merged: list = [None] * len(keys)
+        for i in range(n):
+            merged[i::n] = results[i]
+        return merged
+
+    def _compare_on_one(self, keys: list[tuple[str, str]]) -> list[tuple[bool | None, str | None]]:
+        worker = self._idle.get()
+        out: list[tuple[bool | None, str | None]] = []
+        try:
+            while len(out) < len(keys):
+                if worker is None:
+                    worker = _Worker()
+                chunk = keys[len(out):len(out) + CHUNK]
+                got, alive = worker.run(chunk, self.timeout)
+                out.extend(got)
+                if not alive:
+                    worker = None  # killed on overrun; the next chunk starts a fresh one
+        finally:
+            self._idle.put(worker)
+        return out

@@ -1,0 +1,94 @@
+"""The math-verify side of the grader, run as a child process: `python -m prm_annotate.grading_worker`.
+
+math-verify (sympy underneath) can run for ever on answers such as `10^{10^{10}}`, and its own
+timeouts use SIGALRM, which only works on the main thread of the main process. So the parent
+(`prm_annotate.grading.Grader`) turns those off and runs every comparison here, in a process it
+can kill when a comparison overruns its deadline.
+
+Protocol, one JSON document per line. The parent writes `{"items": [[gold, answer], ...]}` (both
+already normalised); the worker answers with one line per item, in order, as soon as it is done:
+`[true|false, null]` for a verdict or `[null, "<error>"]` when it could not decide. It writes
+`{"ready": true}` once math-verify is imported. Strings are only ever handed to math-verify's
+parser (an ANTLR LaTeX grammar and a digits-and-operators expression regex); nothing is evaluated.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from functools import lru_cache
+
+# Address-space cap: a runaway expression fails with MemoryError instead of taking the machine down.
+MEMORY_LIMIT_BYTES = int(os.environ.get("PRM_GRADER_MEMORY_LIMIT", str(4 << 30)))
+
+
+def _limit_memory() -> None:
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    except (ImportError, ValueError, OSError):  # not on this platform, or a lower hard limit
+        pass
+
+
+def _wrap(answer: str) -> str:
+    # A normalised answer is bare LaTeX or a number; "$...$" makes math-verify read it whole.
+    return "$" + answer + "$"
+
+
+def _parse(answer: str) -> list:
+    from math_verify import parse
+
+    return parse(_wrap(answer), parsing_timeout=None)
+
+
+@lru_cache(maxsize=4096)
+def _parse_gold(gold: str) -> list:
+    # Each gold answer is parsed once; rollouts compare one gold with many completions.
+    return _parse(gold)
+
+
+@lru_cache(maxsize=4096)
+def _parse_answer(answer: str) -> list:
+    return _parse(answer)
+
+
+def compare(gold: str, answer: str) -> tuple[bool | None, str | None]:
+    from math_verify import verify
+
+    gold_parsed = _parse_gold(gold)
+    if not gold_parsed:
+        return None, "gold parse failure"
+    parsed = _parse_answer(answer)
+    if not parsed:
+        return None, "parse failure"
+    # Gold first: verify is not symmetric (assignments such as "x = 2" are read on the answer side).
+    return bool(verify(gold_parsed, parsed, timeout_seconds=None)), None
+
+
+def main() -> None:
+    # Keep the protocol stream clean: anything a library prints goes to stderr instead.
+    proto = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    _limit_memory()
+    logging.basicConfig(level=logging.ERROR)
+    for name in ("math_verify", "latex2sympy2_extended"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    import math_verify  # noqa: F401  (import cost paid before "ready")
+
+    proto.write('{"ready": true}\n')
+    for line in sys.stdin:
+        request = json.loads(line)
+        for gold, answer in request["items"]:
+            try:
+                verdict = compare(gold, answer)
+            except MemoryError:
+                verdict = (None, "out of memory")
+            except Exception as e:  # a grader bug must not look like a wrong answer
+                verdict = (None, f"error: {type(e).__name__}")
+            proto.write(json.dumps(verdict) + "\n")
+
+
+if __name__ == "__main__":
+    main()

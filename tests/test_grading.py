@@ -1,0 +1,285 @@
+"""Answer grading: extraction, normalisation, math-verify comparisons, caching, hard timeout,
+hostile answers, and agreement with the human verdicts of ProcessBench."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from prm_annotate import grading
+from prm_annotate.answers import extract_final_answer, normalize_answer
+from prm_annotate.grading import Grader, Verdict
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+GRADING_FILES = [SHARED / "grading" / "processbench-gsm8k-gold.jsonl",
+                 SHARED / "grading" / "processbench-math-gold.jsonl"]
+# Runs for minutes (days, really) in sympy: 9^(9^(9^9)) has ~10^(3.7e8) digits.
+PATHOLOGICAL = r"\boxed{9^{9^{9^{9}}}}"
+
+
+@pytest.fixture(scope="module")
+def grader():
+    with Grader(timeout=5.0) as g:
+        yield g
+
+
+# --- extraction --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    (r"So $x = \boxed{\frac{1}{2}}$.", r"\frac{1}{2}"),
+    (r"first \boxed{3}, then \boxed{\sqrt{\frac{a}{b}}} at last", r"\sqrt{\frac{a}{b}}"),
+    (r"\boxed{\{1, 2\}}", r"\{1, 2\}"),                       # escaped braces inside
+    (r"\fbox{7} is it", "7"),
+    (r"ok \boxed{5} but truncated \boxed{12", "5"),           # unclosed box is skipped
+    ("Thus the answer is 42.", "42"),
+    ("Final Answer: The final answer is $\\frac{4}{7}$. I hope it is correct.", "$\\frac{4}{7}$"),
+    ("The final answer is 0.00000672. I hope it is correct.", "0.00000672"),
+    ("blah <<2*3=6>>6\n#### 1,234", "1,234"),
+    ("She makes 9 * 2 = $<<9*2=18>>18 every day\nA: 18", "18"),
+    ("**Answer:** Verna received $7.00 in change.", "Verna received $7.00 in change"),
+    ("**Step 1:** add.\n\nSo she has **12 tomatoes** left.", "12 tomatoes"),
+    ("The answer is framed within the context of the problem.\n\nSo it is 3.", "3"),  # prose skipped
+    ("Therefore, the customer paid $37 on this shopping trip.", "$37"),
+    ("\\[ 14 + 20 = 34 \\text{ hours}\\] So, she spends a total of 34 hours in 4 weeks.", "34"),
+    ("Therefore, $\\cos \\angle RPS = -\\frac{24}{25}$.", "-\\frac{24}{25}"),
+    ("18", "18"),
+    ("$\\frac{1}{2}$", "$\\frac{1}{2}$"),
+    ("I do not know.", None),
+    ("", None),
+])
+def test_extract_final_answer(text, expected):
+    assert extract_final_answer(text) == expected
+
+
+def test_boxed_beats_later_answer_is():
+    assert extract_final_answer("The answer is 3. Check: \\boxed{4}. The answer is 5.") == "4"
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("\\$1,234.50", "1234.50"),
+    ("$2,280$ reports", "2280"),
+    ("90,000", "90000"),
+    ("34 \\text{ hours}", "34"),
+    ("5 \\text{ cm}^2", "5"),
+    ("\\text{(E)}", "E"),
+    ("(C)", "C"),
+    ("\\text{east}", "east"),
+    ("27\\%", "27"),
+    ("76^\\circ", "76"),
+    ("12.", "12"),
+    ("\\$32,\\!348", "32348"),
+    ("\\dfrac{1}{2}", "\\frac{1}{2}"),
+    ("(2, \\infty)", "(2, \\infty)"),                          # a list keeps its comma
+    ("4 blue boxes and 6 red boxes", "4 blue boxes and 6 red boxes"),
+    ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),
+])
+def test_normalize_answer(raw, expected):
+    assert normalize_answer(raw) == expected
+
+
+# --- comparisons -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gold, text, correct", [
+    ("18", "So she makes \\boxed{18} dollars.", True),
+    ("18", "So she makes \\boxed{\\$18.00}.", True),
+    ("18", "The answer is 19.", False),
+    ("\\frac{1}{2}", "\\boxed{0.5}", True),
+    ("\\frac{270}7", "\\boxed{\\frac{270}{7}}", True),
+    ("-13x+3", "\\boxed{3 - 13x}", True),
+    ("11", "so \\boxed{x = 11}", True),
+    ("(2,\\infty)", "\\boxed{(2, \\infty)}", True),
+    ("\\cot x", "\\boxed{\\frac{\\cos x}{\\sin x}}", True),
+    ("10", "The answer is 10%.", True),
+    ("65960", "\\boxed{\\$65,760}", False),
+])
+def test_grade(grader, gold, text, correct):
+    v = grader.grade(gold, text)
+    assert v.correct is correct and v.error is None, v
+
+
+def test_no_answer_is_not_correct(grader):
+    assert grader.grade("3", "I cannot solve this.") == Verdict(None, False, "no answer")
+
+
+def test_gold_goes_first(grader):
+    # math-verify is not symmetric: an interval gold accepts an inequality answer but an inequality
+    # gold does not accept an interval answer... and vice versa for the other order. Swapping the
+    # arguments anywhere would flip both results.
+    assert grader.grade("1 < x < 2", "\\boxed{(1, 2)}").correct is True
+    assert grader.grade("(1, 2)", "\\boxed{1 < x < 2}").correct is False
+    assert grader.grade("1 \\le x \\le 2", "\\boxed{[1, 2]}").correct is True
+    assert grader.grade("[1, 2]", "\\boxed{1 \\le x \\le 2}").correct is False
+
+
+def test_grade_many_keeps_order_and_matches_grade(grader):
+    pairs = [("3", "\\boxed{3}"), ("3", "\\boxed{4}"), ("\\frac12", "\\boxed{0.5}"), ("3", "none"),
+             ("\\frac12", "\\boxed{\\frac{2}{4}}"), ("3", "\\boxed{3}")]
+    many = grader.grade_many(pairs)
+    assert [v.correct for v in many] == [True, False, True, False, True, True]
+    assert many == [grader.grade(g, t) for g, t in pairs]
+
+
+def test_verdicts_are_cached(monkeypatch):
+    calls = []
+    with Grader() as g:
+        real = g._compare
+
+        def counting(keys):
+            calls.append(list(keys))
+            return real(keys)
+
+        monkeypatch.setattr(g, "_compare", counting)
+        first = g.grade_many([("\\frac{1}{3}", "\\boxed{\\frac{2}{6}}")] * 3)
+        again = g.grade("\\frac{1}{3}", "so the answer is $\\frac{2}{6}$.")  # same normalised pair
+        assert all(v.correct for v in first) and again.correct
+        assert calls == [[("\\frac{1}{3}", "\\frac{2}{6}")], []]  # one math-verify call in all
+
+
+def test_cache_is_bounded():
+    with Grader(cache_size=2) as g:
+        g.grade_many([("1", "\\boxed{1}"), ("2", "\\boxed{2}"), ("3", "\\boxed{3}")])
+        assert list(g._cache) == [("2", "2"), ("3", "3")]
+
+
+# --- hard timeout ------------------------------------------------------------------------------
+
+def test_pathological_comparison_times_out():
+    with Grader(timeout=1.0) as g:
+        start = time.monotonic()
+        v = g.grade("5", PATHOLOGICAL)
+        took = time.monotonic() - start
+        assert v == Verdict("9^{9^{9^{9}}}", None, "timeout")
+        assert took < 1.0 + 10  # the deadline, plus killing the worker (generous on a loaded machine)
+        # The worker was replaced: the next comparison works, and the timeout is cached.
+        assert g.grade("\\frac{1}{2}", "\\boxed{0.5}").correct is True
+        start = time.monotonic()
+        assert g.grade("5", PATHOLOGICAL).error == "timeout"
+        assert time.monotonic() - start < 0.5
+
+
+def test_timeout_off_the_main_thread_and_in_a_batch():
+    results: list = []
+    with Grader(timeout=1.0) as g:
+        def run():
+            results.append(g.grade_many([("7", "\\boxed{7}"), ("7", "The answer is $10^{10^{10}}$."),
+                                         ("\\frac12", "\\boxed{0.5}"), ("8", "\\boxed{2^3}")]))
+        t = threading.Thread(target=run)
+        t.start()
+        t.join(timeout=60)
+        assert not t.is_alive()
+    [verdicts] = results
+    assert [(v.correct, v.error) for v in verdicts] == [(True, None), (None, "timeout"), (True, None), (True, None)]
+
+
+def test_timeout_inside_a_worker_process(tmp_path):
+    # A daemonic multiprocessing worker may not start multiprocessing children; the grader's
+    # subprocess worker must still work there, and signals are not used.
+    script = tmp_path / "pool.py"
+    script.write_text(
+        "import multiprocessing as mp\n"
+        "def job(_):\n"
+        "    from prm_annotate.grading import Grader\n"
+        "    with Grader(timeout=1.0) as g:\n"
+        f"        return [(v.correct, v.error) for v in g.grade_many([('5', {PATHOLOGICAL!r}), ('2', 'A: 2')])]\n"
+        "if __name__ == '__main__':\n"
+        "    with mp.get_context('fork').Pool(1) as pool:\n"
+        "        print(pool.map(job, [0])[0])\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[(None, 'timeout'), (True, None)]"
+
+
+def test_no_worker_left_behind():
+    g = Grader(timeout=2.0)
+    g.grade("\\frac12", "\\boxed{0.5}")
+    [worker] = [w for w in list(g._idle.queue) if w is not None]
+    g.close()
+    assert worker.proc.poll() is not None
+
+
+# --- untrusted model output --------------------------------------------------------------------
+
+def _payload(path: Path) -> str:
+    return f"__import__('os').system('touch {path}')"
+
+
+def _hostile(path: Path) -> list[str]:
+    cmd = _payload(path)
+    return [
+        f"\\boxed{{{cmd}}}",
+        f"The answer is {cmd}.",
+        f"#### {cmd}",
+        f"Answer: {cmd}",
+        f"**{cmd}**",
+        f"${cmd}$",
+        f"\\boxed{{1 + {cmd}}}",
+        f"\\boxed{{eval(\"{cmd}\")}}",
+        f"\\boxed{{(lambda: {cmd})()}}",
+        f"The answer is 2 + {cmd}",
+        f"\\boxed{{\\text{{{cmd}}}}}",
+        f"x = {cmd}",
+        cmd,
+    ]
+
+
+def test_payload_is_really_hostile(tmp_path):
+    # Control: sympy's string parser evaluates its input, so the payload would create the file.
+    marker = tmp_path / f"control_{uuid.uuid4().hex}"
+    code = f"import sympy; sympy.sympify({_payload(marker)!r})"
+    subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert marker.exists()
+
+
+def test_hostile_answers_are_never_executed(tmp_path):
+    marker = tmp_path / f"pwned_{uuid.uuid4().hex}"
+    hostile = _hostile(marker)
+    with Grader(timeout=5.0) as g:
+        against_gold = g.grade_many([("5", h) for h in hostile])
+        g.grade_many([(h, h) for h in hostile])  # hostile text on the gold side too
+    assert not marker.exists()
+    assert not any(v.correct for v in against_gold)
+    # The worker's comparison, run in this process, does not evaluate either.
+    from prm_annotate.grading_worker import compare
+    for h in hostile:
+        compare(normalize_answer(h), normalize_answer(h))
+        compare("5", normalize_answer(h))
+    assert not marker.exists()
+
+
+def test_grading_module_does_not_load_sympy():
+    code = "import sys, prm_annotate.grading; print('sympy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "False", out.stderr
+
+
+# --- agreement with human verdicts -------------------------------------------------------------
+
+def test_agreement_with_processbench_human_flags(grader):
+    records = [json.loads(line) for f in GRADING_FILES for line in f.read_text().splitlines()]
+    assert len(records) == 512
+    verdicts = grader.grade_many([(r["answer"], "\n\n".join(r["steps"])) for r in records])
+    agree = sum(v.correct == r["final_answer_correct"] for v, r in zip(verdicts, records))
+    assert agree / len(records) >= 0.99, f"{agree}/{len(records)}"
+    assert all(v.error is None for v in verdicts)
+
+
+def test_grading_module_exports():
+    assert grading.extract_final_answer is extract_final_answer
+
+
+def test_two_workers_agree_with_one():
+    # More pending comparisons than one chunk, so two worker processes share them.
+    pairs = [(f"\\frac{{{i}}}{{7}}", f"\\boxed{{\\frac{{{2 * i + (i % 3 == 0)}}}{{14}}}}") for i in range(1, 301)]
+    with Grader(workers=1) as one, Grader(workers=2) as two:
+        a, b = one.grade_many(pairs), two.grade_many(pairs)
+        assert two.stats["math_verify"] == 300
+    assert a == b
+    assert [v.correct for v in a] == [i % 3 != 0 for i in range(1, 301)]
