@@ -229,17 +229,21 @@ class Truncation:
     lost_by_row: dict[str, int] = field(default_factory=dict)
 
 
-def trl_label_positions(row: dict[str, Any], tokenizer: Any, step_separator: str) -> list[int]:
+def trl_label_positions(row: dict[str, Any], tokenizer: Any, step_separator: str,
+                        max_completion_length: int | None = None) -> list[int | None]:
     """Token positions of the labels as TRL's PRMTrainer.tokenize_row places them: BOS (if any),
-    the prompt, then each step followed by the separator, its label on the separator's last token."""
-    pos = len(tokenizer(row["prompt"], add_special_tokens=False)["input_ids"])
+    the prompt, then each step followed by the separator, its label on the separator's last token.
+    None for a label that `max_completion_length` cuts off first."""
+    prompt = len(tokenizer(row["prompt"], add_special_tokens=False)["input_ids"])
     if tokenizer.bos_token_id is not None:
-        pos += 1
+        prompt += 1
     sep = len(tokenizer.encode(step_separator, add_special_tokens=False))
-    positions = []
+    positions: list[int | None] = []
+    offset = 0
     for step in row["completions"]:
-        pos += len(tokenizer(step, add_special_tokens=False)["input_ids"]) + sep
-        positions.append(pos - 1)
+        offset += len(tokenizer(step, add_special_tokens=False)["input_ids"]) + sep
+        cut = max_completion_length is not None and offset - 1 >= max_completion_length
+        positions.append(None if cut else prompt + offset - 1)
     return positions
 
 
@@ -264,14 +268,17 @@ def tag_positions(text: str, tag: str, tokenizer: Any) -> list[int]:
 
 
 def check_truncation(rows: Iterable[dict[str, Any]], opts: ExportOptions, tokenizer: Any, max_length: int,
-                     trl_step_separator: str = "\n") -> Truncation:
+                     trl_step_separator: str = "\n", max_completion_length: int | None = None) -> Truncation:
+    """Labels a trainer would lose: those whose token lies at or past `max_length` (and, for TRL,
+    past `max_completion_length` tokens of completion)."""
     report = Truncation(max_length)
     for row in rows:
+        positions: list[int | None]
         if opts.format == "trl":
-            positions = trl_label_positions(row, tokenizer, trl_step_separator)
+            positions = trl_label_positions(row, tokenizer, trl_step_separator, max_completion_length)
         else:
-            positions = tag_positions(_text_of(row, tokenizer), opts.tag, tokenizer)
-        lost = sum(p >= max_length for p in positions)
+            positions = list(tag_positions(_text_of(row, tokenizer), opts.tag, tokenizer))
+        lost = sum(p is None or p >= max_length for p in positions)
         report.labels_total += len(positions)
         if lost:
             report.rows += 1

@@ -123,11 +123,12 @@ def file_stats(path: str) -> dict[str, Any]:
             answers["final_answer_correct" if obj["final_answer_correct"] else "final_answer_incorrect"] += 1
         if "final_answer" in obj and obj["final_answer"] is None:
             answers["no final answer"] += 1
-        generator = obj.get("generator")
-        if isinstance(generator, dict):
-            for key, value in generator.items():
-                if "token" in key and isinstance(value, int) and not isinstance(value, bool):
-                    gen_tokens[f"generator.{key}"] += value
+        for owner in ("generator", "mc", "judge"):  # token counts wherever a stage records them
+            part = obj.get(owner)
+            if isinstance(part, dict):
+                for key, value in part.items():
+                    if "token" in key and isinstance(value, int) and not isinstance(value, bool):
+                        gen_tokens[f"{owner}.{key}"] += value
 
     out: dict[str, Any] = {
         "path": path,

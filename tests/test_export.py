@@ -173,27 +173,45 @@ def test_truncation_is_counted_against_trl(files, consensus, tokenizer_dir, tmp_
             f"{sum(len(r['labels']) for r in rows)} step labels at --max-length {max_length}") in result.stderr
     assert len(load(out)) == len(rows)  # kept, with the warning
 
+    # TRL cuts the completion to max_completion_length first
+    mcl = max_length // 2
+    lost_mcl = 0
+    for r in rows:
+        enc = PRMTrainer.tokenize_row(r, tok, "\n", max_length, mcl, False, False)
+        lost_mcl += len(r["labels"]) - sum(x != -100 for x in enc["labels"])
+    assert lost_mcl > sum(lost_by_trl.values())
+    result = export(str(files["consensus"]), "-o", str(tmp_path / "mcl.jsonl"), "--format", "trl",
+                    "--tokenizer", str(tokenizer_dir), "--max-length", str(max_length),
+                    "--max-completion-length", str(mcl))
+    assert f"lose {lost_mcl} of" in result.stderr
+
     dropped = tmp_path / "dropped.jsonl"
     export(str(files["consensus"]), "-o", str(dropped), "--format", "trl", "--tokenizer", str(tokenizer_dir),
            "--max-length", str(max_length), "--drop-truncated")
     assert {r["id"] for r in load(dropped)} == {r["id"] for r in rows} - set(lost_by_trl)
 
 
-def test_truncation_is_counted_for_tagged_text(files, tokenizer_dir, tmp_path):
-    """openrlhf: OpenRLHF truncates the token ids and keeps the labels of the tags still present."""
+@pytest.mark.parametrize("fmt,tag", [("openrlhf", "ки"), ("math-shepherd", "ки"), ("qwen", "<extra_0>")])
+def test_truncation_is_counted_for_tagged_text(fmt, tag, files, tokenizer_dir, tmp_path):
+    """Tagged formats: a trainer truncates the token ids and keeps the labels of the tags still there
+    (OpenRLHF's ProcessRewardDataset does exactly this); qwen rows are measured in their chat template."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     full = tmp_path / "full.jsonl"
-    export(str(files["consensus"]), "-o", str(full), "--format", "openrlhf")
+    export(str(files["consensus"]), "-o", str(full), "--format", fmt)
     rows = list(load(full))
-    max_length = sorted(len(tok(r["input"], add_special_tokens=False)["input_ids"]) for r in rows)[len(rows) // 2]
+
+    def text(r: dict) -> str:
+        return tok.apply_chat_template(r["messages"], tokenize=False) if fmt == "qwen" else r["input"]
+
+    max_length = sorted(len(tok(text(r), add_special_tokens=False)["input_ids"]) for r in rows)[len(rows) // 2]
     lost = 0
     for r in rows:
-        ids = tok(r["input"], add_special_tokens=False, truncation=True, max_length=max_length)["input_ids"]
-        lost += len(r["label"]) - tok.decode(ids).count("ки")
+        ids = tok(text(r), add_special_tokens=False, truncation=True, max_length=max_length)["input_ids"]
+        lost += text(r).count(tag) - tok.decode(ids).count(tag)
     assert lost > 0
-    result = export(str(files["consensus"]), "-o", str(tmp_path / "cut.jsonl"), "--format", "openrlhf",
+    result = export(str(files["consensus"]), "-o", str(tmp_path / "cut.jsonl"), "--format", fmt,
                     "--tokenizer", str(tokenizer_dir), "--max-length", str(max_length))
     assert f"lose {lost} of" in result.stderr
 

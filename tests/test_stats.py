@@ -46,6 +46,7 @@ def test_rollout_stats(setup):
     assert sum(out["mc_scores"][b] for b in bins) == out["mc_scores"]["steps scored"]
     assert out["mc"]["generated_tokens"] == sum(r["mc"]["generated_tokens"] for r in rows)
     assert out["mc"]["completions"] == sum(r["mc"]["completions"] for r in rows)
+    assert out["tokens"] == {"mc.generated_tokens": out["mc"]["generated_tokens"]}
 
 
 def test_judged_stats_count_parse_failures(setup):

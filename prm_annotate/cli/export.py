@@ -19,6 +19,7 @@ def export(
     placeholder: Annotated[Optional[str], typer.Option("--placeholder", help="Step tag (default ки; <extra_0> for qwen).")] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer (local path) for the --max-length check.")] = None,
     max_length: Annotated[Optional[int], typer.Option("--max-length", min=1, help="Trainer's maximum length in tokens: count labels it would cut off.")] = None,
+    max_completion_length: Annotated[Optional[int], typer.Option("--max-completion-length", min=1, help="trl: PRMConfig.max_completion_length for the length check.")] = None,
     drop_truncated: Annotated[bool, typer.Option("--drop-truncated", help="Leave out rows that would lose labels at --max-length.")] = False,
 ) -> None:
     """Consensus (or rollout, judged, ProcessBench) records -> a PRM training set."""
@@ -29,6 +30,8 @@ def export(
     with handled():
         if (tokenizer is None) != (max_length is None):
             raise UsageError("--tokenizer and --max-length go together")
+        if max_completion_length is not None and (format != "trl" or max_length is None):
+            raise UsageError("--max-completion-length is TRL's; it goes with --format trl, --tokenizer and --max-length")
         if drop_truncated and max_length is None:
             raise UsageError("--drop-truncated needs --tokenizer and --max-length")
         opts = ExportOptions(format=format, soft=soft, keep_scores=keep_scores,
@@ -36,7 +39,7 @@ def export(
         rows, summary = build_rows(input, opts)
         if max_length is not None:
             trl_sep = opts.step_sep if opts.step_sep is not None else "\n"
-            trunc = check_truncation(rows, opts, load_tokenizer(tokenizer), max_length, trl_sep)
+            trunc = check_truncation(rows, opts, load_tokenizer(tokenizer), max_length, trl_sep, max_completion_length)
             if trunc.rows:
                 action = "left out (--drop-truncated)" if drop_truncated else "kept; a trainer will cut these labels off"
                 print(f"export: warning: {trunc.rows} of {len(rows)} rows lose {trunc.labels_lost} of "
