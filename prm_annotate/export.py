@@ -212,6 +212,9 @@ def write_rows(rows: list[dict[str, Any]], output: str) -> None:
                     fh.write(dumps(r))
                 fh.flush()
                 os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; give it ordinary permissions
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
