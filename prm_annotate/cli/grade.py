@@ -4,6 +4,7 @@ import typer
 
 from prm_annotate.cli.app import (BatchOpt, FormatOpt, InputArg, LimitOpt, OutputOpt, QuietOpt, ShardOpt,
                                   SkipInvalidOpt, StepSepOpt, app, handled, run_options)
+from prm_annotate.cli.executor_options import ExecutorOpt, RayActorsOpt, RayCpusOpt, RayGpusOpt, ray_options
 from prm_annotate.runner import report, run_stage
 from prm_annotate.steps import decode_sep
 
@@ -19,6 +20,10 @@ def grade(
     skip_invalid: SkipInvalidOpt = False,
     quiet: QuietOpt = False,
     shard: ShardOpt = None,
+    executor: ExecutorOpt = "local",
+    ray_actors: RayActorsOpt = 2,
+    ray_cpus_per_actor: RayCpusOpt = 1.0,
+    ray_gpus_per_actor: RayGpusOpt = None,
 ) -> None:
     """Re-grade the final answers of existing responses (sets final_answer and correct)."""
     from prm_annotate.stages.grade import GradeStage
@@ -26,8 +31,15 @@ def grade(
     with handled():
         opts = run_options(input, output, format=format, limit=limit, batch_size=batch_size,
                            skip_invalid=skip_invalid, quiet=quiet, shard=shard)
-        stage = GradeStage(step_sep=decode_sep(step_sep))
-        summary = run_stage(stage, opts)
+        sep = decode_sep(step_sep)
+        ray = ray_options(executor, ray_actors, ray_cpus_per_actor, ray_gpus_per_actor)
+        if ray is not None:
+            from prm_annotate.executors.ray_executor import run_stage_on_ray
+
+            stage, summary = run_stage_on_ray(lambda _engine: GradeStage(step_sep=sep), None, opts, ray)
+        else:
+            stage = GradeStage(step_sep=sep)
+            summary = run_stage(stage, opts)
         report(summary)
         graded = summary.written
         if graded:

@@ -1,0 +1,46 @@
+"""`--executor local|ray` and the Ray resources, shared by every stage command.
+
+A command lists the options in its signature and turns them into `RayOptions` (None: local):
+
+    executor: ExecutorOpt = "local", ray_actors: RayActorsOpt = 2,
+    ray_cpus_per_actor: RayCpusOpt = 1.0, ray_gpus_per_actor: RayGpusOpt = None,
+    ...
+    ray = ray_options(executor, ray_actors, ray_cpus_per_actor, ray_gpus_per_actor)
+
+then runs the stage with `prm_annotate.executors.ray_executor.run_stage_on_ray(build, config,
+opts, ray)` when `ray` is set, and as before otherwise.
+"""
+from __future__ import annotations
+
+import importlib.util
+from typing import Annotated, Optional
+
+import typer
+
+from prm_annotate.errors import UsageError
+from prm_annotate.executors import EXECUTORS, RayOptions
+
+_P = "Executor"  # help panel
+
+ExecutorOpt = Annotated[str, typer.Option(
+    "--executor", rich_help_panel=_P,
+    help="local: run here; ray: on a Ray cluster (RAY_ADDRESS, else a local Ray), one engine per actor.")]
+RayActorsOpt = Annotated[int, typer.Option(
+    "--ray-actors", min=1, rich_help_panel=_P, help="Ray actors, each holding one engine (data-parallel replicas).")]
+RayCpusOpt = Annotated[float, typer.Option(
+    "--ray-cpus-per-actor", min=0.0, rich_help_panel=_P, help="CPUs Ray reserves for each actor.")]
+RayGpusOpt = Annotated[Optional[float], typer.Option(
+    "--ray-gpus-per-actor", min=0.0, rich_help_panel=_P,
+    help="GPUs per actor (default: 1 if the cluster has GPUs, else 0; use --tensor-parallel-size's value).")]
+
+
+def ray_options(executor: str, actors: int = 2, cpus_per_actor: float = 1.0,
+                gpus_per_actor: float | None = None) -> RayOptions | None:
+    """None for the local executor; raises UsageError (exit 2) for an unknown one or a missing Ray."""
+    if executor not in EXECUTORS:
+        raise UsageError(f"--executor {executor!r}: choose from {', '.join(EXECUTORS)}")
+    if executor == "local":
+        return None
+    if importlib.util.find_spec("ray") is None:
+        raise UsageError("--executor ray needs Ray: pip install 'prm-annotate[ray]'")
+    return RayOptions(actors=actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor)
