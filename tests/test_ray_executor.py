@@ -1,0 +1,176 @@
+"""`--executor ray`: the same records as the local executor, work spread over the actors, resume
+after the driver is SIGKILLed, and no Ray process left behind.
+
+Each test starts its own local Ray (several seconds on 2 cores), so there are few of them.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import psutil
+import pytest
+
+pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'prm-annotate[ray]')")
+
+CLI = [sys.executable, "-m", "prm_annotate"]
+RAY_TIMEOUT = 300
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def responses(n: int) -> list[dict]:
+    """Grade input: every third answer wrong."""
+    out = []
+    for i in range(n):
+        final = i if i % 3 else i + 1
+        out.append({"id": f"p{i}/0", "problem_id": f"p{i}", "answer": str(i),
+                    "steps": [f"{i} - 0 = {final}", f"The answer is \\boxed{{{final}}}."]})
+    return out
+
+
+def ray_processes() -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["name", "cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if p.info["name"] in ("raylet", "gcs_server") or cmd.startswith("ray::") or "/site-packages/ray/" in cmd:
+            found.append(p)
+    return found
+
+
+def new_ray_processes(before: set[int]) -> list[psutil.Process]:
+    return [p for p in ray_processes() if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def kill_all(procs: list[psutil.Process]) -> None:
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=10)
+
+
+@pytest.fixture
+def no_ray_left():
+    """Fails the test if Ray processes it started are still running shortly after it ends
+    (and ends them, by pid, so the next test starts clean)."""
+    before = {p.pid for p in ray_processes()}
+    yield before
+    deadline = time.monotonic() + 20
+    while (left := new_ray_processes(before)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if left:
+        names = [" ".join(p.cmdline()[:2]) for p in left]
+        kill_all(left)
+        pytest.fail(f"Ray processes left running: {names}")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, timeout=RAY_TIMEOUT)
+
+
+def test_grade_on_ray_gives_the_local_records(tmp_path, no_ray_left):
+    src = write_jsonl(tmp_path / "in.jsonl", responses(60))
+    local, remote = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    here = run("grade", str(src), "-o", str(local), "--batch-size", "5")
+    assert here.returncode == 0, here.stderr
+    there = run("grade", str(src), "-o", str(remote), "--batch-size", "5",
+                "--executor", "ray", "--ray-actors", "2", "--ray-cpus-per-actor", "1")
+    assert there.returncode == 0, there.stderr
+    # The same records, byte for byte (the order is the order batches finished).
+    assert sorted(remote.read_bytes().splitlines()) == sorted(local.read_bytes().splitlines())
+    # The actors' counters reach the driver's summary.
+    assert "grade: 40 of 60 correct" in here.stderr.decode()
+    assert "grade: 40 of 60 correct" in there.stderr.decode()
+    runs = orjson.loads((tmp_path / "ray.manifest.json").read_bytes())["runs"]
+    assert runs[-1]["counts"]["written"] == 60 and runs[-1]["stats"]["correct"] == 40
+
+
+def test_ray_spreads_batches_over_actors_and_skips_finished_ids(tmp_path, no_ray_left):
+    import ray
+
+    from prm_annotate.executors import RayOptions
+    from prm_annotate.executors.ray_executor import run_stage_on_ray
+    from prm_annotate.runner import RunOptions
+    from prm_annotate.stages.grade import GradeStage
+
+    src = write_jsonl(tmp_path / "in.jsonl", responses(40))
+    out = tmp_path / "out.jsonl"
+    # A finished part from an earlier run: it must be kept and not sent to the cluster again.
+    finished = [dict(r, final_answer="kept", correct=None) for r in responses(40)[:12]]
+    write_jsonl(out, finished)
+
+    def build(_engine):
+        # Defined here, so Ray ships it by value; marks each record with the process that made it.
+        class WhereStage(GradeStage):
+            def process(self, batch):
+                for outcome in super().process(batch):
+                    outcome.records[0]["worker_pid"] = os.getpid()
+                    yield outcome
+
+        return WhereStage()
+
+    stage, summary = run_stage_on_ray(build, None, RunOptions(str(src), str(out), batch_size=2, quiet=True),
+                                      RayOptions(actors=2, cpus_per_actor=1))
+    assert not ray.is_initialized()  # the run started Ray and stopped it again
+    assert (summary.skipped, summary.done, summary.written, summary.failed) == (12, 28, 28, 0)
+    records = read_jsonl(out)
+    assert records[:12] == finished
+    assert sorted(r["id"] for r in records) == sorted(r["id"] for r in responses(40))
+    pids = {r["worker_pid"] for r in records[12:]}
+    assert len(pids) == 2 and os.getpid() not in pids  # two actors did the work, not the driver
+    assert stage.stats["correct"] == sum(r["correct"] is True for r in records[12:])
+
+
+def test_ray_run_resumes_after_the_driver_is_killed(tmp_path, no_ray_left):
+    src = write_jsonl(tmp_path / "in.jsonl", responses(3000))
+    out = tmp_path / "out.jsonl"
+    args = [*CLI, "grade", str(src), "-o", str(out), "--batch-size", "10", "--executor", "ray", "-q"]
+    driver = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + RAY_TIMEOUT
+    while time.monotonic() < deadline and driver.poll() is None:
+        if out.exists() and out.stat().st_size > 0:
+            break
+        time.sleep(0.05)
+    assert driver.poll() is None, driver.stderr.read().decode()
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    driver.stderr.close()
+    # The local Ray shares the driver's fate (its head processes and actors end with it); Ray's
+    # agents notice a minute or two later: end them now, by pid, rather than wait.
+    time.sleep(2)
+    kill_all(new_ray_processes(no_ray_left))
+
+    partial = read_jsonl(out) if out.read_bytes().endswith(b"\n") else None
+    written = out.read_bytes().count(b"\n")
+    assert 0 < written < 3000, written
+
+    again = run(*args[len(CLI):])
+    assert again.returncode == 0, again.stderr
+    assert f"{written} already done" in again.stderr.decode()
+    records = read_jsonl(out)
+    ids = [r["id"] for r in records]
+    assert len(ids) == len(set(ids)) == 3000
+    assert sorted(ids) == sorted(r["id"] for r in responses(3000))
+    if partial is not None:
+        assert records[: len(partial)] == partial  # what the killed run wrote is kept as it was
+    assert sum(r["correct"] is True for r in records) == 2000
+
+
+def test_unknown_executor_is_a_usage_error(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", responses(2))
+    bad = run("grade", str(src), "-o", str(tmp_path / "o.jsonl"), "--executor", "dask")
+    assert bad.returncode == 2 and "--executor 'dask'" in bad.stderr.decode()
