@@ -6,9 +6,12 @@
   3. the last GSM8K `#### X`;
   4. the last "Answer: X" (or "A: X" at the start of a line, as in the GPT-3 GSM8K solutions);
   5. the last bold `**X**` that is not a heading;
-  6. otherwise the final paragraph: itself when it is a bare answer, else the right-hand side of
-     its last equation, else its last number.
-It returns the text it found, unchanged, or None.
+  6. otherwise the end of the response: the final paragraph itself when it is a bare answer
+     ("18", "$\\frac12$"); else, in the last sentence (of the last three paragraphs) that holds a
+     number or a math expression, the last one that is the result of an equation somewhere in
+     the response ("= 34 hours] So, 34 hours in 4 weeks" -> 34), else the last one.
+It returns the text it found, unchanged, or None. Every rule reads a bounded window, so a long
+degenerate generation costs linear time (the parent process runs these without a timeout).
 
 `normalize_answer` turns an extracted answer or a gold answer into a canonical string for
 comparison: math delimiters, dollar signs, `\\text{}` units, degrees, percent signs, thousands
@@ -23,43 +26,52 @@ from functools import lru_cache
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*(\{)?")
 _ANSWER_IS_RE = re.compile(r"(?i)\banswer\s+is\b\s*:?\s*")
 _HASHES_RE = re.compile(r"####\s*([^\n]*)")
-_ANSWER_COLON_RE = re.compile(r"(?im)(?:\banswer|^\s*(?-i:A))\s*(?:\*\*)?\s*:\s*(?:\*\*)?[ \t]*([^\n]*)")
+_ANSWER_COLON_RE = re.compile(r"(?im)(?:\banswer|^[ \t]*(?-i:A))\s*(?:\*\*)?\s*:\s*(?:\*\*)?[ \t]*([^\n]*)")
 _BOLD_RE = re.compile(r"\*\*([^*\n]+?)\*\*")
 _HEADING_RE = re.compile(r"(?i)^(?:step\b|solution\b|conclusion\b|final answer\b|answer\b)|:\s*$")
 _MATH_START = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n")
 _NUMBER_RE = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?%?|-?\\[dt]?frac\{-?\d+\}\{-?\d+\}")
 _MATH_CHARS_RE = re.compile(r"[\\^_{}=+*/()<>\d]")
-_HOPE_RE = re.compile(r"(?i)\s*I hope it is correct\.?\s*$")
+_HOPE_RE = re.compile(r"(?i)I hope it is correct\.?\s*$")
+# Model output can be long and degenerate ("\boxed{\boxed{..." thousands of times): every rule
+# looks at a bounded window so extraction stays linear in the length of the text.
+WINDOW = 1000       # characters read after "the answer is" / "Answer:"
+MAX_TRIES = 20      # candidates of one rule tried, latest first
+TAIL = 3000         # characters of the final paragraph looked at by the last rule
+MAX_PROSE = 500     # answers longer than this skip the prose rules of normalisation
 
 
-def _balanced(text: str, open_at: int) -> int | None:
-    """Index of the brace closing the one at `open_at`, or None when it is never closed."""
-    depth = 0
-    i = open_at
+def _closing_braces(text: str) -> dict[int, int]:
+    """Index of each opening brace -> index of the brace closing it (unclosed ones are absent)."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
     while i < len(text):
         c = text[i]
         if c == "\\":
             i += 2  # an escaped brace such as \{ does not count
             continue
         if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
+            stack.append(i)
+        elif c == "}" and stack:
+            pairs[stack.pop()] = i
         i += 1
-    return None
+    return pairs
 
 
 def _last_boxed(text: str) -> str | None:
-    for m in reversed(list(_BOX_RE.finditer(text))):
+    matches = list(_BOX_RE.finditer(text))
+    if not matches:
+        return None
+    closing = _closing_braces(text)
+    for m in reversed(matches[-MAX_TRIES:]):
         if m.group(1):
-            end = _balanced(text, m.start(1))
+            end = closing.get(m.start(1))
             if end is not None:
                 return text[m.start(1) + 1:end].strip()
         else:  # "\boxed 5": the argument is the next token
-            tok = re.match(r"\s*([^\s$.,]+)", text[m.end():])
+            tok = re.match(r"\s*([^\s$.,{}]+)", text[m.end():m.end() + WINDOW])
             if tok:
                 return tok.group(1)
     return None
@@ -77,14 +89,18 @@ def _math_or_sentence(rest: str) -> str:
     return rest[: end.start() if end else len(rest)].strip()
 
 
+def _strip_hope(s: str) -> str:
+    return _HOPE_RE.sub("", s).strip()
+
+
 def _is_prose(s: str) -> bool:
     """Words without any digit or math, e.g. "arrived at through careful consideration"."""
     return not _MATH_CHARS_RE.search(s) and len(s.split()) > 1
 
 
 def _last_answer_is(text: str) -> str | None:
-    for m in reversed(list(_ANSWER_IS_RE.finditer(text))):
-        cand = _HOPE_RE.sub("", _math_or_sentence(text[m.end():]))
+    for m in reversed(list(_ANSWER_IS_RE.finditer(text))[-MAX_TRIES:]):
+        cand = _strip_hope(_math_or_sentence(text[m.end():m.end() + WINDOW]))
         if cand and not _is_prose(cand):
             return cand
     return None
@@ -96,15 +112,15 @@ def _last_hashes(text: str) -> str | None:
 
 
 def _last_answer_colon(text: str) -> str | None:
-    for m in reversed(list(_ANSWER_COLON_RE.finditer(text))):
-        cand = _HOPE_RE.sub("", _math_or_sentence(m.group(1).strip()))
+    for m in reversed(list(_ANSWER_COLON_RE.finditer(text))[-MAX_TRIES:]):
+        cand = _strip_hope(_math_or_sentence(m.group(1)[:WINDOW].strip()))
         if cand:
             return cand
     return None
 
 
 def _last_bold(text: str) -> str | None:
-    for m in reversed(list(_BOLD_RE.finditer(text))):
+    for m in reversed(list(_BOLD_RE.finditer(text))[-MAX_TRIES:]):
         cand = m.group(1).strip()
         if cand and not _HEADING_RE.search(cand):
             return cand
@@ -145,7 +161,7 @@ def _sentence_candidates(sentence: str) -> list[tuple[str, bool]]:
 
 
 def _from_final_paragraph(text: str) -> str | None:
-    pars = [p.strip() for p in text.split("\n\n") if p.strip()]
+    pars = [p.strip()[-TAIL:] for p in text.split("\n\n")[-3:] if p.strip()]
     if not pars:
         return None
     if _looks_bare(pars[-1]):
@@ -187,14 +203,16 @@ _TRAILING_WORDS_RE = re.compile(r"^(.*?[\d}\)\]])\s+(?:[A-Za-z]{2,}\.?\s*)+$")
 
 def _unwrap(s: str) -> str:
     changed = True
-    while changed:
+    for _ in range(8):  # layers of delimiters; more is not an answer anyone wrote
+        if not changed:
+            break
         changed = False
         s = s.strip()
         for opener, closer in (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"), ("**", "**")):
             if len(s) > len(opener) + len(closer) and s.startswith(opener) and s.endswith(closer):
                 s, changed = s[len(opener):-len(closer)], True
         m = _BOX_RE.match(s)
-        if m and m.group(1) and _balanced(s, m.start(1)) == len(s) - 1:
+        if m and m.group(1) and _closing_braces(s).get(m.start(1)) == len(s) - 1:
             s, changed = s[m.end():-1], True
     return s
 
@@ -228,8 +246,7 @@ def _single_number_in_prose(s: str) -> str:
 @lru_cache(maxsize=65536)
 def normalize_answer(s: str) -> str:
     """Canonical form of an answer string for comparison (see the module docstring)."""
-    s = _HOPE_RE.sub("", s.strip())
-    s = _unwrap(s)
+    s = _unwrap(_strip_hope(s))
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\!", "")
     s = s.replace("\\left", "").replace("\\right", "")
     s = _SPACES_RE.sub(" ", s)
@@ -238,12 +255,13 @@ def normalize_answer(s: str) -> str:
     s = _drop_text(s)
     s = _DEGREE_RE.sub("", s)
     s = s.replace("\\%", "").replace("%", "")
-    s = re.sub(r"(?i)\s*\b(?:percent|per cent)\b\s*$", "", s)
     s = " ".join(s.split())
-    s = _single_number_in_prose(s)
-    m = _TRAILING_WORDS_RE.match(s)
-    if m and not re.search(r"(?<!\\)\b[A-Za-z]{2,}", m.group(1)):
-        s = m.group(1)
+    if len(s) <= MAX_PROSE:
+        s = re.sub(r"(?i)\s*\b(?:percent|per cent)$", "", s)
+        s = _single_number_in_prose(s)
+        m = _TRAILING_WORDS_RE.match(s)
+        if m and not re.search(r"(?<!\\)\b[A-Za-z]{2,}", m.group(1)):
+            s = m.group(1)
     s = s.strip().rstrip(".,;:!").strip()
     s = _unwrap(s)
     if _THOUSANDS_RE.match(s):

@@ -6,8 +6,9 @@
     grader.close()                         # or `with Grader() as grader:`
 
 A verdict's `correct` is True/False when decided. A response with no final answer is
-`correct=False, error="no answer"`. When the grader cannot decide (`error` is "timeout",
-"parse failure", "gold parse failure", "worker crashed", ...) `correct` is None: never guessed.
+`correct=False, error="no answer"` (so `error` alone does not mean undecided). When the grader
+cannot decide (`error` is "timeout", "parse failure", "gold parse failure", "empty gold",
+"worker crashed", "out of memory", "error: <Exception>") `correct` is None: never guessed.
 
 How a comparison is decided, cheapest first:
   1. the verdict cache (bounded LRU keyed by the normalised gold and answer);
@@ -196,6 +197,9 @@ class Grader:
             if hit is not None:
                 self.stats["cache"] += 1
                 decided[key] = hit
+                continue
+            if not key[0] or not key[1]:  # nothing left once delimiters and units are gone
+                decided[key] = (None, "empty gold") if not key[0] else (False, "no answer")
                 continue
             quick = _quick(*key)
             if quick is not None:
