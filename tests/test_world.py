@@ -98,3 +98,56 @@ def test_empty_response_and_missing_world():
     assert true_first_error(PROBLEM, []) == 0
     with pytest.raises(ValueError, match="world"):
         true_first_error({"id": "x", "problem": "p", "answer": "1"}, RIGHT)
+
+
+# ---------------------------------------------------------------- training
+
+def test_judge_target_follows_truth():
+    from prm_annotate.world.train import judge_target
+
+    wrong = ["Step 1: 3 + 5 = 8.", "Step 2: 8 - 2 = 5.", "Step 3: 5 * 2 = 10.", "The answer is \\boxed{10}."]
+    assert judge_target(PROBLEM, wrong) == (
+        "Paragraph 0: 3 + 5 = 8, correct.\nParagraph 1: 8 - 2 = 6, wrong.\n\\boxed{1}")
+    assert judge_target(PROBLEM, RIGHT).endswith("Paragraph 3: the answer is 12, correct.\n\\boxed{-1}")
+    assert judge_target(PROBLEM, RIGHT[:3]).endswith("Paragraph 2: no final answer.\n\\boxed{2}")
+
+
+def test_training_examples_render_like_the_pipeline():
+    """The judge is trained on the exact text render_judge_prompt makes from the prompt file."""
+    from prm_annotate.prompting import render_judge_prompt
+    from prm_annotate.world.train import JUDGE_TEMPLATE, judge_example, policy_example
+
+    template = JUDGE_TEMPLATE.read_text()
+    messages, target = judge_example(5, 0, template)
+    assert len(messages) == 1 and messages[0]["role"] == "user"
+    assert "<paragraph_0>\n" in messages[0]["content"] and target.rstrip().endswith("}")
+    problem_text = messages[0]["content"].split("[Math Problem]\n\n")[1].split("\n\n[Solution]")[0]
+    paragraphs = messages[0]["content"].split("[Solution]\n\n")[1].split("\n\nYour task")[0]
+    steps = [p.split("\n")[1] for p in paragraphs.split("\n\n")]
+    assert render_judge_prompt(template, problem_text, steps) == messages[0]["content"]
+    messages, target = policy_example(0, 0, "SYSTEM")
+    assert messages[-1] == {"role": "user", "content": make_problem("train", 0, 0)["problem"]}
+    assert target.endswith("}.") and "\n\nThe answer is \\boxed{" in target
+
+
+def test_short_training_run_saves_loadable_models(tmp_path):
+    """A few steps of a tiny config through the real script: tokenizer, training, saving."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    subprocess.run([sys.executable, "-m", "prm_annotate.world.train", "all", "--out", str(tmp_path),
+                    "--policy-steps", "3", "--judge-steps", "2", "--policy-batch", "4", "--judge-batch", "2",
+                    "--hidden", "32", "--layers", "1", "--heads", "1", "--no-eval"], check=True, timeout=300)
+    for kind in ("policy", "judge"):
+        tok = AutoTokenizer.from_pretrained(tmp_path / kind)
+        model = AutoModelForCausalLM.from_pretrained(tmp_path / kind)
+        assert model.dtype == torch.bfloat16
+        # Digits are one token each.
+        assert tok.tokenize("123") == ["1", "2", "3"]
+        meta = json.loads((tmp_path / kind / "world.json").read_text())
+        assert meta["kind"] == kind and meta["steps"] == (3 if kind == "policy" else 2)
+        # The chat template leaves a final assistant message open (continue_final_message).
+        text = tok.apply_chat_template(
+            [{"role": "user", "content": "q"}, {"role": "assistant", "content": "Step 1: 1 + 1 = 2.\n\n"}],
+            tokenize=False, continue_final_message=True, add_generation_prompt=False)
+        assert text.endswith("<|im_start|>assistant\nStep 1: 1 + 1 = 2.\n\n")

@@ -30,7 +30,7 @@ ITEMS = ["apples", "marbles", "stickers", "coins", "cards", "books", "pencils", 
          "stamps", "cookies", "balloons", "toys"]
 ADD_PHRASES = ["Then gets {n} more.", "Then finds {n} more.", "Then buys {n} more."]
 SUB_PHRASES = ["Then loses {n}.", "Then gives away {n}.", "Then sells {n}."]
-MUL_PHRASES = {2: "Then the {items} double.", 3: "Then the {items} triple."}
+MUL_PHRASES = {2: "Then the {items} double.", 3: "Then the {items} triple."}  # only x2 is generated
 OP_SYMBOL = {"add": "+", "sub": "-", "mul": "*"}
 
 
@@ -75,22 +75,25 @@ class World:
 
 
 def random_world(rng: random.Random) -> World:
+    # Small operands (1-9) keep the arithmetic learnable for a 1M-parameter model in minutes, while
+    # two-digit intermediate values keep it from becoming trivial.
     start = rng.randint(2, 20)
     value = start
     ops: list[tuple[str, int]] = []
     for _ in range(rng.randint(1, 4)):
-        choices = ["add", "sub"]
-        if value <= 30:
+        choices, weights = ["add", "sub"], [4, 4]
+        if 1 <= value <= 20:
             choices.append("mul")
-        op = rng.choices(choices, weights=[4, 4, 1][: len(choices)])[0]
+            weights.append(1)
+        op = rng.choices(choices, weights)[0]
         if op == "sub" and value == 0:
             op = "add"
         if op == "add":
-            n = rng.randint(1, min(15, MAX_VALUE - value))
+            n = rng.randint(1, min(9, MAX_VALUE - value))
         elif op == "sub":
-            n = rng.randint(1, min(15, value))
+            n = rng.randint(1, min(9, value))
         else:
-            n = 2 if value * 3 > MAX_VALUE else rng.choice([2, 3])
+            n = 2
         ops.append((op, n))
         value = apply_op(op, value, n)
     return World(rng.choice(NAMES), rng.choice(ITEMS), start, tuple(ops))

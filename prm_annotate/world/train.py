@@ -1,0 +1,328 @@
+"""Train the arithmetic world's tiny policy and judge (1M-parameter Qwen2 each) on this CPU.
+
+    flock /tmp/prm-heavy.lock python -m prm_annotate.world.train all
+
+Everything is fixed: the tokenizer corpus, the data stream (problem i of step s is always the
+same), the initial weights and the number of steps, so a rebuild gives the same models on the same
+torch build. The learning rate is constant after warm-up, so the model after N steps of a longer
+run is the model of a run with `--steps N` (useful when calibrating).
+
+Examples are rendered exactly as the pipeline renders them: the policy sees the world's system
+prompt and the problem as a ChatML conversation; the judge sees the `processbench` judge prompt
+(`prompts/judge_processbench.txt` through `prm_annotate.prompting.render_judge_prompt`) as the user
+message. The loss is on the assistant tokens only.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+from prm_annotate.prompting import render_judge_prompt
+from prm_annotate.world.corrupt import corrupt_solution
+from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps
+from prm_annotate.world.truth import BOXED, EQUATION, check_steps
+
+WORLD_DIR = Path(__file__).resolve().parent
+MODELS_DIR = WORLD_DIR / "models"
+PROMPTS_DIR = WORLD_DIR.parents[1] / "prompts"
+JUDGE_TEMPLATE = PROMPTS_DIR / "judge_processbench.txt"
+
+# Share of policy examples trained without any system prompt, so the policy also answers a bare
+# user turn (e.g. when a pipeline run gives no system prompt).
+NO_SYSTEM_SHARE = 0.15
+# Share of judge examples whose response is the reference solution (true label -1).
+JUDGE_RIGHT_SHARE = 0.35
+
+
+def default_system_prompt_path() -> Path:
+    """The sample stage's system prompt file if the project has one, else the world's own."""
+    sample = PROMPTS_DIR / "sample_system.txt"
+    return sample if sample.exists() else PROMPTS_DIR / "world_system.txt"
+
+
+# ---------------------------------------------------------------- examples
+
+def policy_messages(problem: dict, system_prompt: str | None) -> list[dict]:
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return messages + [{"role": "user", "content": problem["problem"]}]
+
+
+def judge_messages(template: str, problem: dict, steps: list[str]) -> list[dict]:
+    return [{"role": "user", "content": render_judge_prompt(template, problem["problem"], steps)}]
+
+
+def judge_target(problem: dict, steps: list[str]) -> str:
+    """The judge's answer: one short check per paragraph up to the first error, then the index.
+
+    Each check recomputes the operation that paragraph should perform, from the true carried value,
+    so the judge's own arithmetic (imperfect, like the policy's) decides what it flags.
+    """
+    world = World.from_json(problem["world"])
+    values = world.values()
+    done = 0
+    lines = []
+    first_error = -1
+    for verdict in check_steps(problem, steps):
+        i, step = verdict.index, steps[verdict.index] if verdict.index < len(steps) else ""
+        word = "correct" if verdict.ok else "wrong"
+        has_equation = bool(EQUATION.search(step))
+        if verdict.reason == "no final answer":
+            lines.append(f"Paragraph {i}: no final answer.")
+        elif has_equation and done < len(world.ops):
+            op, n = world.ops[done]
+            lines.append(f"Paragraph {i}: {values[done]} {OP_SYMBOL[op]} {n} = {values[done + 1]}, {word}.")
+        elif BOXED.search(step) and done == len(world.ops):
+            lines.append(f"Paragraph {i}: the answer is {world.answer}, {word}.")
+        else:
+            lines.append(f"Paragraph {i}: {word}.")
+        done += len(EQUATION.findall(step)) if verdict.ok else 0
+        if not verdict.ok:
+            first_error = i
+    lines.append(f"\\boxed{{{first_error}}}")
+    return "\n".join(lines)
+
+
+def judge_response(problem: dict, rng: random.Random) -> list[str]:
+    world = World.from_json(problem["world"])
+    if rng.random() < JUDGE_RIGHT_SHARE:
+        return solution_steps(world)
+    return corrupt_solution(world, rng)
+
+
+def policy_example(index: int, seed: int, system_prompt: str) -> tuple[list[dict], str]:
+    problem = make_problem("train", index, seed)
+    rng = random.Random(f"policy-example/{seed}/{index}")
+    system = None if rng.random() < NO_SYSTEM_SHARE else system_prompt
+    return policy_messages(problem, system), "\n\n".join(solution_steps(World.from_json(problem["world"])))
+
+
+def judge_example(index: int, seed: int, template: str) -> tuple[list[dict], str]:
+    problem = make_problem("judgetrain", index, seed)
+    steps = judge_response(problem, random.Random(f"judge-example/{seed}/{index}"))
+    return judge_messages(template, problem, steps), judge_target(problem, steps)
+
+
+def tokenizer_corpus(system_prompt: str, template: str) -> list[str]:
+    texts = [system_prompt, template]
+    for i in range(1500):
+        problem = make_problem("tok", i, 0)
+        steps = judge_response(problem, random.Random(f"tok/{i}"))
+        texts += [problem["problem"], "\n\n".join(steps),
+                  render_judge_prompt(template, problem["problem"], steps), judge_target(problem, steps)]
+    return texts
+
+
+# ---------------------------------------------------------------- training
+
+def encode(tok, messages: list[dict], target: str) -> tuple[list[int], list[int]]:
+    """Token ids of prompt + target + <|im_end|>, and labels masking everything but the answer."""
+    prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    full_ids = tok(prompt + target + "<|im_end|>", add_special_tokens=False)["input_ids"]
+    assert full_ids[: len(prompt_ids)] == prompt_ids, "prompt tokens change when the answer follows"
+    return full_ids, [-100] * len(prompt_ids) + full_ids[len(prompt_ids):]
+
+
+def collate(tok, batch: list[tuple[list[int], list[int]]]):
+    import torch
+
+    width = max(len(ids) for ids, _ in batch)
+    pad = tok.pad_token_id
+    input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, (ids, labs) in enumerate(batch):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        labels[row, : len(labs)] = torch.tensor(labs)
+        mask[row, : len(ids)] = 1
+    return input_ids, mask, labels
+
+
+def new_model(tok, hidden: int, layers: int, heads: int, seed: int):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        # RoPE has no weights: a long context costs nothing and leaves room for any max_tokens.
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    return Qwen2ForCausalLM(config)
+
+
+def train(model, tok, make_example, steps: int, batch: int, lr: float, warmup: int,
+          on_eval=None, eval_every: int = 0, log=print) -> None:
+    import torch
+
+    model.train()
+    optim = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / max(1, warmup)))
+    start = time.time()
+    for step in range(steps):
+        examples = [encode(tok, *make_example(step * batch + j)) for j in range(batch)]
+        input_ids, mask, labels = collate(tok, examples)
+        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+        optim.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optim.step()
+        sched.step()
+        if (step + 1) % 50 == 0 or step == steps - 1:
+            log(f"step {step + 1}/{steps} loss {loss.item():.4f} ({time.time() - start:.0f} s)")
+        if on_eval and eval_every and (step + 1) % eval_every == 0 and step + 1 < steps:
+            model.eval()
+            on_eval(step + 1)
+            model.train()
+    model.eval()
+
+
+# ---------------------------------------------------------------- quick checks (torch only)
+
+def generate(model, tok, conversations: list[list[dict]], temperature: float, max_new_tokens: int,
+             seed: int) -> list[str]:
+    import torch
+
+    tok.padding_side = "left"
+    prompts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in conversations]
+    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        out = model.generate(
+            **enc, max_new_tokens=max_new_tokens, do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None, top_k=0, top_p=1.0,
+            pad_token_id=tok.pad_token_id, eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"))
+    return tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def quick_policy_eval(model, tok, system_prompt: str, problems: int = 64, samples: int = 4) -> dict:
+    probs = [make_problem("test", i, 0) for i in range(problems)]
+    convs = [policy_messages(p, system_prompt) for p in probs for _ in range(samples)]
+    texts = generate(model, tok, convs, 0.7, 96, seed=0)
+    right = [check_steps(probs[k // samples], [s for s in t.split("\n\n") if s.strip()])[-1].ok
+             for k, t in enumerate(texts)]
+    per_problem = [right[i * samples:(i + 1) * samples] for i in range(problems)]
+    return {"accuracy": sum(right) / len(right),
+            "mixed": sum(0 < sum(r) < samples for r in per_problem) / problems}
+
+
+def quick_judge_eval(model, tok, template: str, n: int = 96) -> dict:
+    from prm_annotate.world.truth import true_first_error
+
+    probs = [make_problem("judgetest", i, 0) for i in range(n)]
+    responses = [judge_response(p, random.Random(f"judgetest/{i}")) for i, p in enumerate(probs)]
+    texts = generate(model, tok, [judge_messages(template, p, s) for p, s in zip(probs, responses)],
+                     0.0, 120, seed=0)
+    hits = 0
+    for p, s, t in zip(probs, responses, texts):
+        found = BOXED.findall(t)
+        hits += bool(found) and found[-1] == str(true_first_error(p, s))
+    return {"accuracy": hits / n}
+
+
+# ---------------------------------------------------------------- entry point
+
+def save(model, tok, out: Path, meta: dict) -> None:
+    import torch
+    from transformers import GenerationConfig
+
+    out.mkdir(parents=True, exist_ok=True)
+    # Save a bfloat16 copy: rounding the weights in place would perturb any training that goes on.
+    copy.deepcopy(model).to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    GenerationConfig(eos_token_id=model.config.eos_token_id, pad_token_id=tok.pad_token_id,
+                     bos_token_id=None).save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "world.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def snapshot(model, tok, out: Path, quick_eval: dict, log) -> None:
+    """Calibration aid: with a constant learning rate, this is the model of a run with --steps N."""
+    log(f"  {out.name}: {quick_eval}")
+    save(model, tok, out, {"quick_eval": quick_eval})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("which", choices=["policy", "judge", "all"])
+    parser.add_argument("--out", type=Path, default=MODELS_DIR, help="writes OUT/policy and OUT/judge")
+    parser.add_argument("--policy-steps", type=int, default=600)
+    parser.add_argument("--policy-batch", type=int, default=64)
+    parser.add_argument("--judge-steps", type=int, default=400)
+    parser.add_argument("--judge-batch", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--system-prompt", type=Path, default=None,
+                        help="default: prompts/sample_system.txt if it exists, else prompts/world_system.txt")
+    parser.add_argument("--eval-every", type=int, default=0,
+                        help="calibration: quick torch-only evaluation and a snapshot in OUT/<kind>-step<N> every N steps")
+    parser.add_argument("--no-eval", action="store_true", help="skip the final quick evaluation")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    system_path = args.system_prompt or default_system_prompt_path()
+    system_prompt = system_path.read_text().strip()
+    template = JUDGE_TEMPLATE.read_text()
+    from prm_annotate.world.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(tokenizer_corpus(system_prompt, template))
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    log(f"tokenizer: {len(tok)} tokens; system prompt from {system_path}")
+    common = {"command": "python -m prm_annotate.world.train " + " ".join(argv or sys.argv[1:]),
+              "seed": args.seed, "lr": args.lr, "warmup": args.warmup, "hidden": args.hidden,
+              "layers": args.layers, "heads": args.heads, "torch": torch.__version__}
+
+    if args.which in ("policy", "all"):
+        model = new_model(tok, args.hidden, args.layers, args.heads, args.seed)
+        log(f"policy: {sum(p.numel() for p in model.parameters()):,} parameters")
+        start = time.time()
+        train(model, tok, lambda i: policy_example(i, args.seed, system_prompt), args.policy_steps,
+              args.policy_batch, args.lr, args.warmup, log=log, eval_every=args.eval_every,
+              on_eval=lambda s: snapshot(model, tok, args.out / f"policy-step{s}",
+                                         quick_policy_eval(model, tok, system_prompt), log))
+        meta = {"kind": "policy", "steps": args.policy_steps, "batch": args.policy_batch,
+                "train_seconds": round(time.time() - start), "system_prompt": system_prompt, **common}
+        if not args.no_eval:
+            meta["quick_eval"] = quick_policy_eval(model, tok, system_prompt)
+            log(f"policy quick eval (64 problems x 4, T=0.7, torch): {meta['quick_eval']}")
+        save(model, tok, args.out / "policy", meta)
+
+    if args.which in ("judge", "all"):
+        model = new_model(tok, args.hidden, args.layers, args.heads, args.seed + 1)
+        log(f"judge: {sum(p.numel() for p in model.parameters()):,} parameters")
+        start = time.time()
+        train(model, tok, lambda i: judge_example(i, args.seed, template), args.judge_steps,
+              args.judge_batch, args.lr, args.warmup, log=log, eval_every=args.eval_every,
+              on_eval=lambda s: snapshot(model, tok, args.out / f"judge-step{s}",
+                                         quick_judge_eval(model, tok, template), log))
+        meta = {"kind": "judge", "steps": args.judge_steps, "batch": args.judge_batch,
+                "train_seconds": round(time.time() - start), "prompt": "processbench",
+                "prompt_template": template, **common}
+        if not args.no_eval:
+            meta["quick_eval"] = quick_judge_eval(model, tok, template)
+            log(f"judge quick eval (96 simulated responses, greedy, torch): {meta['quick_eval']}")
+        save(model, tok, args.out / "judge", meta)
+
+
+if __name__ == "__main__":
+    main()
