@@ -35,9 +35,9 @@ class GradeStage:
             out["final_answer"] = verdict.final_answer
             out["correct"] = verdict.correct
             if verdict.error:
-                out["grade_error"] = verdict.error
-                self.stats["grade_errors"] += 1
+                out["grade_error"] = verdict.error  # "no answer" comes with correct=False
             else:
                 out.pop("grade_error", None)
+            self.stats["grade_errors"] += verdict.correct is None
             self.stats["correct"] += verdict.correct is True
             yield Outcome.one(out)
