@@ -101,10 +101,34 @@ def policy_example(index: int, seed: int, system_prompt: str) -> tuple[list[dict
     return policy_messages(problem, system), "\n\n".join(solution_steps(World.from_json(problem["world"])))
 
 
-def judge_example(index: int, seed: int, template: str) -> tuple[list[dict], str]:
-    problem = make_problem("judgetrain", index, seed)
-    steps = judge_response(problem, random.Random(f"judge-example/{seed}/{index}"))
+def judge_example(index: int, seed: int, template: str,
+                  real: list[tuple[dict, list[str]]] = ()) -> tuple[list[dict], str]:
+    """Every other example is a real policy response when `real` is given, else an injected error."""
+    if real and index % 2 == 1:
+        problem, steps = real[(index // 2) % len(real)]
+    else:
+        problem = make_problem("judgetrain", index, seed)
+        steps = judge_response(problem, random.Random(f"judge-example/{seed}/{index}"))
     return judge_messages(template, problem, steps), judge_target(problem, steps)
+
+
+def sample_policy_responses(policy_dir: Path, count: int, seed: int, log) -> list[tuple[dict, list[str]]]:
+    """`count` responses of the trained policy (4 per problem, T=0.7) to fresh problems: real errors."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(policy_dir)
+    model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype="float32").eval()
+    system_prompt = json.loads((policy_dir / "world.json").read_text())["system_prompt"]
+    problems = [make_problem("judgepolicy", i, seed) for i in range(count // 4)]
+    convs = [(p, policy_messages(p, system_prompt)) for p in problems for _ in range(4)]
+    out = []
+    for b in range(0, len(convs), 256):
+        chunk = convs[b:b + 256]
+        texts = generate(model, tok, [c for _, c in chunk], 0.7, 96, seed=seed + b)
+        out += [(p, [x for x in t.split("\n\n") if x.strip()]) for (p, _), t in zip(chunk, texts)]
+    out = [(p, steps) for p, steps in out if steps]
+    log(f"sampled {len(out)} policy responses for the judge")
+    return out
 
 
 def tokenizer_corpus(system_prompt: str, template: str) -> list[str]:
@@ -263,6 +287,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy-batch", type=int, default=64)
     parser.add_argument("--judge-steps", type=int, default=400)
     parser.add_argument("--judge-batch", type=int, default=32)
+    parser.add_argument("--judge-real-samples", type=int, default=2048,
+                        help="policy responses (from OUT/policy) mixed into the judge's data; 0: none")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--hidden", type=int, default=128)
@@ -311,11 +337,15 @@ def main(argv: list[str] | None = None) -> None:
         model = new_model(tok, args.hidden, args.layers, args.heads, args.seed + 1)
         log(f"judge: {sum(p.numel() for p in model.parameters()):,} parameters")
         start = time.time()
-        train(model, tok, lambda i: judge_example(i, args.seed, template), args.judge_steps,
+        real = []
+        if args.judge_real_samples and (args.out / "policy" / "world.json").exists():
+            real = sample_policy_responses(args.out / "policy", args.judge_real_samples, args.seed, log)
+        train(model, tok, lambda i: judge_example(i, args.seed, template, real), args.judge_steps,
               args.judge_batch, args.lr, args.warmup, log=log, eval_every=args.eval_every,
               on_eval=lambda s: snapshot(model, tok, args.out / f"judge-step{s}",
                                          quick_judge_eval(model, tok, template), log))
         meta = {"kind": "judge", "steps": args.judge_steps, "batch": args.judge_batch,
+                "real_policy_responses": len(real),
                 "train_seconds": round(time.time() - start), "prompt": "processbench",
                 "prompt_template": template, **common}
         if not args.no_eval:

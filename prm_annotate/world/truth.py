@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from prm_annotate.world.problems import World, apply_op
 
-_EQUATION = re.compile(r"(-?\d+)\s*([+\-*x×])\s*(-?\d+)\s*=\s*(-?\d+)")
-_BOXED = re.compile(r"\\boxed\{\s*([^{}]*?)\s*\}")
+EQUATION = re.compile(r"(-?\d+)\s*([+\-*x×])\s*(-?\d+)\s*=\s*(-?\d+)")
+BOXED = re.compile(r"\\boxed\{\s*([^{}]*?)\s*\}")
 _STEP_LABEL = re.compile(r"^\s*Step\s+\d+\s*:", re.IGNORECASE)
 _OPS = {"+": "add", "-": "sub", "*": "mul", "x": "mul", "×": "mul"}
 _COMMUTATIVE = {"add", "mul"}
@@ -65,8 +65,8 @@ def check_steps(problem_record: dict, steps: list[str]) -> list[StepVerdict]:
         if answered:
             return wrong(i, "step after the final answer")
         body = _STEP_LABEL.sub("", step, count=1)
-        equations = _EQUATION.findall(body)
-        boxed = _BOXED.findall(body)
+        equations = EQUATION.findall(body)
+        boxed = BOXED.findall(body)
         if not equations and not boxed:
             return wrong(i, "no equation and no answer")
         for a_s, sym, b_s, c_s in equations:
