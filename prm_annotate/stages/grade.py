@@ -19,13 +19,15 @@ class GradeStage:
     name = "grade"
     input_model = GradeInput
 
-    def __init__(self, grader: Grader | None = None, step_sep: str = DEFAULT_SEP):
+    def __init__(self, grader: Grader | None = None, step_sep: str = DEFAULT_SEP,
+                 reference_field: str = "final_answer_correct"):
         self.grader = grader or Grader()
         self.step_sep = step_sep
+        self.reference_field = reference_field
         self.stats: Counter = Counter()
 
     def settings(self) -> dict[str, Any]:
-        return {"step_sep": self.step_sep}
+        return {"step_sep": self.step_sep, "reference_field": self.reference_field}
 
     def process(self, batch: list[GradeInput]) -> Iterable[Outcome]:
         texts = [r.response if r.steps is None else join_steps(r.steps, self.step_sep) for r in batch]
@@ -40,4 +42,10 @@ class GradeStage:
                 out.pop("grade_error", None)
             self.stats["grade_errors"] += verdict.correct is None
             self.stats["correct"] += verdict.correct is True
+            reference = out.get(self.reference_field)
+            if isinstance(reference, bool):
+                # A human verdict beside the response (ProcessBench's final_answer_correct):
+                # the summary reports how often the grader agrees with it.
+                self.stats["with_reference"] += 1
+                self.stats["agree_with_reference"] += verdict.correct is reference
             yield Outcome.one(out)
