@@ -122,3 +122,14 @@ def test_concurrent_writer_is_refused_with_exit_2(tmp_path):
 def test_missing_input_file_is_exit_2(tmp_path):
     result = run("grade", str(tmp_path / "nope.jsonl"))
     assert result.returncode == 2 and "no such file" in result.stderr.decode()
+
+
+@pytest.mark.parametrize("split", ["gsm8k", "math"])
+def test_grade_agrees_with_human_verdicts_on_processbench(tmp_path, split):
+    gold = Path(__file__).resolve().parents[2] / "shared" / "data" / "grading" / f"processbench-{split}-gold.jsonl"
+    result = run("grade", str(gold), "-o", str(tmp_path / "graded.jsonl"), "-q")
+    assert result.returncode == 0, result.stderr
+    line = [x for x in result.stderr.decode().splitlines() if "agrees with final_answer_correct" in x][0]
+    agreed, total = (int(x) for x in line.split(" on ")[1].split(" (")[0].split(" of "))
+    assert total == {"gsm8k": 400, "math": 112}[split]
+    assert agreed / total >= 0.99

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from prm_annotate.cli.app import (BatchOpt, FormatOpt, InputArg, LimitOpt, OutputOpt, QuietOpt, ShardOpt,
@@ -20,6 +22,7 @@ def grade(
     skip_invalid: SkipInvalidOpt = False,
     quiet: QuietOpt = False,
     shard: ShardOpt = None,
+    reference_field: Annotated[str, typer.Option(help="A boolean field with a reference verdict to report agreement with.")] = "final_answer_correct",
     executor: ExecutorOpt = "local",
     ray_actors: RayActorsOpt = 2,
     ray_cpus_per_actor: RayCpusOpt = 1.0,
@@ -36,13 +39,17 @@ def grade(
         if ray is not None:
             from prm_annotate.executors.ray_executor import run_stage_on_ray
 
-            stage, summary = run_stage_on_ray(lambda _engine: GradeStage(step_sep=sep), None, opts, ray)
+            stage, summary = run_stage_on_ray(lambda _engine: GradeStage(step_sep=sep, reference_field=reference_field), None, opts, ray)
         else:
-            stage = GradeStage(step_sep=sep)
+            stage = GradeStage(step_sep=sep, reference_field=reference_field)
             summary = run_stage(stage, opts)
         report(summary)
-        graded = summary.written
+        graded, stats = summary.done, stage.stats
         if graded:
-            print(f"grade: {stage.stats['correct']} of {graded} correct "
-                  f"({stage.stats['grade_errors']} could not be graded)", file=typer.get_text_stream("stderr"))
+            print(f"grade: {stats['correct']} of {graded} correct "
+                  f"({stats['grade_errors']} could not be graded)", file=typer.get_text_stream("stderr"))
+        if stats["with_reference"]:
+            share = 100 * stats["agree_with_reference"] / stats["with_reference"]
+            print(f"grade: agrees with {reference_field} on {stats['agree_with_reference']} of "
+                  f"{stats['with_reference']} ({share:.1f}%)", file=typer.get_text_stream("stderr"))
     raise typer.Exit(summary.exit_code)
