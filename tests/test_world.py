@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +153,72 @@ def test_short_training_run_saves_loadable_models(tmp_path):
             [{"role": "user", "content": "q"}, {"role": "assistant", "content": "Step 1: 1 + 1 = 2.\n\n"}],
             tokenize=False, continue_final_message=True, add_generation_prompt=False)
         assert text.endswith("<|im_start|>assistant\nStep 1: 1 + 1 = 2.\n\n")
+
+
+# ---------------------------------------------------------------- shipped models in vLLM
+
+WORLD_MODELS = Path(__file__).resolve().parents[1] / "prm_annotate" / "world" / "models"
+
+
+@pytest.fixture
+def world_engine(heavy):
+    """The shipped policy or judge in an in-process vLLM engine, from the shared one-engine slot."""
+    from conftest import start_vllm_engine
+
+    def get(kind: str):
+        return heavy.get(f"vllm:world-{kind}",
+                         lambda: start_vllm_engine(WORLD_MODELS / kind, dtype="bfloat16"),
+                         lambda engine: engine.close())
+    return get
+
+
+@pytest.mark.engine
+def test_shipped_policy_answers_in_vllm(world_engine):
+    from prm_annotate.engines.base import GenerationRequest
+
+    engine = world_engine("policy")
+    system = json.loads((WORLD_MODELS / "policy" / "world.json").read_text())["system_prompt"]
+    problems = make_problems(24, seed=0)
+    requests = [GenerationRequest(key=p["id"], n=4, temperature=0.7, max_tokens=128, seed=i,
+                                  messages=({"role": "system", "content": system},
+                                            {"role": "user", "content": p["problem"]}))
+                for i, p in enumerate(problems)]
+    results = engine.generate(requests)
+    verdicts = []
+    for p in problems:
+        for text in results[p["id"]].texts:
+            steps = [s for s in text.split("\n\n") if s.strip()]
+            assert steps[0].startswith("Step 1:"), text
+            verdicts.append(true_first_error(p, steps) == -1)
+    # Able but imperfect: the regime that makes rollouts informative.
+    assert 0.2 <= sum(verdicts) / len(verdicts) <= 0.95
+
+    # A rollout-style continuation of a partial answer goes on with the next step.
+    world = World.from_json(problems[0]["world"])
+    prefix = solution_steps(world)[0] + "\n\n"
+    cont = engine.generate([GenerationRequest(
+        key="c", temperature=0.0, max_tokens=64, continue_final=True, seed=0,
+        messages=({"role": "system", "content": system}, {"role": "user", "content": problems[0]["problem"]},
+                  {"role": "assistant", "content": prefix}))])["c"].texts[0]
+    assert cont.startswith("Step 2:" if len(world.ops) > 1 else "The answer is"), cont
+
+
+@pytest.mark.engine
+def test_shipped_judge_answers_in_vllm(world_engine):
+    from prm_annotate.engines.base import GenerationRequest
+    from prm_annotate.judge_parsing import parse_processbench
+    from prm_annotate.world.train import JUDGE_TEMPLATE, judge_messages, judge_response
+
+    engine = world_engine("judge")
+    template = JUDGE_TEMPLATE.read_text()
+    problems = make_problems(24, seed=1)
+    responses = [judge_response(p, random.Random(i)) for i, p in enumerate(problems)]
+    results = engine.generate([
+        GenerationRequest(key=p["id"], messages=tuple(judge_messages(template, p, steps)),
+                          temperature=0.0, max_tokens=160, seed=0)
+        for p, steps in zip(problems, responses)])
+    hits = 0
+    for p, steps in zip(problems, responses):
+        predicted = parse_processbench(results[p["id"]].texts[0], len(steps))  # raises if unparseable
+        hits += predicted == true_first_error(p, steps)
+    assert hits / len(problems) >= 0.4

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from prm_annotate.world.problems import make_problems
-from prm_annotate.world.train import JUDGE_TEMPLATE, MODELS_DIR, judge_messages, policy_messages
+from prm_annotate.world.train import (JUDGE_TEMPLATE, MODELS_DIR, default_system_prompt_path, judge_messages,
+                                      policy_messages)
 from prm_annotate.world.truth import BOXED, EQUATION, true_first_error
 
 ENGINE_ARGS = dict(enforce_eager=True, kv_cache_memory_bytes=512 << 20, enable_chunked_prefill=False,
@@ -89,37 +90,42 @@ def judge_stats(truths: list[int], predictions: list[int | None]) -> dict:
             "parse_failures": sum(p is None for p in predictions)}
 
 
-def parse_index(text: str) -> int | None:
-    answer = final_answer(text)
+def parse_index(text: str, n_steps: int) -> int | None:
+    """The judge stage's own strict parser; None where it would count a parse failure."""
+    from prm_annotate.judge_parsing import ParseFailure, parse_processbench
+
     try:
-        return int(answer) if answer is not None else None
-    except ValueError:
+        return parse_processbench(text, n_steps)
+    except ParseFailure:
         return None
 
 
-def measure(models_dir: Path, n_problems: int, n: int, seed: int) -> dict:
+def measure(policy_dir: Path, judge_dir: Path | None, n_problems: int, n: int, seed: int) -> dict:
     problems = make_problems(n_problems, seed=seed, split="test")
-    system_prompt = json.loads((models_dir / "policy" / "world.json").read_text())["system_prompt"]
+    meta = json.loads((policy_dir / "world.json").read_text())
+    system_prompt = meta.get("system_prompt") or default_system_prompt_path().read_text().strip()
     t0 = time.time()
-    llm = open_engine(models_dir / "policy")
+    llm = open_engine(policy_dir)
     try:
         samples = chat(llm, [policy_messages(p, system_prompt) for p in problems],
                        n=n, temperature=0.7, max_tokens=128, seed=seed)
     finally:
         close_engine(llm)
     result = {"policy": policy_stats(problems, samples), "policy_seconds": round(time.time() - t0, 1)}
+    if judge_dir is None:
+        return result
 
     template = JUDGE_TEMPLATE.read_text()
     pairs = [(p, split(t)) for p, texts in zip(problems, samples) for t in texts if split(t)]
     t0 = time.time()
-    llm = open_engine(models_dir / "judge")
+    llm = open_engine(judge_dir)
     try:
         verdicts = chat(llm, [judge_messages(template, p, steps) for p, steps in pairs],
                         n=1, temperature=0.0, max_tokens=160, seed=seed)
     finally:
         close_engine(llm)
     truths = [true_first_error(p, steps) for p, steps in pairs]
-    result["judge"] = judge_stats(truths, [parse_index(v[0]) for v in verdicts])
+    result["judge"] = judge_stats(truths, [parse_index(v[0], len(steps)) for v, (_, steps) in zip(verdicts, pairs)])
     result["judge"]["truth_error_share"] = sum(t != -1 for t in truths) / len(truths)
     result["judge_seconds"] = round(time.time() - t0, 1)
     return result
@@ -127,12 +133,14 @@ def measure(models_dir: Path, n_problems: int, n: int, seed: int) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Measure the world's models in vLLM.")
-    parser.add_argument("--models", type=Path, default=MODELS_DIR)
+    parser.add_argument("--policy", type=Path, default=MODELS_DIR / "policy")
+    parser.add_argument("--judge", type=Path, default=MODELS_DIR / "judge")
+    parser.add_argument("--policy-only", action="store_true")
     parser.add_argument("--problems", type=int, default=100)
     parser.add_argument("-n", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    result = measure(args.models, args.problems, args.n, args.seed)
+    result = measure(args.policy, None if args.policy_only else args.judge, args.problems, args.n, args.seed)
     print(json.dumps(result, indent=2), flush=True)
     sys.stdout.flush()
     # vLLM can abort at interpreter exit (see VLLM_CPU.md); the engines are already shut down.
