@@ -1,0 +1,18 @@
+"""The arithmetic world: problems with exact truth, and tiny trained policy and judge models.
+
+    problems.py  seeded word problems + reference solutions (`python -m prm_annotate.world.problems`)
+    truth.py     true_first_error(problem_record, steps): the gold first wrong step
+    train.py     trains the tiny policy and judge (`python -m prm_annotate.world.train all`)
+    measure.py   measures the shipped models in vLLM
+    models/      the shipped checkpoints (see models/README.md)
+"""
+from pathlib import Path
+
+from prm_annotate.world.problems import make_problem, make_problems
+from prm_annotate.world.truth import true_first_error
+
+MODELS_DIR = Path(__file__).resolve().parent / "models"
+POLICY_DIR = MODELS_DIR / "policy"
+JUDGE_DIR = MODELS_DIR / "judge"
+
+__all__ = ["make_problem", "make_problems", "true_first_error", "MODELS_DIR", "POLICY_DIR", "JUDGE_DIR"]
