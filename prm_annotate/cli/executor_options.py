@@ -7,18 +7,23 @@ A command lists the options in its signature and turns them into `RayOptions` (N
     ...
     ray = ray_options(executor, ray_actors, ray_cpus_per_actor, ray_gpus_per_actor)
 
-then runs the stage with `prm_annotate.executors.ray_executor.run_stage_on_ray(build, config,
-opts, ray)` when `ray` is set, and as before otherwise.
+and, when `ray` is set, runs the stage with `run_model_stage_on_ray(config, build, opts, ray, after)`
+(model stages) or `prm_annotate.executors.ray_executor.run_stage_on_ray(build, None, opts, ray)`
+(stages without a model), and as before otherwise.
 """
 from __future__ import annotations
 
 import importlib.util
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, NoReturn, Optional
 
 import typer
 
 from prm_annotate.errors import UsageError
-from prm_annotate.executors import EXECUTORS, RayOptions
+from prm_annotate.executors import EXECUTORS, RayOptions, StageFactory
+
+if TYPE_CHECKING:
+    from prm_annotate.engines import EngineConfig
+    from prm_annotate.runner import RunOptions, RunSummary, Stage
 
 _P = "Executor"  # help panel
 
@@ -44,3 +49,24 @@ def ray_options(executor: str, actors: int = 2, cpus_per_actor: float = 1.0,
     if importlib.util.find_spec("ray") is None:
         raise UsageError("--executor ray needs Ray: pip install 'prm-annotate[ray]'")
     return RayOptions(actors=actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor)
+
+
+def run_model_stage_on_ray(config: "EngineConfig", build: StageFactory, opts: "RunOptions", ray: RayOptions,
+                           after: "Callable[[Stage, RunSummary], None] | None" = None) -> NoReturn:
+    """`run_model_stage` for `--executor ray`: the engines start in the actors, none here, so the
+    driver leaves normally (no `exit_process`). Exit status as locally: 0, 1 (failed records), 2."""
+    from prm_annotate.cli.app import EXIT_USAGE, handled
+    from prm_annotate.executors.ray_executor import run_stage_on_ray
+    from prm_annotate.runner import report
+
+    code = EXIT_USAGE
+    try:
+        with handled():
+            stage, summary = run_stage_on_ray(build, config, opts, ray)
+            report(summary)
+            if after is not None:
+                after(stage, summary)
+            code = summary.exit_code
+    except typer.Exit as exc:
+        code = exc.exit_code
+    raise typer.Exit(code)

@@ -112,6 +112,7 @@ def _run(stage: Stage, batches: Iterator[list[Record]], build: StageFactory,
             compute=ActorPoolStrategy(size=actors),
             num_cpus=options.cpus_per_actor,
             num_gpus=gpus,
+            runtime_env=_actor_env(config, gpus, options.cpus_per_actor),
         )
         try:
             for row in dataset.iter_rows():
@@ -127,6 +128,17 @@ def _run(stage: Stage, batches: Iterator[list[Record]], build: StageFactory,
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _actor_env(config: "EngineConfig | None", gpus: float, cpus: float) -> dict[str, Any] | None:
+    """Threads for a CPU engine: as many as the CPUs Ray gave the actor, not pinned. vLLM's CPU
+    build otherwise pins every engine to the same cores, and actors sharing a node starve each
+    other. Settings already in the environment win."""
+    if config is None or config.base_url or gpus > 0 or cpus < 1:
+        return None
+    env = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": str(int(cpus))}
+    env = {k: v for k, v in env.items() if k not in os.environ}
+    return {"env_vars": env} if env else None
 
 
 def _root_cause(message: str) -> str:
