@@ -174,3 +174,103 @@ def test_unknown_executor_is_a_usage_error(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", responses(2))
     bad = run("grade", str(src), "-o", str(tmp_path / "o.jsonl"), "--executor", "dask")
     assert bad.returncode == 2 and "--executor 'dask'" in bad.stderr.decode()
+
+
+# --- a model stage: two actors, each with a vLLM engine on the tiny model ----------------------
+
+SAMPLE_DRIVER = """
+import sys
+
+from prm_annotate.engines import EngineConfig
+from prm_annotate.executors import RayOptions
+from prm_annotate.executors.ray_executor import run_stage_on_ray
+from prm_annotate.runner import RunOptions, report
+from prm_annotate.stages.sample import SampleStage
+
+
+def main():
+    src, out, model, timeout = sys.argv[1:5]
+    config = EngineConfig(model=model, dtype="float32", max_model_len=2048, start_timeout=float(timeout))
+    build = lambda engine: SampleStage(engine, n=2, max_tokens=24, seed=1, engine_info=config.describe())
+    stage, summary = run_stage_on_ray(build, config, RunOptions(src, out, batch_size=2, quiet=True),
+                                      RayOptions(actors=2, cpus_per_actor=1))
+    report(summary)
+    sys.exit(summary.exit_code)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def vllm_processes(since: float) -> list[psutil.Process]:
+    """vLLM engine processes started after `since` that are not this test process's own engine."""
+    mine = {p.pid for p in psutil.Process().children(recursive=True)}
+    found = []
+    for p in psutil.process_iter(["name", "cmdline", "create_time"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if cmd.startswith("VLLM::") and p.info["create_time"] >= since and p.pid not in mine:
+            found.append(p)
+    return found
+
+
+@pytest.mark.engine
+def test_sample_on_ray_with_two_engines_matches_local_and_resumes_after_kill(
+        tmp_path, tiny_model_dir, vllm_engine, heavy, no_ray_left):
+    from conftest import ENGINE_START_TIMEOUT, TINY_MAX_MODEL_LEN
+
+    from prm_annotate.runner import RunOptions, run_stage
+    from prm_annotate.stages.sample import SampleStage
+
+    problems = [{"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(24)]
+    src = write_jsonl(tmp_path / "problems.jsonl", problems)
+    assert TINY_MAX_MODEL_LEN == 2048  # the driver's engines match the fixture's
+
+    # The reference: the same stage on the local executor (the fixture engine is already running).
+    local = tmp_path / "local.jsonl"
+    run_stage(SampleStage(vllm_engine, n=2, max_tokens=24, seed=1,
+                          engine_info={"engine": "vllm", "model": str(tiny_model_dir)}),
+              RunOptions(str(src), str(local), batch_size=2, quiet=True))
+    heavy.release()  # two engines are about to start in the actors: free this one's core first
+
+    driver = tmp_path / "driver.py"
+    driver.write_text(SAMPLE_DRIVER)
+    out = tmp_path / "ray.jsonl"
+    args = [sys.executable, str(driver), str(src), str(out), str(tiny_model_dir), str(ENGINE_START_TIMEOUT)]
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    started = time.time()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + RAY_TIMEOUT
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists() and out.stat().st_size > 0:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    # The actors and their engines end with the driver (measured: within 5 s); give them 30.
+    deadline = time.monotonic() + 30
+    while (engines := vllm_processes(started)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    leaked = [" ".join(p.cmdline()) for p in engines]
+    kill_all(engines)
+    assert not leaked, f"vLLM processes outlived the killed driver: {leaked}"
+    kill_all(new_ray_processes(no_ray_left))  # Ray's agents would linger a minute or two
+    written = out.read_bytes().count(b"\n")
+    assert 0 < written < 48
+
+    rerun_started = time.time()
+    again = subprocess.run(args, capture_output=True, timeout=RAY_TIMEOUT, env=env)
+    assert again.returncode == 0, again.stderr.decode()[-3000:]
+    # Only what was missing was generated again (a problem cut between its two responses
+    # gets just the missing one).
+    assert f"{48 - written} records written" in again.stderr.decode()
+    time.sleep(5)
+    assert not vllm_processes(rerun_started), "vLLM processes left after a finished Ray run"
+
+    records = read_jsonl(out)
+    ids = [r["id"] for r in records]
+    assert len(ids) == len(set(ids)) == 48
+    # Same seeds, same model: the two engines in Ray actors wrote exactly what the local run wrote.
+    assert sorted(out.read_bytes().splitlines()) == sorted(local.read_bytes().splitlines())
