@@ -24,7 +24,7 @@ from pathlib import Path
 
 from prm_annotate.prompting import render_judge_prompt
 from prm_annotate.world.corrupt import corrupt_solution
-from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps
+from prm_annotate.world.problems import World, make_problem, solution_steps
 from prm_annotate.world.truth import BOXED, EQUATION, check_steps
 
 WORLD_DIR = Path(__file__).resolve().parent
@@ -59,28 +59,27 @@ def judge_messages(template: str, problem: dict, steps: list[str]) -> list[dict]
 def judge_target(problem: dict, steps: list[str]) -> str:
     """The judge's answer: one short check per paragraph up to the first error, then the index.
 
-    Each check recomputes the operation that paragraph should perform, from the true carried value,
-    so the judge's own arithmetic (imperfect, like the policy's) decides what it flags.
+    Each check restates what the paragraph claims (its equation, copied, or its final answer) and
+    gives the true verdict, so the judge learns to read each paragraph and check it; whether it
+    spots a wrong sum, a wrong carried value or a misread problem depends on its own (imperfect)
+    arithmetic and reading, like a real judge.
     """
-    world = World.from_json(problem["world"])
-    values = world.values()
-    done = 0
     lines = []
     first_error = -1
     for verdict in check_steps(problem, steps):
-        i, step = verdict.index, steps[verdict.index] if verdict.index < len(steps) else ""
+        i = verdict.index
+        step = steps[i] if i < len(steps) else ""
         word = "correct" if verdict.ok else "wrong"
-        has_equation = bool(EQUATION.search(step))
+        equation = EQUATION.search(step)
+        boxed = BOXED.search(step)
         if verdict.reason == "no final answer":
-            lines.append(f"Paragraph {i}: no final answer.")
-        elif has_equation and done < len(world.ops):
-            op, n = world.ops[done]
-            lines.append(f"Paragraph {i}: {values[done]} {OP_SYMBOL[op]} {n} = {values[done + 1]}, {word}.")
-        elif BOXED.search(step) and done == len(world.ops):
-            lines.append(f"Paragraph {i}: the answer is {world.answer}, {word}.")
+            lines.append(f"Paragraph {i}: no final answer, wrong.")
+        elif equation:
+            lines.append(f"Paragraph {i}: {equation.group(0)}, {word}.")
+        elif boxed:
+            lines.append(f"Paragraph {i}: the answer is {boxed.group(1)}, {word}.")
         else:
             lines.append(f"Paragraph {i}: {word}.")
-        done += len(EQUATION.findall(step)) if verdict.ok else 0
         if not verdict.ok:
             first_error = i
     lines.append(f"\\boxed{{{first_error}}}")
