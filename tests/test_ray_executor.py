@@ -170,6 +170,42 @@ def test_ray_run_resumes_after_the_driver_is_killed(tmp_path, no_ray_left):
     assert sum(r["correct"] is True for r in records) == 2000
 
 
+NOISY_DRIVER = """
+import os
+import sys
+
+from prm_annotate.executors import RayOptions
+from prm_annotate.executors.ray_executor import run_stage_on_ray
+from prm_annotate.runner import RunOptions
+from prm_annotate.stages.grade import GradeStage
+
+
+def build(_engine):
+    class Noisy(GradeStage):  # as an engine's logging would: prints on its standard output
+        def process(self, batch):
+            print("a line printed by the stage", flush=True)
+            os.write(1, b"a line written to fd 1\\n")
+            yield from super().process(batch)
+
+    return Noisy()
+
+
+if __name__ == "__main__":
+    run_stage_on_ray(build, None, RunOptions(sys.argv[1], "-", batch_size=4, quiet=True), RayOptions(actors=2))
+"""
+
+
+def test_records_on_standard_output_are_not_mixed_with_actor_output(tmp_path, no_ray_left):
+    src = write_jsonl(tmp_path / "in.jsonl", responses(20))
+    driver = tmp_path / "noisy.py"
+    driver.write_text(NOISY_DRIVER)
+    result = subprocess.run([sys.executable, str(driver), str(src)], capture_output=True, timeout=RAY_TIMEOUT)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    records = [orjson.loads(line) for line in result.stdout.splitlines()]  # every line a record
+    assert sorted(r["id"] for r in records) == sorted(r["id"] for r in responses(20))
+    assert b"a line printed by the stage" in result.stderr
+
+
 def test_unknown_executor_is_a_usage_error(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", responses(2))
     bad = run("grade", str(src), "-o", str(tmp_path / "o.jsonl"), "--executor", "dask")

@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
@@ -172,6 +173,11 @@ class StageWorker:
     """A Ray Data actor: one stage around one engine, both built once, used for every batch."""
 
     def __init__(self, build: StageFactory, config: "EngineConfig | None"):
+        # Ray replays an actor's standard output on the driver's standard output, where `-o -`
+        # writes records: send everything this process (and the engine processes it starts)
+        # prints to its standard error instead, which Ray replays on the driver's.
+        sys.stdout.flush()
+        os.dup2(2, 1)
         self.engine = None
         if config is not None:
             from prm_annotate.engines import make_engine
