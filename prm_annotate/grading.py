@@ -170,6 +170,11 @@ class Grader:
         # How comparisons were decided: cache, quick (string/number), math_verify; plus no_answer.
         self.stats: Counter[str] = Counter()
 
+    def __reduce__(self):
+        # Sent to another process (a Ray actor builds its stage from a pickled factory): the
+        # settings travel; worker processes, cache and locks belong to each process.
+        return (Grader, (self.timeout, self.workers, self.cache_size))
+
     # -- public API -----------------------------------------------------------------------
 
     def grade(self, gold: str, text: str) -> Verdict:

@@ -310,3 +310,22 @@ def test_sample_on_ray_with_two_engines_matches_local_and_resumes_after_kill(
     assert len(ids) == len(set(ids)) == 48
     # Same seeds, same model: the two engines in Ray actors wrote exactly what the local run wrote.
     assert sorted(out.read_bytes().splitlines()) == sorted(local.read_bytes().splitlines())
+
+
+def test_a_grader_travels_to_another_process_as_its_settings():
+    """CLI stage factories capture a Grader; Ray pickles the factory for each actor."""
+    import pickle
+
+    from ray import cloudpickle
+
+    from prm_annotate.grading import Grader
+
+    grader = Grader(timeout=3.0, workers=2)
+    try:
+        assert grader.grade("1/2", "so \\boxed{0.5}").correct is True  # its worker process is running
+        copy = pickle.loads(cloudpickle.dumps(grader))
+        assert (copy.timeout, copy.workers) == (3.0, 2)
+        assert copy.grade("1/2", "so \\boxed{0.5}").correct is True
+        copy.close()
+    finally:
+        grader.close()
