@@ -12,14 +12,15 @@ import re
 _PLACEHOLDER = re.compile(r"\{(problem|paragraphs)\}")
 
 
-def tag_paragraphs(steps: list[str]) -> str:
-    """ProcessBench's tagging: `<paragraph_i>\\nSTEP\\n</paragraph_i>` joined by blank lines, from 0."""
-    return "\n\n".join(f"<paragraph_{i}>\n{step}\n</paragraph_{i}>" for i, step in enumerate(steps))
+def tag_paragraphs(steps: list[str], start: int = 0) -> str:
+    """ProcessBench's tagging: `<paragraph_i>\\nSTEP\\n</paragraph_i>` joined by blank lines, from
+    `start` (0 for ProcessBench; the paper's prompt numbers from 1)."""
+    return "\n\n".join(f"<paragraph_{i}>\n{step}\n</paragraph_{i}>" for i, step in enumerate(steps, start))
 
 
-def render_judge_prompt(template_text: str, problem: str, steps: list[str]) -> str:
+def render_judge_prompt(template_text: str, problem: str, steps: list[str], *, start: int = 0) -> str:
     """Fill `{problem}` and `{paragraphs}` in a judge template (e.g. prompts/judge_processbench.txt)."""
     if "{paragraphs}" not in template_text:
         raise ValueError("judge template has no {paragraphs} placeholder")
-    values = {"problem": problem.strip(), "paragraphs": tag_paragraphs(steps)}
+    values = {"problem": problem.strip(), "paragraphs": tag_paragraphs(steps, start)}
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template_text)

@@ -7,6 +7,10 @@ from prm_annotate.cli import models  # noqa: E402,F401
 from prm_annotate.cli import evaluate  # noqa: E402,F401
 from prm_annotate.cli import compare  # noqa: E402,F401
 from prm_annotate.cli import export  # noqa: E402,F401
+from prm_annotate.cli import sample  # noqa: E402,F401
+from prm_annotate.cli import rollout  # noqa: E402,F401
+from prm_annotate.cli import judge  # noqa: E402,F401
+from prm_annotate.cli import consensus  # noqa: E402,F401
 from prm_annotate.cli import stats  # noqa: E402,F401
 from prm_annotate.cli import merge  # noqa: E402,F401
 

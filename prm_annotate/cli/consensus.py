@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from prm_annotate.cli.app import LimitOpt, OutputOpt, app, fail, handled
+
+
+@app.command()
+def consensus(
+    rollouts: Annotated[str, typer.Argument(help="Rollouts JSONL (output of rollout), or - for standard input.")],
+    judged: Annotated[str, typer.Argument(help="Judged JSONL (output of judge).")],
+    output: OutputOpt = "-",
+    limit: LimitOpt = None,
+) -> None:
+    """Keep responses where MC estimation and the judge agree on the first error; label their steps."""
+    from prm_annotate.stages.consensus import print_summary, run_consensus
+
+    with handled():
+        if rollouts == "-" and judged == "-":
+            raise fail("only one input can be standard input")
+        summary = run_consensus(rollouts, judged, output, limit=limit)
+        print_summary(summary)
+

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from prm_annotate.cli.app import (BatchOpt, InputArg, LimitOpt, OutputOpt, QuietOpt, ShardOpt, SkipInvalidOpt, app,
+                                  handled, run_options)
+from prm_annotate.cli.executor_options import ExecutorOpt, RayActorsOpt, RayCpusOpt, RayGpusOpt, ray_options
+from prm_annotate.cli.engine_options import (ApiKeyEnvOpt, BaseUrlOpt, ConcurrencyOpt, DtypeOpt, EnforceEagerOpt,
+                                             KvCacheOpt, MaxAttemptsOpt, MaxModelLenOpt, ModelOpt, RequestTimeoutOpt,
+                                             StartTimeoutOpt, build_config)
+
+
+@app.command()
+def judge(
+    input: InputArg,
+    model: ModelOpt,
+    output: OutputOpt = "-",
+    prompt: Annotated[str, typer.Option("--prompt", help="paper | processbench | a template FILE with {problem} and {paragraphs}.")] = "processbench",
+    style: Annotated[Optional[str], typer.Option(
+        "--style", help="Answer style of a custom --prompt FILE: processbench (\\boxed{index} from 0) or paper "
+                        "(<conclusion>, paragraphs from 1). Default: processbench.")] = None,
+    votes: Annotated[int, typer.Option("--votes", min=1, help="Verdicts per response; the majority wins, ties go to the earliest error.")] = 1,
+    constrained: Annotated[bool, typer.Option("--constrained", help="Force the verdict's format (vLLM structured outputs) so it always parses.")] = False,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", min=0.0, help="Default: 0 with one vote, 0.7 with several.")] = None,
+    top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0)] = 1.0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per verdict.")] = 2048,
+    seed: Annotated[int, typer.Option("--seed", help="Run seed; each vote's seed derives from it.")] = 0,
+    limit: LimitOpt = None,
+    batch_size: BatchOpt = 16,
+    skip_invalid: SkipInvalidOpt = False,
+    quiet: QuietOpt = False,
+    shard: ShardOpt = None,
+    executor: ExecutorOpt = "local",
+    ray_actors: RayActorsOpt = 2,
+    ray_cpus_per_actor: RayCpusOpt = 1.0,
+    ray_gpus_per_actor: RayGpusOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    concurrency: ConcurrencyOpt = 16,
+    request_timeout: RequestTimeoutOpt = 600.0,
+    max_attempts: MaxAttemptsOpt = 5,
+    dtype: DtypeOpt = "auto",
+    max_model_len: MaxModelLenOpt = None,
+    enforce_eager: EnforceEagerOpt = None,
+    kv_cache_gb: KvCacheOpt = None,
+    start_timeout: StartTimeoutOpt = None,
+) -> None:
+    """LLM-as-a-judge: find the first wrong step of each response (strictly parsed, never guessed)."""
+    from prm_annotate.cli.app import fail
+    from prm_annotate.cli.model_stage import run_model_stage
+    from prm_annotate.judge_parsing import STYLES
+    from prm_annotate.prompt_files import load_prompt
+    from prm_annotate.stages.judge import JUDGE_PROMPTS, JudgeStage, style_for
+
+    with handled():
+        if style is not None and style not in STYLES:
+            raise fail(f"--style {style}: choose {' or '.join(STYLES)}")
+        opts = run_options(input, output, limit=limit, batch_size=batch_size, skip_invalid=skip_invalid,
+                           quiet=quiet, shard=shard)
+        ray = ray_options(executor, ray_actors, ray_cpus_per_actor, ray_gpus_per_actor)
+        config = build_config(model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+                              request_timeout=request_timeout, max_attempts=max_attempts, dtype=dtype,
+                              max_model_len=max_model_len, enforce_eager=enforce_eager, kv_cache_gb=kv_cache_gb,
+                              start_timeout=start_timeout, seed=seed)
+        template = load_prompt(prompt, JUDGE_PROMPTS)
+        if "{paragraphs}" not in template.text:
+            raise fail(f"{template.path}: a judge prompt needs a {{paragraphs}} placeholder")
+        answer_style = style_for(prompt, style)
+
+    def report_parsing(stage, summary) -> None:
+        if stage.stats["votes"]:
+            typer.echo(f"judge: {stage.stats['parse_failures']} of {stage.stats['votes']} verdicts could not be "
+                       f"parsed; {stage.stats['no_verdict']} responses have no verdict", err=True)
+
+    run_model_stage(config, lambda engine: JudgeStage(
+        engine, prompt=template, style=answer_style, votes=votes, temperature=temperature, top_p=top_p,
+        max_tokens=max_tokens, seed=seed, constrained=constrained, engine_info=config.describe()),
+        opts, report_parsing, ray=ray)

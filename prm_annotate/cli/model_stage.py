@@ -1,0 +1,51 @@
+"""Running a stage that needs a model: start the engine, run, close it, and leave by
+`exit_process` (an in-process vLLM engine sometimes aborts a normal interpreter exit)."""
+from __future__ import annotations
+
+import sys
+from typing import Callable, NoReturn
+
+import typer
+
+from prm_annotate.cli.app import EXIT_USAGE, handled
+from prm_annotate.engines import EngineConfig, exit_process, make_engine
+from prm_annotate.engines.base import Engine
+from prm_annotate.executors import RayOptions
+from prm_annotate.runner import RunOptions, RunSummary, Stage, report, run_stage
+
+
+def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts: RunOptions,
+                    after: Callable[[Stage, RunSummary], None] | None = None,
+                    ray: RayOptions | None = None) -> NoReturn:
+    """Check everything that can be checked before calling this: starting an engine takes seconds."""
+    if ray is not None:  # --executor ray: the engines start in Ray actors, none in this process
+        from prm_annotate.cli.executor_options import run_model_stage_on_ray
+
+        run_model_stage_on_ray(config, build, opts, ray, after)
+    engine: Engine | None = None
+    code = EXIT_USAGE
+    try:
+        with handled():
+            try:
+                engine = make_engine(config)
+            except Exception as exc:  # a bad model path or an engine that did not come up
+                print(f"prm-annotate: error: cannot start the engine for {config.model}: {exc}", file=sys.stderr)
+                raise typer.Exit(EXIT_USAGE) from None
+            stage = None
+            try:
+                stage = build(engine)
+                summary = run_stage(stage, opts)
+            finally:
+                engine.close()
+                close = getattr(stage, "close", None)
+                if close is not None:  # e.g. the grader's worker process, which os._exit would orphan
+                    close()
+            report(summary)
+            if after is not None:
+                after(stage, summary)
+            code = summary.exit_code
+    except typer.Exit as exc:
+        code = exc.exit_code
+    if engine is None:
+        raise typer.Exit(code)
+    exit_process(code)

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from prm_annotate.cli.app import (BatchOpt, InputArg, LimitOpt, OutputOpt, QuietOpt, ShardOpt, SkipInvalidOpt,
+                                  StepSepOpt, app, handled, run_options)
+from prm_annotate.cli.executor_options import ExecutorOpt, RayActorsOpt, RayCpusOpt, RayGpusOpt, ray_options
+from prm_annotate.cli.engine_options import (ApiKeyEnvOpt, BaseUrlOpt, ConcurrencyOpt, DtypeOpt, EnforceEagerOpt,
+                                             KvCacheOpt, MaxAttemptsOpt, MaxModelLenOpt, ModelOpt, RequestTimeoutOpt,
+                                             StartTimeoutOpt, build_config)
+
+
+@app.command()
+def rollout(
+    input: InputArg,
+    model: ModelOpt,
+    output: OutputOpt = "-",
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="Completions per step.")] = 8,
+    label: Annotated[str, typer.Option("--label", help="hard|soft: which labels export uses (first_error is always hard).")] = "hard",
+    strategy: Annotated[str, typer.Option("--strategy", help="Which probes to run: exhaustive (the paper's).")] = "exhaustive",
+    threshold: Annotated[float, typer.Option("--threshold", min=0.0, max=1.0,
+                                             help="Hard label = score > threshold (0: any right completion).")] = 0.0,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.7,
+    top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0)] = 1.0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per completion.")] = 1024,
+    seed: Annotated[int, typer.Option("--seed", help="Run seed; each completion's seed derives from it.")] = 0,
+    system_prompt: Annotated[Optional[str], typer.Option(
+        "--system-prompt", help="System prompt file, as given to sample (default: prompts/sample_system.txt).")] = None,
+    step_sep: StepSepOpt = r"\n\n",
+    limit: LimitOpt = None,
+    batch_size: BatchOpt = 8,
+    skip_invalid: SkipInvalidOpt = False,
+    quiet: QuietOpt = False,
+    shard: ShardOpt = None,
+    executor: ExecutorOpt = "local",
+    ray_actors: RayActorsOpt = 2,
+    ray_cpus_per_actor: RayCpusOpt = 1.0,
+    ray_gpus_per_actor: RayGpusOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    concurrency: ConcurrencyOpt = 16,
+    request_timeout: RequestTimeoutOpt = 600.0,
+    max_attempts: MaxAttemptsOpt = 5,
+    dtype: DtypeOpt = "auto",
+    max_model_len: MaxModelLenOpt = None,
+    enforce_eager: EnforceEagerOpt = None,
+    kv_cache_gb: KvCacheOpt = None,
+    start_timeout: StartTimeoutOpt = None,
+) -> None:
+    """Monte Carlo estimation: K completions from every step prefix, graded against the gold answer."""
+    from prm_annotate.cli.app import fail
+    from prm_annotate.cli.model_stage import run_model_stage
+    from prm_annotate.prompt_files import load_prompt
+    from prm_annotate.stages.rollout import RolloutStage
+    from prm_annotate.stages.sample import SYSTEM_PROMPTS
+    from prm_annotate.steps import decode_sep
+    from prm_annotate.strategies import get_strategy
+
+    with handled():
+        if label not in ("hard", "soft"):
+            raise fail(f"--label {label}: choose hard or soft")
+        if threshold >= 1.0:
+            raise fail("--threshold must be below 1 (a hard label is score > threshold)")
+        opts = run_options(input, output, limit=limit, batch_size=batch_size, skip_invalid=skip_invalid,
+                           quiet=quiet, shard=shard)
+        ray = ray_options(executor, ray_actors, ray_cpus_per_actor, ray_gpus_per_actor)
+        config = build_config(model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+                              request_timeout=request_timeout, max_attempts=max_attempts, dtype=dtype,
+                              max_model_len=max_model_len, enforce_eager=enforce_eager, kv_cache_gb=kv_cache_gb,
+                              start_timeout=start_timeout, seed=seed)
+        chosen = get_strategy(strategy, label)
+        prompt = load_prompt(system_prompt or "default", SYSTEM_PROMPTS)
+        sep = decode_sep(step_sep)
+
+    def report_labels(stage, summary) -> None:
+        if summary.written:
+            typer.echo(f"rollout: {stage.stats['completions']:,} completions; {stage.stats['first_error_found']} of "
+                       f"{summary.written} responses have a first error; {stage.stats['grade_errors']} completions "
+                       f"could not be graded", err=True)
+
+    run_model_stage(config, lambda engine: RolloutStage(
+        engine, k=k, label=label, strategy=chosen, threshold=threshold, temperature=temperature, top_p=top_p,
+        max_tokens=max_tokens, seed=seed, step_sep=sep, system_prompt=prompt,
+        engine_info=config.describe()), opts, report_labels, ray=ray)

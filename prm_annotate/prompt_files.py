@@ -1,0 +1,44 @@
+"""Prompt files: the built-in ones in `prompts/` at the top of the project, or a user's own file.
+
+A run records which prompt it used by name and by sha256, so a manifest tells apart two runs
+whose prompt file changed in between.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from prm_annotate.errors import UsageError
+
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+
+
+@dataclass(frozen=True)
+class PromptFile:
+    name: str  # the built-in name ("paper") or the path given
+    path: str
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+def load_prompt(choice: str, builtin: dict[str, str] | None = None) -> PromptFile:
+    """`choice` is a built-in name (a key of `builtin`, mapping to a file in prompts/) or a path."""
+    builtin = builtin or {}
+    if choice in builtin:
+        path = PROMPTS_DIR / builtin[choice]
+    else:
+        path = Path(choice).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        names = f" (built-in: {', '.join(builtin)})" if builtin else ""
+        raise UsageError(f"{choice}: no such prompt file{names}") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{choice}: cannot read the prompt file: {exc}") from None
+    if not text.strip():
+        raise UsageError(f"{choice}: the prompt file is empty")
+    return PromptFile(name=choice, path=str(path), text=text)

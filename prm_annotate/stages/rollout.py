@@ -1,0 +1,177 @@
+"""rollout: responses -> rollouts (Monte Carlo estimation of each step's value).
+
+For step i the completer continues the response's own assistant turn from the prefix
+`join(steps[: i + 1]) + sep` (the conversation the policy saw, the partial answer left open), so
+all completions of a response share one cached prefix. Each completion is graded against the
+gold answer on the whole text (prefix + completion): the solution that continuation makes.
+Which probes run is the strategy's business (prm_annotate/strategies); every round of every
+record in a batch goes to the engine in one call.
+
+Decisions:
+- The last step is never rolled out: the response's own graded answer decides it (score 1.0 or
+  0.0). If the input's `correct` is null (not graded), the response is graded here.
+- A completion the grader cannot decide counts as not correct; `mc.grade_errors` counts them.
+- `--label soft` changes only what `mc.label` tells export to use (the scores as targets);
+  `first_error` always follows the hard rule, score > threshold.
+- Any failed engine request of a record fails the whole record (left for a rerun): never
+  partial labels.
+- Each completion is its own n=1 request with a seed from (response id, step, completion index,
+  --seed): vLLM's n>1 under one seed does not give prefix-stable samples, and this way K=16
+  repeats the 8 completions of K=8 and adds 8 new ones.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from pydantic import Field
+
+from prm_annotate.engines.base import Engine, GenerationRequest
+from prm_annotate.grading import Grader
+from prm_annotate.prompt_files import PromptFile, load_prompt
+from prm_annotate.records import Response
+from prm_annotate.runner import Outcome
+from prm_annotate.seeds import derive_seed
+from prm_annotate.stages.common import chat, generate
+from prm_annotate.stages.sample import SYSTEM_PROMPTS
+from prm_annotate.steps import DEFAULT_SEP, join_steps
+from prm_annotate.strategies import Plan, Probe, ProbeResult, Strategy, get_strategy
+
+
+class RolloutInput(Response):
+    """A response with its gold answer: rollouts grade against it."""
+
+    answer: str = Field(min_length=1)
+
+
+@dataclass
+class _Work:
+    record: RolloutInput
+    plan: Plan
+    last_correct: bool
+    completions: int = 0
+    generated_tokens: int = 0
+    grade_errors: int = 0
+    truncated: int = 0
+    error: str | None = None
+    probes: list[Probe] = field(default_factory=list)
+
+
+class RolloutStage:
+    name = "rollout"
+    input_model = RolloutInput
+
+    def __init__(self, engine: Engine, *, k: int = 8, label: str = "hard", strategy: str | Strategy = "exhaustive",
+                 threshold: float = 0.0, temperature: float = 0.7, top_p: float = 1.0, max_tokens: int = 1024,
+                 seed: int = 0, step_sep: str = DEFAULT_SEP, system_prompt: PromptFile | None = None,
+                 grader: Grader | None = None, engine_info: dict[str, Any] | None = None):
+        if label not in ("hard", "soft"):
+            raise ValueError(f"label must be hard or soft, not {label!r}")
+        if not 0.0 <= threshold < 1.0:
+            raise ValueError(f"threshold must be in [0, 1), not {threshold}")
+        self.engine = engine
+        self.k, self.label, self.threshold = k, label, threshold
+        self.strategy = get_strategy(strategy, label) if isinstance(strategy, str) else strategy
+        self.temperature, self.top_p, self.max_tokens, self.seed = temperature, top_p, max_tokens, seed
+        self.step_sep = step_sep
+        self.system_prompt = system_prompt or load_prompt("default", SYSTEM_PROMPTS)
+        self.grader = grader or Grader()
+        self.engine_info = engine_info or {"model": engine.model}
+        self.stats: Counter = Counter()
+
+    def settings(self) -> dict[str, Any]:
+        return {**self.engine_info, "k": self.k, "label": self.label, "strategy": self.strategy.name,
+                "threshold": self.threshold, "temperature": self.temperature, "top_p": self.top_p,
+                "max_tokens": self.max_tokens, "seed": self.seed, "step_sep": self.step_sep,
+                "system_prompt": self.system_prompt.name, "system_prompt_sha256": self.system_prompt.sha256}
+
+    def completion_seed(self, response_id: str, step: int, index: int) -> int:
+        return derive_seed("rollout", response_id, step, index, self.seed)
+
+    def _request(self, key: str, record: RolloutInput, probe: Probe) -> GenerationRequest:
+        prefix = join_steps(record.steps[: probe.step + 1], self.step_sep) + self.step_sep
+        return GenerationRequest(
+            key=key, messages=chat(self.system_prompt.text.strip(), record.problem, prefix), continue_final=True,
+            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+            seed=self.completion_seed(record.id, probe.step, probe.index),
+        )
+
+    def _last_correct(self, batch: list[RolloutInput]) -> list[bool]:
+        ungraded = [r for r in batch if r.correct is None]
+        verdicts = self.grader.grade_many([(r.answer, join_steps(r.steps, self.step_sep)) for r in ungraded])
+        graded = {r.id: v.correct is True for r, v in zip(ungraded, verdicts)}
+        self.stats["responses_graded_here"] += len(ungraded)
+        return [r.correct if r.correct is not None else graded[r.id] for r in batch]
+
+    def process(self, batch: list[RolloutInput]) -> Iterable[Outcome]:
+        # Wall time in and out of the engine (ms), so a run shows what request building and
+        # grading cost next to generation.
+        started = time.perf_counter()
+        engine_seconds = 0.0
+        work = [_Work(r, self.strategy.plan(len(r.steps), self.k, self.threshold, last), last)
+                for r, last in zip(batch, self._last_correct(batch))]
+        while True:
+            keyed: dict[str, tuple[_Work, Probe]] = {}
+            for w in work:
+                if w.error is None:
+                    for probe in w.plan.next_round():
+                        keyed[f"{w.record.id}\x00{probe.step}\x00{probe.index}"] = (w, probe)
+            if not keyed:
+                break
+            self.stats["rounds"] += 1
+            requests = [self._request(key, w.record, probe) for key, (w, probe) in keyed.items()]
+            t0 = time.perf_counter()
+            results = generate(self.engine, requests)
+            engine_seconds += time.perf_counter() - t0
+            graded: list[tuple[_Work, Probe, int]] = []
+            pairs: list[tuple[str, str]] = []
+            for request in requests:
+                w, probe = keyed[request.key]
+                result = results[request.key]
+                self.stats["prompt_tokens"] += result.prompt_tokens
+                self.stats["cached_prompt_tokens"] += result.cached_prompt_tokens or 0
+                self.stats["generated_tokens"] += result.generated_tokens
+                if not result.ok:
+                    w.error = w.error or f"step {probe.step} completion {probe.index}: {result.error}"
+                    continue
+                w.completions += 1
+                w.generated_tokens += result.generated_tokens
+                w.truncated += bool(result.finish_reasons) and result.finish_reasons[0] == "length"
+                graded.append((w, probe, result.generated_tokens))
+                pairs.append((w.record.answer, request.messages[-1]["content"] + result.texts[0]))
+            verdicts = self.grader.grade_many(pairs)
+            by_work: dict[int, list[ProbeResult]] = {}
+            for (w, probe, tokens), verdict in zip(graded, verdicts):
+                if verdict.correct is None:
+                    w.grade_errors += 1
+                by_work.setdefault(id(w), []).append(ProbeResult(probe, verdict.correct, tokens))
+            for w in work:
+                if w.error is None:
+                    w.plan.observe(by_work.get(id(w), []))
+        outcomes = [Outcome(w.record.id, error=w.error) if w.error is not None else Outcome.one(self._rollout(w))
+                    for w in work]
+        self.stats["engine_ms"] += round(engine_seconds * 1000)
+        self.stats["stage_ms"] += round((time.perf_counter() - started) * 1000)
+        return outcomes
+
+    def close(self) -> None:
+        self.grader.close()
+
+    def _rollout(self, w: _Work) -> dict[str, Any]:
+        result = w.plan.result()
+        self.stats["completions"] += w.completions
+        self.stats["grade_errors"] += w.grade_errors
+        self.stats["first_error_found"] += result.first_error >= 0
+        out = w.record.dump()
+        out["mc"] = {
+            "k": self.k, "label": self.label, "strategy": self.strategy.name,
+            "scores": result.scores, "first_error": result.first_error,
+            "completions": w.completions, "generated_tokens": w.generated_tokens,
+            "model": self.engine_info.get("model", self.engine.model), "threshold": self.threshold,
+            "last_step": "graded response" if w.record.correct is not None else "graded here",
+            "last_correct": w.last_correct, "grade_errors": w.grade_errors, "truncated": w.truncated,
+            "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens, "seed": self.seed,
+        }
+        return out

@@ -1,0 +1,142 @@
+"""sample: problems -> responses.
+
+n responses per problem, each one request with its own seed derived from (problem id, sample
+index, --seed): a rerun, a resumed run, or n=16 after n=8 gives the same texts for the same ids.
+Each text is split into steps, its final answer extracted and graded against the gold answer.
+
+A text with no steps at all (empty or blank: the model stopped at once) cannot be a response.
+That sample is drawn again with a fresh seed derived from (problem id, sample index, --seed,
+attempt), up to `empty_retries` more times; the attempt is recorded in `generator.attempt`.
+If every attempt is blank, the problem fails (exit status 1, named in the summary) rather than
+having fewer than n responses written: an input is finished only when all n of its ids exist.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.grading import Grader
+from prm_annotate.prompt_files import PromptFile, load_prompt
+from prm_annotate.records import Problem
+from prm_annotate.runner import Outcome
+from prm_annotate.seeds import derive_seed
+from prm_annotate.stages.common import chat, generate
+from prm_annotate.steps import DEFAULT_SEP, split_steps
+
+SYSTEM_PROMPTS = {"default": "sample_system.txt"}
+
+
+def response_id(problem_id: str, index: int) -> str:
+    return f"{problem_id}/{index}"
+
+
+class SampleStage:
+    name = "sample"
+    input_model = Problem
+
+    def __init__(self, engine: Engine, *, n: int = 8, temperature: float = 0.7, top_p: float = 1.0,
+                 max_tokens: int = 1024, seed: int = 0, step_sep: str = DEFAULT_SEP,
+                 system_prompt: PromptFile | None = None, grader: Grader | None = None,
+                 empty_retries: int = 2, engine_info: dict[str, Any] | None = None):
+        self.engine = engine
+        self.n, self.temperature, self.top_p, self.max_tokens, self.seed = n, temperature, top_p, max_tokens, seed
+        self.step_sep = step_sep
+        self.system_prompt = system_prompt or load_prompt("default", SYSTEM_PROMPTS)
+        self.grader = grader or Grader()
+        self.empty_retries = empty_retries
+        self.engine_info = engine_info or {"model": engine.model}
+        self.stats: Counter = Counter()
+
+    def settings(self) -> dict[str, Any]:
+        return {**self.engine_info, "n": self.n, "temperature": self.temperature, "top_p": self.top_p,
+                "max_tokens": self.max_tokens, "seed": self.seed, "step_sep": self.step_sep,
+                "system_prompt": self.system_prompt.name, "system_prompt_sha256": self.system_prompt.sha256,
+                "empty_retries": self.empty_retries}
+
+    def output_ids(self, record: Problem) -> list[str]:
+        return [response_id(record.id, i) for i in range(self.n)]
+
+    def _seed(self, problem_id: str, index: int, attempt: int) -> int:
+        # Attempt 0 leaves `attempt` out, so the common case's seed does not depend on the retry scheme.
+        if attempt == 0:
+            return derive_seed("sample", problem_id, index, self.seed)
+        return derive_seed("sample", problem_id, index, self.seed, "retry", attempt)
+
+    def _request(self, problem: Problem, index: int, attempt: int) -> GenerationRequest:
+        return GenerationRequest(
+            key=f"{problem.id}\x00{index}\x00{attempt}",
+            messages=chat(self.system_prompt.text.strip(), problem.problem),
+            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+            seed=self._seed(problem.id, index, attempt),
+        )
+
+    def process(self, batch: list[Problem]) -> Iterable[Outcome]:
+        # Sample (problem, index) -> the accepted result and its attempt.
+        todo = [(p, i) for p in batch for i in range(self.n)]
+        got: dict[tuple[str, int], tuple[GenerationResult, int]] = {}
+        failed: dict[str, str] = {}
+        for attempt in range(self.empty_retries + 1):
+            if not todo:
+                break
+            requests = [self._request(p, i, attempt) for p, i in todo]
+            results = generate(self.engine, requests)
+            retry = []
+            for (problem, index), request in zip(todo, requests):
+                result = results[request.key]
+                self.stats["prompt_tokens"] += result.prompt_tokens
+                self.stats["generated_tokens"] += result.generated_tokens
+                if not result.ok:
+                    failed.setdefault(problem.id, f"sample {index}: {result.error}")
+                elif not split_steps(result.texts[0], self.step_sep):
+                    self.stats["blank_samples"] += 1
+                    retry.append((problem, index))
+                else:
+                    got[(problem.id, index)] = (result, attempt)
+            todo = [(p, i) for p, i in retry if p.id not in failed]
+        for problem, index in todo:
+            failed.setdefault(problem.id, f"sample {index}: blank text in all {self.empty_retries + 1} attempts")
+
+        finished = [(p, i) for p in batch if p.id not in failed for i in range(self.n)]
+        texts = [got[(p.id, i)][0].texts[0] for p, i in finished]
+        verdicts = self.grader.grade_many([(p.answer, t) for (p, _), t in zip(finished, texts)])
+        records: dict[str, list[dict[str, Any]]] = {}
+        for (problem, index), text, verdict in zip(finished, texts, verdicts):
+            result, attempt = got[(problem.id, index)]
+            records.setdefault(problem.id, []).append(self._response(problem, index, text, verdict, result, attempt))
+        for problem in batch:
+            if problem.id in failed:
+                yield Outcome(problem.id, error=failed[problem.id])
+            else:
+                yield Outcome(problem.id, records[problem.id])
+
+    def _response(self, problem: Problem, index: int, text: str, verdict: Any, result: GenerationResult,
+                  attempt: int) -> dict[str, Any]:
+        out = problem.dump()
+        out.pop("id")
+        finish = result.finish_reasons[0] if result.finish_reasons else None
+        self.stats["responses"] += 1
+        self.stats["correct"] += verdict.correct is True
+        self.stats["truncated"] += finish == "length"
+        record: dict[str, Any] = {
+            "id": response_id(problem.id, index),
+            "problem_id": problem.id,
+            **out,
+            "steps": split_steps(text, self.step_sep),
+            "final_answer": verdict.final_answer,
+            "correct": verdict.correct,
+            "generator": {
+                **self.engine_info,
+                "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
+                "seed": self._seed(problem.id, index, attempt), "run_seed": self.seed, "sample_index": index,
+                "attempt": attempt, "finish_reason": finish, "prompt_tokens": result.prompt_tokens,
+                "generated_tokens": result.generated_tokens, "system_prompt_sha256": self.system_prompt.sha256,
+            },
+        }
+        if verdict.error:  # as `grade` writes it ("no answer" included), so a re-grade changes nothing
+            record["grade_error"] = verdict.error
+        self.stats["grade_errors"] += verdict.correct is None
+        return record
+
+    def close(self) -> None:
+        self.grader.close()

@@ -1,0 +1,79 @@
+"""The seam between the rollout stage and the rollout strategies.
+
+A strategy decides WHICH (step, completion index) probes to run; the stage runs them. For each
+response the stage asks the strategy for a `Plan`; then, in rounds, it collects `next_round()`
+from every unfinished plan of a batch, sends all those probes to the engine at once (so vLLM
+schedules the whole batch together and shares prefixes), grades the completions, and hands each
+plan its results with `observe()`. A plan with an empty round is finished; `result()` then gives
+the scores and the first error. Exhaustive sampling is one round; cheaper strategies (early
+stopping, bisection) use several rounds and look at earlier results.
+
+The last step is never probed: the response's own graded answer decides it (`last_correct`).
+
+Label conventions (shared by all strategies, so they stay comparable):
+- `scores[i]` is the fraction of step i's completions that reached the gold answer, or None when
+  step i was not probed; the last step's score is 1.0 or 0.0 from the response's own answer.
+- the hard label of step i is `scores[i] > threshold`;
+- `first_error` is the first step whose hard label is 0, -1 if none.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class Probe:
+    step: int  # 0-based; the completion continues the prefix made of steps[: step + 1]
+    index: int  # completion index within the step (0..k-1); part of the completion's seed
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    probe: Probe
+    correct: bool | None  # None: the grader could not decide (counted as not correct)
+    generated_tokens: int = 0
+
+
+@dataclass
+class PlanResult:
+    scores: list[float | None]
+    first_error: int
+
+
+class Plan(Protocol):
+    def next_round(self) -> list[Probe]:
+        """The probes to run now; an empty list means the plan is finished."""
+        ...
+
+    def observe(self, results: Sequence[ProbeResult]) -> None:
+        """Results of the probes of the last round (all of them, in any order)."""
+        ...
+
+    def result(self) -> PlanResult:
+        ...
+
+
+class Strategy(Protocol):
+    name: str
+    # Soft labels need all K completions at every reported step.
+    supports_soft: bool
+
+    def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> Plan:
+        ...
+
+
+def hard_label(score: float, threshold: float) -> bool:
+    return score > threshold
+
+
+def first_error_of(scores: Sequence[float | None], threshold: float) -> int:
+    """First step whose hard label is 0; unprobed (None) steps are skipped; -1 if none."""
+    for i, score in enumerate(scores):
+        if score is not None and not hard_label(score, threshold):
+            return i
+    return -1
+
+
+def last_step_score(last_correct: bool) -> float:
+    return 1.0 if last_correct else 0.0

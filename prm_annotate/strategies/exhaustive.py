@@ -1,0 +1,42 @@
+"""The paper's scheme: K completions at every step but the last, all in one round."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from prm_annotate.strategies.base import PlanResult, Probe, ProbeResult, first_error_of, last_step_score
+
+
+class ExhaustivePlan:
+    def __init__(self, n_steps: int, k: int, threshold: float, last_correct: bool):
+        self.n_steps, self.k, self.threshold, self.last_correct = n_steps, k, threshold, last_correct
+        self._sent = False
+        self._correct = [0] * n_steps
+        self._seen = [0] * n_steps
+
+    def next_round(self) -> list[Probe]:
+        if self._sent:
+            return []
+        self._sent = True
+        return [Probe(step, j) for step in range(self.n_steps - 1) for j in range(self.k)]
+
+    def observe(self, results: Sequence[ProbeResult]) -> None:
+        for r in results:
+            self._seen[r.probe.step] += 1
+            self._correct[r.probe.step] += r.correct is True
+
+    def result(self) -> PlanResult:
+        scores: list[float | None] = []
+        for step in range(self.n_steps - 1):
+            if self._seen[step] != self.k:
+                raise RuntimeError(f"step {step} has {self._seen[step]} of {self.k} completions")
+            scores.append(self._correct[step] / self.k)
+        scores.append(last_step_score(self.last_correct))
+        return PlanResult(scores=scores, first_error=first_error_of(scores, self.threshold))
+
+
+class Exhaustive:
+    name = "exhaustive"
+    supports_soft = True
+
+    def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> ExhaustivePlan:
+        return ExhaustivePlan(n_steps, k, threshold, last_correct)
