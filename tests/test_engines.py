@@ -225,6 +225,63 @@ class TestOpenAIEngineOnVLLMServer(EngineChecks):
         assert engine.generate([chat("m", max_tokens=3, seed=0)])["m"].ok
 
 
+CLEAN_EXIT_SCRIPT = """
+import sys
+from prm_annotate.engines import GenerationRequest, exit_process
+from prm_annotate.engines.vllm_engine import VLLMEngine
+
+if __name__ == "__main__":
+    engine = VLLMEngine(sys.argv[1], start_timeout=300)
+    res = engine.generate([GenerationRequest(key="a", messages=({"role": "user", "content": "hi"},),
+                                             max_tokens=4, seed=1)])
+    engine.close()
+    print("RESULT", res["a"].ok, len(res["a"].texts))
+    exit_process(7)
+"""
+
+
+@pytest.mark.engine
+def test_engine_process_keeps_stdout_clean_and_leaves_nothing_behind(heavy, tiny_model_dir, tmp_path):
+    """What a CLI command does: run, close, exit_process. stdout must hold only our output (stages
+    write JSONL there), the exit status must be ours, and no vLLM process may outlive it."""
+    import os
+    import subprocess
+    import sys
+
+    import psutil
+
+    heavy.release()  # one engine at a time
+    script = tmp_path / "run_engine.py"
+    script.write_text(CLEAN_EXIT_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(tiny_model_dir)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+    assert proc.returncode == 7, err[-3000:]
+    assert out == "RESULT True 1\n"
+
+    def left_behind():
+        found = []
+        for p in psutil.process_iter(["status"]):
+            try:
+                if os.getsid(p.pid) == proc.pid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                    found.append(p)
+            except (ProcessLookupError, psutil.Error):
+                pass
+        return found
+
+    deadline = time.monotonic() + 15
+    while left_behind() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    leftovers = left_behind()
+    for p in leftovers:
+        p.kill()
+    assert not leftovers, [p.info for p in leftovers]
+
+
 # -- retry path: a local fault-injecting server ------------------------------------------------
 
 class FaultServer:

@@ -90,6 +90,11 @@ class VLLMEngine:
             # vLLM waits this long for its EngineCore to load the model and report ready.
             os.environ["VLLM_ENGINE_READY_TIMEOUT_S"] = str(max(1, int(start_timeout)))
         self.model = model
+        # vLLM logs to stdout by default, in this process and in its workers (which inherit the
+        # environment): stages write JSONL to stdout, so send vLLM's logs to stderr, and only
+        # its warnings unless the user asked for more.
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
         from vllm import LLM
         from vllm.platforms import current_platform
