@@ -18,17 +18,26 @@ Decisions:
 - Each completion is its own n=1 request with a seed from (response id, step, completion index,
   --seed): vLLM's n>1 under one seed does not give prefix-stable samples, and this way K=16
   repeats the 8 completions of K=8 and adds 8 new ones.
+- `share_prefixes=True`: a completion's seed comes from what it continues (problem text, step
+  prefix text, completion index, --seed) instead of the response id, so responses of one problem
+  with identical step prefixes ask for identical completions; each is generated and graded once
+  per batch and its result handed to every response that asked (also to a later round's ask).
+  A record's `mc.completions`/`generated_tokens` count every completion its labels rest on,
+  `mc.shared_completions` how many of them another response paid for; the stage's
+  `engine_completions` and `generated_tokens` count what the engine did.
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+import orjson
 from pydantic import Field
 
-from prm_annotate.engines.base import Engine, GenerationRequest
+from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.grading import Grader
 from prm_annotate.prompt_files import PromptFile, load_prompt
 from prm_annotate.records import Response
@@ -55,6 +64,7 @@ class _Work:
     generated_tokens: int = 0
     grade_errors: int = 0
     truncated: int = 0
+    shared: int = 0
     error: str | None = None
     probes: list[Probe] = field(default_factory=list)
 
@@ -66,7 +76,8 @@ class RolloutStage:
     def __init__(self, engine: Engine, *, k: int = 8, label: str = "hard", strategy: str | Strategy = "exhaustive",
                  threshold: float = 0.0, temperature: float = 0.7, top_p: float = 1.0, max_tokens: int = 1024,
                  seed: int = 0, step_sep: str = DEFAULT_SEP, system_prompt: PromptFile | None = None,
-                 grader: Grader | None = None, engine_info: dict[str, Any] | None = None):
+                 grader: Grader | None = None, engine_info: dict[str, Any] | None = None,
+                 share_prefixes: bool = False):
         if label not in ("hard", "soft"):
             raise ValueError(f"label must be hard or soft, not {label!r}")
         if not 0.0 <= threshold < 1.0:
@@ -76,6 +87,7 @@ class RolloutStage:
         self.strategy = get_strategy(strategy, label) if isinstance(strategy, str) else strategy
         self.temperature, self.top_p, self.max_tokens, self.seed = temperature, top_p, max_tokens, seed
         self.step_sep = step_sep
+        self.share_prefixes = share_prefixes
         self.system_prompt = system_prompt or load_prompt("default", SYSTEM_PROMPTS)
         self.grader = grader or Grader()
         self.engine_info = engine_info or {"model": engine.model}
@@ -85,17 +97,29 @@ class RolloutStage:
         return {**self.engine_info, "k": self.k, "label": self.label, "strategy": self.strategy.name,
                 "threshold": self.threshold, "temperature": self.temperature, "top_p": self.top_p,
                 "max_tokens": self.max_tokens, "seed": self.seed, "step_sep": self.step_sep,
-                "system_prompt": self.system_prompt.name, "system_prompt_sha256": self.system_prompt.sha256}
+                "system_prompt": self.system_prompt.name, "system_prompt_sha256": self.system_prompt.sha256,
+                "share_prefixes": self.share_prefixes}
 
     def completion_seed(self, response_id: str, step: int, index: int) -> int:
         return derive_seed("rollout", response_id, step, index, self.seed)
 
-    def _request(self, key: str, record: RolloutInput, probe: Probe) -> GenerationRequest:
+    def shared_seed(self, problem: str, prefix: str, index: int) -> int:
+        return derive_seed("rollout-prefix", problem, prefix, index, self.seed)
+
+    def _request(self, record: RolloutInput, probe: Probe) -> GenerationRequest:
         prefix = join_steps(record.steps[: probe.step + 1], self.step_sep) + self.step_sep
+        if self.share_prefixes:
+            seed = self.shared_seed(record.problem, prefix, probe.index)
+            # The key names the content (and the gold answer it is graded against): equal keys are
+            # the same completion with the same verdict.
+            key = hashlib.blake2b(orjson.dumps([record.problem, prefix, probe.index, record.answer]),
+                                  digest_size=16).hexdigest()
+        else:
+            seed = self.completion_seed(record.id, probe.step, probe.index)
+            key = f"{record.id}\x00{probe.step}\x00{probe.index}"
         return GenerationRequest(
             key=key, messages=chat(self.system_prompt.text.strip(), record.problem, prefix), continue_final=True,
-            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
-            seed=self.completion_seed(record.id, probe.step, probe.index),
+            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=seed,
         )
 
     def _last_correct(self, batch: list[RolloutInput]) -> list[bool]:
@@ -112,41 +136,53 @@ class RolloutStage:
         engine_seconds = 0.0
         work = [_Work(r, self.strategy.plan(len(r.steps), self.k, self.threshold, last), last)
                 for r, last in zip(batch, self._last_correct(batch))]
+        # Completed (and graded) requests of this batch by key, for sharing across rounds.
+        done: dict[str, tuple[GenerationResult, Any]] = {}
         while True:
-            keyed: dict[str, tuple[_Work, Probe]] = {}
+            asks: dict[str, list[tuple[_Work, Probe]]] = {}
+            requests: dict[str, GenerationRequest] = {}
             for w in work:
                 if w.error is None:
                     for probe in w.plan.next_round():
-                        keyed[f"{w.record.id}\x00{probe.step}\x00{probe.index}"] = (w, probe)
-            if not keyed:
+                        request = self._request(w.record, probe)
+                        if request.key in asks and not self.share_prefixes:
+                            raise RuntimeError(f"strategy asked twice for {probe} of {w.record.id}")
+                        asks.setdefault(request.key, []).append((w, probe))
+                        if request.key not in done:
+                            requests.setdefault(request.key, request)
+            if not asks:
                 break
             self.stats["rounds"] += 1
-            requests = [self._request(key, w.record, probe) for key, (w, probe) in keyed.items()]
             t0 = time.perf_counter()
-            results = generate(self.engine, requests)
+            results = generate(self.engine, list(requests.values()))
             engine_seconds += time.perf_counter() - t0
-            graded: list[tuple[_Work, Probe, int]] = []
-            pairs: list[tuple[str, str]] = []
-            for request in requests:
-                w, probe = keyed[request.key]
-                result = results[request.key]
+            ok_keys: list[str] = []
+            for key, result in results.items():
                 self.stats["prompt_tokens"] += result.prompt_tokens
                 self.stats["cached_prompt_tokens"] += result.cached_prompt_tokens or 0
                 self.stats["generated_tokens"] += result.generated_tokens
-                if not result.ok:
-                    w.error = w.error or f"step {probe.step} completion {probe.index}: {result.error}"
-                    continue
-                w.completions += 1
-                w.generated_tokens += result.generated_tokens
-                w.truncated += bool(result.finish_reasons) and result.finish_reasons[0] == "length"
-                graded.append((w, probe, result.generated_tokens))
-                pairs.append((w.record.answer, request.messages[-1]["content"] + result.texts[0]))
-            verdicts = self.grader.grade_many(pairs)
+                self.stats["engine_completions"] += result.ok
+                if result.ok:
+                    ok_keys.append(key)
+            verdicts = self.grader.grade_many(
+                [(asks[key][0][0].record.answer, requests[key].messages[-1]["content"] + results[key].texts[0])
+                 for key in ok_keys])
+            for key, verdict in zip(ok_keys, verdicts):
+                done[key] = (results[key], verdict)
             by_work: dict[int, list[ProbeResult]] = {}
-            for (w, probe, tokens), verdict in zip(graded, verdicts):
-                if verdict.correct is None:
-                    w.grade_errors += 1
-                by_work.setdefault(id(w), []).append(ProbeResult(probe, verdict.correct, tokens))
+            for key, askers in asks.items():
+                for n, (w, probe) in enumerate(askers):
+                    if key not in done:
+                        w.error = w.error or f"step {probe.step} completion {probe.index}: {results[key].error}"
+                        continue
+                    result, verdict = done[key]
+                    w.completions += 1
+                    w.shared += n > 0 or key not in results  # another response (or an earlier round) paid
+                    w.generated_tokens += result.generated_tokens
+                    w.truncated += bool(result.finish_reasons) and result.finish_reasons[0] == "length"
+                    if verdict.correct is None:
+                        w.grade_errors += 1
+                    by_work.setdefault(id(w), []).append(ProbeResult(probe, verdict.correct, result.generated_tokens))
             for w in work:
                 if w.error is None:
                     w.plan.observe(by_work.get(id(w), []))
@@ -165,13 +201,19 @@ class RolloutStage:
         self.stats["grade_errors"] += w.grade_errors
         self.stats["first_error_found"] += result.first_error >= 0
         out = w.record.dump()
+        if result.sampled is not None:
+            extra_mc = {"sampled": result.sampled}
+        else:
+            extra_mc = {}
         out["mc"] = {
             "k": self.k, "label": self.label, "strategy": self.strategy.name,
             "scores": result.scores, "first_error": result.first_error,
             "completions": w.completions, "generated_tokens": w.generated_tokens,
+            "shared_completions": w.shared,
             "model": self.engine_info.get("model", self.engine.model), "threshold": self.threshold,
             "last_step": "graded response" if w.record.correct is not None else "graded here",
             "last_correct": w.last_correct, "grade_errors": w.grade_errors, "truncated": w.truncated,
             "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens, "seed": self.seed,
+            "share_prefixes": self.share_prefixes, **extra_mc,
         }
         return out

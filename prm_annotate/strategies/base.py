@@ -39,6 +39,9 @@ class ProbeResult:
 class PlanResult:
     scores: list[float | None]
     first_error: int
+    # Completions behind each score, when a strategy samples fewer than k at some steps (early
+    # stopping); None when every probed step got all k.
+    sampled: list[int] | None = None
 
 
 class Plan(Protocol):
@@ -58,6 +61,10 @@ class Strategy(Protocol):
     name: str
     # Soft labels need all K completions at every reported step.
     supports_soft: bool
+    # True when the strategy infers labels it did not sample from the monotonic assumption (a
+    # prefix that cannot reach the answer stays unable when extended): its first_error can differ
+    # from exhaustive's where that assumption fails. See docs/rollout-strategies.md.
+    assumes_monotone: bool
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> Plan:
         ...

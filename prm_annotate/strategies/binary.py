@@ -1,0 +1,34 @@
+"""binary: bisection for the first step whose hard label is 0 (OmegaPRM), early stopping inside
+each probe. Under the monotonic assumption (see monotone.py) it finds exhaustive's first error
+with about log2(n) probes; a correct response costs nothing. Steps outside the search path are
+not probed (null); probed steps after the first error keep their (0) scores.
+
+Where the assumption fails (a 0 step followed by a 1 step) bisection may land on any 1 -> 0
+boundary, not necessarily the first: tests/test_strategies.py shows such a case.
+"""
+from __future__ import annotations
+
+from prm_annotate.strategies.monotone import MonotonePlan
+
+
+class BinaryPlan(MonotonePlan):
+    def _choose(self) -> int | None:
+        if self.bad >= self.n_steps:
+            # No 0 known (a correct response scanned with trust_correct=False): walk from the front.
+            nxt = self.good + 1
+            return nxt if nxt < self.n_steps - 1 else None
+        if self.bad - self.good <= 1:
+            return None
+        return (self.good + self.bad) // 2
+
+
+class Binary:
+    name = "binary"
+    supports_soft = False
+    assumes_monotone = True
+
+    def __init__(self, trust_correct: bool = True):
+        self.trust_correct = trust_correct
+
+    def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> BinaryPlan:
+        return BinaryPlan(n_steps, k, threshold, last_correct, self.trust_correct)

@@ -1,0 +1,60 @@
+"""Early stopping for one step: sample its completions in rounds and stop once its hard label is
+decided. Shared by the cheap strategies.
+
+Hard label 1 needs more than `threshold * k` right completions, so a step is decided
+- 1 as soon as that many are right (threshold 0: the first right completion), and
+- 0 as soon as even all remaining completions could not get it there (threshold 0: all k failed).
+Indices are drawn in order 0, 1, 2, ... so a step's completions are always a prefix of the k an
+exhaustive run would draw with the same seeds: the decided label is exactly exhaustive's.
+
+The score reported for the step is right / sampled. It is consistent with the hard label
+(right / sampled > threshold iff the label is 1), but it is a fraction of fewer than k
+completions, so it is no soft label; the plan reports `sampled` next to it.
+"""
+from __future__ import annotations
+
+import math
+
+from prm_annotate.strategies.base import Probe
+
+# Round sizes: 1 completion, then 2 more, then the rest. A step whose prefix usually reaches the
+# answer stops after one or two; a sure-wrong step pays k in three rounds.
+ROUNDS = (1, 2)
+
+
+class StepSampler:
+    def __init__(self, step: int, k: int, threshold: float):
+        self.step, self.k = step, k
+        # Right completions needed for label 1: the smallest r with r / k > threshold.
+        self.needed = math.floor(threshold * k) + 1
+        self.sampled = 0
+        self.right = 0
+        self.rounds = 0
+
+    @property
+    def label(self) -> bool | None:
+        """1/0 once decided, None while undecided."""
+        if self.right >= self.needed:
+            return True
+        if self.right + (self.k - self.sampled) < self.needed:
+            return False
+        return None
+
+    def next_probes(self) -> list[Probe]:
+        if self.label is not None:
+            return []
+        size = ROUNDS[self.rounds] if self.rounds < len(ROUNDS) else self.k
+        # Never fewer than could decide label 1 in this round.
+        size = max(size, self.needed - self.right)
+        size = min(size, self.k - self.sampled)
+        self.rounds += 1
+        start = self.sampled
+        return [Probe(self.step, j) for j in range(start, start + size)]
+
+    def observe(self, correct: bool | None) -> None:
+        self.sampled += 1
+        self.right += correct is True
+
+    @property
+    def score(self) -> float | None:
+        return self.right / self.sampled if self.sampled else None
