@@ -9,6 +9,7 @@ Each engine start costs ~15 s, so the checks are combined into few processes.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -106,8 +107,10 @@ def test_sample_pipe_rollout_then_judge_and_consensus(vllm_server, tmp_path):
         for i in range(3)])
     server = ["--model", "tiny", "--base-url", vllm_server.base_url]
     rollouts, judged, agreed = tmp_path / "rollouts.jsonl", tmp_path / "judged.jsonl", tmp_path / "consensus.jsonl"
-    sample = " ".join([*CLI, "sample", str(problems), "-n", "2", "--max-tokens", "40", *server])
-    rollout = " ".join([*CLI, "rollout", "-", "-o", str(rollouts), "-k", "2", "--max-tokens", "24", *server])
+    # The random tiny model seldom writes a blank line: a space as step separator gives it many steps.
+    sample = shlex.join([*CLI, "sample", str(problems), "-n", "2", "--max-tokens", "24", "--step-sep", " ", *server])
+    rollout = shlex.join([*CLI, "rollout", "-", "-o", str(rollouts), "-k", "2", "--max-tokens", "16", "--step-sep", " ",
+                          *server])
     piped = subprocess.run(["bash", "-c", f"set -o pipefail; {sample} | {rollout}"], capture_output=True, text=True,
                            timeout=600)
     assert piped.returncode == 0, piped.stderr[-3000:]
@@ -115,6 +118,7 @@ def test_sample_pipe_rollout_then_judge_and_consensus(vllm_server, tmp_path):
     assert [r.id for r in rows] == [f"q{i}/{j}" for i in range(3) for j in range(2)]
     for r in rows:
         assert r.mc.completions == 2 * (len(r.steps) - 1) and r.mc.scores[-1] == (1.0 if r.correct else 0.0)
+    assert sum(r.mc.completions for r in rows) > 0
         assert r.model_dump()["generator"]["model"] == "tiny"
     assert "sample: 3 done, 6 records written" in piped.stderr and "rollout: 6 done" in piped.stderr
 

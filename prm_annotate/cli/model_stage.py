@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Callable, NoReturn
 
 import typer
@@ -10,6 +11,8 @@ import typer
 from prm_annotate.cli.app import EXIT_USAGE, handled
 from prm_annotate.engines import EngineConfig, exit_process, make_engine
 from prm_annotate.engines.base import Engine
+from prm_annotate.errors import InputError
+from prm_annotate.jsonl import is_stream
 from prm_annotate.executors import RayOptions
 from prm_annotate.runner import RunOptions, RunSummary, Stage, report, run_stage
 
@@ -26,6 +29,9 @@ def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts
     code = EXIT_USAGE
     try:
         with handled():
+            if not is_stream(opts.input) and not Path(opts.input).is_file():
+                # Before the engine starts (seconds): a missing input is bad usage, said at once.
+                raise InputError(opts.input, "line 0", "no such file")
             try:
                 engine = make_engine(config)
             except Exception as exc:  # a bad model path or an engine that did not come up

@@ -29,6 +29,10 @@ from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.stages.common import generate
 
+# Room for the longest forced answer ("\nIncorrect: paragraph 1234\n</conclusion>", 40 characters)
+# even with a byte-level tokenizer: a cut answer would not parse.
+FORCED_ANSWER_TOKENS = 64
+
 JUDGE_PROMPTS = {"paper": "judge_paper.txt", "processbench": "judge_processbench.txt"}
 
 
@@ -134,7 +138,7 @@ class JudgeStage:
             follow.append(GenerationRequest(
                 key=request.key,
                 messages=request.messages + ({"role": "assistant", "content": analysis + lead},),
-                continue_final=True, temperature=self.temperature, top_p=self.top_p, max_tokens=32,
+                continue_final=True, temperature=self.temperature, top_p=self.top_p, max_tokens=FORCED_ANSWER_TOKENS,
                 seed=derive_seed("judge-answer", record.id, vote, self.seed),
                 guided_regex=self.style.answer_regex(len(record.steps))))
         results = generate(self.engine, follow)
