@@ -109,7 +109,8 @@ def test_judge_target_follows_truth():
 
     wrong = ["Step 1: 3 + 5 = 8.", "Step 2: 8 - 2 = 5.", "Step 3: 5 * 2 = 10.", "The answer is \\boxed{10}."]
     assert judge_target(PROBLEM, wrong) == (
-        "Paragraph 0: 3 + 5 = 8, correct.\nParagraph 1: 8 - 2 = 5, wrong.\n\\boxed{1}")
+        "Paragraph 0: 3 + 5 is 8, the paragraph says 8, correct.\n"
+        "Paragraph 1: 8 - 2 is 6, the paragraph says 5, wrong.\n\\boxed{1}")
     assert judge_target(PROBLEM, RIGHT).endswith("Paragraph 3: the answer is 12, correct.\n\\boxed{-1}")
     assert judge_target(PROBLEM, RIGHT[:3]).endswith("Paragraph 2: no final answer, wrong.\n\\boxed{2}")
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from prm_annotate.prompting import render_judge_prompt
 from prm_annotate.world.corrupt import corrupt_solution
-from prm_annotate.world.problems import World, make_problem, solution_steps
-from prm_annotate.world.truth import BOXED, EQUATION, check_steps
+from prm_annotate.world.problems import World, apply_op, make_problem, solution_steps
+from prm_annotate.world.truth import BOXED, EQUATION, OPS, check_steps
 
 WORLD_DIR = Path(__file__).resolve().parent
 MODELS_DIR = WORLD_DIR / "models"
@@ -59,10 +59,11 @@ def judge_messages(template: str, problem: dict, steps: list[str]) -> list[dict]
 def judge_target(problem: dict, steps: list[str]) -> str:
     """The judge's answer: one short check per paragraph up to the first error, then the index.
 
-    Each check restates what the paragraph claims (its equation, copied, or its final answer) and
-    gives the true verdict, so the judge learns to read each paragraph and check it; whether it
+    Each check recomputes the paragraph's operation, then quotes the result the paragraph claims,
+    then gives the true verdict: the judge learns to read each paragraph and compare. Whether it
     spots a wrong sum, a wrong carried value or a misread problem depends on its own (imperfect)
-    arithmetic and reading, like a real judge.
+    arithmetic and reading, like a real judge. (Quoting the claim before recomputing was tried: the
+    judge, started from the policy, "corrected" the quoted sum and then called it right.)
     """
     lines = []
     first_error = -1
@@ -75,7 +76,9 @@ def judge_target(problem: dict, steps: list[str]) -> str:
         if verdict.reason == "no final answer":
             lines.append(f"Paragraph {i}: no final answer, wrong.")
         elif equation:
-            lines.append(f"Paragraph {i}: {equation.group(0)}, {word}.")
+            a, sym, b, c = equation.groups()
+            value = apply_op(OPS[sym], int(a), int(b))
+            lines.append(f"Paragraph {i}: {a} {sym} {b} is {value}, the paragraph says {c}, {word}.")
         elif boxed:
             lines.append(f"Paragraph {i}: the answer is {boxed.group(1)}, {word}.")
         else:
@@ -288,6 +291,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--judge-batch", type=int, default=32)
     parser.add_argument("--judge-real-samples", type=int, default=2048,
                         help="policy responses (from OUT/policy) mixed into the judge's data; 0: none")
+    parser.add_argument("--judge-init", choices=["policy", "random"], default="policy",
+                        help="start the judge from OUT/policy (default) or from random weights")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--hidden", type=int, default=128)
@@ -333,18 +338,28 @@ def main(argv: list[str] | None = None) -> None:
         save(model, tok, args.out / "policy", meta)
 
     if args.which in ("judge", "all"):
-        model = new_model(tok, args.hidden, args.layers, args.heads, args.seed + 1)
-        log(f"judge: {sum(p.numel() for p in model.parameters()):,} parameters")
+        policy_dir = args.out / "policy"
+        if args.judge_init == "policy":
+            # Start from the policy: it already reads numbers off the problem and does the
+            # arithmetic; from random weights the judge did not learn to read the paragraphs of its
+            # ~250-token prompt in 500 steps (it answered -1 to almost everything).
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
+            assert model.config.vocab_size == len(tok), "the policy was built with another tokenizer"
+        else:
+            model = new_model(tok, args.hidden, args.layers, args.heads, args.seed + 1)
+        log(f"judge: {sum(p.numel() for p in model.parameters()):,} parameters, init {args.judge_init}")
         start = time.time()
         real = []
-        if args.judge_real_samples and (args.out / "policy" / "world.json").exists():
-            real = sample_policy_responses(args.out / "policy", args.judge_real_samples, args.seed, log)
+        if args.judge_real_samples and (policy_dir / "world.json").exists():
+            real = sample_policy_responses(policy_dir, args.judge_real_samples, args.seed, log)
         train(model, tok, lambda i: judge_example(i, args.seed, template, real), args.judge_steps,
               args.judge_batch, args.lr, args.warmup, log=log, eval_every=args.eval_every,
               on_eval=lambda s: snapshot(model, tok, args.out / f"judge-step{s}",
                                          quick_judge_eval(model, tok, template), log))
         meta = {"kind": "judge", "steps": args.judge_steps, "batch": args.judge_batch,
-                "real_policy_responses": len(real),
+                "real_policy_responses": len(real), "init": args.judge_init,
                 "train_seconds": round(time.time() - start), "prompt": "processbench",
                 "prompt_template": template, **common}
         if not args.no_eval:

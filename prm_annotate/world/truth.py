@@ -27,7 +27,7 @@ from prm_annotate.world.problems import World, apply_op
 EQUATION = re.compile(r"(-?\d+)\s*([+\-*x×])\s*(-?\d+)\s*=\s*(-?\d+)")
 BOXED = re.compile(r"\\boxed\{\s*([^{}]*?)\s*\}")
 _STEP_LABEL = re.compile(r"^\s*Step\s+\d+\s*:", re.IGNORECASE)
-_OPS = {"+": "add", "-": "sub", "*": "mul", "x": "mul", "×": "mul"}
+OPS = {"+": "add", "-": "sub", "*": "mul", "x": "mul", "×": "mul"}
 _COMMUTATIVE = {"add", "mul"}
 
 
@@ -73,7 +73,7 @@ def check_steps(problem_record: dict, steps: list[str]) -> list[StepVerdict]:
             if done >= len(world.ops):
                 return wrong(i, "extra operation")
             a, b, c = int(a_s), int(b_s), int(c_s)
-            op = _OPS[sym]
+            op = OPS[sym]
             want_op, want_n = world.ops[done]
             carried = values[done]
             if op != want_op:
