@@ -329,3 +329,33 @@ def test_a_grader_travels_to_another_process_as_its_settings():
         copy.close()
     finally:
         grader.close()
+
+
+@pytest.mark.engine
+def test_rollout_command_with_executor_ray_writes_the_local_records(tmp_path, tiny_model_dir, heavy, no_ray_left):
+    from conftest import ENGINE_START_TIMEOUT
+
+    heavy.release()  # no other engine while these run
+    responses_in = [{"id": f"q{i}/0", "problem_id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i),
+                     "steps": [f"{i} + {i} = {2 * i}", f"The answer is \\boxed{{{2 * i}}}."]} for i in range(6)]
+    src = write_jsonl(tmp_path / "responses.jsonl", responses_in)
+    common = ["rollout", str(src), "--model", str(tiny_model_dir), "-k", "2", "--max-tokens", "16", "--seed", "3",
+              "--batch-size", "2", "--dtype", "float32", "--max-model-len", "2048",
+              "--start-timeout", str(int(ENGINE_START_TIMEOUT)), "-q"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    local = subprocess.run([*CLI, *common, "-o", str(tmp_path / "local.jsonl")], capture_output=True,
+                           timeout=RAY_TIMEOUT, env=env)
+    assert local.returncode == 0, local.stderr.decode()[-3000:]
+    started = time.time()
+    remote = subprocess.run([*CLI, *common, "-o", str(tmp_path / "ray.jsonl"), "--executor", "ray",
+                             "--ray-actors", "2", "--ray-cpus-per-actor", "1"], capture_output=True,
+                            timeout=RAY_TIMEOUT, env=env)
+    assert remote.returncode == 0, remote.stderr.decode()[-3000:]
+    out = sorted((tmp_path / "ray.jsonl").read_bytes().splitlines())
+    assert len(out) == 6 and out == sorted((tmp_path / "local.jsonl").read_bytes().splitlines())
+    # The counts made in the actors reach the command's own report: the same line as locally.
+    line = [ln for ln in local.stderr.decode().splitlines() if ln.startswith("rollout: ") and "completions" in ln]
+    assert line and line[-1] in remote.stderr.decode().splitlines()
+    assert not line[-1].startswith("rollout: 0 completions")
+    time.sleep(5)
+    assert not vllm_processes(started), "vLLM processes left after the Ray run"
