@@ -1,0 +1,112 @@
+"""Rollout strategies against exhaustive: the same responses, the same seeds, one engine, one run.
+
+Workload 1 (always): the arithmetic world. Problems from `make_problems`, responses sampled by the
+shipped tiny policy (T=0.7), rolled out with K=8 by every strategy, with and without prefix
+sharing. Prints generated tokens, completions and wall time as ratios to exhaustive, agreement of
+first_error with exhaustive, and accuracy against the world's true first error.
+Workload 2 (`--smollm2`, slow: ~150 tokens/s here): SmolLM2-135M-Instruct on a few GSM8K problems.
+
+    flock /tmp/prm-heavy.lock .venv/bin/python benchmarks/bench_rollout_strategies.py [--smollm2]
+
+One engine at a time; each is closed before the next starts and before the process exits.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GSM8K = Path(os.environ.get("PRM_GSM8K", "/work/shared/data/gsm8k/test.jsonl"))
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def world_workload(args) -> str:
+    from prm_annotate.engines.vllm_engine import VLLMEngine
+    from prm_annotate.rollout_bench import compare_strategies, format_table, sample_responses, variants
+    from prm_annotate.world import POLICY_DIR, make_problems, true_first_error
+
+    problems = make_problems(args.problems, seed=args.seed, split="bench")
+    engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
+    try:
+        t0 = time.perf_counter()
+        responses = sample_responses(engine, problems, n=args.n, max_tokens=128, seed=args.seed)
+        right = sum(bool(r["correct"]) for r in responses)
+        truth = {r["id"]: true_first_error(r, r["steps"]) for r in responses}
+        flawed = sum(1 for r in responses if r["correct"] and truth[r["id"]] >= 0)
+        steps = sum(len(r["steps"]) for r in responses) / len(responses)
+        log(f"world: {len(responses)} responses in {time.perf_counter() - t0:.1f} s")
+        rows = compare_strategies(engine, responses, variants(), k=args.k, max_tokens=128,
+                                  batch_size=args.n * 8, truth=lambda r: truth[r["id"]], seed=args.seed,
+                                  progress=log)
+    finally:
+        engine.close()
+    head = (f"Arithmetic world: {args.problems} problems x {args.n} responses (shipped policy, T=0.7), "
+            f"K={args.k}, {steps:.1f} steps per response; {right} of {len(responses)} final answers right "
+            f"({flawed} of them with a wrong step); {sum(v >= 0 for v in truth.values())} responses have a "
+            f"true first error.")
+    return head + "\n\n" + format_table(rows)
+
+
+def smollm2_workload(args) -> str:
+    from prm_annotate.engines.models import prepare_smollm2
+    from prm_annotate.engines.vllm_engine import VLLMEngine
+    from prm_annotate.formats import read_records
+    from prm_annotate.rollout_bench import compare_strategies, format_table, sample_responses, variants
+
+    problems = [rec for _, rec in read_records(GSM8K, "gsm8k")][: args.smollm2_problems]
+    model = prepare_smollm2()
+    engine = VLLMEngine(str(model), max_model_len=2048, dtype="float32", start_timeout=600)
+    try:
+        responses = sample_responses(engine, problems, n=args.smollm2_n, max_tokens=args.smollm2_max_tokens,
+                                     seed=args.seed)
+        right = sum(bool(r["correct"]) for r in responses)
+        steps = sum(len(r["steps"]) for r in responses) / len(responses)
+        chosen = [v for v in variants(shared=False) if v.label != "scan verify"]
+        rows = compare_strategies(engine, responses, chosen, k=args.smollm2_k,
+                                  max_tokens=args.smollm2_max_tokens, batch_size=len(responses), seed=args.seed,
+                                  progress=log)
+    finally:
+        engine.close()
+    head = (f"SmolLM2-135M-Instruct on GSM8K test: {len(problems)} problems x {args.smollm2_n} responses, "
+            f"K={args.smollm2_k}, max {args.smollm2_max_tokens} tokens, {steps:.1f} steps per response; "
+            f"{right} of {len(responses)} final answers right (no true first error: accuracy not measured).")
+    return head + "\n\n" + format_table(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", type=int, default=60)
+    parser.add_argument("-n", type=int, default=4, help="responses per problem")
+    parser.add_argument("-k", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smollm2", action="store_true", help="also run the (slow) SmolLM2 GSM8K workload")
+    parser.add_argument("--smollm2-only", action="store_true")
+    parser.add_argument("--smollm2-problems", type=int, default=3)
+    parser.add_argument("--smollm2-n", type=int, default=2)
+    parser.add_argument("--smollm2-k", type=int, default=4)
+    parser.add_argument("--smollm2-max-tokens", type=int, default=256)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from prm_annotate.engines import exit_process
+
+    code = 0
+    try:
+        if not args.smollm2_only:
+            print(world_workload(args), flush=True)
+        if args.smollm2 or args.smollm2_only:
+            print("\n" + smollm2_workload(args), flush=True)
+    except Exception as exc:  # engines are closed by now; say what failed and leave with status 1
+        log(f"bench_rollout_strategies: {type(exc).__name__}: {exc}")
+        code = 1
+    exit_process(code)
+
+
+if __name__ == "__main__":
+    main()

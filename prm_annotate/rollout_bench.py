@@ -1,0 +1,148 @@
+"""The rollout-strategy benchmark: every strategy on the same responses, the same engine and the
+same seeds, in one run; costs and label quality as ratios to exhaustive.
+
+    responses = sample_responses(engine, problems, n=4, ...)
+    rows = compare_strategies(engine, responses, variants(), k=8, truth=...)
+    print(format_table(rows))
+
+Cost is what the engine did (generated tokens, completions, wall time). Agreement is
+`first_error` equal to exhaustive's with the same seed scheme (per-response seeds, or prefix
+seeds when prefixes are shared: a different but equally valid sample). Accuracy is `first_error`
+equal to the true first error, where the workload has one (the arithmetic world).
+Used by benchmarks/bench_rollout_strategies.py.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from prm_annotate.engines.base import Engine
+from prm_annotate.records import Problem
+from prm_annotate.stages.rollout import RolloutInput, RolloutStage
+from prm_annotate.stages.sample import SampleStage
+from prm_annotate.strategies import Strategy
+from prm_annotate.strategies.binary import Binary
+from prm_annotate.strategies.early_stop import EarlyStop
+from prm_annotate.strategies.exhaustive import Exhaustive
+from prm_annotate.strategies.scan import Scan
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    make: Callable[[], Strategy]
+    share_prefixes: bool = False
+
+
+def variants(shared: bool = True) -> list[Variant]:
+    """The baseline first. `binary`/`scan` trust a correct final answer (the monotonic assumption);
+    the `verify` variants probe correct responses too (see docs/rollout-strategies.md)."""
+    out = [Variant("exhaustive", Exhaustive), Variant("early-stop", EarlyStop), Variant("binary", Binary),
+           Variant("scan", Scan), Variant("scan verify", lambda: Scan(trust_correct=False))]
+    if shared:
+        out += [Variant(f"{v.label} +share", v.make, True) for v in list(out)]
+    return out
+
+
+@dataclass
+class Row:
+    label: str
+    share_prefixes: bool
+    generated_tokens: int
+    completions: int
+    wall: float
+    first_errors: dict[str, int]
+    agree: float | None = None  # with exhaustive of the same seed scheme
+    accuracy: float | None = None  # vs the true first error
+    accuracy_correct: float | None = None  # on responses with a right final answer
+    accuracy_wrong: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def sample_responses(engine: Engine, problems: list[dict], *, n: int, temperature: float = 0.7,
+                     max_tokens: int = 256, seed: int = 0) -> list[dict]:
+    stage = SampleStage(engine, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+    try:
+        out = []
+        for outcome in stage.process([Problem.model_validate(p) for p in problems]):
+            if outcome.error is None:
+                out.extend(outcome.records)
+        return out
+    finally:
+        stage.close()
+
+
+def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: int, max_tokens: int,
+                batch_size: int, seed: int = 0, temperature: float = 0.7) -> Row:
+    stage = RolloutStage(engine, k=k, strategy=variant.make(), max_tokens=max_tokens, seed=seed,
+                         temperature=temperature, share_prefixes=variant.share_prefixes)
+    records = [RolloutInput.model_validate(r) for r in responses]
+    first_errors: dict[str, int] = {}
+    started = time.perf_counter()
+    try:
+        # Batches hold whole problems (sample writes a problem's responses together), so prefix
+        # sharing sees every response of a problem.
+        for i in range(0, len(records), batch_size):
+            for outcome in stage.process(records[i: i + batch_size]):
+                if outcome.error is not None:
+                    raise RuntimeError(f"{outcome.id}: {outcome.error}")
+                first_errors[outcome.id] = outcome.records[0]["mc"]["first_error"]
+    finally:
+        stage.close()
+    wall = time.perf_counter() - started
+    return Row(variant.label, variant.share_prefixes, stage.stats["generated_tokens"],
+               stage.stats["engine_completions"], wall, first_errors,
+               extra={"rounds": stage.stats["rounds"], "records_completions": stage.stats["completions"]})
+
+
+def score_rows(rows: list[Row], responses: list[dict], truth: Callable[[dict], int] | None) -> None:
+    """Fill agreement (with the exhaustive row of the same seed scheme) and accuracy vs truth."""
+    reference = {r.share_prefixes: r for r in rows if r.label.split()[0] == "exhaustive"}
+    by_id = {r["id"]: r for r in responses}
+    gold = {rid: truth(rec) for rid, rec in by_id.items()} if truth else None
+    for row in rows:
+        ref = reference.get(row.share_prefixes)
+        if ref is not None:
+            row.agree = sum(row.first_errors[i] == ref.first_errors[i] for i in by_id) / len(by_id)
+        if gold is not None:
+            def acc(ids: list[str]) -> float | None:
+                return sum(row.first_errors[i] == gold[i] for i in ids) / len(ids) if ids else None
+
+            row.accuracy = acc(list(by_id))
+            row.accuracy_correct = acc([i for i, r in by_id.items() if r.get("correct")])
+            row.accuracy_wrong = acc([i for i, r in by_id.items() if not r.get("correct")])
+
+
+def compare_strategies(engine: Engine, responses: list[dict], chosen: list[Variant], *, k: int,
+                       max_tokens: int, batch_size: int, truth: Callable[[dict], int] | None = None,
+                       seed: int = 0, progress: Callable[[str], None] | None = None) -> list[Row]:
+    rows = []
+    for variant in chosen:
+        row = run_variant(engine, responses, variant, k=k, max_tokens=max_tokens, batch_size=batch_size,
+                          seed=seed)
+        rows.append(row)
+        if progress:
+            progress(f"{variant.label}: {row.generated_tokens:,} tokens, {row.completions:,} completions, "
+                     f"{row.wall:.1f} s")
+    score_rows(rows, responses, truth)
+    return rows
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def format_table(rows: list[Row]) -> str:
+    """A Markdown table; costs also as ratios to the first (exhaustive) row."""
+    base = rows[0]
+    lines = ["| strategy | generated tokens | x fewer | completions | x fewer | wall s | x faster | "
+             "agree w/ exhaustive | acc vs truth | acc (right answer) | acc (wrong answer) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(
+            f"| {r.label} | {r.generated_tokens:,} | {base.generated_tokens / max(1, r.generated_tokens):.2f} | "
+            f"{r.completions:,} | {base.completions / max(1, r.completions):.2f} | {r.wall:.1f} | "
+            f"{base.wall / max(1e-9, r.wall):.2f} | {_pct(r.agree)} | {_pct(r.accuracy)} | "
+            f"{_pct(r.accuracy_correct)} | {_pct(r.accuracy_wrong)} |")
+    return "\n".join(lines)
