@@ -1,0 +1,279 @@
+"""Rollout strategies on hand-made cases (scripted engine, real grader, the real rollout stage):
+the same first_error as exhaustive wherever labels are monotone, what happens where they are not,
+probe counts, null scores for unprobed steps, soft labels refused, prefix sharing. Then the
+strategies on the world's trained policy through real vLLM."""
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from prm_annotate.errors import UsageError
+from prm_annotate.stages.rollout import RolloutInput, RolloutStage
+from prm_annotate.strategies import STRATEGIES, first_error_of, get_strategy
+from prm_annotate.strategies.binary import Binary
+from prm_annotate.strategies.early_stop import EarlyStop
+from prm_annotate.strategies.exhaustive import Exhaustive
+from prm_annotate.strategies.scan import Scan
+from scripted_engine import ScriptedEngine
+
+K = 4
+CHEAP = {"early-stop": EarlyStop, "binary": Binary, "scan": Scan, "scan verify": lambda: Scan(trust_correct=False)}
+
+
+def response(rid: str, n_steps: int, correct: bool, steps: list[str] | None = None) -> RolloutInput:
+    steps = steps or [f"Step {i + 1}: {rid} {i}." for i in range(n_steps - 1)] + ["\\boxed{16}"]
+    return RolloutInput.model_validate({"id": rid, "problem": "P?", "answer": "16", "steps": steps,
+                                        "correct": correct})
+
+
+def stage_for(strategy, right: dict[tuple[str, int], set[int]], k: int = K, threshold: float = 0.0,
+              share: bool = False) -> tuple[RolloutStage, ScriptedEngine]:
+    """Completion j of the prefix ending at step i of record rid is right iff j in right[(rid, i)].
+    With share=True the rule is keyed by the prefix's last step text instead of the record."""
+    stage = RolloutStage(ScriptedEngine(lambda r: ""), k=k, strategy=strategy, threshold=threshold,
+                         share_prefixes=share)
+
+    def script(request):
+        prefix = request.messages[-1]["content"]
+        steps = [s for s in prefix.split("\n\n") if s]
+        step = len(steps) - 1
+        for j in range(k):
+            seed = (stage.shared_seed("P?", prefix, j) if share else None)
+            for (rid, s), good in right.items():
+                if s != step:
+                    continue
+                if share and seed == request.seed and steps[-1].split()[2] == rid:
+                    return f"\\boxed{{{16 if j in good else 99}}}"
+                if not share and stage.completion_seed(rid, s, j) == request.seed:
+                    return f"\\boxed{{{16 if j in good else 99}}}"
+        return "\\boxed{99}"  # a (record, step) without a rule: every completion wrong
+
+    engine = ScriptedEngine(script)
+    stage.engine = engine
+    return stage, engine
+
+
+def mc_of(stage: RolloutStage, records: list[RolloutInput]) -> dict[str, dict]:
+    out = {}
+    for o in stage.process(records):
+        assert o.error is None, o.error
+        out[o.id] = o.records[0]["mc"]
+    return out
+
+
+def rules(rid: str, labels: list[int], first_right: int = 1) -> dict[tuple[str, int], set[int]]:
+    """Step i with label 1 gets exactly one right completion, at index `first_right` (so early
+    stopping needs more than one round); label 0 gets none."""
+    return {(rid, i): ({first_right} if lab else set()) for i, lab in enumerate(labels)}
+
+
+def monotone_cases():
+    """Every monotone labelling of 1-5 probed steps: 1..1 0..0, the final answer right only when
+    every step is 1 (a right answer is itself a completion that reached the answer)."""
+    for probed in range(1, 6):
+        for ones in range(probed + 1):
+            labels = [1] * ones + [0] * (probed - ones)
+            yield labels, False
+            if ones == probed:
+                yield labels, True
+
+
+@pytest.mark.parametrize("name", list(CHEAP))
+def test_same_first_error_as_exhaustive_where_labels_are_monotone(name):
+    for labels, correct in monotone_cases():
+        rec = response("r", len(labels) + 1, correct)
+        for first_right in (0, 1, K - 1):
+            right = rules("r", labels, first_right)
+            reference = mc_of(stage_for(Exhaustive(), right)[0], [rec])["r"]
+            stage, engine = stage_for(CHEAP[name](), right)
+            mc = mc_of(stage, [rec])["r"]
+            assert mc["first_error"] == reference["first_error"], (name, labels, correct, first_right)
+            assert len(engine.requests) <= len(labels) * K
+            assert mc["completions"] == len(engine.requests)
+
+
+def test_early_stop_keeps_every_hard_label_of_exhaustive_even_when_not_monotone():
+    for labels in itertools.product([0, 1], repeat=4):
+        for correct in (False, True):
+            rec = response("r", 5, correct)
+            right = {("r", i): ({i % K} if lab else set()) for i, lab in enumerate(labels)}
+            ref = mc_of(stage_for(Exhaustive(), right)[0], [rec])["r"]
+            mc = mc_of(stage_for(EarlyStop(), right)[0], [rec])["r"]
+            assert [s > 0 for s in mc["scores"]] == [s > 0 for s in ref["scores"]]
+            assert mc["first_error"] == ref["first_error"]
+
+
+def test_early_stop_rounds_and_costs():
+    # Steps whose first right completion is index 0, 1, 2, 3, and a step never right.
+    rec = response("r", 6, False)
+    right = {("r", 0): {0, 1, 2, 3}, ("r", 1): {1}, ("r", 2): {2, 3}, ("r", 3): {3}, ("r", 4): set()}
+    stage, engine = stage_for(EarlyStop(), right)
+    mc = mc_of(stage, [rec])["r"]
+    # Rounds of 1, then 2, then the rest: stops after 1, 3, 3, 4, 4 completions.
+    assert mc["sampled"] == [1, 3, 3, 4, 4, 0]
+    assert mc["scores"] == [1.0, 1 / 3, 1 / 3, 1 / 4, 0.0, 0.0]
+    assert mc["first_error"] == 4 and mc["completions"] == 15 == len(engine.requests)
+    assert engine.calls == 3  # all steps advance together: three rounds, one engine call each
+
+
+def test_early_stop_with_a_threshold_keeps_exhaustive_labels():
+    rec = response("r", 4, False)
+    right = {("r", 0): {0, 1, 2}, ("r", 1): {1, 3}, ("r", 2): {0}}
+    for threshold in (0.0, 0.25, 0.5):
+        ref = mc_of(stage_for(Exhaustive(), right, threshold=threshold)[0], [rec])["r"]
+        mc = mc_of(stage_for(EarlyStop(), right, threshold=threshold)[0], [rec])["r"]
+        assert [s > threshold for s in mc["scores"]] == [s > threshold for s in ref["scores"]], threshold
+        assert mc["first_error"] == ref["first_error"] == first_error_of(mc["scores"], threshold)
+
+
+def test_binary_probes_log_steps_and_leaves_the_rest_null():
+    # 8 probed steps (the 9th, the answer, is wrong), first 0 at step 5: bisection probes
+    # step 3 (1), step 5 (0), step 4 (1).
+    labels = [1, 1, 1, 1, 1, 0, 0, 0]
+    rec = response("r", 9, False)
+    stage, engine = stage_for(Binary(), rules("r", labels, first_right=0))
+    mc = mc_of(stage, [rec])["r"]
+    assert mc["first_error"] == 5
+    assert mc["scores"] == [None, None, None, 1.0, 1.0, 0.0, None, None, 0.0]
+    assert mc["completions"] == 1 + 1 + K == len(engine.requests)
+    assert mc["sampled"] == [0, 0, 0, 1, 1, K, 0, 0, 0]
+    # Exhaustive pays for all 8 steps.
+    assert mc_of(stage_for(Exhaustive(), rules("r", labels, 0))[0], [rec])["r"]["completions"] == 8 * K
+
+
+def test_scan_stops_at_the_first_zero_and_leaves_later_steps_null():
+    labels = [1, 1, 0, 1, 0]
+    rec = response("r", 6, False)
+    stage, engine = stage_for(Scan(), rules("r", labels, first_right=0))
+    mc = mc_of(stage, [rec])["r"]
+    assert mc["first_error"] == 2
+    assert mc["scores"] == [1.0, 1.0, 0.0, None, None, 0.0]
+    assert len(engine.requests) == 1 + 1 + K
+
+
+def test_a_correct_response_costs_nothing_under_the_monotonic_assumption():
+    rec = response("r", 5, True)
+    for strategy in (Binary(), Scan()):
+        stage, engine = stage_for(strategy, rules("r", [1, 1, 1, 1]))
+        mc = mc_of(stage, [rec])["r"]
+        assert engine.requests == [] and mc["first_error"] == -1 and mc["scores"] == [None] * 4 + [1.0]
+
+
+def test_non_monotone_labels_where_the_cheap_strategies_differ():
+    """A 0 step followed by 1 steps: a prefix that could not reach the answer, extended, could.
+    Exhaustive's rule (first step with label 0) says 0. Bisection only sees 1s on its path and
+    ends at the response's own wrong answer; the forward scan reads exhaustive's rule in order."""
+    wrong = response("w", 5, False)
+    right = rules("w", [0, 1, 1, 1], first_right=0)
+    got = {name: mc_of(stage_for(make(), right)[0], [wrong])["w"]["first_error"]
+           for name, make in {"exhaustive": Exhaustive, **CHEAP}.items()}
+    assert got == {"exhaustive": 0, "early-stop": 0, "binary": 4, "scan": 0, "scan verify": 0}
+
+    # A right final answer after a step no completion could save ("right answer, flawed process"):
+    # trusting the answer says -1; probing correct responses too finds exhaustive's 1.
+    lucky = response("c", 4, True)
+    right = rules("c", [1, 0, 1], first_right=0)
+    got = {name: mc_of(stage_for(make(), right)[0], [lucky])["c"]["first_error"]
+           for name, make in {"exhaustive": Exhaustive, **CHEAP}.items()}
+    assert got == {"exhaustive": 1, "early-stop": 1, "binary": -1, "scan": -1, "scan verify": 1}
+
+
+def test_soft_labels_refused_for_the_cheap_strategies():
+    assert get_strategy("exhaustive", "soft").supports_soft
+    for name in STRATEGIES:
+        if name != "exhaustive":
+            with pytest.raises(UsageError, match="cannot give --label soft"):
+                get_strategy(name, "soft")
+            assert get_strategy(name, "hard").name == name
+
+
+def test_cli_refuses_soft_with_a_cheap_strategy(tmp_path):
+    src = tmp_path / "responses.jsonl"
+    src.write_bytes(orjson.dumps(response("r", 3, True).dump()) + b"\n")
+    out = subprocess.run([sys.executable, "-m", "prm_annotate", "rollout", str(src), "-o", str(tmp_path / "o.jsonl"),
+                          "--model", str(tmp_path / "no-model"), "--strategy", "binary", "--label", "soft"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "binary" in out.stderr and "--label soft" in out.stderr
+    assert not (tmp_path / "o.jsonl").exists() or (tmp_path / "o.jsonl").read_text() == ""
+
+
+def test_shared_prefixes_are_rolled_out_once():
+    # Two responses of one problem share their first two steps, then differ.
+    a = response("a", 0, False, ["Step 1: x 0.", "Step 2: x 1.", "Step 3: a 2.", "\\boxed{9}"])
+    b = response("b", 0, False, ["Step 1: x 0.", "Step 2: x 1.", "Step 3: b 2.", "\\boxed{8}"])
+    right = {("x", 0): {0, 2}, ("x", 1): {1}, ("a", 2): {3}, ("b", 2): set()}
+    for strategy in (Exhaustive, EarlyStop, Scan, Binary):
+        stage, engine = stage_for(strategy(), right, share=True)
+        mc = mc_of(stage, [a, b])
+        assert mc["a"]["first_error"] == 3 and mc["b"]["first_error"] == 2, strategy
+        shared = mc["a"]["shared_completions"] + mc["b"]["shared_completions"]
+        assert shared > 0
+        assert len(engine.requests) == mc["a"]["completions"] + mc["b"]["completions"] - shared
+        assert stage.stats["engine_completions"] == len(engine.requests)
+        keys = [(r.messages[-1]["content"], r.seed) for r in engine.requests]
+        assert len(keys) == len(set(keys))
+    # Exhaustive: the 2 shared steps x K once, plus each response's own third step.
+    stage, engine = stage_for(Exhaustive(), right, share=True)
+    mc = mc_of(stage, [a, b])
+    assert len(engine.requests) == 2 * K + 2 * K
+    assert mc["a"]["scores"][:2] == mc["b"]["scores"][:2] == [0.5, 0.25]
+
+
+def test_a_shared_prefix_is_answered_in_a_later_round_without_a_request():
+    # Bisection: a probes its step 0 ("x 0") in round 1; b first probes its step 1, which fails
+    # all K (three rounds), and only then its step 0 - the same prefix, already rolled out.
+    a = response("a", 0, False, ["Step 1: x 0.", "Step 2: x 1.", "\\boxed{9}"])
+    b = response("b", 0, False, ["Step 1: x 0.", "Step 2: y 1.", "Step 3: y 2.", "\\boxed{9}"])
+    right = {("x", 0): {0}, ("x", 1): {0}, ("y", 1): set()}
+    stage, engine = stage_for(Binary(), right, share=True)
+    mc = mc_of(stage, [a, b])
+    assert mc["a"]["first_error"] == 2 and mc["b"]["first_error"] == 1
+    assert sum(r.messages[-1]["content"] == "Step 1: x 0.\n\n" for r in engine.requests) == 1
+    assert mc["b"]["shared_completions"] == 1 and mc["a"]["shared_completions"] == 0
+    assert engine.calls == 3  # b's last probe needed no engine call
+
+
+@pytest.mark.engine
+def test_strategies_on_the_world_policy(heavy):
+    """Real vLLM on the world's trained policy (real right and wrong completions): early-stop keeps
+    exhaustive's hard labels; scan and binary keep exhaustive's first error on every wrong-answer
+    response whose labels came out monotone; all of them cost less."""
+    from conftest import ENGINE_START_TIMEOUT, start_vllm_engine
+    from prm_annotate.rollout_bench import sample_responses
+    from prm_annotate.world import POLICY_DIR, make_problems
+
+    engine = heavy.get("vllm:policy", lambda: start_vllm_engine(POLICY_DIR, max_model_len=2048),
+                       lambda e: e.close())
+    assert ENGINE_START_TIMEOUT > 0
+    responses = sample_responses(engine, make_problems(6, seed=3, split="strategies"), n=4, max_tokens=96)
+    records = [RolloutInput.model_validate(r) for r in responses]
+
+    def run(strategy):
+        stage = RolloutStage(engine, k=4, strategy=strategy, max_tokens=96, seed=1)
+        try:
+            return {o.id: o.records[0]["mc"] for o in stage.process(records)}, stage.stats
+        finally:
+            stage.close()
+
+    ref, ref_stats = run(Exhaustive())
+    assert {s for mc in ref.values() for s in mc["scores"]} > {0.0, 1.0}  # real, mixed outcomes
+    early, early_stats = run(EarlyStop())
+    for rid, mc in early.items():
+        assert [s > 0 for s in mc["scores"]] == [s > 0 for s in ref[rid]["scores"]], rid
+    for strategy in (Scan(), Binary()):
+        got, stats = run(strategy)
+        for rec in records:
+            mc, base = got[rec.id], ref[rec.id]
+            labels = [s > 0 for s in base["scores"]]
+            monotone = labels == sorted(labels, reverse=True)
+            if not rec.correct and (monotone or strategy.name == "scan"):
+                assert mc["first_error"] == base["first_error"], (strategy.name, rec.id)
+            if rec.correct:
+                assert mc["completions"] == 0 and mc["first_error"] == -1
+            assert all(s is None for s, n in zip(mc["scores"][:-1], mc["sampled"][:-1]) if n == 0)
+        assert stats["generated_tokens"] < early_stats["generated_tokens"] < ref_stats["generated_tokens"]
