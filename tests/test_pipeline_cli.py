@@ -118,8 +118,8 @@ def test_sample_pipe_rollout_then_judge_and_consensus(vllm_server, tmp_path):
     assert [r.id for r in rows] == [f"q{i}/{j}" for i in range(3) for j in range(2)]
     for r in rows:
         assert r.mc.completions == 2 * (len(r.steps) - 1) and r.mc.scores[-1] == (1.0 if r.correct else 0.0)
-    assert sum(r.mc.completions for r in rows) > 0
         assert r.model_dump()["generator"]["model"] == "tiny"
+    assert sum(r.mc.completions for r in rows) > 0
     assert "sample: 3 done, 6 records written" in piped.stderr and "rollout: 6 done" in piped.stderr
 
     judge = subprocess.run([*CLI, "judge", str(rollouts), "-o", str(judged), "--prompt", "paper", "--constrained",
