@@ -225,17 +225,49 @@ def test_shared_prefixes_are_rolled_out_once():
 
 
 def test_a_shared_prefix_is_answered_in_a_later_round_without_a_request():
-    # Bisection: a probes its step 0 ("x 0") in round 1; b first probes its step 1, which fails
-    # all K (three rounds), and only then its step 0 - the same prefix, already rolled out.
+    # Bisection: a probes its step 0 ("x 0") at once, b only after its step 1 failed all K
+    # (three rounds): b's fourth round is served from a's completions, with no engine call.
     a = response("a", 0, False, ["Step 1: x 0.", "Step 2: x 1.", "\\boxed{9}"])
     b = response("b", 0, False, ["Step 1: x 0.", "Step 2: y 1.", "Step 3: y 2.", "\\boxed{9}"])
-    right = {("x", 0): {0}, ("x", 1): {0}, ("y", 1): set()}
-    stage, engine = stage_for(Binary(), right, share=True)
+    stage, engine = stage_for(Binary(), {("x", 0): set(), ("y", 1): set()}, share=True)
     mc = mc_of(stage, [a, b])
-    assert mc["a"]["first_error"] == 2 and mc["b"]["first_error"] == 1
-    assert sum(r.messages[-1]["content"] == "Step 1: x 0.\n\n" for r in engine.requests) == 1
-    assert mc["b"]["shared_completions"] == 1 and mc["a"]["shared_completions"] == 0
-    assert engine.calls == 3  # b's last probe needed no engine call
+    assert mc["a"]["first_error"] == 0 and mc["b"]["first_error"] == 0
+    assert sum(r.messages[-1]["content"] == "Step 1: x 0.\n\n" for r in engine.requests) == K
+    assert mc["b"]["shared_completions"] == K and mc["a"]["shared_completions"] == 0
+    assert engine.calls == 3 and len(engine.requests) == 2 * K
+
+
+def test_witnesses_decide_steps_without_sampling_for_monotone_strategies():
+    """With sharing, a prefix of a solution that reached the answer (a correct sibling, or a
+    prefix + a right completion) is a 1 for binary and scan without a completion; exhaustive and
+    early-stop never use witnesses (they promise exhaustive's labels, not the assumption's)."""
+    good = response("c", 0, True, ["Step 1: x 0.", "Step 2: x 1.", "\\boxed{16}"])
+    bad = response("d", 0, False, ["Step 1: x 0.", "Step 2: x 1.", "Step 3: z 2.", "\\boxed{9}"])
+    right = {("x", 0): set(), ("x", 1): set(), ("z", 2): {0}}  # sampling alone would say step 0 is 0
+    stage, engine = stage_for(Binary(), right, share=True)
+    mc = mc_of(stage, [good, bad])
+    assert mc["d"]["first_error"] == 3 and mc["d"]["witnessed"] == [1]
+    assert mc["d"]["scores"] == [None, None, 1.0, 0.0]
+    assert [r.messages[-1]["content"].count("\n\n") for r in engine.requests] == [3]  # only step 2 sampled
+    ref = mc_of(stage_for(Exhaustive(), right, share=True)[0], [good, bad])
+    assert ref["d"]["first_error"] == 0 and "witnessed" not in ref["d"]  # MC alone: non-monotone
+    assert mc_of(stage_for(Binary(), right, share=False)[0], [good, bad])["d"]["first_error"] == 0
+
+    # A right completion is a witness for the prefixes of the solution it makes: from step 0 the
+    # completer wrote e's own step 1 and then the right answer, so e's step 1 is a 1 unsampled.
+    e = response("e", 0, False, ["Step 1: x 0.", "Step 2: w 1.", "\\boxed{9}"])
+
+    def script(request):
+        if request.messages[-1]["content"] == "Step 1: x 0.\n\n":
+            return "Step 2: w 1.\n\nSo \\boxed{16}."
+        return "\\boxed{99}"
+
+    for share, expected, requests in ((True, 2, 1), (False, 1, 1 + K)):
+        engine = ScriptedEngine(script)
+        stage = RolloutStage(engine, k=K, strategy=Scan(), share_prefixes=share)
+        mc = mc_of(stage, [e])["e"]
+        assert mc["first_error"] == expected and len(engine.requests) == requests, share
+        assert mc.get("witnessed", []) == ([1] if share else [])
 
 
 @pytest.mark.engine

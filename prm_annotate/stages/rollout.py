@@ -25,6 +25,10 @@ Decisions:
   A record's `mc.completions`/`generated_tokens` count every completion its labels rest on,
   `mc.shared_completions` how many of them another response paid for; the stage's
   `engine_completions` and `generated_tokens` count what the engine did.
+  With a strategy that `assumes_monotone` (binary, scan), sharing also uses witnesses: a prefix
+  that begins a solution known to reach the gold answer (every prefix of a correct response of
+  the batch, and of prefix + a right completion) is answered as a 1 without sampling; the
+  record's `mc.witnessed` lists those steps.
 """
 from __future__ import annotations
 
@@ -45,7 +49,7 @@ from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.stages.common import chat, generate
 from prm_annotate.stages.sample import SYSTEM_PROMPTS
-from prm_annotate.steps import DEFAULT_SEP, join_steps
+from prm_annotate.steps import DEFAULT_SEP, join_steps, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, Strategy, get_strategy
 
 
@@ -138,19 +142,29 @@ class RolloutStage:
                 for r, last in zip(batch, self._last_correct(batch))]
         # Completed (and graded) requests of this batch by key, for sharing across rounds.
         done: dict[str, tuple[GenerationResult, Any]] = {}
+        use_witnesses = self.share_prefixes and getattr(self.strategy, "assumes_monotone", False)
+        witnesses: set[tuple[str, str, str]] = set()
+        if use_witnesses:
+            for w in work:
+                if w.last_correct:
+                    self._add_witnesses(witnesses, w.record, w.record.steps)
         while True:
             asks: dict[str, list[tuple[_Work, Probe]]] = {}
             requests: dict[str, GenerationRequest] = {}
+            by_work: dict[int, list[ProbeResult]] = {}
             for w in work:
                 if w.error is None:
                     for probe in w.plan.next_round():
+                        if use_witnesses and self._witness_key(w.record, w.record.steps[: probe.step + 1]) in witnesses:
+                            by_work.setdefault(id(w), []).append(ProbeResult(probe, True, 0, witness=True))
+                            continue
                         request = self._request(w.record, probe)
                         if request.key in asks and not self.share_prefixes:
                             raise RuntimeError(f"strategy asked twice for {probe} of {w.record.id}")
                         asks.setdefault(request.key, []).append((w, probe))
                         if request.key not in done:
                             requests.setdefault(request.key, request)
-            if not asks:
+            if not asks and not by_work:
                 break
             self.stats["rounds"] += 1
             t0 = time.perf_counter()
@@ -169,7 +183,9 @@ class RolloutStage:
                  for key in ok_keys])
             for key, verdict in zip(ok_keys, verdicts):
                 done[key] = (results[key], verdict)
-            by_work: dict[int, list[ProbeResult]] = {}
+                if use_witnesses and verdict.correct is True:
+                    text = requests[key].messages[-1]["content"] + results[key].texts[0]
+                    self._add_witnesses(witnesses, asks[key][0][0].record, split_steps(text, self.step_sep))
             for key, askers in asks.items():
                 for n, (w, probe) in enumerate(askers):
                     if key not in done:
@@ -192,6 +208,14 @@ class RolloutStage:
         self.stats["stage_ms"] += round((time.perf_counter() - started) * 1000)
         return outcomes
 
+    def _witness_key(self, record: RolloutInput, steps: list[str]) -> tuple[str, str, str]:
+        return record.problem, record.answer, join_steps(steps, self.step_sep)
+
+    def _add_witnesses(self, witnesses: set, record: RolloutInput, solution_steps: list[str]) -> None:
+        """Every proper step prefix of a solution that reached the gold answer."""
+        for i in range(len(solution_steps) - 1):
+            witnesses.add(self._witness_key(record, solution_steps[: i + 1]))
+
     def close(self) -> None:
         self.grader.close()
 
@@ -201,10 +225,11 @@ class RolloutStage:
         self.stats["grade_errors"] += w.grade_errors
         self.stats["first_error_found"] += result.first_error >= 0
         out = w.record.dump()
+        extra_mc: dict[str, Any] = {}
         if result.sampled is not None:
-            extra_mc = {"sampled": result.sampled}
-        else:
-            extra_mc = {}
+            extra_mc["sampled"] = result.sampled
+        if result.witnessed:
+            extra_mc["witnessed"] = result.witnessed
         out["mc"] = {
             "k": self.k, "label": self.label, "strategy": self.strategy.name,
             "scores": result.scores, "first_error": result.first_error,

@@ -33,6 +33,10 @@ class ProbeResult:
     probe: Probe
     correct: bool | None  # None: the grader could not decide (counted as not correct)
     generated_tokens: int = 0
+    # True: no completion was sampled; the stage knows the prefix is the beginning of a solution
+    # that reached the gold answer (a correct response of the same problem, or a right completion
+    # of another probe). Given only to strategies with `assumes_monotone`.
+    witness: bool = False
 
 
 @dataclass
@@ -42,6 +46,8 @@ class PlanResult:
     # Completions behind each score, when a strategy samples fewer than k at some steps (early
     # stopping); None when every probed step got all k.
     sampled: list[int] | None = None
+    # Steps decided 1 by a witness, without sampling (monotone strategies with prefix sharing).
+    witnessed: list[int] | None = None
 
 
 class Plan(Protocol):

@@ -9,6 +9,9 @@ extended. Then the hard labels of a response are 1 ... 1 0 ... 0, and
   from step 0 with early stopping, up to its first 0: that finds the "right answer, flawed
   process" responses that MC can catch, at the price of probing every correct response.
 Each probe of a step samples with early stopping (sampling.StepSampler). Unprobed steps score null.
+With prefix sharing the stage may answer a probe with a witness (the prefix begins a solution
+that reached the answer): the step is 1 under the same assumption, with no completion sampled,
+so its score stays null and `witnessed` names it.
 """
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ class MonotonePlan:
 
     def observe(self, results: Sequence[ProbeResult]) -> None:
         for r in results:
-            self.samplers[r.probe.step].observe(r.correct)
+            self.samplers[r.probe.step].observe(r.correct, r.witness)
 
     def result(self) -> PlanResult:
         scores: list[float | None] = [None] * self.n_steps
@@ -62,4 +65,5 @@ class MonotonePlan:
             scores[step], sampled[step] = s.score, s.sampled
         scores[-1] = last_step_score(self.last_correct)
         first_error = self.bad if self.bad < self.n_steps else -1
-        return PlanResult(scores=scores, first_error=first_error, sampled=sampled)
+        witnessed = sorted(step for step, s in self.samplers.items() if s.witnessed)
+        return PlanResult(scores=scores, first_error=first_error, sampled=sampled, witnessed=witnessed)

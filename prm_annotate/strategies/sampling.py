@@ -30,11 +30,12 @@ class StepSampler:
         self.sampled = 0
         self.right = 0
         self.rounds = 0
+        self.witnessed = False
 
     @property
     def label(self) -> bool | None:
         """1/0 once decided, None while undecided."""
-        if self.right >= self.needed:
+        if self.witnessed or self.right >= self.needed:
             return True
         if self.right + (self.k - self.sampled) < self.needed:
             return False
@@ -51,10 +52,17 @@ class StepSampler:
         start = self.sampled
         return [Probe(self.step, j) for j in range(start, start + size)]
 
-    def observe(self, correct: bool | None) -> None:
+    def observe(self, correct: bool | None, witness: bool = False) -> None:
+        if witness:  # known to reach the answer without sampling (monotone strategies only)
+            self.witnessed = True
+            return
         self.sampled += 1
         self.right += correct is True
 
     @property
     def score(self) -> float | None:
-        return self.right / self.sampled if self.sampled else None
+        # A witnessed step whose own completions did not decide it has no score that matches its
+        # label: null, like an unsampled step.
+        if not self.sampled or (self.witnessed and self.right < self.needed):
+            return None
+        return self.right / self.sampled
