@@ -19,7 +19,13 @@ def rollout(
     output: OutputOpt = "-",
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="Completions per step.")] = 8,
     label: Annotated[str, typer.Option("--label", help="hard|soft: which labels export uses (first_error is always hard).")] = "hard",
-    strategy: Annotated[str, typer.Option("--strategy", help="Which probes to run: exhaustive (the paper's).")] = "exhaustive",
+    strategy: Annotated[str, typer.Option("--strategy", help=(
+        "Which probes to run: exhaustive (the paper's; the only one for --label soft), early-stop (same hard "
+        "labels, fewer completions), binary or scan (first error only, monotonic assumption). "
+        "See docs/rollout-strategies.md."))] = "exhaustive",
+    share_prefixes: Annotated[bool, typer.Option("--share-prefixes/--no-share-prefixes", help=(
+        "Roll out identical step prefixes of one problem's responses once (seeds from the prefix, not the "
+        "response id); with binary/scan also take prefixes of right solutions as 1 without sampling."))] = False,
     threshold: Annotated[float, typer.Option("--threshold", min=0.0, max=1.0,
                                              help="Hard label = score > threshold (0: any right completion).")] = 0.0,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.7,
@@ -83,4 +89,4 @@ def rollout(
     run_model_stage(config, lambda engine: RolloutStage(
         engine, k=k, label=label, strategy=chosen, threshold=threshold, temperature=temperature, top_p=top_p,
         max_tokens=max_tokens, seed=seed, step_sep=sep, system_prompt=prompt,
-        engine_info=config.describe()), opts, report_labels, ray=ray)
+        engine_info=config.describe(), share_prefixes=share_prefixes), opts, report_labels, ray=ray)
