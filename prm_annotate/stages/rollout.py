@@ -25,7 +25,7 @@ Decisions:
   A record's `mc.completions`/`generated_tokens` count every completion its labels rest on,
   `mc.shared_completions` how many of them another response paid for; the stage's
   `engine_completions` and `generated_tokens` count what the engine did.
-  With a strategy that `assumes_monotone` (binary, scan), sharing also uses witnesses: a prefix
+  With a strategy that `uses_witnesses` (binary, scan), sharing also uses witnesses: a prefix
   that begins a solution known to reach the gold answer (every prefix of a correct response of
   the batch, and of prefix + a right completion) is answered as a 1 without sampling; the
   record's `mc.witnessed` lists those steps.
@@ -142,7 +142,7 @@ class RolloutStage:
                 for r, last in zip(batch, self._last_correct(batch))]
         # Completed (and graded) requests of this batch by key, for sharing across rounds.
         done: dict[str, tuple[GenerationResult, Any]] = {}
-        use_witnesses = self.share_prefixes and getattr(self.strategy, "assumes_monotone", False)
+        use_witnesses = self.share_prefixes and getattr(self.strategy, "uses_witnesses", False)
         witnesses: set[tuple[str, str, str]] = set()
         if use_witnesses:
             for w in work:

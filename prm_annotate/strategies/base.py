@@ -35,7 +35,7 @@ class ProbeResult:
     generated_tokens: int = 0
     # True: no completion was sampled; the stage knows the prefix is the beginning of a solution
     # that reached the gold answer (a correct response of the same problem, or a right completion
-    # of another probe). Given only to strategies with `assumes_monotone`.
+    # of another probe). Given only to strategies with `uses_witnesses`.
     witness: bool = False
 
 
@@ -67,10 +67,12 @@ class Strategy(Protocol):
     name: str
     # Soft labels need all K completions at every reported step.
     supports_soft: bool
-    # True when the strategy infers labels it did not sample from the monotonic assumption (a
-    # prefix that cannot reach the answer stays unable when extended): its first_error can differ
-    # from exhaustive's where that assumption fails. See docs/rollout-strategies.md.
-    assumes_monotone: bool
+    # True when the strategy takes a witness as a right completion: a prefix that begins a solution
+    # known to reach the answer (the response itself when it is correct, a correct response of the
+    # same problem, prefix + a right completion). The rest of that solution is a policy sample from
+    # the prefix, paid for elsewhere; counting it can only turn a 0 into a 1, so such strategies
+    # may differ from exhaustive's K fresh samples. See docs/rollout-strategies.md.
+    uses_witnesses: bool
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> Plan:
         ...

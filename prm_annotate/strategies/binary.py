@@ -1,11 +1,12 @@
 """binary: bisection for the first step whose hard label is 0 (OmegaPRM), early stopping inside
-each probe. Under the monotonic assumption (see monotone.py) it finds exhaustive's first error
-with about log2(n) probes; a correct response costs nothing. Steps outside the search path are
-not probed (null); probed steps after the first error keep their (0) scores.
+each probe. It needs the monotonic assumption: a prefix that cannot reach the answer stays
+unable when extended, so hard labels run 1 ... 1 0 ... 0; a 1 at step m then stands for every
+step before m, a 0 for every step after. It finds exhaustive's first error with about log2(n)
+probes; a correct response costs nothing (see monotone.py). Steps off the search path are not
+probed (null); probed steps after the first error keep their (0) scores.
 
 Where the assumption fails (a 0 step followed by a 1 step) bisection may land on any 1 -> 0
 boundary, not necessarily the first: tests/test_strategies.py shows such a case.
-"""
 from __future__ import annotations
 
 from prm_annotate.strategies.monotone import MonotonePlan
@@ -25,7 +26,7 @@ class BinaryPlan(MonotonePlan):
 class Binary:
     name = "binary"
     supports_soft = False
-    assumes_monotone = True
+    uses_witnesses = True
 
     def __init__(self, trust_correct: bool = True):
         self.trust_correct = trust_correct

@@ -35,7 +35,7 @@ class EarlyStopPlan:
 class EarlyStop:
     name = "early-stop"
     supports_soft = False
-    assumes_monotone = False
+    uses_witnesses = False
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> EarlyStopPlan:
         return EarlyStopPlan(n_steps, k, threshold, last_correct)

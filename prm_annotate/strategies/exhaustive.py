@@ -37,7 +37,7 @@ class ExhaustivePlan:
 class Exhaustive:
     name = "exhaustive"
     supports_soft = True
-    assumes_monotone = False
+    uses_witnesses = False
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> ExhaustivePlan:
         return ExhaustivePlan(n_steps, k, threshold, last_correct)

@@ -1,18 +1,18 @@
-"""What the monotone strategies (binary, scan) share.
+"""What the first-error strategies (binary, scan) share.
 
-The monotonic assumption (OmegaPRM): a prefix that cannot reach the gold answer stays unable when
-extended. Then the hard labels of a response are 1 ... 1 0 ... 0, and
-- a wrong final answer (last step 0) bounds the search: the first error is at or before it;
-- a right final answer means the response itself reached the answer from every one of its
-  prefixes, so every step is 1 and first_error = -1 without a single completion
-  (`trust_correct=True`, the default). With `trust_correct=False` a correct response is scanned
-  from step 0 with early stopping, up to its first 0: that finds the "right answer, flawed
-  process" responses that MC can catch, at the price of probing every correct response.
-Each probe of a step samples with early stopping (sampling.StepSampler). Unprobed steps score null.
-With prefix sharing the stage may answer a probe with a witness (the prefix begins a solution
-that reached the answer): the step is 1 under the same assumption, with no completion sampled,
-so its score stays null and `witnessed` names it.
-"""
+A right final answer is a witness: given any of its prefixes, the rest of the response is a
+policy sample from that prefix (same prompt, same temperature) that reached the answer. Counted
+as one more completion, it makes every step 1: first_error = -1 without a single rollout
+(`trust_correct=True`, the default). What it gives up: a step that K fresh completions would all
+fail although the response itself went on to the right answer ("right answer, flawed process",
+when the policy also recovers from the flaw). With `trust_correct=False` correct responses are
+probed like wrong ones (exhaustive's first_error exactly, where the strategy itself is exact).
+
+A wrong final answer bounds the search: the last step is 0. Each probed step samples with early
+stopping (sampling.StepSampler). Unprobed steps score null. With prefix sharing the stage may
+answer a probe with a witness (see base.Strategy.uses_witnesses): the step is 1, no completion
+sampled, its score stays null and `witnessed` names it.
+
 from __future__ import annotations
 
 from typing import Sequence

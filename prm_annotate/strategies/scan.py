@@ -1,15 +1,14 @@
 """scan: probe steps in order from the first, early stopping inside each, and stop at the first
-step whose hard label is 0. A correct response costs nothing (monotonic assumption, see
-monotone.py).
+step whose hard label is 0 - exhaustive's rule read in order, so on a wrong-answer response it
+gives exhaustive's first_error with the same seeds, whatever the labels (no monotonic
+assumption: the steps after the first 0 do not change the first 0). A correct response costs
+nothing: the response itself is a right completion of each of its prefixes (monotone.py), which
+is where scan and exhaustive can differ (`trust_correct=False` removes that difference).
 
-Why not bisection: a step with label 0 costs all k completions, a step with label 1 usually one
-or two. A forward scan pays for exactly one 0 step (none when the wrong final answer is the first
-error); bisection pays for every 0 it lands on, about half of its log2(n) probes. Scan pays
-instead for every 1 step before the first error, which is cheap. Same first error as exhaustive
-wherever labels are monotone; where they are not, scan still finds exhaustive's first 0 among the
-steps it reaches (it is exhaustive's rule, read in order), so it only differs when a correct
-response hides a 0 step (trust_correct) - tests/test_strategies.py shows both.
-"""
+Against bisection: a 0 step costs all k completions, a 1 step usually one or two. Scan pays
+for exactly one 0 step (none when the wrong final answer is the first error) and for every 1
+step before it; bisection pays for every 0 it lands on and for about log2(n) steps in all. Which
+is cheaper depends on where first errors sit: the benchmark measures both.
 from __future__ import annotations
 
 from prm_annotate.strategies.monotone import MonotonePlan
@@ -24,7 +23,7 @@ class ScanPlan(MonotonePlan):
 class Scan:
     name = "scan"
     supports_soft = False
-    assumes_monotone = True
+    uses_witnesses = True
 
     def __init__(self, trust_correct: bool = True):
         self.trust_correct = trust_correct
