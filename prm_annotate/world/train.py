@@ -24,7 +24,7 @@ from pathlib import Path
 
 from prm_annotate.prompting import render_judge_prompt
 from prm_annotate.world.corrupt import corrupt_solution
-from prm_annotate.world.problems import World, apply_op, make_problem, solution_steps
+from prm_annotate.world.problems import OP_SYMBOL, World, apply_op, make_problem, solution_steps
 from prm_annotate.world.truth import BOXED, EQUATION, OPS, check_steps
 
 WORLD_DIR = Path(__file__).resolve().parent
@@ -133,13 +133,40 @@ def sample_policy_responses(policy_dir: Path, count: int, seed: int, log) -> lis
     return out
 
 
+def _frozen_check_lines(problem: dict, steps: list[str]) -> str:
+    """Judge-style text for the tokenizer corpus, frozen in the form it had when the shipped
+    tokenizer was built: changing this text changes the tokenizer, and so every model."""
+    world = World.from_json(problem["world"])
+    values = world.values()
+    done = 0
+    lines = []
+    first_error = -1
+    for verdict in check_steps(problem, steps):
+        i, step = verdict.index, steps[verdict.index] if verdict.index < len(steps) else ""
+        word = "correct" if verdict.ok else "wrong"
+        if verdict.reason == "no final answer":
+            lines.append(f"Paragraph {i}: no final answer.")
+        elif EQUATION.search(step) and done < len(world.ops):
+            op, n = world.ops[done]
+            lines.append(f"Paragraph {i}: {values[done]} {OP_SYMBOL[op]} {n} = {values[done + 1]}, {word}.")
+        elif BOXED.search(step) and done == len(world.ops):
+            lines.append(f"Paragraph {i}: the answer is {world.answer}, {word}.")
+        else:
+            lines.append(f"Paragraph {i}: {word}.")
+        done += len(EQUATION.findall(step)) if verdict.ok else 0
+        if not verdict.ok:
+            first_error = i
+    lines.append(f"\\boxed{{{first_error}}}")
+    return "\n".join(lines)
+
+
 def tokenizer_corpus(system_prompt: str, template: str) -> list[str]:
     texts = [system_prompt, template]
     for i in range(1500):
         problem = make_problem("tok", i, 0)
         steps = judge_response(problem, random.Random(f"tok/{i}"))
         texts += [problem["problem"], "\n\n".join(steps),
-                  render_judge_prompt(template, problem["problem"], steps), judge_target(problem, steps)]
+                  render_judge_prompt(template, problem["problem"], steps), _frozen_check_lines(problem, steps)]
     return texts
 
 
@@ -343,10 +370,10 @@ def main(argv: list[str] | None = None) -> None:
             # Start from the policy: it already reads numbers off the problem and does the
             # arithmetic; from random weights the judge did not learn to read the paragraphs of its
             # ~250-token prompt in 500 steps (it answered -1 to almost everything).
-            from transformers import AutoModelForCausalLM
+            from transformers import AutoModelForCausalLM, AutoTokenizer
 
             model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
-            assert model.config.vocab_size == len(tok), "the policy was built with another tokenizer"
+            tok = AutoTokenizer.from_pretrained(policy_dir)
         else:
             model = new_model(tok, args.hidden, args.layers, args.heads, args.seed + 1)
         log(f"judge: {sum(p.numel() for p in model.parameters()):,} parameters, init {args.judge_init}")
