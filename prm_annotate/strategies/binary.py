@@ -7,6 +7,7 @@ probed (null); probed steps after the first error keep their (0) scores.
 
 Where the assumption fails (a 0 step followed by a 1 step) bisection may land on any 1 -> 0
 boundary, not necessarily the first: tests/test_strategies.py shows such a case.
+"""
 from __future__ import annotations
 
 from prm_annotate.strategies.monotone import MonotonePlan

@@ -12,7 +12,7 @@ A wrong final answer bounds the search: the last step is 0. Each probed step sam
 stopping (sampling.StepSampler). Unprobed steps score null. With prefix sharing the stage may
 answer a probe with a witness (see base.Strategy.uses_witnesses): the step is 1, no completion
 sampled, its score stays null and `witnessed` names it.
-
+"""
 from __future__ import annotations
 
 from typing import Sequence

@@ -9,6 +9,7 @@ Against bisection: a 0 step costs all k completions, a 1 step usually one or two
 for exactly one 0 step (none when the wrong final answer is the first error) and for every 1
 step before it; bisection pays for every 0 it lands on and for about log2(n) steps in all. Which
 is cheaper depends on where first errors sit: the benchmark measures both.
+"""
 from __future__ import annotations
 
 from prm_annotate.strategies.monotone import MonotonePlan
