@@ -13,6 +13,7 @@ from prm_annotate.cli import judge  # noqa: E402,F401
 from prm_annotate.cli import consensus  # noqa: E402,F401
 from prm_annotate.cli import stats  # noqa: E402,F401
 from prm_annotate.cli import merge  # noqa: E402,F401
+from prm_annotate.cli import world  # noqa: E402,F401
 
 
 def main() -> None:

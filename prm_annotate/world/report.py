@@ -1,0 +1,342 @@
+"""The arithmetic world's label-quality report: the paper's method run where the truth is known.
+
+    prm-annotate world report [--problems 40 -n 4 -k 8 --seed 0 --workdir runs/world]
+
+Generates problems, runs the real stages through the real runner (sample -> rollout with the
+tiny policy, then judge with the tiny judge and the `processbench` prompt -> consensus), one
+vLLM engine at a time: the policy's engine serves sample and rollout and is shut down before the
+judge's starts. Then it writes the truth (`truth.true_first_error` of every response) as a gold
+file and scores each label source against it with `compare`:
+
+- MC (`mc.first_error` of the rollouts), judge (`judge.first_error`), consensus (`first_error`
+  of the kept records, with their own step labels);
+- the ProcessBench metric on the records each source labels (error acc, correct acc, F1) and on
+  all responses (a record a source does not label counts wrong);
+- the precision of the step labels each source keeps (share equal to the truth's step labels);
+- the share of responses consensus keeps, and the tokens each stage generated (read back from
+  the records, so the numbers are those of the files, not of a counter).
+
+The conclusion printed under the table is computed from these numbers, whichever way they fall.
+Every file lands in `workdir` (problems, responses, rollouts, judged, consensus, gold, each with
+its run manifest); a new report starts from empty files there.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from prm_annotate.world import JUDGE_DIR, POLICY_DIR
+from prm_annotate.world.problems import make_problems
+from prm_annotate.world.truth import check_steps
+
+# The stage files of one report, by role.
+FILES = {
+    "problems": "problems.jsonl",
+    "responses": "responses.jsonl",
+    "rollouts": "rollouts.jsonl",
+    "judged": "judged.jsonl",
+    "consensus": "consensus.jsonl",
+    "gold": "gold.jsonl",
+}
+
+# Label sources: (name shown, file role, field holding the first error).
+SOURCES = (("MC", "rollouts", "mc.first_error"), ("judge", "judged", "judge.first_error"),
+           ("consensus", "consensus", "first_error"))
+
+
+@dataclass
+class ReportConfig:
+    problems: int = 40
+    n: int = 4
+    k: int = 8
+    seed: int = 0
+    workdir: Path = Path("runs/world")
+    policy: Path = POLICY_DIR
+    judge: Path = JUDGE_DIR
+    # World answers are ~30-60 tokens; the cap only stops a derailed sample.
+    max_tokens: int = 128
+    judge_max_tokens: int = 256
+    start_timeout: float = 300.0
+    quiet: bool = True
+
+    def paths(self) -> dict[str, Path]:
+        return {role: self.workdir / name for role, name in FILES.items()}
+
+
+@dataclass
+class Timings:
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def add(self, name: str, started: float) -> None:
+        self.seconds[name] = round(time.monotonic() - started, 1)
+
+
+def clear_workdir(cfg: ReportConfig) -> None:
+    """Remove the files of an earlier report (stage outputs and their sidecars), nothing else:
+    the stages resume from what is on disk, and a report with other settings must not."""
+    cfg.workdir.mkdir(parents=True, exist_ok=True)
+    for name in FILES.values():
+        stem = name.removesuffix(".jsonl")
+        for path in cfg.workdir.glob(f"{stem}.*"):
+            if path.is_file():
+                path.unlink()
+
+
+def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _engine_config(model: Path, cfg: ReportConfig):
+    from prm_annotate.engines import EngineConfig
+
+    return EngineConfig(model=str(model.resolve()), seed=cfg.seed, start_timeout=cfg.start_timeout)
+
+
+def _run(stage: Any, input_path: Path, output_path: Path, cfg: ReportConfig, failures: list[str]) -> None:
+    from prm_annotate.runner import RunOptions, report, run_stage
+
+    summary = run_stage(stage, RunOptions(input=str(input_path), output=str(output_path), quiet=cfg.quiet))
+    report(summary)  # the stage's own one-line summary, on stderr
+    failures.extend(f"{stage.name} {rid}: {err}" for rid, err in summary.failures.items())
+
+
+def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
+    """Problems -> responses -> rollouts -> judged -> consensus in `cfg.workdir`.
+
+    Returns the wall time of each part and the records any stage failed (left out of the files).
+    Raises what the engines or stages raise; every engine started here is closed on the way out."""
+    from prm_annotate.engines import make_engine
+    from prm_annotate.prompt_files import load_prompt
+    from prm_annotate.stages.consensus import print_summary, run_consensus
+    from prm_annotate.stages.judge import JUDGE_PROMPTS, JudgeStage
+    from prm_annotate.stages.rollout import RolloutStage
+    from prm_annotate.stages.sample import SampleStage
+
+    paths = cfg.paths()
+    clear_workdir(cfg)
+    write_jsonl(paths["problems"], make_problems(cfg.problems, seed=cfg.seed, split="test"))
+    timings, failures = Timings(), []
+
+    config = _engine_config(cfg.policy, cfg)
+    t = time.monotonic()
+    engine = make_engine(config)
+    timings.add("policy engine start", t)
+    try:
+        stage = SampleStage(engine, n=cfg.n, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
+                            engine_info=config.describe())
+        t = time.monotonic()
+        try:
+            _run(stage, paths["problems"], paths["responses"], cfg, failures)
+        finally:
+            stage.close()
+        timings.add("sample", t)
+        stage = RolloutStage(engine, k=cfg.k, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
+                             engine_info=config.describe())
+        t = time.monotonic()
+        try:
+            _run(stage, paths["responses"], paths["rollouts"], cfg, failures)
+        finally:
+            stage.close()
+        timings.add("rollout", t)
+    finally:
+        engine.close()  # before the judge's engine starts: two engines on 2 cores starve each other
+
+    config = _engine_config(cfg.judge, cfg)
+    t = time.monotonic()
+    engine = make_engine(config)
+    timings.add("judge engine start", t)
+    try:
+        stage = JudgeStage(engine, prompt=load_prompt("processbench", JUDGE_PROMPTS), max_tokens=cfg.judge_max_tokens,
+                           seed=cfg.seed, engine_info=config.describe())
+        t = time.monotonic()
+        _run(stage, paths["responses"], paths["judged"], cfg, failures)
+        timings.add("judge", t)
+    finally:
+        engine.close()
+
+    t = time.monotonic()
+    print_summary(run_consensus(str(paths["rollouts"]), str(paths["judged"]), str(paths["consensus"])))
+    timings.add("consensus", t)
+    return timings, failures
+
+
+def write_gold(problems_path: Path, responses_path: Path, gold_path: Path) -> list[dict[str, Any]]:
+    """The truth for every response: `label` = its true first error, with the checker's reason."""
+    problems = {p["id"]: p for p in read_jsonl(problems_path)}
+    gold = []
+    for r in read_jsonl(responses_path):
+        verdicts = check_steps(problems[r["problem_id"]], r["steps"])
+        wrong = next((v for v in verdicts if not v.ok), None)
+        gold.append({"id": r["id"], "problem_id": r["problem_id"], "steps": r["steps"],
+                     "label": -1 if wrong is None else wrong.index,
+                     "reason": "ok" if wrong is None else wrong.reason,
+                     "final_answer_correct": r["correct"]})
+    write_jsonl(gold_path, gold)
+    return gold
+
+
+def generated_tokens(paths: dict[str, Path]) -> dict[str, int]:
+    """Tokens each stage generated, summed from the records it wrote."""
+    return {
+        "sample": sum(r["generator"]["generated_tokens"] for r in read_jsonl(paths["responses"])),
+        "rollout": sum(r["mc"]["generated_tokens"] for r in read_jsonl(paths["rollouts"])),
+        "judge": sum(r["judge"].get("generated_tokens", 0) for r in read_jsonl(paths["judged"])),
+        "consensus": 0,
+    }
+
+
+def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
+    """Score the files in `cfg.workdir` against the truth; everything the table prints."""
+    from prm_annotate.compare import Source, compare
+    from prm_annotate.labels import load_gold, load_predictions
+
+    paths = cfg.paths()
+    gold_records = write_gold(paths["problems"], paths["responses"], paths["gold"])
+    gold = load_gold(str(paths["gold"]))
+    sources = []
+    for name, role, fld in SOURCES:
+        used, preds = load_predictions(str(paths[role]), fld)
+        sources.append(Source(name, str(paths[role]), used, preds))
+    result = compare(sources, gold)
+    n = len(gold_records)
+    consensus_kept = result["sources"]["consensus"]["labelled"]
+    return {
+        "settings": {"problems": cfg.problems, "n": cfg.n, "k": cfg.k, "seed": cfg.seed,
+                     "workdir": str(cfg.workdir), "policy": str(cfg.policy), "judge": str(cfg.judge)},
+        "responses": n,
+        "truth": {
+            "with_error": sum(g["label"] != -1 for g in gold_records),
+            "answer_correct": sum(g["final_answer_correct"] is True for g in gold_records),
+            "right_answer_flawed_process": sum(g["final_answer_correct"] is True and g["label"] != -1
+                                               for g in gold_records),
+        },
+        "compare": result,
+        "consensus_kept": consensus_kept,
+        "consensus_kept_percent": 100.0 * consensus_kept / n if n else 0.0,
+        "judge_unparsed": sum(1 for p in sources[1].preds.values() if p.first_error is None),
+        "flawed_right_answers": flawed_right_answers(gold_records, sources),
+        "tokens": generated_tokens(paths),
+        "seconds": timings.seconds if timings else {},
+        "failures": failures or [],
+    }
+
+
+def flawed_right_answers(gold_records: list[dict[str, Any]], sources: list[Any]) -> dict[str, int]:
+    """Right final answer, wrong step somewhere: how often each source names the true first error."""
+    flawed = [g for g in gold_records if g["final_answer_correct"] is True and g["label"] != -1]
+    out = {"n": len(flawed)}
+    for s in sources[:2]:  # MC and judge; consensus is one of them where it exists
+        out[s.name] = sum(1 for g in flawed if (p := s.preds.get(g["id"])) is not None and p.first_error == g["label"])
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1f}"
+
+
+def source_row(report: dict[str, Any], name: str) -> dict[str, Any]:
+    s = report["compare"]["sources"][name]
+    kept, everything = s["kept"]["overall"], s["all"]["overall"]
+    return {"labelled": s["labelled"], "coverage": s["coverage"], "error_acc": kept["error_acc"],
+            "correct_acc": kept["correct_acc"], "f1": kept["f1"], "f1_all": everything["f1"],
+            "step_precision": s["step_label_precision"], "steps_compared": s["step_labels_compared"]}
+
+
+def conclusions(report: dict[str, Any]) -> list[str]:
+    """What the numbers say about consensus against MC and the judge alone, whichever way they fall."""
+    rows = {name: source_row(report, name) for name, _, _ in SOURCES}
+    c = rows["consensus"]
+    lines = []
+    if c["labelled"] == 0:
+        return ["Consensus kept no response: MC and the judge never agreed, so it has no labels to score."]
+
+    def versus(metric: str, what: str) -> str:
+        mine = c[metric]
+        others = {k: rows[k][metric] for k in ("MC", "judge")}
+        if mine is None or any(v is None for v in others.values()):
+            return f"{what}: not defined for every source on this sample."
+        beaten = [k for k, v in others.items() if mine > v]
+        figures = f"consensus {_pct(mine)} vs MC {_pct(others['MC'])}, judge {_pct(others['judge'])}"
+        if len(beaten) == 2:
+            return f"{what}: consensus is better than both sources alone ({figures})."
+        if beaten:
+            return f"{what}: consensus beats {beaten[0]} but not {'judge' if beaten[0] == 'MC' else 'MC'} ({figures})."
+        return f"{what}: consensus is NOT better than either source alone ({figures})."
+
+    lines.append(versus("step_precision", "Precision of the kept step labels"))
+    lines.append(versus("f1", "ProcessBench F1 on the responses each source labels"))
+    lines.append(f"The price: consensus keeps {_pct(report['consensus_kept_percent'])}% of the responses "
+                 f"({c['labelled']} of {report['responses']}); on all responses (unkept ones counted wrong) its F1 "
+                 f"is {_pct(c['f1_all'])} vs MC {_pct(rows['MC']['f1_all'])}, judge {_pct(rows['judge']['f1_all'])}.")
+    flawed = report["flawed_right_answers"]
+    if flawed["n"]:
+        lines.append(f"{flawed['n']} response(s) reach the right answer through a wrong step (the paper's case against "
+                     f"MC): MC finds the true first error in {flawed['MC']} of them, the judge in {flawed['judge']}.")
+    return lines
+
+
+def render(report: dict[str, Any]):
+    """The report as rich renderables: label quality per source, cost per stage, conclusions."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    s, t = report["settings"], report["truth"]
+    n = report["responses"]
+    head = Text(
+        f"Arithmetic world: {s['problems']} problems x {s['n']} samples = {n} responses (K={s['k']} rollouts per step, "
+        f"seed {s['seed']}). Truth: {t['with_error']} responses ({_pct(100.0 * t['with_error'] / n if n else None)}%) "
+        f"have a wrong step; {t['answer_correct']} reach the right answer, {t['right_answer_flawed_process']} of them "
+        f"through a wrong step.")
+
+    quality = Table(title="Label quality against the true first error (ProcessBench metric, %)")
+    for col in ("source", "labelled", "error acc", "correct acc", "F1", "F1 (all responses)",
+                "kept step labels = truth"):
+        quality.add_column(col, justify="left" if col == "source" else "right")
+    for name, _, _ in SOURCES:
+        r = source_row(report, name)
+        quality.add_row(name, f"{r['labelled']}/{n} ({_pct(r['coverage'])}%)", _pct(r["error_acc"]),
+                        _pct(r["correct_acc"]), _pct(r["f1"]), _pct(r["f1_all"]),
+                        f"{_pct(r['step_precision'])} ({r['steps_compared']})")
+
+    agree = report["compare"]["agreement"]
+    cost = Table(title="Cost per stage")
+    for col in ("stage", "generated tokens", "wall s"):
+        cost.add_column(col, justify="left" if col == "stage" else "right")
+    secs = report["seconds"]
+    for stage in ("sample", "rollout", "judge", "consensus"):
+        cost.add_row(stage, f"{report['tokens'][stage]:,}", _pct(secs.get(stage)))
+    starts = sum(v for k, v in secs.items() if k.endswith("engine start"))
+    if starts:
+        cost.add_row("engine starts (2)", "", _pct(starts))
+    total = sum(report["tokens"].values())
+    kept = report["consensus_kept"]
+    lines = [head, quality, cost,
+             Text(f"MC and judge agree on {_pct(agree['MC']['judge']['agree'])}% of the {agree['MC']['judge']['shared']} "
+                  f"responses both label; the judge left {report['judge_unparsed']} unparsed. "
+                  f"{total:,} tokens in all, {total // kept if kept else 0:,} per kept consensus response.")]
+    lines += [Text("- " + line) for line in conclusions(report)]
+    if report["failures"]:
+        lines.append(Text(f"{len(report['failures'])} record(s) failed in a stage and are left out: "
+                          + "; ".join(report["failures"][:3])))
+    lines.append(Text(f"Files: {s['workdir']}/ (gold.jsonl holds the truth; "
+                      f"`prm-annotate compare {s['workdir']}/rollouts.jsonl {s['workdir']}/judged.jsonl "
+                      f"{s['workdir']}/consensus.jsonl --gold {s['workdir']}/gold.jsonl` shows more)."))
+    return Group(*lines)
+
+
+def print_report(report: dict[str, Any]) -> None:
+    from rich.console import Console
+
+    # Off a terminal rich assumes 80 columns and folds the table; 120 keeps it whole in a file.
+    console = Console() if sys.stdout.isatty() else Console(width=120)
+    console.print(render(report))
