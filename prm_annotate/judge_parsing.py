@@ -5,9 +5,11 @@ Paragraph numbers of 1-based prompts are converted here, at the edge. Refused: n
 answer that is not a paragraph number, a number outside the response's paragraphs, and several
 answers that disagree (the same answer repeated is fine).
 
-The two styles also define the answer part that constrained decoding forces (`answer_lead`, the
-text after which the verdict starts, and `answer_regex`, what may follow it for a response of n
-paragraphs).
+The two styles also define the answer part that constrained decoding forces: free text stops at
+`answer_lead`, and `answer_regex(n)` (which starts with that lead) is what must follow for a
+response of n paragraphs. The lead is part of the forced text, not of the prompt, so the model
+tokenizes it its own way: a prompt cut after `\\boxed{` would split a token the judge learned as
+one (e.g. `{-`), and a small trained judge then never chose -1.
 """
 from __future__ import annotations
 
@@ -90,17 +92,17 @@ class Style:
     name: str
     first_paragraph: int  # how the prompt numbers paragraphs
     parse: object  # Callable[[str, int], int]
-    answer_lead: str  # generation stops here; the constrained answer follows it
+    answer_lead: str  # free generation stops before this; the constrained answer starts with it
 
     def answer_regex(self, n_steps: int) -> str:
         numbers = "|".join(str(i) for i in range(self.first_paragraph, n_steps + self.first_paragraph))
         if self.name == "paper":
-            return rf"\n?(Correct|Incorrect: paragraph ({numbers}))\n?</conclusion>"
-        return rf"(-1|{numbers})\}}"
+            return rf"<conclusion>\n?(Correct|Incorrect: paragraph ({numbers}))\n?</conclusion>"
+        return rf"\\boxed\{{(-1|{numbers})\}}"
 
 
 STYLES = {
-    "processbench": Style("processbench", 0, parse_processbench, "\\boxed{"),
+    "processbench": Style("processbench", 0, parse_processbench, "\\boxed"),
     "paper": Style("paper", 1, parse_paper, "<conclusion>"),
 }
 

@@ -92,14 +92,16 @@ def test_paper_refuses(text, n, why):
 
 def test_forced_answer_regexes_accept_only_this_response_paragraphs():
     pb, paper = STYLES["processbench"], STYLES["paper"]
-    assert re.fullmatch(pb.answer_regex(3), "2}") and re.fullmatch(pb.answer_regex(3), "-1}")
-    assert not re.fullmatch(pb.answer_regex(3), "3}")
-    assert re.fullmatch(paper.answer_regex(3), "\nIncorrect: paragraph 3\n</conclusion>")
-    assert re.fullmatch(paper.answer_regex(3), "Correct</conclusion>")
-    assert not re.fullmatch(paper.answer_regex(3), "Incorrect: paragraph 0</conclusion>")
-    # what they let through always parses
-    assert parse_processbench("blah " + pb.answer_lead + "2}", 3) == 2
-    assert parse_paper("<analysis_1>x</analysis_1>" + paper.answer_lead + "\nIncorrect: paragraph 3\n</conclusion>", 3) == 2
+    assert re.fullmatch(pb.answer_regex(3), "\\boxed{2}") and re.fullmatch(pb.answer_regex(3), "\\boxed{-1}")
+    assert not re.fullmatch(pb.answer_regex(3), "\\boxed{3}") and not re.fullmatch(pb.answer_regex(3), "{2}")
+    assert re.fullmatch(paper.answer_regex(3), "<conclusion>\nIncorrect: paragraph 3\n</conclusion>")
+    assert re.fullmatch(paper.answer_regex(3), "<conclusion>Correct</conclusion>")
+    assert not re.fullmatch(paper.answer_regex(3), "<conclusion>Incorrect: paragraph 0</conclusion>")
+    # the forced text starts with the lead the free text stopped at, and always parses
+    assert pb.answer_regex(3).startswith(re.escape(pb.answer_lead))
+    assert paper.answer_regex(3).startswith(re.escape(paper.answer_lead))
+    assert parse_processbench("blah\n" + "\\boxed{2}", 3) == 2
+    assert parse_paper("<analysis_1>x</analysis_1>" + "<conclusion>\nIncorrect: paragraph 3\n</conclusion>", 3) == 2
 
 
 @pytest.mark.parametrize("votes,expected", [
@@ -155,8 +157,9 @@ def test_constrained_mode_continues_the_analysis_with_a_forced_answer():
         if r.guided_regex is None:
             assert r.stop == ("<conclusion>",)
             return "<analysis_1>fine</analysis_1>\n<analysis_2>wrong</analysis_2>\n"
-        assert r.continue_final and r.messages[-1]["content"].endswith("<conclusion>")
-        return "\nIncorrect: paragraph 2\n</conclusion>"
+        assert r.continue_final and r.messages[-1]["content"].endswith("</analysis_2>\n")
+        assert r.guided_regex.startswith("<conclusion>")
+        return "<conclusion>\nIncorrect: paragraph 2\n</conclusion>"
 
     stage = JudgeStage(ScriptedEngine(script), prompt=load_prompt("paper", JUDGE_PROMPTS), constrained=True)
     [out] = list(stage.process([rec()]))

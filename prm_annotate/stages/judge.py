@@ -7,9 +7,10 @@ one of those two answer styles). Each of `votes` verdicts is its own request wit
 majority wins, ties going to the earliest error. A vote that cannot be parsed is None in `votes`
 and counted in `parse_failures`; with no parsed vote, `first_error` is null.
 
-`constrained`: the judge writes its analysis freely up to the answer lead (`\\boxed{` or
-`<conclusion>`), then a second request continues that text with the answer forced by a regular
-expression (vLLM structured outputs) to a paragraph number of this response. The verdict then
+`constrained`: the judge writes its analysis freely up to the answer lead (`\\boxed` or
+`<conclusion>`, a stop string), then a second request continues that text with the answer, lead
+included, forced by a regular expression (vLLM structured outputs) to a paragraph number of this
+response. The verdict then
 always parses; what it costs in quality is for the evaluation to show.
 
 Temperature defaults to 0 (greedy) for a single vote and 0.7 for several: identical greedy
@@ -29,9 +30,9 @@ from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.stages.common import generate
 
-# Room for the longest forced answer ("\nIncorrect: paragraph 1234\n</conclusion>", 40 characters)
+# Room for the longest forced answer ("<conclusion>\nIncorrect: paragraph 1234\n</conclusion>", 52 characters)
 # even with a byte-level tokenizer: a cut answer would not parse.
-FORCED_ANSWER_TOKENS = 64
+FORCED_ANSWER_TOKENS = 80
 
 JUDGE_PROMPTS = {"paper": "judge_paper.txt", "processbench": "judge_processbench.txt"}
 
@@ -128,8 +129,7 @@ class JudgeStage:
 
     def _force_answers(self, jobs: list[tuple[Response, int]], requests: list[GenerationRequest],
                        texts: dict[str, str], tokens: Counter, errors: dict[str, str]) -> None:
-        """Second pass: continue each free analysis with the answer lead and a forced answer."""
-        lead = self.style.answer_lead
+        """Second pass: continue each free analysis with a forced answer (lead included)."""
         follow: list[GenerationRequest] = []
         for (record, vote), request in zip(jobs, requests):
             if record.id in errors:
@@ -137,7 +137,7 @@ class JudgeStage:
             analysis = texts[request.key]
             follow.append(GenerationRequest(
                 key=request.key,
-                messages=request.messages + ({"role": "assistant", "content": analysis + lead},),
+                messages=request.messages + ({"role": "assistant", "content": analysis},),
                 continue_final=True, temperature=self.temperature, top_p=self.top_p, max_tokens=FORCED_ANSWER_TOKENS,
                 seed=derive_seed("judge-answer", record.id, vote, self.seed),
                 guided_regex=self.style.answer_regex(len(record.steps))))
