@@ -157,7 +157,15 @@ def _connect(ray: Any, options: RayOptions) -> bool:
     common: dict[str, Any] = dict(logging_level=logging.WARNING, log_to_driver=True)
     if address:
         env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
-        ray.init(address=address, runtime_env={"env_vars": env} if env else None, **common)
+        try:
+            ray.init(address=address, runtime_env={"env_vars": env} if env else None, **common)
+        except (ConnectionError, ray.exceptions.RayError) as exc:
+            # Wrong address, cluster down, or a missing token (clusters with token authentication
+            # need RAY_AUTH_MODE=token and the token): bad usage, said in one line.
+            said = str(exc).splitlines()[0]
+            if exc.__cause__ is not None:
+                said += f" ({_root_cause(str(exc.__cause__))})"
+            raise UsageError(f"cannot join the Ray cluster at {address}: {said}") from None
     else:
         # A local Ray counts this machine's cores; asking for more actor CPUs than that would wait
         # forever, so the local instance advertises enough (the actors then share the cores).
