@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
+
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = Path(os.environ.get("PRM_GSM8K", "/work/shared/data/gsm8k/test.jsonl"))
 
@@ -65,6 +67,8 @@ def smollm2_workload(args) -> str:
     try:
         responses = sample_responses(engine, problems, n=args.smollm2_n, max_tokens=args.smollm2_max_tokens,
                                      seed=args.seed)
+        if args.save_responses:
+            Path(args.save_responses).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in responses))
         right = sum(bool(r["correct"]) for r in responses)
         steps = sum(len(r["steps"]) for r in responses) / len(responses)
         chosen = [v for v in variants(shared=False) if v.label != "scan verify"]
@@ -91,6 +95,7 @@ def main() -> None:
     parser.add_argument("--smollm2-n", type=int, default=2)
     parser.add_argument("--smollm2-k", type=int, default=4)
     parser.add_argument("--smollm2-max-tokens", type=int, default=256)
+    parser.add_argument("--save-responses", help="write the SmolLM2 responses here (JSONL)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
