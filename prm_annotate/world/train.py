@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("which", choices=["policy", "judge", "all"])
     parser.add_argument("--out", type=Path, default=MODELS_DIR, help="writes OUT/policy and OUT/judge")
-    parser.add_argument("--policy-steps", type=int, default=600)
+    parser.add_argument("--policy-steps", type=int, default=500)
     parser.add_argument("--policy-batch", type=int, default=64)
     parser.add_argument("--judge-steps", type=int, default=400)
     parser.add_argument("--judge-batch", type=int, default=32)
