@@ -62,11 +62,13 @@ def smollm2_workload(args) -> str:
     from prm_annotate.rollout_bench import compare_strategies, format_table, sample_responses, variants
 
     problems = [rec for _, rec in read_records(GSM8K, "gsm8k")][: args.smollm2_problems]
+    # SmolLM2 mostly breaks lines with a single newline: "\n" gives it steps of about a sentence.
+    sep = args.smollm2_step_sep.encode().decode("unicode_escape")
     model = prepare_smollm2()
     engine = VLLMEngine(str(model), max_model_len=2048, dtype="float32", start_timeout=600)
     try:
         responses = sample_responses(engine, problems, n=args.smollm2_n, max_tokens=args.smollm2_max_tokens,
-                                     seed=args.seed)
+                                     seed=args.seed, step_sep=sep)
         if args.save_responses:
             Path(args.save_responses).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in responses))
         right = sum(bool(r["correct"]) for r in responses)
@@ -74,11 +76,12 @@ def smollm2_workload(args) -> str:
         chosen = [v for v in variants(shared=False) if v.label != "scan verify"]
         rows = compare_strategies(engine, responses, chosen, k=args.smollm2_k,
                                   max_tokens=args.smollm2_max_tokens, batch_size=len(responses), seed=args.seed,
-                                  progress=log)
+                                  progress=log, step_sep=sep)
     finally:
         engine.close()
     head = (f"SmolLM2-135M-Instruct on GSM8K test: {len(problems)} problems x {args.smollm2_n} responses, "
-            f"K={args.smollm2_k}, max {args.smollm2_max_tokens} tokens, {steps:.1f} steps per response; "
+            f"K={args.smollm2_k}, max {args.smollm2_max_tokens} tokens, steps split on {sep!r}, "
+            f"{steps:.1f} steps per response; "
             f"{right} of {len(responses)} final answers right (no true first error: accuracy not measured).")
     return head + "\n\n" + format_table(rows)
 
@@ -95,6 +98,7 @@ def main() -> None:
     parser.add_argument("--smollm2-n", type=int, default=2)
     parser.add_argument("--smollm2-k", type=int, default=4)
     parser.add_argument("--smollm2-max-tokens", type=int, default=256)
+    parser.add_argument("--smollm2-step-sep", default=r"\n\n", help=r"step separator for SmolLM2 (e.g. '\n')")
     parser.add_argument("--save-responses", help="write the SmolLM2 responses here (JSONL)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -21,6 +21,7 @@ from prm_annotate.engines.base import Engine
 from prm_annotate.records import Problem
 from prm_annotate.stages.rollout import RolloutInput, RolloutStage
 from prm_annotate.stages.sample import SampleStage
+from prm_annotate.steps import DEFAULT_SEP
 from prm_annotate.strategies import Strategy
 from prm_annotate.strategies.binary import Binary
 from prm_annotate.strategies.early_stop import EarlyStop
@@ -63,8 +64,8 @@ class Row:
 
 
 def sample_responses(engine: Engine, problems: list[dict], *, n: int, temperature: float = 0.7,
-                     max_tokens: int = 256, seed: int = 0) -> list[dict]:
-    stage = SampleStage(engine, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+                     max_tokens: int = 256, seed: int = 0, step_sep: str = DEFAULT_SEP) -> list[dict]:
+    stage = SampleStage(engine, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed, step_sep=step_sep)
     try:
         out = []
         for outcome in stage.process([Problem.model_validate(p) for p in problems]):
@@ -76,9 +77,9 @@ def sample_responses(engine: Engine, problems: list[dict], *, n: int, temperatur
 
 
 def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: int, max_tokens: int,
-                batch_size: int, seed: int = 0, temperature: float = 0.7) -> Row:
+                batch_size: int, seed: int = 0, temperature: float = 0.7, step_sep: str = DEFAULT_SEP) -> Row:
     stage = RolloutStage(engine, k=k, strategy=variant.make(), max_tokens=max_tokens, seed=seed,
-                         temperature=temperature, share_prefixes=variant.share_prefixes)
+                         temperature=temperature, share_prefixes=variant.share_prefixes, step_sep=step_sep)
     records = [RolloutInput.model_validate(r) for r in responses]
     first_errors: dict[str, int] = {}
     started = time.perf_counter()
@@ -118,11 +119,12 @@ def score_rows(rows: list[Row], responses: list[dict], truth: Callable[[dict], i
 
 def compare_strategies(engine: Engine, responses: list[dict], chosen: list[Variant], *, k: int,
                        max_tokens: int, batch_size: int, truth: Callable[[dict], int] | None = None,
-                       seed: int = 0, progress: Callable[[str], None] | None = None) -> list[Row]:
+                       seed: int = 0, progress: Callable[[str], None] | None = None,
+                       step_sep: str = DEFAULT_SEP) -> list[Row]:
     rows = []
     for variant in chosen:
         row = run_variant(engine, responses, variant, k=k, max_tokens=max_tokens, batch_size=batch_size,
-                          seed=seed)
+                          seed=seed, step_sep=step_sep)
         rows.append(row)
         if progress:
             progress(f"{variant.label}: {row.generated_tokens:,} tokens, {row.completions:,} completions, "
