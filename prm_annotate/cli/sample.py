@@ -9,8 +9,8 @@ from prm_annotate.cli.app import (AnswerFieldOpt, BatchOpt, FormatOpt, IdFieldOp
                                   run_options)
 from prm_annotate.cli.executor_options import ExecutorOpt, RayActorsOpt, RayCpusOpt, RayGpusOpt, ray_options
 from prm_annotate.cli.engine_options import (ApiKeyEnvOpt, BaseUrlOpt, ConcurrencyOpt, DtypeOpt, EnforceEagerOpt,
-                                             KvCacheOpt, MaxAttemptsOpt, MaxModelLenOpt, ModelOpt, RequestTimeoutOpt,
-                                             StartTimeoutOpt, build_config)
+                                             GpuMemOpt, KvCacheOpt, MaxAttemptsOpt, MaxModelLenOpt, ModelOpt, RequestTimeoutOpt,
+                                             StartTimeoutOpt, TensorParallelOpt, build_config)
 
 SystemPromptOpt = Annotated[Optional[str], typer.Option(
     "--system-prompt", help="System prompt file (default: prompts/sample_system.txt).")]
@@ -50,6 +50,8 @@ def sample(
     max_model_len: MaxModelLenOpt = None,
     enforce_eager: EnforceEagerOpt = None,
     kv_cache_gb: KvCacheOpt = None,
+    tensor_parallel_size: TensorParallelOpt = 1,
+    gpu_memory_utilization: GpuMemOpt = 0.9,
     start_timeout: StartTimeoutOpt = None,
 ) -> None:
     """Sample n step-by-step responses per problem; split into steps and grade the final answers."""
@@ -66,6 +68,7 @@ def sample(
         config = build_config(model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                               request_timeout=request_timeout, max_attempts=max_attempts, dtype=dtype,
                               max_model_len=max_model_len, enforce_eager=enforce_eager, kv_cache_gb=kv_cache_gb,
+                              tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
                               start_timeout=start_timeout, seed=seed)
         prompt = load_prompt(system_prompt or "default", SYSTEM_PROMPTS)
         sep = decode_sep(step_sep)
