@@ -1,4 +1,5 @@
-# prm-annotate: `make demo` runs the pipeline end to end; `make test` runs the tests.
+# prm-annotate: `make demo` runs the pipeline end to end in the arithmetic world and scores its labels
+# against the truth; `make demo-real` runs it on GSM8K with SmolLM2; `make test` runs the tests.
 # Both set up the virtual environment first if it is missing (a fresh machine needs nothing else).
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
@@ -30,6 +31,33 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not engine" $(PYTEST_ARGS)
+
+# The arithmetic world: tiny shipped models, known truth, label quality per source (~1 minute).
+# vLLM's start-up warnings on CPU (no Triton, no tcmalloc) are noise in a demo; errors still show.
+demo demo-real: export VLLM_LOGGING_LEVEL ?= ERROR
+demo: $(STAMP)
+	$(PY) -m prm_annotate world report
+
+# A real model on real problems: SmolLM2-135M-Instruct on a few GSM8K test problems, small n, K and
+# max-tokens so it fits in minutes on 2 CPU cores. Outputs in $(REAL_DIR) (a fresh run each time).
+# The 135M model almost never writes the judge prompt's \boxed{index} by itself, so its verdict is
+# constrained (--constrained: free analysis, then the index forced by vLLM structured outputs).
+REAL_DIR    ?= runs/demo-real
+GSM8K       ?= ../shared/data/gsm8k/test.jsonl
+REAL_LIMIT  ?= 4
+REAL_N      ?= 4
+REAL_K      ?= 4
+REAL_TOKENS ?= 256
+demo-real: $(STAMP)
+	rm -rf $(REAL_DIR) && mkdir -p $(REAL_DIR)
+	$(PY) -m prm_annotate models prepare smollm2 > $(REAL_DIR)/model.txt && cat $(REAL_DIR)/model.txt
+	$(PY) -m prm_annotate sample $(GSM8K) --format gsm8k --limit $(REAL_LIMIT) -n $(REAL_N) --max-tokens $(REAL_TOKENS) \
+		--model "$$(cat $(REAL_DIR)/model.txt)" -o $(REAL_DIR)/responses.jsonl --quiet
+	$(PY) -m prm_annotate rollout $(REAL_DIR)/responses.jsonl -k $(REAL_K) --max-tokens $(REAL_TOKENS) \
+		--model "$$(cat $(REAL_DIR)/model.txt)" -o $(REAL_DIR)/rollouts.jsonl --quiet
+	$(PY) -m prm_annotate judge $(REAL_DIR)/responses.jsonl --prompt processbench --constrained --max-tokens $(REAL_TOKENS) \
+		--model "$$(cat $(REAL_DIR)/model.txt)" -o $(REAL_DIR)/judged.jsonl --quiet
+	$(PY) -m prm_annotate consensus $(REAL_DIR)/rollouts.jsonl $(REAL_DIR)/judged.jsonl -o $(REAL_DIR)/consensus.jsonl
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
