@@ -11,7 +11,8 @@ from pathlib import Path
 
 from prm_annotate.errors import UsageError
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+# prm_annotate/prompts links to the top-level prompts/ folder, so wheels carry the prompt files too.
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
 
 @dataclass(frozen=True)
