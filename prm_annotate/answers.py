@@ -33,6 +33,8 @@ _MATH_START = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n")
 _NUMBER_RE = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?%?|-?\\[dt]?frac\{-?\d+\}\{-?\d+\}")
 _MATH_CHARS_RE = re.compile(r"[\\^_{}=+*/()<>\d]")
+# A backslash and the character it escapes (an escaped brace such as \{ does not count), or a brace.
+_BRACE_SCAN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
 _HOPE_RE = re.compile(r"(?i)I hope it is correct\.?\s*$")
 # Model output can be long and degenerate ("\boxed{\boxed{..." thousands of times): every rule
 # looks at a bounded window so extraction stays linear in the length of the text.
@@ -42,30 +44,31 @@ TAIL = 3000         # characters of the final paragraph looked at by the last ru
 MAX_PROSE = 500     # answers longer than this skip the prose rules of normalisation
 
 
-def _closing_braces(text: str) -> dict[int, int]:
-    """Index of each opening brace -> index of the brace closing it (unclosed ones are absent)."""
+def _closing_braces(text: str, start: int = 0) -> dict[int, int]:
+    """Index of each opening brace at or after `start` -> index of the brace closing it (unclosed
+    ones are absent). `start` must not be the character right after an escaping backslash (e.g.
+    it is an opening brace that follows `\\boxed`): then the pairs found are exactly those a scan
+    from 0 finds, as braces before `start` never pair with one after it."""
     pairs: dict[int, int] = {}
     stack: list[int] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2  # an escaped brace such as \{ does not count
-            continue
+    for m in _BRACE_SCAN_RE.finditer(text, start):
+        c = m.group()
         if c == "{":
-            stack.append(i)
+            stack.append(m.start())
         elif c == "}" and stack:
-            pairs[stack.pop()] = i
-        i += 1
+            pairs[stack.pop()] = m.start()
     return pairs
 
 
 def _last_boxed(text: str) -> str | None:
-    matches = list(_BOX_RE.finditer(text))
+    matches = list(_BOX_RE.finditer(text))[-MAX_TRIES:]
     if not matches:
         return None
-    closing = _closing_braces(text)
-    for m in reversed(matches[-MAX_TRIES:]):
+    # Pair braces from the first candidate's brace on, not from the start of the text: a rollout
+    # text is a long shared prefix plus a completion, and this loop runs in Python.
+    braces = [m.start(1) for m in matches if m.group(1)]
+    closing = _closing_braces(text, braces[0]) if braces else {}
+    for m in reversed(matches):
         if m.group(1):
             end = closing.get(m.start(1))
             if end is not None:

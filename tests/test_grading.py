@@ -311,3 +311,65 @@ def test_degenerate_output_is_handled_quickly(text):
     if answer:
         normalize_answer(answer)
     assert time.monotonic() - start < 5
+
+
+def _closing_braces_full_scan(text: str, start: int = 0) -> dict[int, int]:
+    """The brace pairing as it was first written: a character loop over the whole text (`start`
+    ignored). The fast version must agree with it wherever it is used."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            stack.append(i)
+        elif c == "}" and stack:
+            pairs[stack.pop()] = i
+        i += 1
+    return pairs
+
+
+def _random_latexish(rng, n: int) -> str:
+    pieces = ["{", "}", "\\", "\\boxed", "\\boxed{", "\\fbox {", "\\\\", "\\{", "\\}", " ", "\n", "x", "12", "$", "."]
+    return "".join(rng.choice(pieces) for _ in range(n))
+
+
+def test_brace_pairing_from_an_unescaped_brace_equals_a_full_scan():
+    import random
+
+    from prm_annotate import answers
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        text = _random_latexish(rng, rng.randrange(1, 40))
+        full = _closing_braces_full_scan(text)
+        assert answers._closing_braces(text) == full
+        # Every brace the full scan reads as a brace (not escaped) is a valid place to start.
+        opened = [i for i, c in enumerate(text) if c == "{" and not _escaped(text, i)]
+        for start in opened:
+            assert answers._closing_braces(text, start) == {a: b for a, b in full.items() if a >= start}, (text, start)
+
+
+def _escaped(text: str, index: int) -> bool:
+    """Whether the full scan skips text[index] as the character after a backslash."""
+    i = 0
+    while i < index:
+        i += 2 if text[i] == "\\" else 1
+    return i != index
+
+
+def test_boxed_extraction_unchanged_by_the_partial_brace_scan(monkeypatch):
+    import random
+
+    from prm_annotate import answers
+
+    rng = random.Random(1)
+    texts = [_random_latexish(rng, rng.randrange(1, 60)) for _ in range(3000)]
+    texts += ["Step 1: {a} \\{ 3 + 4 = 7.\n\n" * 20 + "The answer is \\boxed{\\frac{1}{2}}.",
+              "\\boxed{1} then \\boxed{\\boxed{2}", "\\\\boxed{5} \\boxed {6}", "\\boxed{a\\}b}"]
+    fast = [answers._last_boxed(t) for t in texts]
+    monkeypatch.setattr(answers, "_closing_braces", _closing_braces_full_scan)
+    assert fast == [answers._last_boxed(t) for t in texts]
