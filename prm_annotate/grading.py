@@ -86,7 +86,7 @@ def _quick(gold: str, answer: str) -> bool | None:
 class _Worker:
     """One child process running prm_annotate.grading_worker."""
 
-    def __init__(self, wait: bool = True) -> None:
+    def __init__(self) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "prm_annotate.grading_worker"],
@@ -95,19 +95,10 @@ class _Worker:
         self._buf = b""
         self._sel = selectors.DefaultSelector()
         self._sel.register(self.proc.stdout, selectors.EVENT_READ)
-        self.ready = False
-        if wait:
-            self.wait_ready()
-
-    def wait_ready(self) -> None:
-        """Block until the worker has imported math-verify (its "ready" line)."""
-        if self.ready:
-            return
         line = self._readline(STARTUP_TIMEOUT)
         if line is None or json.loads(line) != {"ready": True}:
             self.kill()
             raise GraderUnavailable("the math-verify worker did not start (is math-verify installed?)")
-        self.ready = True
 
     def _readline(self, timeout: float) -> bytes | None:
         """The next line, or None on timeout or when the worker died."""
@@ -230,15 +221,13 @@ class Grader:
         return [Verdict(None, False, "no answer") if key is None else Verdict(answer, *decided[key])
                 for answer, key in zip(answers, keys)]
 
-    def start(self, wait: bool = True) -> None:
-        """Start every worker process now (otherwise each starts when first needed). With
-        wait=False the processes are launched but not waited for: their imports (seconds) run
-        while the caller does something else, e.g. the engine generates the first batch."""
+    def start(self) -> None:
+        """Start every worker process now (otherwise each starts when first needed)."""
         slots = [self._idle.get() for _ in range(self.workers)]
         try:
             for i, w in enumerate(slots):
                 if w is None:
-                    slots[i] = _Worker(wait=wait)
+                    slots[i] = _Worker()
         finally:
             for w in slots:
                 self._idle.put(w)
@@ -319,12 +308,6 @@ class Grader:
             while len(out) < len(keys):
                 if worker is None:
                     worker = _Worker()
-                if not worker.ready:  # launched by start(wait=False)
-                    try:
-                        worker.wait_ready()
-                    except GraderUnavailable:
-                        worker = None  # the slot starts a fresh process next time
-                        raise
                 chunk = keys[len(out):len(out) + CHUNK]
                 got, alive = worker.run(chunk, self.timeout)
                 out.extend(got)

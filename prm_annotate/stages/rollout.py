@@ -138,10 +138,6 @@ class RolloutStage:
         # grading cost next to generation.
         started = time.perf_counter()
         engine_seconds = 0.0
-        if isinstance(self.grader, Grader):
-            # Launch the math-verify worker without waiting for it: its imports (about a second)
-            # then overlap the first engine call instead of stalling the first grading that needs it.
-            self.grader.start(wait=False)
         work = [_Work(r, self.strategy.plan(len(r.steps), self.k, self.threshold, last), last)
                 for r, last in zip(batch, self._last_correct(batch))]
         # Completed (and graded) requests of this batch by key, for sharing across rounds.
