@@ -277,6 +277,16 @@ def conclusions(report: dict[str, Any]) -> list[str]:
     lines.append(f"The price: consensus keeps {_pct(report['consensus_kept_percent'])}% of the responses "
                  f"({c['labelled']} of {report['responses']}); on all responses (unkept ones counted wrong) its F1 "
                  f"is {_pct(c['f1_all'])} vs MC {_pct(rows['MC']['f1_all'])}, judge {_pct(rows['judge']['f1_all'])}.")
+    wrong = report["compare"]["sources"]["consensus"]["kept"]["overall"]
+    flagged = wrong["step_tp"] + wrong["step_fp"]
+    if flagged == 0:
+        lines.append("Every step label consensus keeps says 'right': it kept only responses both sources call "
+                     "error-free, so its precision comes from dropping the hard cases, and it holds no example of a "
+                     "wrong step to train on.")
+    else:
+        lines.append(f"Consensus keeps {flagged} 'wrong' step label(s); {_pct(wrong['step_precision'])}% of them are "
+                     f"truly wrong (MC: {_pct(report['compare']['sources']['MC']['kept']['overall']['step_precision'])}%, "
+                     f"judge: {_pct(report['compare']['sources']['judge']['kept']['overall']['step_precision'])}%).")
     flawed = report["flawed_right_answers"]
     if flawed["n"]:
         lines.append(f"{flawed['n']} response(s) reach the right answer through a wrong step (the paper's case against "
