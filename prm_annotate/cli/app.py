@@ -5,8 +5,10 @@ Commands are thin: they parse options, call the library, and map outcomes to exi
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Annotated, Iterator, Optional
 
 import typer
@@ -66,6 +68,22 @@ def run_options(input: str, output: str, *, format: str = "auto", id_field: str 
                       fields=FieldMap(id=id_field, problem=problem_field, answer=answer_field),
                       limit=limit, batch_size=batch_size, skip_invalid=skip_invalid, quiet=quiet,
                       shard=parse_shard(shard))
+
+
+@dataclass(frozen=True)
+class CommonRunOptions:
+    """How a stage goes through its input, as one command parameter (see option_groups); a command
+    gives its own --batch-size default with a default instance, e.g. CommonRunOptions(batch_size=8)."""
+
+    limit: LimitOpt = None
+    batch_size: BatchOpt = 64
+    skip_invalid: SkipInvalidOpt = False
+    quiet: QuietOpt = False
+    shard: ShardOpt = None
+
+    def run_options(self, input: str, output: str, **fields: str) -> RunOptions:
+        """`run_options` with these options; `fields` are format, id_field, problem_field, answer_field."""
+        return run_options(input, output, **fields, **dataclasses.asdict(self))
 
 
 @app.callback()

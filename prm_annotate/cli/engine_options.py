@@ -1,19 +1,17 @@
-"""Typer options every model-using command shares, and `build_config` to turn them into an
-`EngineConfig`. A command lists the options in its signature and passes them on:
+"""Typer options every model-using command shares, grouped in `EngineOptions`, and `build_config`
+to turn them into an `EngineConfig`. A command takes the group as one parameter (see option_groups):
 
     @app.command()
-    def sample(..., model: ModelOpt, base_url: BaseUrlOpt = None, api_key_env: ApiKeyEnvOpt = None,
-               concurrency: ConcurrencyOpt = 16, dtype: DtypeOpt = "auto",
-               max_model_len: MaxModelLenOpt = None, tensor_parallel_size: TensorParallelOpt = 1,
-               gpu_memory_utilization: GpuMemOpt = 0.9, enforce_eager: EnforceEagerOpt = None,
-               kv_cache_gb: KvCacheOpt = None, request_timeout: RequestTimeoutOpt = 600.0,
-               max_attempts: MaxAttemptsOpt = 5):
-        config = build_config(model=model, base_url=base_url, ...)
+    @option_groups
+    def sample(..., seed: ... = 0, *, engine_opts: EngineOptions, ...):
+        config = engine_opts.config(seed=seed)
 
 Defaults live in `EngineConfig`; pass None to keep them.
 """
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
 import typer
@@ -68,3 +66,26 @@ def build_config(*, model: str, request_timeout: float | None = None, **options:
         return EngineConfig(model=model, **values)
     except ValidationError as exc:
         raise UsageError(f"bad engine option: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """The engine options as one command parameter; the field order is the --help order."""
+
+    model: ModelOpt
+    base_url: BaseUrlOpt = None
+    api_key_env: ApiKeyEnvOpt = None
+    concurrency: ConcurrencyOpt = 16
+    request_timeout: RequestTimeoutOpt = 600.0
+    max_attempts: MaxAttemptsOpt = 5
+    dtype: DtypeOpt = "auto"
+    max_model_len: MaxModelLenOpt = None
+    enforce_eager: EnforceEagerOpt = None
+    kv_cache_gb: KvCacheOpt = None
+    tensor_parallel_size: TensorParallelOpt = 1
+    gpu_memory_utilization: GpuMemOpt = 0.9
+    start_timeout: StartTimeoutOpt = None
+
+    def config(self, **extra: Any) -> EngineConfig:
+        """`build_config` from these options plus the command's own (e.g. seed); raises UsageError."""
+        return build_config(**dataclasses.asdict(self), **extra)

@@ -1,11 +1,10 @@
 """`--executor local|ray` and the Ray resources, shared by every stage command.
 
-A command lists the options in its signature and turns them into `RayOptions` (None: local):
+A command takes them as one `ExecutorOptions` parameter (see option_groups) and turns that into
+`RayOptions` (None: local):
 
-    executor: ExecutorOpt = "local", ray_actors: RayActorsOpt = 2,
-    ray_cpus_per_actor: RayCpusOpt = 1.0, ray_gpus_per_actor: RayGpusOpt = None,
-    ...
-    ray = ray_options(executor, ray_actors, ray_cpus_per_actor, ray_gpus_per_actor)
+    def grade(..., *, executor_opts: ExecutorOptions):
+        ray = executor_opts.ray()
 
 and, when `ray` is set, runs the stage with `run_model_stage_on_ray(config, build, opts, ray, after)`
 (model stages) or `prm_annotate.executors.ray_executor.run_stage_on_ray(build, None, opts, ray)`
@@ -14,6 +13,7 @@ and, when `ray` is set, runs the stage with `run_model_stage_on_ray(config, buil
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Callable, NoReturn, Optional
 
 import typer
@@ -37,6 +37,20 @@ RayCpusOpt = Annotated[float, typer.Option(
 RayGpusOpt = Annotated[Optional[float], typer.Option(
     "--ray-gpus-per-actor", min=0.0, rich_help_panel=_P,
     help="GPUs per actor (default: 1 if the cluster has GPUs, else 0; use --tensor-parallel-size's value).")]
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """The executor options as one command parameter; the field order is the --help order."""
+
+    executor: ExecutorOpt = "local"
+    ray_actors: RayActorsOpt = 2
+    ray_cpus_per_actor: RayCpusOpt = 1.0
+    ray_gpus_per_actor: RayGpusOpt = None
+
+    def ray(self) -> RayOptions | None:
+        """`ray_options` for these options: None for the local executor; raises UsageError."""
+        return ray_options(self.executor, self.ray_actors, self.ray_cpus_per_actor, self.ray_gpus_per_actor)
 
 
 def ray_options(executor: str, actors: int = 2, cpus_per_actor: float = 1.0,

@@ -4,38 +4,32 @@ from typing import Annotated
 
 import typer
 
-from prm_annotate.cli.app import (BatchOpt, FormatOpt, InputArg, LimitOpt, OutputOpt, QuietOpt, ShardOpt,
-                                  SkipInvalidOpt, StepSepOpt, app, handled, run_options)
-from prm_annotate.cli.executor_options import ExecutorOpt, RayActorsOpt, RayCpusOpt, RayGpusOpt, ray_options
+from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, StepSepOpt, app, handled
+from prm_annotate.cli.executor_options import ExecutorOptions
+from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.runner import report, run_stage
 from prm_annotate.steps import decode_sep
 
 
 @app.command()
+@option_groups
 def grade(
     input: InputArg,
     output: OutputOpt = "-",
     format: FormatOpt = "auto",
     step_sep: StepSepOpt = r"\n\n",
-    limit: LimitOpt = None,
-    batch_size: BatchOpt = 256,
-    skip_invalid: SkipInvalidOpt = False,
-    quiet: QuietOpt = False,
-    shard: ShardOpt = None,
+    *,
+    run_opts: CommonRunOptions = CommonRunOptions(batch_size=256),
     reference_field: Annotated[str, typer.Option(help="A boolean field with a reference verdict to report agreement with.")] = "final_answer_correct",
-    executor: ExecutorOpt = "local",
-    ray_actors: RayActorsOpt = 2,
-    ray_cpus_per_actor: RayCpusOpt = 1.0,
-    ray_gpus_per_actor: RayGpusOpt = None,
+    executor_opts: ExecutorOptions,
 ) -> None:
     """Re-grade the final answers of existing responses (sets final_answer and correct)."""
     from prm_annotate.stages.grade import GradeStage
 
     with handled():
-        opts = run_options(input, output, format=format, limit=limit, batch_size=batch_size,
-                           skip_invalid=skip_invalid, quiet=quiet, shard=shard)
+        opts = run_opts.run_options(input, output, format=format)
         sep = decode_sep(step_sep)
-        ray = ray_options(executor, ray_actors, ray_cpus_per_actor, ray_gpus_per_actor)
+        ray = executor_opts.ray()
         if ray is not None:
             from prm_annotate.executors.ray_executor import run_stage_on_ray
 

@@ -4,18 +4,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from prm_annotate.cli.app import (BatchOpt, InputArg, LimitOpt, OutputOpt, QuietOpt, ShardOpt, SkipInvalidOpt, app,
-                                  handled, run_options)
-from prm_annotate.cli.executor_options import ExecutorOpt, RayActorsOpt, RayCpusOpt, RayGpusOpt, ray_options
-from prm_annotate.cli.engine_options import (ApiKeyEnvOpt, BaseUrlOpt, ConcurrencyOpt, DtypeOpt, EnforceEagerOpt,
-                                             GpuMemOpt, KvCacheOpt, MaxAttemptsOpt, MaxModelLenOpt, ModelOpt, RequestTimeoutOpt,
-                                             StartTimeoutOpt, TensorParallelOpt, build_config)
+from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, app, handled
+from prm_annotate.cli.engine_options import EngineOptions
+from prm_annotate.cli.executor_options import ExecutorOptions
+from prm_annotate.cli.option_groups import option_groups
 
 
 @app.command()
+@option_groups
 def judge(
     input: InputArg,
-    model: ModelOpt,
     output: OutputOpt = "-",
     prompt: Annotated[str, typer.Option("--prompt", help="paper | processbench | a template FILE with {problem} and {paragraphs}.")] = "processbench",
     style: Annotated[Optional[str], typer.Option(
@@ -27,27 +25,10 @@ def judge(
     top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0)] = 1.0,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per verdict.")] = 2048,
     seed: Annotated[int, typer.Option("--seed", help="Run seed; each vote's seed derives from it.")] = 0,
-    limit: LimitOpt = None,
-    batch_size: BatchOpt = 16,
-    skip_invalid: SkipInvalidOpt = False,
-    quiet: QuietOpt = False,
-    shard: ShardOpt = None,
-    executor: ExecutorOpt = "local",
-    ray_actors: RayActorsOpt = 2,
-    ray_cpus_per_actor: RayCpusOpt = 1.0,
-    ray_gpus_per_actor: RayGpusOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    concurrency: ConcurrencyOpt = 16,
-    request_timeout: RequestTimeoutOpt = 600.0,
-    max_attempts: MaxAttemptsOpt = 5,
-    dtype: DtypeOpt = "auto",
-    max_model_len: MaxModelLenOpt = None,
-    enforce_eager: EnforceEagerOpt = None,
-    kv_cache_gb: KvCacheOpt = None,
-    tensor_parallel_size: TensorParallelOpt = 1,
-    gpu_memory_utilization: GpuMemOpt = 0.9,
-    start_timeout: StartTimeoutOpt = None,
+    *,
+    run_opts: CommonRunOptions = CommonRunOptions(batch_size=16),
+    engine_opts: EngineOptions,
+    executor_opts: ExecutorOptions,
 ) -> None:
     """LLM-as-a-judge: find the first wrong step of each response (strictly parsed, never guessed)."""
     from prm_annotate.cli.app import fail
@@ -59,14 +40,9 @@ def judge(
     with handled():
         if style is not None and style not in STYLES:
             raise fail(f"--style {style}: choose {' or '.join(STYLES)}")
-        opts = run_options(input, output, limit=limit, batch_size=batch_size, skip_invalid=skip_invalid,
-                           quiet=quiet, shard=shard)
-        ray = ray_options(executor, ray_actors, ray_cpus_per_actor, ray_gpus_per_actor)
-        config = build_config(model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-                              request_timeout=request_timeout, max_attempts=max_attempts, dtype=dtype,
-                              max_model_len=max_model_len, enforce_eager=enforce_eager, kv_cache_gb=kv_cache_gb,
-                              tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
-                              start_timeout=start_timeout, seed=seed)
+        opts = run_opts.run_options(input, output)
+        ray = executor_opts.ray()
+        config = engine_opts.config(seed=seed)
         template = load_prompt(prompt, JUDGE_PROMPTS)
         if "{paragraphs}" not in template.text:
             raise fail(f"{template.path}: a judge prompt needs a {{paragraphs}} placeholder")

@@ -4,18 +4,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from prm_annotate.cli.app import (BatchOpt, InputArg, LimitOpt, OutputOpt, QuietOpt, ShardOpt, SkipInvalidOpt,
-                                  StepSepOpt, app, handled, run_options)
-from prm_annotate.cli.executor_options import ExecutorOpt, RayActorsOpt, RayCpusOpt, RayGpusOpt, ray_options
-from prm_annotate.cli.engine_options import (ApiKeyEnvOpt, BaseUrlOpt, ConcurrencyOpt, DtypeOpt, EnforceEagerOpt,
-                                             GpuMemOpt, KvCacheOpt, MaxAttemptsOpt, MaxModelLenOpt, ModelOpt, RequestTimeoutOpt,
-                                             StartTimeoutOpt, TensorParallelOpt, build_config)
+from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, StepSepOpt, app, handled
+from prm_annotate.cli.engine_options import EngineOptions
+from prm_annotate.cli.executor_options import ExecutorOptions
+from prm_annotate.cli.option_groups import option_groups
 
 
 @app.command()
+@option_groups
 def rollout(
     input: InputArg,
-    model: ModelOpt,
     output: OutputOpt = "-",
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="Completions per step.")] = 8,
     label: Annotated[str, typer.Option("--label", help="hard|soft: which labels export uses (first_error is always hard).")] = "hard",
@@ -35,27 +33,10 @@ def rollout(
     system_prompt: Annotated[Optional[str], typer.Option(
         "--system-prompt", help="System prompt file, as given to sample (default: prompts/sample_system.txt).")] = None,
     step_sep: StepSepOpt = r"\n\n",
-    limit: LimitOpt = None,
-    batch_size: BatchOpt = 8,
-    skip_invalid: SkipInvalidOpt = False,
-    quiet: QuietOpt = False,
-    shard: ShardOpt = None,
-    executor: ExecutorOpt = "local",
-    ray_actors: RayActorsOpt = 2,
-    ray_cpus_per_actor: RayCpusOpt = 1.0,
-    ray_gpus_per_actor: RayGpusOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    concurrency: ConcurrencyOpt = 16,
-    request_timeout: RequestTimeoutOpt = 600.0,
-    max_attempts: MaxAttemptsOpt = 5,
-    dtype: DtypeOpt = "auto",
-    max_model_len: MaxModelLenOpt = None,
-    enforce_eager: EnforceEagerOpt = None,
-    kv_cache_gb: KvCacheOpt = None,
-    tensor_parallel_size: TensorParallelOpt = 1,
-    gpu_memory_utilization: GpuMemOpt = 0.9,
-    start_timeout: StartTimeoutOpt = None,
+    *,
+    run_opts: CommonRunOptions = CommonRunOptions(batch_size=8),
+    engine_opts: EngineOptions,
+    executor_opts: ExecutorOptions,
 ) -> None:
     """Monte Carlo estimation: K completions from every step prefix, graded against the gold answer."""
     from prm_annotate.cli.app import fail
@@ -71,14 +52,9 @@ def rollout(
             raise fail(f"--label {label}: choose hard or soft")
         if threshold >= 1.0:
             raise fail("--threshold must be below 1 (a hard label is score > threshold)")
-        opts = run_options(input, output, limit=limit, batch_size=batch_size, skip_invalid=skip_invalid,
-                           quiet=quiet, shard=shard)
-        ray = ray_options(executor, ray_actors, ray_cpus_per_actor, ray_gpus_per_actor)
-        config = build_config(model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-                              request_timeout=request_timeout, max_attempts=max_attempts, dtype=dtype,
-                              max_model_len=max_model_len, enforce_eager=enforce_eager, kv_cache_gb=kv_cache_gb,
-                              tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
-                              start_timeout=start_timeout, seed=seed)
+        opts = run_opts.run_options(input, output)
+        ray = executor_opts.ray()
+        config = engine_opts.config(seed=seed)
         chosen = get_strategy(strategy, label)
         prompt = load_prompt(system_prompt or "default", SYSTEM_PROMPTS)
         sep = decode_sep(step_sep)
