@@ -1,18 +1,18 @@
-"""Command-line interface. Each command lives in its own module and registers itself on `app`."""
+"""Command-line interface. Each command lives in its own module and registers itself on `app`;
+`--help` lists them in import order: the pipeline first, as SPEC.md does."""
 from prm_annotate.cli.app import app
 
-# Importing a command module registers its command; only built commands are listed here.
-from prm_annotate.cli import grade  # noqa: E402,F401
-from prm_annotate.cli import models  # noqa: E402,F401
-from prm_annotate.cli import evaluate  # noqa: E402,F401
-from prm_annotate.cli import compare  # noqa: E402,F401
-from prm_annotate.cli import export  # noqa: E402,F401
 from prm_annotate.cli import sample  # noqa: E402,F401
 from prm_annotate.cli import rollout  # noqa: E402,F401
 from prm_annotate.cli import judge  # noqa: E402,F401
 from prm_annotate.cli import consensus  # noqa: E402,F401
+from prm_annotate.cli import grade  # noqa: E402,F401
+from prm_annotate.cli import evaluate  # noqa: E402,F401
+from prm_annotate.cli import export  # noqa: E402,F401
+from prm_annotate.cli import compare  # noqa: E402,F401
 from prm_annotate.cli import stats  # noqa: E402,F401
 from prm_annotate.cli import merge  # noqa: E402,F401
+from prm_annotate.cli import models  # noqa: E402,F401
 from prm_annotate.cli import world  # noqa: E402,F401
 
 
