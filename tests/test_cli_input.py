@@ -1,7 +1,6 @@
 """Bad input through the real CLI: exit 2, file and line named, outputs left as they were."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -5,26 +5,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import orjson
 import pytest
 
 from prm_annotate.errors import UsageError
 from prm_annotate.merge import merge
+from jsonl_files import read_jsonl, write_jsonl
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, timeout=180)
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
-    return path
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
 def responses(n: int) -> list[dict]:

@@ -19,8 +19,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from prm_annotate.jsonl import iter_jsonl
-from prm_annotate.records import Consensus, Judged, Response, Rollout
+from prm_annotate.records import Consensus, Judged, Rollout
+from jsonl_files import group_alive, write_jsonl
+from jsonl_files import read_jsonl as read
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 TIMEOUT = float(os.environ.get("PRM_TEST_ENGINE_TIMEOUT", "300"))
@@ -32,28 +33,8 @@ def responses(n: int) -> list[dict]:
              "correct": True} for i in range(n)]
 
 
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    return path
-
-
-def read(path: Path) -> list[dict]:
-    return [obj for _, obj in iter_jsonl(path)]
-
-
 def lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
-
-
-def group_alive(pgid: int, wait: float = 30.0) -> list[int]:
-    """Live (non-zombie) processes of a process group, after waiting up to `wait` s for them to go."""
-    deadline = time.monotonic() + wait
-    while True:
-        out = subprocess.run(["ps", "-eo", "pid=,pgid=,stat="], capture_output=True, text=True).stdout
-        alive = [int(p) for p, g, st in (l.split()[:3] for l in out.splitlines()) if int(g) == pgid and "Z" not in st]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.2)
 
 
 ROLLOUT_ARGS = ["-k", "3", "--max-tokens", "40", "--seed", "3", "--batch-size", "1", "--quiet"]

@@ -10,25 +10,16 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import orjson
 import psutil
 import pytest
+from jsonl_files import read_jsonl, write_jsonl
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'prm-annotate[ray]')")
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 RAY_TIMEOUT = 300
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
-    return path
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
 def responses(n: int) -> list[dict]:

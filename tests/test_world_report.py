@@ -11,30 +11,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import orjson
 import pytest
 
 from prm_annotate.world.truth import true_first_error
+from jsonl_files import group_alive
+from jsonl_files import read_jsonl as read
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 TIMEOUT = float(os.environ.get("PRM_TEST_ENGINE_TIMEOUT", "300")) + 120
-
-
-def read(path: Path) -> list[dict]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
-
-
-def group_alive(pgid: int, wait: float = 30.0) -> list[int]:
-    deadline = time.monotonic() + wait
-    while True:
-        out = subprocess.run(["ps", "-eo", "pid=,pgid=,stat="], capture_output=True, text=True).stdout
-        alive = [int(p) for p, g, st in (l.split()[:3] for l in out.splitlines()) if int(g) == pgid and "Z" not in st]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.2)
 
 
 def processbench(truth: dict[str, int], preds: dict[str, int | None]) -> dict[str, float | None]:

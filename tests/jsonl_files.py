@@ -1,0 +1,28 @@
+"""Small helpers the CLI-level tests share: JSONL files and the processes a command leaves behind."""
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import orjson
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def group_alive(pgid: int, wait: float = 30.0) -> list[int]:
+    """Live (non-zombie) processes of a process group, after waiting up to `wait` s for them to go."""
+    deadline = time.monotonic() + wait
+    while True:
+        out = subprocess.run(["ps", "-eo", "pid=,pgid=,stat="], capture_output=True, text=True).stdout
+        alive = [int(p) for p, g, st in (l.split()[:3] for l in out.splitlines()) if int(g) == pgid and "Z" not in st]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
