@@ -63,9 +63,8 @@ class Gold:
     record: dict[str, Any]
 
 
-def load_gold(path: str, label_field: str = "label") -> dict[str, Gold]:
-    """Gold first errors by id, from a ProcessBench JSON array or a JSONL file with `label`."""
-    gold: dict[str, Gold] = {}
+def records_by_id(path: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(where, id, record) for each record; a missing or duplicate id is bad input."""
     seen: dict[str, str] = {}
     for where, obj in read_raw(path):
         rid = obj.get("id")
@@ -73,10 +72,17 @@ def load_gold(path: str, label_field: str = "label") -> dict[str, Gold]:
             raise InputError(path, where, "record has no string `id`")
         if rid in seen:
             raise InputError(path, where, f"duplicate id {rid!r} (first seen at {seen[rid]})")
+        seen[rid] = where
+        yield where, rid, obj
+
+
+def load_gold(path: str, label_field: str = "label") -> dict[str, Gold]:
+    """Gold first errors by id, from a ProcessBench JSON array or a JSONL file with `label`."""
+    gold: dict[str, Gold] = {}
+    for where, rid, obj in records_by_id(path):
         label = first_error_value(get_path(obj, label_field), path, where, label_field)
         if label is None:
             raise InputError(path, where, f"gold record has no `{label_field}`")
-        seen[rid] = where
         gold[rid] = Gold(rid, label, step_count(obj), obj)
     if not gold:
         raise InputError(path, "line 0", "the gold file has no records")
@@ -95,19 +101,12 @@ class Prediction:
 def load_predictions(path: str, field: str | None) -> tuple[str, dict[str, Prediction]]:
     """Predictions by id, and the field they were read from (`None`: detected from the first record)."""
     preds: dict[str, Prediction] = {}
-    seen: dict[str, str] = {}
-    for where, obj in read_raw(path):
-        rid = obj.get("id")
-        if not isinstance(rid, str) or not rid:
-            raise InputError(path, where, "record has no string `id`")
-        if rid in seen:
-            raise InputError(path, where, f"duplicate id {rid!r} (first seen at {seen[rid]})")
+    for where, rid, obj in records_by_id(path):
         if field is None:
             try:
                 field = detect_field(obj)
             except ValueError as exc:
                 raise InputError(path, where, f"{exc}; name it with FILE=dotted.path") from None
-        seen[rid] = where
         labels = obj.get("labels")
         if labels is not None and not (isinstance(labels, list) and all(isinstance(x, bool) for x in labels)):
             raise InputError(path, where, "`labels` must be a list of true/false")
