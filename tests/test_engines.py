@@ -282,6 +282,51 @@ def test_engine_process_keeps_stdout_clean_and_leaves_nothing_behind(heavy, tiny
     assert not leftovers, [p.info for p in leftovers]
 
 
+KILLED_SCRIPT = """
+import sys, time
+from prm_annotate.engines.vllm_engine import VLLMEngine
+
+if __name__ == "__main__":
+    engine = VLLMEngine(sys.argv[1], start_timeout=300)
+    print("READY", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.engine
+def test_engine_processes_die_with_a_sigkilled_owner(heavy, tiny_model_dir, tmp_path):
+    """`kill -9` of the process holding the engine (and only it: a cron job's kill, the OOM
+    killer, a Ray actor) must not leave vLLM's EngineCore and workers running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    heavy.release()
+    script = tmp_path / "hold_engine.py"
+    script.write_text(KILLED_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(tiny_model_dir)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline() == "READY\n"
+        engine_procs = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                        if " ".join(p.cmdline()).startswith("VLLM::")]
+        assert engine_procs, "expected vLLM's EngineCore among the children"
+        proc.send_signal(signal.SIGKILL)  # the owner only, not its process group
+        proc.wait()
+        gone, alive = psutil.wait_procs(engine_procs, timeout=15)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left in its group
+        except ProcessLookupError:
+            pass
+    for p in alive:
+        p.kill()
+    assert not alive, [" ".join(p.cmdline()) for p in alive]
+
+
 # -- retry path: a local fault-injecting server ------------------------------------------------
 
 class FaultServer:

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from prm_annotate.errors import UsageError
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, check_keys
+from prm_annotate.engines.reaper import start_reaper, stop_reaper
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,8 @@ class VLLMEngine:
         self.engine_args = args
 
         children_before = _child_pids()
+        # Started before vLLM's own processes, so it sees them from their first moment.
+        self._reaper = start_reaper()
         try:
             self._llm = LLM(**args)
         except BaseException as exc:
@@ -201,6 +204,7 @@ class VLLMEngine:
             self._llm.llm_engine.engine_core.shutdown()
         except Exception as exc:  # closing must not mask the caller's own error
             log.warning("vLLM shutdown failed: %s", exc)
+        stop_reaper(self._reaper)
 
     def __enter__(self) -> "VLLMEngine":
         return self
