@@ -104,14 +104,20 @@ def test_empty_response_and_missing_world():
 
 # ---------------------------------------------------------------- training
 
+WORLD_MODELS = Path(__file__).resolve().parents[1] / "prm_annotate" / "world" / "models"
+
+
 def test_judge_target_follows_truth():
-    from prm_annotate.world.train import judge_target
+    from prm_annotate.world.train import judge_target, judge_target_spans
 
     wrong = ["Step 1: 3 + 5 = 8.", "Step 2: 8 - 2 = 5.", "Step 3: 5 * 2 = 10.", "The answer is \\boxed{10}."]
     assert judge_target(PROBLEM, wrong) == (
         "Paragraph 0: 3 + 5 is 8, the paragraph says 8, correct.\n"
         "Paragraph 1: 8 - 2 is 6, the paragraph says 5, wrong.\n\\boxed{1}")
     assert judge_target(PROBLEM, RIGHT).endswith("Paragraph 3: the answer is 12, correct.\n\\boxed{-1}")
+    text, spans = judge_target_spans(PROBLEM, wrong)
+    # What decides the verdict: recomputed values, verdict words, the index (weighed up in training).
+    assert [text[a:b] for a, b in spans] == ["8", "correct", "6", "wrong", "1"]
     assert judge_target(PROBLEM, RIGHT[:3]).endswith("Paragraph 2: no final answer, wrong.\n\\boxed{2}")
 
 
@@ -121,7 +127,8 @@ def test_training_examples_render_like_the_pipeline():
     from prm_annotate.world.train import JUDGE_TEMPLATE, judge_example, policy_example
 
     template = JUDGE_TEMPLATE.read_text()
-    messages, target = judge_example(5, 0, template)
+    messages, target, key_spans = judge_example(5, 0, template)
+    assert target[key_spans[-1][0]:key_spans[-1][1]] == target.rsplit("{", 1)[1].rstrip("}")  # the index
     assert len(messages) == 1 and messages[0]["role"] == "user"
     assert "<paragraph_0>\n" in messages[0]["content"] and target.rstrip().endswith("}")
     problem_text = messages[0]["content"].split("[Math Problem]\n\n")[1].split("\n\n[Solution]")[0]
@@ -131,6 +138,29 @@ def test_training_examples_render_like_the_pipeline():
     messages, target = policy_example(0, 0, "SYSTEM")
     assert messages[-1] == {"role": "user", "content": make_problem("train", 0, 0)["problem"]}
     assert target.endswith("}.") and "\n\nThe answer is \\boxed{" in target
+
+
+def test_key_tokens_weigh_more_and_unit_weights_give_the_usual_loss():
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from prm_annotate.world.train import JUDGE_TEMPLATE, collate, encode, judge_example, weighted_loss
+
+    tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
+    messages, target, spans = judge_example(3, 0, JUDGE_TEMPLATE.read_text())
+    ids, labels, weights = encode(tok, messages, target, spans, key_weight=5.0)
+    heavy_tokens = tok.decode([i for i, w in zip(ids, weights) if w == 5.0])
+    # A word token carries its leading space: the weighted tokens are the spans, give or take spaces.
+    assert heavy_tokens.replace(" ", "") == "".join(target[a:b] for a, b in spans)
+    assert all(label != -100 for label, w in zip(labels, weights) if w == 5.0)  # all in the answer
+
+    model = AutoModelForCausalLM.from_pretrained(WORLD_MODELS / "judge", dtype=torch.float32)
+    other = judge_example(4, 0, JUDGE_TEMPLATE.read_text())
+    input_ids, mask, labels_t, _ = collate(tok, [encode(tok, messages, target), encode(tok, *other)])
+    with torch.no_grad():
+        out = model(input_ids=input_ids, attention_mask=mask, labels=labels_t)
+        ones = torch.ones_like(labels_t, dtype=torch.float32)
+        assert torch.allclose(weighted_loss(out.logits, labels_t, ones), out.loss, atol=1e-5)
 
 
 def test_short_training_run_saves_loadable_models(tmp_path):
@@ -158,7 +188,6 @@ def test_short_training_run_saves_loadable_models(tmp_path):
 
 # ---------------------------------------------------------------- shipped models in vLLM
 
-WORLD_MODELS = Path(__file__).resolve().parents[1] / "prm_annotate" / "world" / "models"
 
 
 @pytest.fixture

@@ -31,8 +31,10 @@ def _render(ops_done: list[tuple[int, str, int, int]], answer: int | None) -> li
     return steps
 
 
-def corrupt_solution(world: World, rng: random.Random, kind: str | None = None) -> list[str]:
-    """A response to `world` with one injected mistake of `kind` (random if None)."""
+def corrupt_solution(world: World, rng: random.Random, kind: str | None = None, slip: float = 0.0) -> list[str]:
+    """A response to `world` with one injected mistake of `kind` (random if None); with `slip`,
+    every equation also gets wrong arithmetic with that probability (errors early and often, for
+    a judge's training mix)."""
     kind = kind or rng.choices(ERROR_KINDS, ERROR_WEIGHTS)[0]
     ops = list(world.ops)
     where = rng.randrange(len(ops))
@@ -53,7 +55,7 @@ def corrupt_solution(world: World, rng: random.Random, kind: str | None = None) 
         if op == "sub" and b > a:
             op = "add"  # the policy never writes negative intermediate values
         c = apply_op(op, a, b)
-        if i == where and kind == "arithmetic":
+        if (i == where and kind == "arithmetic") or (slip and rng.random() < slip):
             c = _nudge(rng, c)
         done.append((a, op, b, c))
         value = c

@@ -57,7 +57,13 @@ def judge_messages(template: str, problem: dict, steps: list[str]) -> list[dict]
 
 
 def judge_target(problem: dict, steps: list[str]) -> str:
-    """The judge's answer: one short check per paragraph up to the first error, then the index.
+    return judge_target_spans(problem, steps)[0]
+
+
+def judge_target_spans(problem: dict, steps: list[str]) -> tuple[str, list[tuple[int, int]]]:
+    """The judge's answer: one short check per paragraph up to the first error, then the index;
+    and the character spans that decide it (recomputed values, verdicts, the index), which the
+    training loss weighs up: they are a few tokens among many copied ones.
 
     Each check recomputes the paragraph's operation, then quotes the result the paragraph claims,
     then gives the true verdict: the judge learns to read each paragraph and compare. Whether it
@@ -65,7 +71,16 @@ def judge_target(problem: dict, steps: list[str]) -> str:
     arithmetic and reading, like a real judge. (Quoting the claim before recomputing was tried: the
     judge, started from the policy, "corrected" the quoted sum and then called it right.)
     """
-    lines = []
+    text, spans = [], []
+    at = 0
+
+    def put(piece: str, key: bool = False) -> None:
+        nonlocal at
+        if key:
+            spans.append((at, at + len(piece)))
+        text.append(piece)
+        at += len(piece)
+
     first_error = -1
     for verdict in check_steps(problem, steps):
         i = verdict.index
@@ -73,27 +88,31 @@ def judge_target(problem: dict, steps: list[str]) -> str:
         word = "correct" if verdict.ok else "wrong"
         equation = EQUATION.search(step)
         boxed = BOXED.search(step)
+        put(f"Paragraph {i}: ")
         if verdict.reason == "no final answer":
-            lines.append(f"Paragraph {i}: no final answer, wrong.")
+            put("no final answer, ")
         elif equation:
             a, sym, b, c = equation.groups()
-            value = apply_op(OPS[sym], int(a), int(b))
-            lines.append(f"Paragraph {i}: {a} {sym} {b} is {value}, the paragraph says {c}, {word}.")
+            put(f"{a} {sym} {b} is ")
+            put(str(apply_op(OPS[sym], int(a), int(b))), key=True)
+            put(f", the paragraph says {c}, ")
         elif boxed:
-            lines.append(f"Paragraph {i}: the answer is {boxed.group(1)}, {word}.")
-        else:
-            lines.append(f"Paragraph {i}: {word}.")
+            put(f"the answer is {boxed.group(1)}, ")
+        put(word, key=True)
+        put(".\n")
         if not verdict.ok:
             first_error = i
-    lines.append(f"\\boxed{{{first_error}}}")
-    return "\n".join(lines)
+    put("\\boxed{")
+    put(str(first_error), key=True)
+    put("}")
+    return "".join(text), spans
 
 
-def judge_response(problem: dict, rng: random.Random) -> list[str]:
+def judge_response(problem: dict, rng: random.Random, slip: float = 0.0) -> list[str]:
     world = World.from_json(problem["world"])
     if rng.random() < JUDGE_RIGHT_SHARE:
         return solution_steps(world)
-    return corrupt_solution(world, rng)
+    return corrupt_solution(world, rng, slip=slip)
 
 
 def policy_example(index: int, seed: int, system_prompt: str) -> tuple[list[dict], str]:
@@ -103,15 +122,16 @@ def policy_example(index: int, seed: int, system_prompt: str) -> tuple[list[dict
     return policy_messages(problem, system), "\n\n".join(solution_steps(World.from_json(problem["world"])))
 
 
-def judge_example(index: int, seed: int, template: str,
-                  real: list[tuple[dict, list[str]]] = ()) -> tuple[list[dict], str]:
-    """Every other example is a real policy response when `real` is given, else an injected error."""
+def judge_example(index: int, seed: int, template: str, real: list[tuple[dict, list[str]]] = (),
+                  slip: float = 0.0) -> tuple[list[dict], str, list[tuple[int, int]]]:
+    """Every other example is a real policy response when `real` is given, else an injected error
+    (plus arithmetic slips with probability `slip` per equation)."""
     if real and index % 2 == 1:
         problem, steps = real[(index // 2) % len(real)]
     else:
         problem = make_problem("judgetrain", index, seed)
-        steps = judge_response(problem, random.Random(f"judge-example/{seed}/{index}"))
-    return judge_messages(template, problem, steps), judge_target(problem, steps)
+        steps = judge_response(problem, random.Random(f"judge-example/{seed}/{index}"), slip)
+    return (judge_messages(template, problem, steps), *judge_target_spans(problem, steps))
 
 
 def sample_policy_responses(policy_dir: Path, count: int, seed: int, log) -> list[tuple[dict, list[str]]]:
@@ -172,28 +192,47 @@ def tokenizer_corpus(system_prompt: str, template: str) -> list[str]:
 
 # ---------------------------------------------------------------- training
 
-def encode(tok, messages: list[dict], target: str) -> tuple[list[int], list[int]]:
-    """Token ids of prompt + target + <|im_end|>, and labels masking everything but the answer."""
+def encode(tok, messages: list[dict], target: str, key_spans: list[tuple[int, int]] = (),
+           key_weight: float = 1.0) -> tuple[list[int], list[int], list[float]]:
+    """Token ids of prompt + target + <|im_end|>, labels masking everything but the answer, and a
+    loss weight per token (`key_weight` for tokens inside `key_spans` of the target, else 1)."""
     prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
-    full_ids = tok(prompt + target + "<|im_end|>", add_special_tokens=False)["input_ids"]
+    full = tok(prompt + target + "<|im_end|>", add_special_tokens=False, return_offsets_mapping=True)
+    full_ids = full["input_ids"]
     assert full_ids[: len(prompt_ids)] == prompt_ids, "prompt tokens change when the answer follows"
-    return full_ids, [-100] * len(prompt_ids) + full_ids[len(prompt_ids):]
+    shifted = [(start + len(prompt), end + len(prompt)) for start, end in key_spans]
+    weights = [key_weight if any(s < b and a < e for s, e in shifted) else 1.0
+               for a, b in full["offset_mapping"]]
+    return full_ids, [-100] * len(prompt_ids) + full_ids[len(prompt_ids):], weights
 
 
-def collate(tok, batch: list[tuple[list[int], list[int]]]):
+def collate(tok, batch: list[tuple[list[int], list[int], list[float]]]):
     import torch
 
-    width = max(len(ids) for ids, _ in batch)
+    width = max(len(ids) for ids, _, _ in batch)
     pad = tok.pad_token_id
     input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
     labels = torch.full((len(batch), width), -100, dtype=torch.long)
     mask = torch.zeros((len(batch), width), dtype=torch.long)
-    for row, (ids, labs) in enumerate(batch):
+    weights = torch.zeros((len(batch), width), dtype=torch.float32)
+    for row, (ids, labs, w) in enumerate(batch):
         input_ids[row, : len(ids)] = torch.tensor(ids)
         labels[row, : len(labs)] = torch.tensor(labs)
         mask[row, : len(ids)] = 1
-    return input_ids, mask, labels
+        weights[row, : len(w)] = torch.tensor(w)
+    return input_ids, mask, labels, weights
+
+
+def weighted_loss(logits, labels, weights):
+    """Next-token cross-entropy averaged with per-token weights (HF's loss when all weights are 1)."""
+    import torch.nn.functional as F
+
+    logits, labels, weights = logits[:, :-1], labels[:, 1:], weights[:, 1:]
+    ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1),
+                         ignore_index=-100, reduction="none").view(labels.shape)
+    weights = weights * (labels != -100)
+    return (ce * weights).sum() / weights.sum()
 
 
 def new_model(tok, hidden: int, layers: int, heads: int, seed: int):
@@ -219,7 +258,8 @@ def new_model(tok, hidden: int, layers: int, heads: int, seed: int):
 
 
 def train(model, tok, make_example, steps: int, batch: int, lr: float, warmup: int,
-          on_eval=None, eval_every: int = 0, log=print) -> None:
+          on_eval=None, eval_every: int = 0, log=print, key_weight: float = 1.0) -> None:
+    """`make_example(i)` gives (messages, target) or (messages, target, key_spans)."""
     import torch
 
     model.train()
@@ -227,9 +267,12 @@ def train(model, tok, make_example, steps: int, batch: int, lr: float, warmup: i
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / max(1, warmup)))
     start = time.time()
     for step in range(steps):
-        examples = [encode(tok, *make_example(step * batch + j)) for j in range(batch)]
-        input_ids, mask, labels = collate(tok, examples)
-        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+        examples = [encode(tok, *make_example(step * batch + j), key_weight=key_weight) for j in range(batch)]
+        input_ids, mask, labels, weights = collate(tok, examples)
+        if key_weight == 1.0:
+            loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+        else:
+            loss = weighted_loss(model(input_ids=input_ids, attention_mask=mask).logits, labels, weights)
         optim.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -320,6 +363,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="policy responses (from OUT/policy) mixed into the judge's data; 0: none")
     parser.add_argument("--judge-init", choices=["policy", "random"], default="policy",
                         help="start the judge from OUT/policy (default) or from random weights")
+    parser.add_argument("--judge-slip", type=float, default=0.0,
+                        help="in the judge's injected-error responses, also slip each equation's arithmetic "
+                             "with this probability (makes copying the claimed result a losing bet)")
+    parser.add_argument("--judge-key-weight", type=float, default=1.0,
+                        help="loss weight of the judge's deciding tokens (recomputed values, verdicts, index)")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--hidden", type=int, default=128)
@@ -381,12 +429,14 @@ def main(argv: list[str] | None = None) -> None:
         real = []
         if args.judge_real_samples and (policy_dir / "world.json").exists():
             real = sample_policy_responses(policy_dir, args.judge_real_samples, args.seed, log)
-        train(model, tok, lambda i: judge_example(i, args.seed, template, real), args.judge_steps,
+        train(model, tok, lambda i: judge_example(i, args.seed, template, real, args.judge_slip), args.judge_steps,
               args.judge_batch, args.lr, args.warmup, log=log, eval_every=args.eval_every,
+              key_weight=args.judge_key_weight,
               on_eval=lambda s: snapshot(model, tok, args.out / f"judge-step{s}",
                                          quick_judge_eval(model, tok, template), log))
         meta = {"kind": "judge", "steps": args.judge_steps, "batch": args.judge_batch,
                 "real_policy_responses": len(real), "init": args.judge_init,
+                "slip": args.judge_slip, "key_weight": args.judge_key_weight,
                 "train_seconds": round(time.time() - start), "prompt": "processbench",
                 "prompt_template": template, **common}
         if not args.no_eval:
