@@ -284,19 +284,24 @@ def test_engine_process_keeps_stdout_clean_and_leaves_nothing_behind(heavy, tiny
 
 KILLED_SCRIPT = """
 import sys, time
+from prm_annotate.engines.server import VLLMServer
 from prm_annotate.engines.vllm_engine import VLLMEngine
 
 if __name__ == "__main__":
-    engine = VLLMEngine(sys.argv[1], start_timeout=300)
+    if sys.argv[2] == "engine":
+        engine = VLLMEngine(sys.argv[1], start_timeout=300)
+    else:
+        server = VLLMServer(sys.argv[1], max_model_len=2048).start(timeout=300)
     print("READY", flush=True)
     time.sleep(600)
 """
 
 
 @pytest.mark.engine
-def test_engine_processes_die_with_a_sigkilled_owner(heavy, tiny_model_dir, tmp_path):
-    """`kill -9` of the process holding the engine (and only it: a cron job's kill, the OOM
-    killer, a Ray actor) must not leave vLLM's EngineCore and workers running."""
+@pytest.mark.parametrize("kind", ["engine", "server"])
+def test_vllm_processes_die_with_a_sigkilled_owner(heavy, tiny_model_dir, tmp_path, kind):
+    """`kill -9` of the process holding an in-process engine or a `vllm serve` (and only it: a cron
+    job's kill, the OOM killer, a Ray actor) must not leave vLLM's processes running."""
     import os
     import signal
     import subprocess
@@ -307,13 +312,13 @@ def test_engine_processes_die_with_a_sigkilled_owner(heavy, tiny_model_dir, tmp_
     heavy.release()
     script = tmp_path / "hold_engine.py"
     script.write_text(KILLED_SCRIPT)
-    proc = subprocess.Popen([sys.executable, str(script), str(tiny_model_dir)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(script), str(tiny_model_dir), kind], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
         assert proc.stdout.readline() == "READY\n"
-        engine_procs = [p for p in psutil.Process(proc.pid).children(recursive=True)
-                        if " ".join(p.cmdline()).startswith("VLLM::")]
-        assert engine_procs, "expected vLLM's EngineCore among the children"
+        children = psutil.Process(proc.pid).children(recursive=True)
+        engine_procs = [p for p in children if "reaper.py" not in " ".join(p.cmdline())]
+        assert any(" ".join(p.cmdline()).startswith("VLLM::EngineCore") for p in engine_procs)
         proc.send_signal(signal.SIGKILL)  # the owner only, not its process group
         proc.wait()
         gone, alive = psutil.wait_procs(engine_procs, timeout=15)

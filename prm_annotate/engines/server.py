@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from prm_annotate.engines.reaper import start_reaper, stop_reaper
 from prm_annotate.engines.vllm_engine import CPU_BLOCK_SIZE, CPU_KV_CACHE_GB, resolve_model
 
 
@@ -81,12 +82,16 @@ class VLLMServer:
         self.args = args + list(extra_args or [])
         self.log_path = Path(log_path) if log_path else None
         self.proc: subprocess.Popen | None = None
+        self._reaper: subprocess.Popen | None = None
         self._log = None
 
     def start(self, timeout: float = 300.0) -> "VLLMServer":
         """Start the server and wait for /health; on failure stop it and raise with the log tail."""
         env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_ENGINE_READY_TIMEOUT_S=str(int(timeout)))
         self._log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
+        # The server runs in its own session (so stop() can sweep its group): if this process is
+        # SIGKILLed nobody would stop it, so a watchdog does.
+        self._reaper = start_reaper()
         self.proc = subprocess.Popen(
             self.args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             env=env, start_new_session=True,
@@ -122,6 +127,9 @@ class VLLMServer:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+        if self._reaper is not None:
+            stop_reaper(self._reaper)
+            self._reaper = None
         if self._log not in (None, subprocess.DEVNULL):
             self._log.close()
         self._log = None
