@@ -121,7 +121,7 @@ def measure(policy_dir: Path, judge_dir: Path | None, n_problems: int, n: int, s
     llm = open_engine(judge_dir)
     try:
         verdicts = chat(llm, [judge_messages(template, p, steps) for p, steps in pairs],
-                        n=1, temperature=0.0, max_tokens=160, seed=seed)
+                        n=1, temperature=0.0, max_tokens=256, seed=seed)
     finally:
         close_engine(llm)
     truths = [true_first_error(p, steps) for p, steps in pairs]

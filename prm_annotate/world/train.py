@@ -323,11 +323,16 @@ def quick_judge_eval(model, tok, template: str, n: int = 96) -> dict:
     responses = [judge_response(p, random.Random(f"judgetest/{i}")) for i, p in enumerate(probs)]
     texts = generate(model, tok, [judge_messages(template, p, s) for p, s in zip(probs, responses)],
                      0.0, 120, seed=0)
-    hits = 0
+    hits = {True: [0, 0], False: [0, 0]}  # has an error -> [right, all]
     for p, s, t in zip(probs, responses, texts):
         found = BOXED.findall(t)
-        hits += bool(found) and found[-1] == str(true_first_error(p, s))
-    return {"accuracy": hits / n}
+        truth = true_first_error(p, s)
+        hits[truth != -1][0] += bool(found) and found[-1] == str(truth)
+        hits[truth != -1][1] += 1
+    # Overall accuracy alone hides a judge that answers -1 to everything (a third of these are right).
+    return {"accuracy": (hits[True][0] + hits[False][0]) / n,
+            "error_acc": hits[True][0] / max(1, hits[True][1]),
+            "correct_acc": hits[False][0] / max(1, hits[False][1])}
 
 
 # ---------------------------------------------------------------- entry point
