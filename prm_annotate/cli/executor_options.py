@@ -70,17 +70,14 @@ def run_model_stage_on_ray(config: "EngineConfig", build: StageFactory, opts: "R
     """`run_model_stage` for `--executor ray`: the engines start in the actors, none here, so the
     driver leaves normally (no `exit_process`). Exit status as locally: 0, 1 (failed records), 2."""
     from prm_annotate.cli.app import EXIT_USAGE, handled
+    from prm_annotate.cli.model_stage import finish
     from prm_annotate.executors.ray_executor import run_stage_on_ray
-    from prm_annotate.runner import report
 
     code = EXIT_USAGE
     try:
         with handled():
             stage, summary = run_stage_on_ray(build, config, opts, ray)
-            report(summary)
-            if after is not None:
-                after(stage, summary)
-            code = summary.exit_code
+            code = finish(stage, summary, after)
     except typer.Exit as exc:
         code = exc.exit_code
     raise typer.Exit(code)

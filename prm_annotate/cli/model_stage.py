@@ -46,12 +46,17 @@ def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts
                 close = getattr(stage, "close", None)
                 if close is not None:  # e.g. the grader's worker process, which os._exit would orphan
                     close()
-            report(summary)
-            if after is not None:
-                after(stage, summary)
-            code = summary.exit_code
+            code = finish(stage, summary, after)
     except typer.Exit as exc:
         code = exc.exit_code
     if engine is None:
         raise typer.Exit(code)
     exit_process(code)
+
+
+def finish(stage: Stage, summary: RunSummary, after: Callable[[Stage, RunSummary], None] | None) -> int:
+    """The run's summary line, the command's own epilogue (`after`), and the exit status."""
+    report(summary)
+    if after is not None:
+        after(stage, summary)
+    return summary.exit_code

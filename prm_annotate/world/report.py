@@ -101,12 +101,21 @@ def _engine_config(model: Path, cfg: ReportConfig):
     return EngineConfig(model=str(model.resolve()), seed=cfg.seed, start_timeout=cfg.start_timeout)
 
 
-def _run(stage: Any, input_path: Path, output_path: Path, cfg: ReportConfig, failures: list[str]) -> None:
+def _run(stage: Any, input_path: Path, output_path: Path, cfg: ReportConfig, failures: list[str],
+         timings: Timings) -> None:
+    """Run one stage over a file, timed under the stage's name; close it after (the grader's worker)."""
     from prm_annotate.runner import RunOptions, report, run_stage
 
-    summary = run_stage(stage, RunOptions(input=str(input_path), output=str(output_path), quiet=cfg.quiet))
-    report(summary)  # the stage's own one-line summary, on stderr
-    failures.extend(f"{stage.name} {rid}: {err}" for rid, err in summary.failures.items())
+    t = time.monotonic()
+    try:
+        summary = run_stage(stage, RunOptions(input=str(input_path), output=str(output_path), quiet=cfg.quiet))
+        report(summary)  # the stage's own one-line summary, on stderr
+        failures.extend(f"{stage.name} {rid}: {err}" for rid, err in summary.failures.items())
+    finally:
+        close = getattr(stage, "close", None)
+        if close is not None:
+            close()
+    timings.add(stage.name, t)
 
 
 def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
@@ -131,22 +140,12 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     engine = make_engine(config)
     timings.add("policy engine start", t)
     try:
-        stage = SampleStage(engine, n=cfg.n, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
-                            engine_info=config.describe())
-        t = time.monotonic()
-        try:
-            _run(stage, paths["problems"], paths["responses"], cfg, failures)
-        finally:
-            stage.close()
-        timings.add("sample", t)
-        stage = RolloutStage(engine, k=cfg.k, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
-                             engine_info=config.describe())
-        t = time.monotonic()
-        try:
-            _run(stage, paths["responses"], paths["rollouts"], cfg, failures)
-        finally:
-            stage.close()
-        timings.add("rollout", t)
+        _run(SampleStage(engine, n=cfg.n, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
+                         engine_info=config.describe()),
+             paths["problems"], paths["responses"], cfg, failures, timings)
+        _run(RolloutStage(engine, k=cfg.k, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
+                          engine_info=config.describe()),
+             paths["responses"], paths["rollouts"], cfg, failures, timings)
     finally:
         engine.close()  # before the judge's engine starts: two engines on 2 cores starve each other
 
@@ -155,11 +154,9 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     engine = make_engine(config)
     timings.add("judge engine start", t)
     try:
-        stage = JudgeStage(engine, prompt=load_prompt("processbench", JUDGE_PROMPTS), max_tokens=cfg.judge_max_tokens,
-                           seed=cfg.seed, engine_info=config.describe())
-        t = time.monotonic()
-        _run(stage, paths["responses"], paths["judged"], cfg, failures)
-        timings.add("judge", t)
+        _run(JudgeStage(engine, prompt=load_prompt("processbench", JUDGE_PROMPTS), max_tokens=cfg.judge_max_tokens,
+                        seed=cfg.seed, engine_info=config.describe()),
+             paths["responses"], paths["judged"], cfg, failures, timings)
     finally:
         engine.close()
 
