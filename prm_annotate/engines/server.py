@@ -92,10 +92,14 @@ class VLLMServer:
         # The server runs in its own session (so stop() can sweep its group): if this process is
         # SIGKILLed nobody would stop it, so a watchdog does.
         self._reaper = start_reaper()
-        self.proc = subprocess.Popen(
-            self.args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-            env=env, start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                self.args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                env=env, start_new_session=True,
+            )
+        except BaseException:
+            self.stop()  # no server: end the watchdog and close the log
+            raise
         deadline = time.monotonic() + timeout
         health = self.base_url.removesuffix("/v1") + "/health"
         while True:

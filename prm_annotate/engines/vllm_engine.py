@@ -135,6 +135,7 @@ class VLLMEngine:
             self._llm = LLM(**args)
         except BaseException as exc:
             # A failed start can leave EngineCore processes behind, pinning a core: end them.
+            stop_reaper(self._reaper)
             _kill_new_children(children_before)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
