@@ -18,6 +18,7 @@ import argparse
 import copy
 import json
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -317,22 +318,18 @@ def quick_policy_eval(model, tok, system_prompt: str, problems: int = 64, sample
 
 
 def quick_judge_eval(model, tok, template: str, n: int = 96) -> dict:
+    from prm_annotate.world.measure import judge_stats  # not at the top: measure imports this module
     from prm_annotate.world.truth import true_first_error
 
     probs = [make_problem("judgetest", i, 0) for i in range(n)]
     responses = [judge_response(p, random.Random(f"judgetest/{i}")) for i, p in enumerate(probs)]
     texts = generate(model, tok, [judge_messages(template, p, s) for p, s in zip(probs, responses)],
                      0.0, 120, seed=0)
-    hits = {True: [0, 0], False: [0, 0]}  # has an error -> [right, all]
-    for p, s, t in zip(probs, responses, texts):
-        found = BOXED.findall(t)
-        truth = true_first_error(p, s)
-        hits[truth != -1][0] += bool(found) and found[-1] == str(truth)
-        hits[truth != -1][1] += 1
+    last_boxed = [BOXED.findall(t)[-1:] for t in texts]
+    predictions = [int(b[0]) if b and re.fullmatch(r"-?\d+", b[0]) else None for b in last_boxed]
+    stats = judge_stats([true_first_error(p, s) for p, s in zip(probs, responses)], predictions)
     # Overall accuracy alone hides a judge that answers -1 to everything (a third of these are right).
-    return {"accuracy": (hits[True][0] + hits[False][0]) / n,
-            "error_acc": hits[True][0] / max(1, hits[True][1]),
-            "correct_acc": hits[False][0] / max(1, hits[False][1])}
+    return {key: stats[key] for key in ("accuracy", "error_acc", "correct_acc")}
 
 
 # ---------------------------------------------------------------- entry point
