@@ -59,6 +59,14 @@ def output_ids(stage: Stage, record: Record) -> list[str]:
     return custom(record) if custom else [record.id]
 
 
+def close_stage(stage: Stage | None) -> None:
+    """Release what a stage holds; stages with a process of their own (the grader's worker, which
+    an `os._exit` would orphan) define `close`."""
+    close = getattr(stage, "close", None)
+    if close is not None:
+        close()
+
+
 MapBatches = Callable[["Stage", Iterator[list[Record]]], Iterator[list[Outcome]]]
 
 

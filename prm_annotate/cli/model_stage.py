@@ -14,7 +14,7 @@ from prm_annotate.engines.base import Engine
 from prm_annotate.errors import InputError
 from prm_annotate.jsonl import is_stream
 from prm_annotate.executors import RayOptions
-from prm_annotate.runner import RunOptions, RunSummary, Stage, report, run_stage
+from prm_annotate.runner import RunOptions, RunSummary, Stage, close_stage, report, run_stage
 
 
 def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts: RunOptions,
@@ -43,9 +43,7 @@ def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts
                 summary = run_stage(stage, opts)
             finally:
                 engine.close()
-                close = getattr(stage, "close", None)
-                if close is not None:  # e.g. the grader's worker process, which os._exit would orphan
-                    close()
+                close_stage(stage)
             code = finish(stage, summary, after)
     except typer.Exit as exc:
         code = exc.exit_code

@@ -104,7 +104,7 @@ def _engine_config(model: Path, cfg: ReportConfig):
 def _run(stage: Any, input_path: Path, output_path: Path, cfg: ReportConfig, failures: list[str],
          timings: Timings) -> None:
     """Run one stage over a file, timed under the stage's name; close it after (the grader's worker)."""
-    from prm_annotate.runner import RunOptions, report, run_stage
+    from prm_annotate.runner import RunOptions, close_stage, report, run_stage
 
     t = time.monotonic()
     try:
@@ -112,9 +112,7 @@ def _run(stage: Any, input_path: Path, output_path: Path, cfg: ReportConfig, fai
         report(summary)  # the stage's own one-line summary, on stderr
         failures.extend(f"{stage.name} {rid}: {err}" for rid, err in summary.failures.items())
     finally:
-        close = getattr(stage, "close", None)
-        if close is not None:
-            close()
+        close_stage(stage)
     timings.add(stage.name, t)
 
 
