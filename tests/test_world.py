@@ -1,6 +1,7 @@
 """The arithmetic world: problem generator, truth checker, training script, shipped models."""
 from __future__ import annotations
 
+import functools
 import json
 import random
 import subprocess
@@ -121,13 +122,62 @@ def test_judge_target_follows_truth():
     assert judge_target(PROBLEM, RIGHT[:3]).endswith("Paragraph 2: no final answer, wrong.\n\\boxed{2}")
 
 
+def test_judge_diff_target_copies_up_to_the_first_wrong_token():
+    from transformers import AutoTokenizer
+
+    from prm_annotate.prompting import tag_paragraphs
+    from prm_annotate.world.train import judge_target_diff
+
+    tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
+    first = "<paragraph_0>\nStep 1: 3 + 5 = 8.\n</paragraph_0>\n\n<paragraph_1>\n"
+    three = tag_paragraphs(RIGHT[:3]) + "\n\n"
+    cases = [
+        (["Step 1: 3 + 5 = 8.", "Step 2: 8 - 2 = 5."], first + "Step 2: 8 - 2 =  wrong\n\\boxed{1}"),
+        (RIGHT[:2] + ["Step 3: 6 * 2 = 13."], three.split("<paragraph_2>")[0] + "<paragraph_2>\nStep 3: 6 * 2 = 1 wrong\n\\boxed{2}"),
+        (RIGHT[:1] + ["Step 2: 7 - 2 = 5."], first + "Step 2:  wrong\n\\boxed{1}"),  # carried value
+        (RIGHT[:1] + ["Step 2: 8 + 2 = 10."], first + "Step 2: 8 wrong\n\\boxed{1}"),  # operator
+        (RIGHT[:1] + ["Step 2: 8 - 3 = 5."], first + "Step 2: 8 -  wrong\n\\boxed{1}"),  # operand
+        (RIGHT[:1] + ["The answer is \\boxed{8}."], first + " wrong\n\\boxed{1}"),  # skipped operation
+        (RIGHT[:3] + ["Step 4: 12 + 1 = 13."], three + "<paragraph_3>\n wrong\n\\boxed{3}"),  # extra step
+        (RIGHT[:3] + ["The answer is \\boxed{13}."], three + "<paragraph_3>\nThe answer is boxed{1 wrong\n\\boxed{3}"),
+        (RIGHT[:3], three + " wrong\n\\boxed{2}"),  # no final answer: the last paragraph
+        (RIGHT + ["Step 5: 1 + 1 = 2."],
+         tag_paragraphs(RIGHT).replace("\\boxed", "boxed") + "\n\n<paragraph_4>\n wrong\n\\boxed{4}"),
+        (RIGHT, tag_paragraphs(RIGHT).replace("\\boxed", "boxed") + "\n\n\\boxed{-1}"),
+    ]
+    for steps, want in cases:
+        text, spans = judge_target_diff(PROBLEM, steps, tok)
+        assert text == want, steps
+        verdict = [" wrong", str(true_first_error(PROBLEM, steps))] if "wrong" in want else ["-1"]
+        assert [text[a:b] for a, b in spans] == verdict
+
+
+def test_judge_diff_targets_parse_to_the_truth():
+    """On generated responses with every kind of mistake, the judge stage's parser reads the truth
+    from the target, and the copied part is the prompt's own tokens (the copy is exact)."""
+    from transformers import AutoTokenizer
+
+    from prm_annotate.judge_parsing import parse_processbench
+    from prm_annotate.prompting import tag_paragraphs
+    from prm_annotate.world.train import judge_response, judge_target_diff
+
+    tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
+    for i in range(300):
+        problem = make_problem("difftest", i, 0)
+        steps = judge_response(problem, random.Random(i), slip=0.3 * (i % 2))
+        text, _ = judge_target_diff(problem, steps, tok)
+        assert parse_processbench(text, len(steps)) == true_first_error(problem, steps)
+        copied = text[:text.rindex("\\boxed{")].removesuffix(" wrong\n")
+        assert (tag_paragraphs(steps).replace("\\boxed", "boxed") + "\n\n").startswith(copied)
+
+
 def test_training_examples_render_like_the_pipeline():
     """The judge is trained on the exact text render_judge_prompt makes from the prompt file."""
     from prm_annotate.prompting import render_judge_prompt
-    from prm_annotate.world.train import JUDGE_TEMPLATE, judge_example, policy_example
+    from prm_annotate.world.train import JUDGE_TEMPLATE, judge_example, judge_target_copy, policy_example
 
     template = JUDGE_TEMPLATE.read_text()
-    messages, target, key_spans = judge_example(5, 0, template)
+    messages, target, key_spans = judge_example(5, 0, template, judge_target_copy)
     assert target[key_spans[-1][0]:key_spans[-1][1]] == target.rsplit("{", 1)[1].rstrip("}")  # the index
     assert len(messages) == 1 and messages[0]["role"] == "user"
     assert "<paragraph_0>\n" in messages[0]["content"] and target.rstrip().endswith("}")
@@ -144,18 +194,20 @@ def test_key_tokens_weigh_more_and_unit_weights_give_the_usual_loss():
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from prm_annotate.world.train import JUDGE_TEMPLATE, collate, encode, judge_example, weighted_loss
+    from prm_annotate.world.train import (JUDGE_TEMPLATE, collate, encode, judge_example, judge_target_diff,
+                                          weighted_loss)
 
     tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
-    messages, target, spans = judge_example(3, 0, JUDGE_TEMPLATE.read_text())
+    target_of = functools.partial(judge_target_diff, tok=tok)
+    messages, target, spans = judge_example(3, 0, JUDGE_TEMPLATE.read_text(), target_of)
     ids, labels, weights = encode(tok, messages, target, spans, key_weight=5.0)
     heavy_tokens = tok.decode([i for i, w in zip(ids, weights) if w == 5.0])
     # A word token carries its leading space: the weighted tokens are the spans, give or take spaces.
-    assert heavy_tokens.replace(" ", "") == "".join(target[a:b] for a, b in spans)
+    assert heavy_tokens.replace(" ", "") == "".join(target[a:b] for a, b in spans).replace(" ", "")
     assert all(label != -100 for label, w in zip(labels, weights) if w == 5.0)  # all in the answer
 
     model = AutoModelForCausalLM.from_pretrained(WORLD_MODELS / "judge", dtype=torch.float32)
-    other = judge_example(4, 0, JUDGE_TEMPLATE.read_text())
+    other = judge_example(4, 0, JUDGE_TEMPLATE.read_text(), target_of)
     input_ids, mask, labels_t, _ = collate(tok, [encode(tok, messages, target), encode(tok, *other)])
     with torch.no_grad():
         out = model(input_ids=input_ids, attention_mask=mask, labels=labels_t)
@@ -169,7 +221,8 @@ def test_short_training_run_saves_loadable_models(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     subprocess.run([sys.executable, "-m", "prm_annotate.world.train", "all", "--out", str(tmp_path),
-                    "--policy-steps", "3", "--judge-steps", "2", "--policy-batch", "4", "--judge-batch", "2",
+                    "--policy-steps", "3", "--judge-steps", "2", "--judge-copy-steps", "1",
+                    "--policy-batch", "4", "--judge-batch", "2",
                     "--hidden", "32", "--layers", "1", "--heads", "1", "--no-eval"], check=True, timeout=300)
     for kind in ("policy", "judge"):
         tok = AutoTokenizer.from_pretrained(tmp_path / kind)

@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import random
 import re
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
-from prm_annotate.prompting import render_judge_prompt
+from prm_annotate.prompting import render_judge_prompt, tag_paragraphs
 from prm_annotate.world.corrupt import corrupt_solution
 from prm_annotate.world.problems import OP_SYMBOL, World, apply_op, make_problem, solution_steps
-from prm_annotate.world.truth import BOXED, EQUATION, OPS, check_steps
+from prm_annotate.world.truth import BOXED, EQUATION, OPS, check_steps, true_first_error
 
 WORLD_DIR = Path(__file__).resolve().parent
 MODELS_DIR = WORLD_DIR / "models"
@@ -55,6 +57,10 @@ def policy_messages(problem: dict, system_prompt: str | None) -> list[dict]:
 
 def judge_messages(template: str, problem: dict, steps: list[str]) -> list[dict]:
     return [{"role": "user", "content": render_judge_prompt(template, problem["problem"], steps)}]
+
+
+# A judge training target: (problem, response steps) -> (answer text, spans the loss weighs up).
+JudgeTarget = Callable[[dict, list[str]], tuple[str, list[tuple[int, int]]]]
 
 
 def judge_target(problem: dict, steps: list[str]) -> str:
@@ -109,6 +115,70 @@ def judge_target_spans(problem: dict, steps: list[str]) -> tuple[str, list[tuple
     return "".join(text), spans
 
 
+def true_next_paragraph(problem: dict, steps: list[str], index: int) -> str | None:
+    """What a right response writes as paragraph `index`, given that the paragraphs before it are
+    right: the next operation, or the final answer once all are done; None after the answer."""
+    world = World.from_json(problem["world"])
+    before = steps[:index]
+    if any(BOXED.search(s) for s in before):
+        return None
+    done = sum(len(EQUATION.findall(s)) for s in before)
+    if done < len(world.ops):
+        op, n = world.ops[done]
+        values = world.values()
+        return f"Step {done + 1}: {values[done]} {OP_SYMBOL[op]} {n} = {values[done + 1]}."
+    return f"The answer is \\boxed{{{world.answer}}}."
+
+
+# What follows the paragraphs in the judge prompt; a response that ends is compared up to here.
+_AFTER_PARAGRAPHS = "\n\nYour"
+
+
+def judge_target_copy(problem: dict, steps: list[str]) -> tuple[str, list[tuple[int, int]]]:
+    """Curriculum for `judge_target_diff`: copy every paragraph, then the index."""
+    text = tag_paragraphs(steps).replace("\\boxed", "boxed") + "\n\n\\boxed{"
+    first = true_first_error(problem, steps)
+    return text + f"{first}}}", [(len(text), len(text) + len(str(first)))]
+
+
+def judge_target_diff(problem: dict, steps: list[str], tok) -> tuple[str, list[tuple[int, int]]]:
+    """The judge's answer as a diff: it copies the tagged paragraphs token by token as long as
+    they agree with what a right response writes, and at the first token that does not, writes
+    " wrong" and `\\boxed{index}` (after copying every paragraph of a right response: `\\boxed{-1}`).
+
+    Every decision is local: at each position the copy of the prompt (an exact-context lookup the
+    model learns first) and the policy's own next token (the same arithmetic and reading of the
+    problem the policy was trained on) sit at the same place, and the judge only says whether they
+    differ. Copying the claimed result never pays off here, unlike the checks of `judge_target`:
+    where the claim is wrong the target is " wrong", not the claim. The copied answer paragraph
+    drops the backslash of \\boxed so the judge's only \\boxed is its verdict.
+    """
+    verdicts = check_steps(problem, steps)
+    first_error = next((v.index for v in verdicts if not v.ok), -1)
+    if first_error == -1:
+        text = tag_paragraphs(steps).replace("\\boxed", "boxed") + "\n\n\\boxed{"
+        return text + "-1}", [(len(text), len(text) + 2)]
+    if verdicts[-1].reason == "no final answer":
+        # Every paragraph is right, the answer is missing: the difference is where it should start.
+        reference = tag_paragraphs(steps + [true_next_paragraph(problem, steps, len(steps)) or ""])
+    else:
+        following = true_next_paragraph(problem, steps, first_error)
+        # After the final answer nothing may follow: a paragraph no response can start with.
+        reference = tag_paragraphs(steps[:first_error] + [following if following is not None else "\x00"])
+    tagged = tag_paragraphs(steps) + _AFTER_PARAGRAPHS
+    got = tok(tagged, add_special_tokens=False, return_offsets_mapping=True)
+    want = tok(reference, add_special_tokens=False)["input_ids"]
+    same = 0
+    while same < min(len(want), len(got["input_ids"])) and got["input_ids"][same] == want[same]:
+        same += 1
+    cut = got["offset_mapping"][same][0] if same < len(got["input_ids"]) else len(tagged)
+    text = tagged[:cut].replace("\\boxed", "boxed")
+    spans = [(len(text), len(text) + len(" wrong"))]
+    text += " wrong\n\\boxed{"
+    spans.append((len(text), len(text) + len(str(first_error))))
+    return text + f"{first_error}}}", spans
+
+
 def judge_response(problem: dict, rng: random.Random, slip: float = 0.0) -> list[str]:
     world = World.from_json(problem["world"])
     if rng.random() < JUDGE_RIGHT_SHARE:
@@ -123,16 +193,17 @@ def policy_example(index: int, seed: int, system_prompt: str) -> tuple[list[dict
     return policy_messages(problem, system), "\n\n".join(solution_steps(World.from_json(problem["world"])))
 
 
-def judge_example(index: int, seed: int, template: str, real: list[tuple[dict, list[str]]] = (),
-                  slip: float = 0.0) -> tuple[list[dict], str, list[tuple[int, int]]]:
+def judge_example(index: int, seed: int, template: str, target: JudgeTarget,
+                  real: list[tuple[dict, list[str]]] = (), slip: float = 0.0,
+                  ) -> tuple[list[dict], str, list[tuple[int, int]]]:
     """Every other example is a real policy response when `real` is given, else an injected error
-    (plus arithmetic slips with probability `slip` per equation)."""
+    (plus arithmetic slips with probability `slip` per equation); `target` writes the answer."""
     if real and index % 2 == 1:
         problem, steps = real[(index // 2) % len(real)]
     else:
         problem = make_problem("judgetrain", index, seed)
         steps = judge_response(problem, random.Random(f"judge-example/{seed}/{index}"), slip)
-    return (judge_messages(template, problem, steps), *judge_target_spans(problem, steps))
+    return (judge_messages(template, problem, steps), *target(problem, steps))
 
 
 def sample_policy_responses(policy_dir: Path, count: int, seed: int, log) -> list[tuple[dict, list[str]]]:
@@ -324,7 +395,7 @@ def quick_judge_eval(model, tok, template: str, n: int = 96) -> dict:
     probs = [make_problem("judgetest", i, 0) for i in range(n)]
     responses = [judge_response(p, random.Random(f"judgetest/{i}")) for i, p in enumerate(probs)]
     texts = generate(model, tok, [judge_messages(template, p, s) for p, s in zip(probs, responses)],
-                     0.0, 120, seed=0)
+                     0.0, 256, seed=0)
     last_boxed = [BOXED.findall(t)[-1:] for t in texts]
     predictions = [int(b[0]) if b and re.fullmatch(r"-?\d+", b[0]) else None for b in last_boxed]
     stats = judge_stats([true_first_error(p, s) for p, s in zip(probs, responses)], predictions)
@@ -370,6 +441,12 @@ def main(argv: list[str] | None = None) -> None:
                              "with this probability (makes copying the claimed result a losing bet)")
     parser.add_argument("--judge-key-weight", type=float, default=1.0,
                         help="loss weight of the judge's deciding tokens (recomputed values, verdicts, index)")
+    parser.add_argument("--judge-target", choices=["check", "diff"], default="check",
+                        help="check: recompute and quote each paragraph; diff: copy the paragraphs up to the first wrong token")
+    parser.add_argument("--judge-copy-steps", type=int, default=0,
+                        help="diff target: the first N steps copy the paragraphs whole (reading before judging)")
+    parser.add_argument("--judge-copy-slip", type=float, default=0.5,
+                        help="arithmetic slips in the copy steps' responses, so that re-solving does not copy")
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--hidden", type=int, default=128)
@@ -431,14 +508,22 @@ def main(argv: list[str] | None = None) -> None:
         real = []
         if args.judge_real_samples and (policy_dir / "world.json").exists():
             real = sample_policy_responses(policy_dir, args.judge_real_samples, args.seed, log)
-        train(model, tok, lambda i: judge_example(i, args.seed, template, real, args.judge_slip), args.judge_steps,
-              args.judge_batch, args.lr, args.warmup, log=log, eval_every=args.eval_every,
-              key_weight=args.judge_key_weight,
+        targets = {"check": judge_target_spans, "diff": functools.partial(judge_target_diff, tok=tok)}
+
+        def judge_example_at(i: int):
+            if args.judge_target == "diff" and i // args.judge_batch < args.judge_copy_steps:
+                return judge_example(i, args.seed, template, judge_target_copy, real, args.judge_copy_slip)
+            return judge_example(i, args.seed, template, targets[args.judge_target], real, args.judge_slip)
+
+        train(model, tok, judge_example_at, args.judge_steps, args.judge_batch, args.lr, args.warmup,
+              log=log, eval_every=args.eval_every, key_weight=args.judge_key_weight,
               on_eval=lambda s: snapshot(model, tok, args.out / f"judge-step{s}",
                                          quick_judge_eval(model, tok, template), log))
         meta = {"kind": "judge", "steps": args.judge_steps, "batch": args.judge_batch,
                 "real_policy_responses": len(real), "init": args.judge_init,
-                "slip": args.judge_slip, "key_weight": args.judge_key_weight,
+                "slip": args.judge_slip, "key_weight": args.judge_key_weight, "target": args.judge_target,
+                "copy_steps": args.judge_copy_steps if args.judge_target == "diff" else 0,
+                "copy_slip": args.judge_copy_slip,
                 "train_seconds": round(time.time() - start), "prompt": "processbench",
                 "prompt_template": template, **common}
         if not args.no_eval:
