@@ -290,19 +290,25 @@ def test_shipped_policy_answers_in_vllm(world_engine):
 def test_shipped_judge_answers_in_vllm(world_engine):
     from prm_annotate.engines.base import GenerationRequest
     from prm_annotate.judge_parsing import parse_processbench
+    from prm_annotate.world.measure import judge_stats
     from prm_annotate.world.train import JUDGE_TEMPLATE, judge_messages, judge_response
 
     engine = world_engine("judge")
     template = JUDGE_TEMPLATE.read_text()
-    problems = make_problems(24, seed=1)
+    problems = make_problems(64, seed=1)
     responses = [judge_response(p, random.Random(i)) for i, p in enumerate(problems)]
     results = engine.generate([
         GenerationRequest(key=p["id"], messages=tuple(judge_messages(template, p, steps)),
-                          temperature=0.0, max_tokens=160, seed=0)
+                          temperature=0.0, max_tokens=256, seed=0)
         for p, steps in zip(problems, responses)])
+    truths, verdicts = [], []
     for p, steps in zip(problems, responses):
         text = results[p["id"]].texts[0]
-        assert text.startswith("Paragraph 0: "), text
-        parse_processbench(text, len(steps))  # the judge stage's parser: raises if unparseable
-    # No accuracy bar here: the shipped judge is known to be weak (it nearly always answers -1;
-    # see models/README.md and `python -m prm_annotate.world.measure`).
+        assert text.startswith("<paragraph_0>\n"), text  # it copies the paragraphs first
+        verdicts.append(parse_processbench(text, len(steps)))  # the judge stage's parser: raises if unparseable
+        truths.append(true_first_error(p, steps))
+    # Useful, not perfect (models/README.md has the measured figures): it finds a share of the true
+    # first errors and passes a share of the right responses. A judge that always answers -1, or
+    # always names a paragraph, fails one of the two.
+    stats = judge_stats(truths, verdicts)
+    assert stats["error_acc"] >= 0.2 and stats["correct_acc"] >= 0.3, stats

@@ -146,12 +146,13 @@ def judge_target_diff(problem: dict, steps: list[str], tok) -> tuple[str, list[t
     they agree with what a right response writes, and at the first token that does not, writes
     " wrong" and `\\boxed{index}` (after copying every paragraph of a right response: `\\boxed{-1}`).
 
-    Every decision is local: at each position the copy of the prompt (an exact-context lookup the
-    model learns first) and the policy's own next token (the same arithmetic and reading of the
-    problem the policy was trained on) sit at the same place, and the judge only says whether they
-    differ. Copying the claimed result never pays off here, unlike the checks of `judge_target`:
-    where the claim is wrong the target is " wrong", not the claim. The copied answer paragraph
-    drops the backslash of \\boxed so the judge's only \\boxed is its verdict.
+    Every decision is local: at each position two predictions sit at the same place -- the next
+    token of the prompt's paragraphs (the judge's text so far IS the prompt's text so far, so this
+    is an exact lookup) and the next token of a right solution (the arithmetic and reading of the
+    problem the policy was trained on) -- and the judge only says whether they differ. Copying the
+    claimed result never pays off, unlike in the checks of `judge_target`, where every tiny judge
+    drifted to echoing the claim: where the claim is wrong the target is " wrong", not the claim.
+    The copied answer paragraph drops the backslash of \\boxed so the only \\boxed is the verdict.
     """
     verdicts = check_steps(problem, steps)
     first_error = next((v.index for v in verdicts if not v.ok), -1)
@@ -430,7 +431,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=MODELS_DIR, help="writes OUT/policy and OUT/judge")
     parser.add_argument("--policy-steps", type=int, default=500)
     parser.add_argument("--policy-batch", type=int, default=64)
-    parser.add_argument("--judge-steps", type=int, default=400)
+    parser.add_argument("--judge-steps", type=int, default=3000)
     parser.add_argument("--judge-batch", type=int, default=32)
     parser.add_argument("--judge-real-samples", type=int, default=2048,
                         help="policy responses (from OUT/policy) mixed into the judge's data; 0: none")
@@ -439,11 +440,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--judge-slip", type=float, default=0.0,
                         help="in the judge's injected-error responses, also slip each equation's arithmetic "
                              "with this probability (makes copying the claimed result a losing bet)")
-    parser.add_argument("--judge-key-weight", type=float, default=1.0,
+    parser.add_argument("--judge-key-weight", type=float, default=2.0,
                         help="loss weight of the judge's deciding tokens (recomputed values, verdicts, index)")
-    parser.add_argument("--judge-target", choices=["check", "diff"], default="check",
+    parser.add_argument("--judge-target", choices=["check", "diff"], default="diff",
                         help="check: recompute and quote each paragraph; diff: copy the paragraphs up to the first wrong token")
-    parser.add_argument("--judge-copy-steps", type=int, default=0,
+    parser.add_argument("--judge-copy-steps", type=int, default=200,
                         help="diff target: the first N steps copy the paragraphs whole (reading before judging)")
     parser.add_argument("--judge-copy-slip", type=float, default=0.5,
                         help="arithmetic slips in the copy steps' responses, so that re-solving does not copy")
