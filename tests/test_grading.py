@@ -243,7 +243,9 @@ def test_payload_is_really_hostile(tmp_path):
 
 
 def test_hostile_answers_are_never_executed(tmp_path):
-    marker = tmp_path / f"pwned_{uuid.uuid4().hex}"
+    # No digits in the marker's name: the grader reads the last number of a text as its answer, and
+    # a random hex name ending in "5" made a hostile text "right" against the gold 5 (never run).
+    marker = tmp_path / f"pwned_{uuid.uuid4().hex.translate(str.maketrans('0123456789', 'ghijklmnop'))}"
     hostile = _hostile(marker)
     with Grader(timeout=5.0) as g:
         against_gold = g.grade_many([("5", h) for h in hostile])
