@@ -68,9 +68,10 @@ def judge_target(problem: dict, steps: list[str]) -> str:
 
 
 def judge_target_spans(problem: dict, steps: list[str]) -> tuple[str, list[tuple[int, int]]]:
-    """The judge's answer: one short check per paragraph up to the first error, then the index;
-    and the character spans that decide it (recomputed values, verdicts, the index), which the
-    training loss weighs up: they are a few tokens among many copied ones.
+    """The check target (`--judge-target check`; the shipped judge used it until the diff target
+    replaced it, see models/README.md): one short check per paragraph up to the first error, then
+    the index; and the character spans that decide it (recomputed values, verdicts, the index),
+    which the training loss weighs up: they are a few tokens among many copied ones.
 
     Each check recomputes the paragraph's operation, then quotes the result the paragraph claims,
     then gives the true verdict: the judge learns to read each paragraph and compare. Whether it
