@@ -133,7 +133,8 @@ def test_judge_diff_target_copies_up_to_the_first_wrong_token():
     three = tag_paragraphs(RIGHT[:3]) + "\n\n"
     cases = [
         (["Step 1: 3 + 5 = 8.", "Step 2: 8 - 2 = 5."], first + "Step 2: 8 - 2 =  wrong\n\\boxed{1}"),
-        (RIGHT[:2] + ["Step 3: 6 * 2 = 13."], three.split("<paragraph_2>")[0] + "<paragraph_2>\nStep 3: 6 * 2 = 1 wrong\n\\boxed{2}"),
+        (RIGHT[:2] + ["Step 3: 6 * 2 = 13."],
+         tag_paragraphs(RIGHT[:2]) + "\n\n<paragraph_2>\nStep 3: 6 * 2 = 1 wrong\n\\boxed{2}"),
         (RIGHT[:1] + ["Step 2: 7 - 2 = 5."], first + "Step 2:  wrong\n\\boxed{1}"),  # carried value
         (RIGHT[:1] + ["Step 2: 8 + 2 = 10."], first + "Step 2: 8 wrong\n\\boxed{1}"),  # operator
         (RIGHT[:1] + ["Step 2: 8 - 3 = 5."], first + "Step 2: 8 -  wrong\n\\boxed{1}"),  # operand

@@ -135,11 +135,22 @@ def true_next_paragraph(problem: dict, steps: list[str], index: int) -> str | No
 _AFTER_PARAGRAPHS = "\n\nYour"
 
 
+def _copy_then_verdict(copied: str, index: int, wrong: bool) -> tuple[str, list[tuple[int, int]]]:
+    """The copied paragraph text, then (after a wrong token) " wrong", then `\\boxed{index}`; the
+    spans the loss weighs up are " wrong" and the index. The copy drops the backslash of \\boxed,
+    so the judge's only \\boxed is its verdict (the strict parser refuses several answers)."""
+    text, spans = copied.replace("\\boxed", "boxed"), []
+    if wrong:
+        spans.append((len(text), len(text) + len(" wrong")))
+        text += " wrong\n"
+    text += "\\boxed{"
+    spans.append((len(text), len(text) + len(str(index))))
+    return text + f"{index}}}", spans
+
+
 def judge_target_copy(problem: dict, steps: list[str]) -> tuple[str, list[tuple[int, int]]]:
     """Curriculum for `judge_target_diff`: copy every paragraph, then the index."""
-    text = tag_paragraphs(steps).replace("\\boxed", "boxed") + "\n\n\\boxed{"
-    first = true_first_error(problem, steps)
-    return text + f"{first}}}", [(len(text), len(text) + len(str(first)))]
+    return _copy_then_verdict(tag_paragraphs(steps) + "\n\n", true_first_error(problem, steps), wrong=False)
 
 
 def judge_target_diff(problem: dict, steps: list[str], tok) -> tuple[str, list[tuple[int, int]]]:
@@ -153,13 +164,11 @@ def judge_target_diff(problem: dict, steps: list[str], tok) -> tuple[str, list[t
     problem the policy was trained on) -- and the judge only says whether they differ. Copying the
     claimed result never pays off, unlike in the checks of `judge_target`, where every tiny judge
     drifted to echoing the claim: where the claim is wrong the target is " wrong", not the claim.
-    The copied answer paragraph drops the backslash of \\boxed so the only \\boxed is the verdict.
     """
     verdicts = check_steps(problem, steps)
     first_error = next((v.index for v in verdicts if not v.ok), -1)
     if first_error == -1:
-        text = tag_paragraphs(steps).replace("\\boxed", "boxed") + "\n\n\\boxed{"
-        return text + "-1}", [(len(text), len(text) + 2)]
+        return _copy_then_verdict(tag_paragraphs(steps) + "\n\n", -1, wrong=False)
     if verdicts[-1].reason == "no final answer":
         # Every paragraph is right, the answer is missing: the difference is where it should start.
         reference = tag_paragraphs(steps + [true_next_paragraph(problem, steps, len(steps)) or ""])
@@ -174,11 +183,7 @@ def judge_target_diff(problem: dict, steps: list[str], tok) -> tuple[str, list[t
     while same < min(len(want), len(got["input_ids"])) and got["input_ids"][same] == want[same]:
         same += 1
     cut = got["offset_mapping"][same][0] if same < len(got["input_ids"]) else len(tagged)
-    text = tagged[:cut].replace("\\boxed", "boxed")
-    spans = [(len(text), len(text) + len(" wrong"))]
-    text += " wrong\n\\boxed{"
-    spans.append((len(text), len(text) + len(str(first_error))))
-    return text + f"{first_error}}}", spans
+    return _copy_then_verdict(tagged[:cut], first_error, wrong=True)
 
 
 def judge_response(problem: dict, rng: random.Random, slip: float = 0.0) -> list[str]:
