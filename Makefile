@@ -43,7 +43,7 @@ demo: $(STAMP)
 # The 135M model almost never writes the judge prompt's \boxed{index} by itself, so its verdict is
 # constrained (--constrained: free analysis, then the index forced by vLLM structured outputs).
 REAL_DIR    ?= runs/demo-real
-GSM8K       ?= ../shared/data/gsm8k/test.jsonl
+GSM8K       ?= data/gsm8k/test.jsonl
 REAL_LIMIT  ?= 4
 REAL_N      ?= 4
 REAL_K      ?= 4

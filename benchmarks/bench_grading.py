@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/bench_grading.py [--repeat N]
 
-Agreement: the 512 ProcessBench responses of shared/data/grading (human `final_answer_correct`;
-every disagreement is listed) and the 4 x 1,319 GPT-3 GSM8K solutions (`is_correct`), for the
+Agreement: the 512 ProcessBench responses of tests/data/grading (human `final_answer_correct`;
+every disagreement is listed) and the 4 x 100 GPT-3 GSM8K solutions of data/gsm8k (`is_correct`), for the
 Grader and, as the reference, for plain math-verify on the whole response text.
 Throughput, on the same (gold, response) pairs, measured in this run: plain math-verify
 (parse gold + parse response + verify, in-process, its timeouts off), the Grader cold (fresh
@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from prm_annotate.grading import Grader  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "data"
+GRADING_DIR = ROOT / "tests" / "data" / "grading"
+GPT3_FILE = ROOT / "data" / "gsm8k" / "example_model_solutions.jsonl"
 GRADING_FILES = ["processbench-gsm8k-gold.jsonl", "processbench-math-gold.jsonl"]
 GPT3_KEYS = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification"]
 
@@ -31,7 +32,7 @@ GPT3_KEYS = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verifi
 def processbench() -> list[tuple[str, str, str, bool]]:
     rows = []
     for name in GRADING_FILES:
-        for line in (SHARED / "grading" / name).read_text().splitlines():
+        for line in (GRADING_DIR / name).read_text().splitlines():
             r = json.loads(line)
             rows.append((r["id"], r["answer"], "\n\n".join(r["steps"]), r["final_answer_correct"]))
     return rows
@@ -39,7 +40,7 @@ def processbench() -> list[tuple[str, str, str, bool]]:
 
 def gpt3() -> list[tuple[str, str, str, bool]]:
     rows = []
-    for i, line in enumerate((SHARED / "gsm8k" / "example_model_solutions.jsonl").read_text().splitlines()):
+    for i, line in enumerate(GPT3_FILE.read_text().splitlines()):
         r = json.loads(line)
         gold = r["ground_truth"].rsplit("A:", 1)[1].strip()
         rows.extend((f"{i}/{k}", gold, r[k]["solution"], r[k]["is_correct"]) for k in GPT3_KEYS)

@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-GSM8K = Path(os.environ.get("PRM_GSM8K", "/work/shared/data/gsm8k/test.jsonl"))
+GSM8K = ROOT / "data" / "gsm8k" / "test.jsonl"
 
 
 def log(msg: str) -> None:
@@ -61,7 +61,7 @@ def smollm2_workload(args) -> str:
     from prm_annotate.formats import read_records
     from prm_annotate.rollout_bench import compare_strategies, format_table, sample_responses, variants
 
-    problems = [rec for _, rec in read_records(GSM8K, "gsm8k")][: args.smollm2_problems]
+    problems = [rec for _, rec in read_records(args.gsm8k, "gsm8k")][: args.smollm2_problems]
     # SmolLM2 mostly breaks lines with a single newline: "\n" gives it steps of about a sentence.
     sep = args.smollm2_step_sep.encode().decode("unicode_escape")
     model = prepare_smollm2()
@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smollm2", action="store_true", help="also run the (slow) SmolLM2 GSM8K workload")
     parser.add_argument("--smollm2-only", action="store_true")
+    parser.add_argument("--gsm8k", type=Path, default=GSM8K, help="GSM8K-format problems for the SmolLM2 workload")
     parser.add_argument("--smollm2-problems", type=int, default=3)
     parser.add_argument("--smollm2-n", type=int, default=2)
     parser.add_argument("--smollm2-k", type=int, default=4)

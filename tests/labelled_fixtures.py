@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # shared/ lies beside the clone
+DATA = Path(__file__).resolve().parent / "data"  # small vendored subsets: tests/data/SOURCES.md
 PROCESSBENCH = DATA / "processbench"
 
 

@@ -125,7 +125,7 @@ def test_missing_input_file_is_exit_2(tmp_path):
 
 @pytest.mark.parametrize("split", ["gsm8k", "math"])
 def test_grade_agrees_with_human_verdicts_on_processbench(tmp_path, split):
-    gold = Path(__file__).resolve().parents[2] / "shared" / "data" / "grading" / f"processbench-{split}-gold.jsonl"
+    gold = Path(__file__).resolve().parent / "data" / "grading" / f"processbench-{split}-gold.jsonl"
     result = run("grade", str(gold), "-o", str(tmp_path / "graded.jsonl"), "-q")
     assert result.returncode == 0, result.stderr
     line = [x for x in result.stderr.decode().splitlines() if "agrees with final_answer_correct" in x][0]

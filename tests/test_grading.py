@@ -16,7 +16,7 @@ from prm_annotate import grading
 from prm_annotate.answers import extract_final_answer, normalize_answer
 from prm_annotate.grading import Grader, Verdict
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parent / "data"
 GRADING_FILES = [SHARED / "grading" / "processbench-gsm8k-gold.jsonl",
                  SHARED / "grading" / "processbench-math-gold.jsonl"]
 # Runs for minutes (days, really) in sympy: 9^(9^(9^9)) has ~10^(3.7e8) digits.

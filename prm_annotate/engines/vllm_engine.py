@@ -22,7 +22,7 @@ from prm_annotate.engines.reaper import start_reaper, stop_reaper
 
 log = logging.getLogger(__name__)
 
-# CPU defaults measured on this project's machines (see shared/VLLM_CPU.md).
+# CPU defaults measured on this project's machines (see docs/vllm-cpu.md).
 CPU_KV_CACHE_GB = 1.0
 CPU_BLOCK_SIZE = 32  # the CPU default of 128 leaves short prompts out of the prefix cache
 
