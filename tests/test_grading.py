@@ -70,7 +70,7 @@ def test_boxed_beats_later_answer_is():
     ("\\text{(E)}", "E"),
     ("(C)", "C"),
     ("\\text{east}", "east"),
-    ("27\\%", "27"),
+    ("27\\%", "27%"),                                         # the sign is kept: see comparison_forms
     ("76^\\circ", "76"),
     ("12.", "12"),
     ("\\$32,\\!348", "32348"),
