@@ -78,7 +78,7 @@ _QUALIFIER_RE = re.compile(
     r"|(\?)"                                                 # a question
     r"|(==|=>|\(\s*\)|\]\s*\[|(?<![A-Za-z'])['\"`](?=\s*[\w({\[])|\d['\"`])"  # code: calls, indexing, quotes
     r"|(\d\s*\+\s*$)")                                       # "5+": five or more
-_CONTRAST_RE = re.compile(r"(?i)\s*(?:[,;]|\(|\s)\s*(?:but\s+)?(?:not|rather\s+than|instead\s+of)\b[^()]*\)?\s*\.?\s*$")
+_CONTRAST_RE = re.compile(r"(?i)(?:\s*[,;(]\s*(?:but\s+)?not|\s*[,;(]?\s*(?:rather\s+than|instead\s+of))\b[^()]*\)?\s*\.?\s*$")
 
 
 def _qualifiers(text: str) -> set[str]:
@@ -261,7 +261,7 @@ _CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K calculator annotations: "= $
 # otherwise its unit or the rest of the sentence: "4 guests did not get a second hotdog".)
 _AFTER_VALUE_RE = re.compile(
     r"(?i)^\s*(?:\?|\+|(?:is|was|seems|looks)\s+(?:wrong|incorrect|false|not\b)|or\s+(?:so|more|less|fewer|"
-    r"greater|higher|lower|above|below|over|under)\b)")
+    r"greater|higher|lower|above|below|over|under)\b|(?:if|unless|when|whenever|provided|assuming|otherwise)\b)")
 
 
 def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> str:
@@ -277,8 +277,9 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
         first -= 1
     start, end = cands[first][0], cands[i][1]
     before = _CALCULATOR_RE.sub(" ", sentence[:start]).split()[-3:]
-    if _qualifiers(" ".join(before)) or _AFTER_VALUE_RE.match(sentence[end:]):
-        return " ".join(before + [sentence[start:end]]) + sentence[end:].split(" ", 1)[0]
+    after = _AFTER_VALUE_RE.match(sentence[end:])
+    if _qualifiers(" ".join(before)) or after:
+        return " ".join(before + [sentence[start:end] + (after.group(0) if after else "")])
     return _join_items([c[2] for c in cands[first:i + 1]])
 
 
