@@ -32,7 +32,7 @@ _BOLD_RE = re.compile(r"\*\*([^*\n]+?)\*\*")
 _HEADING_RE = re.compile(r"(?i)^(?:step\b|solution\b|conclusion\b|final answer\b|answer\b)|:\s*$")
 _MATH_START = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n")
-_NUMBER_RE = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?%?|-?\\[dt]?frac\{-?\d+\}\{-?\d+\}")
+_NUMBER_RE = re.compile(r"-?\d+/\d+(?![\d.,]*\d)|-?\$?\d[\d,]*(?:\.\d+)?%?|-?\\[dt]?frac\{-?\d+\}\{-?\d+\}")
 _MATH_CHARS_RE = re.compile(r"[\\^_{}=+*/()<>\d]")
 # A backslash and the character it escapes (an escaped brace such as \{ does not count), or a brace.
 _BRACE_SCAN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
@@ -127,7 +127,7 @@ def _closing_braces(text: str, start: int = 0) -> dict[int, int]:
 # What may stand between the items of one answer written as several boxes or math environments:
 # "$x=\boxed{-1}$ and $x=\boxed{-9}$", "\(\boxed{2}\), \(\boxed{5}\)", "5, 15 and 25".
 _LIST_GAP_RE = re.compile(
-    r"(?:\s|[,;&$*]|\\[()\[\]]|\\q?quad|\\text\s*\{\s*(?:and|or|,)?\s*\}|(?<![A-Za-z])(?:and|or)(?![A-Za-z])"
+    r"(?:\s|[,;$*]|\\[()\[\]]|\\q?quad|\\text\s*\{\s*(?:and|or|,)?\s*\}|(?<![A-Za-z])(?:and|or)(?![A-Za-z])"
     r"|(?<![A-Za-z\\])[A-Za-z](?:_\{?\w+\}?)?\s*=)*")
 MAX_GAP = 60
 MAX_ITEMS = 12
@@ -232,7 +232,7 @@ def _last_bold(text: str) -> str | None:
 def _looks_bare(par: str) -> bool:
     """A short paragraph that is an answer by itself ("18", "$\\frac{1}{2}$"), not a sentence."""
     return len(par) <= 80 and "\n" not in par and not re.search(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}", par) \
-        and bool(re.search(r"\d|\\", par))
+        and bool(re.search(r"\d|\\", par) or re.fullmatch(r"\$[^$]+\$", par))
 
 
 _MATH_ENV_RE = re.compile(r"\\\[(.+?)\\\]|\\\((.+?)\\\)|\$\$(.+?)\$\$|(?<![\\\d])\$(?!\s)([^$\n]+?)(?<![\\\s])\$(?!\d)", re.DOTALL)
@@ -248,7 +248,7 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
     for m in reversed(list(_MATH_ENV_RE.finditer(sentence))):
         body = next(g for g in m.groups() if g is not None)
         if re.search(r"\d", body):
-            rhs = body.rsplit("=", 1)
+            rhs = [body] if _RELATION_RE.search(body) else body.rsplit("=", 1)
             found.append((m.start(), m.end(), rhs[-1].strip(), len(rhs) > 1))
         text_only = text_only[:m.start()] + " " * (m.end() - m.start()) + text_only[m.end():]  # keep offsets
     for m in _NUMBER_RE.finditer(text_only):
@@ -256,6 +256,7 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
     return sorted(found)
 
 
+_RELATION_RE = re.compile(r"[<>≤≥≠]|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt)(?![A-Za-z])")
 _CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K calculator annotations: "= $<<9*2=18>>18"
 # After a value, what takes it back: "18?", "18 is wrong", "5 or more". (Words after a value are
 # otherwise its unit or the rest of the sentence: "4 guests did not get a second hotdog".)
@@ -320,6 +321,7 @@ _DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\\circ")
 _UNIT_POWER_RE = re.compile(r"^\s*\^\s*\{?[23]\}?")
 _THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?:(?:,|\{,\})\d{3})+(?:\.\d+)?$")
 _SPACED_THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+_LIST_WORD_RE = re.compile(r"(?<=[\d})\]])\s*,?\s*(?<![A-Za-z\\])(?:and|or)\s+(?=[-\d\\(\[{]|[A-Za-z]\s*=)")
 _PLAIN_NUMBER_TOKEN_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _CHOICE_RE = re.compile(r"^\(?([A-Ea-e])\)?$")
 _TRAILING_WORDS_RE = re.compile(r"^(.*?[\d}\)\]])\s+(?:[A-Za-z]{2,}\.?\s*)+$")
@@ -331,7 +333,7 @@ def _strip_edge_markup(s: str) -> str:
         t = s.strip()
         t = t[2:] if t.startswith(("**", "__")) else t
         t = t[:-2] if t.endswith(("**", "__")) and not t.endswith("\\__") else t
-        t = t[:-1] if t.endswith((".", ",", ";", ":", "!")) and not t.endswith(("\\.", "\\,", "\\;", "\\:", "\\!")) else t
+        t = t[:-1] if t.endswith((".", ",", ";", ":", "!")) and not t.endswith(("\\.", "\\,", "\\;", "\\:", "\\!", "..")) else t
         if t == s:
             return s
         s = t
@@ -362,7 +364,7 @@ def _drop_text(s: str) -> str:
     """`\\text{...}`: units when a number stands beside it (dropped), else the answer (kept)."""
     outside = _TEXT_CMD_RE.sub(" ", s)
     if re.search(r"\d", outside):
-        s = re.sub(r"\\text\s*\{\s*(?:and|or)\s*\}", ", ", s)  # "2 \text{ and } 3" lists two answers
+        s = re.sub(r"\s*,?\s*\\text\s*\{\s*,?\s*(?:and|or)\s*\}\s*", ", ", s)  # "2 \text{ and } 3" lists two answers
         parts = []
         pos = 0
         for m in _TEXT_CMD_RE.finditer(s):
@@ -380,7 +382,8 @@ def _single_number_in_prose(s: str) -> str:
     """"Verna received 7.00 in change" -> "7.00": prose that states one number and qualifies it in no
     way (see `hedged`: "not 18", "at least 5", "18?" keep their words and are no value); left alone
     when there is math or several numbers."""
-    if "\\" in s or re.search(r"[=+*/^<>()\[\]{}]", s) or not re.search(r"[A-Za-z]{2,}", s) or _qualifiers(s):
+    if "\\" in s or re.search(r"[=+*/^<>()\[\]{}]|[A-Za-z]\d", s) or not re.search(r"[A-Za-z]{2,}", s) \
+            or _qualifiers(s):  # "AZYUK2A": a digit inside a word is no number of the prose
         return s
     numbers = _PLAIN_NUMBER_TOKEN_RE.findall(s)
     return numbers[0].rstrip(",") if len(numbers) == 1 else s
@@ -442,6 +445,9 @@ _PERCENT_END_RE = re.compile(r"(?i)\s*(?:\\?%|\b(?:percent|per\s+cent|percentage
 def comparison_forms(gold: str, answer: str) -> list[tuple[str, str]]:
     """The (gold, answer) pairs, normalised, that decide a comparison: the answer is right when any
     of them is equal (the percent rule above); a single pair for everything else."""
+    comma = _decimal_comma(gold, answer) or _decimal_comma(answer, gold)
+    if comma:
+        return [(gold, answer), comma if _decimal_comma(gold, answer) else comma[::-1]]
     g_pct, a_pct = gold.endswith("%"), answer.endswith("%")
     g, a = gold.rstrip("%"), answer.rstrip("%")
     if g_pct == a_pct:
@@ -449,6 +455,19 @@ def comparison_forms(gold: str, answer: str) -> list[tuple[str, str]]:
     if a_pct:
         return [(g, a), (g, _hundredth(a))]
     return [(g, a), (_hundredth(g), a)]
+
+
+# Rule: "1,22" against "1.22" is a decimal comma: one comma between digits, not followed by exactly
+# three digits after a non-zero (then it separates thousands) nor by a space (then it separates list items), when
+# the other side is a decimal number. "1,2" against "1, 2" stays a list.
+_DECIMAL_COMMA_RE = re.compile(r"-?(?:0,\d+|\d+,(?:\d{1,2}|\d{4,}))")  # "0,111" has no thousands
+
+
+def _decimal_comma(one: str, other: str) -> tuple[str, str] | None:
+    """(one with a decimal point, other) when `one` is written with a decimal comma, else None."""
+    if _DECIMAL_COMMA_RE.fullmatch(one) and re.fullmatch(r"-?\d*\.\d+", other):
+        return one.replace(",", "."), other
+    return None
 
 
 def _hundredth(value: str) -> str:
@@ -470,8 +489,11 @@ def normalize_answer(s: str) -> str:
     s = _SPACES_RE.sub(" ", s)
     s = s.replace("\\$", "").replace("$", "")
     s = re.sub(r"\\(?=\d)", "", s)  # "\15": a dollar sign that lost its "$"
+    s = re.sub(r"\\(?:mathrm|mathit|rm)\s*\{\s*([A-Za-z])\s*\}", r"\1", s)
     s = _drop_text(s)
     s = _DEGREE_RE.sub("", s)
+    # "5, 15, and 25", "x = -1 or x = -9": items of one list, written as math-verify lists them
+    s = _LIST_WORD_RE.sub(", ", s)
     s = " ".join(s.split())
     m = _PERCENT_END_RE.search(s, max(0, len(s) - DECL_TAIL))
     percent = m is not None
@@ -481,7 +503,9 @@ def normalize_answer(s: str) -> str:
         m = _TRAILING_WORDS_RE.match(s)
         if m and not re.search(r"(?<!\\)\b[A-Za-z]{2,}", m.group(1)) and not _qualifiers(s):
             s = m.group(1)
-    s = s.strip().rstrip(".,;:!").strip()
+    s = s.strip()
+    # Trailing punctuation goes, an ellipsis stays: "1, 2, 3, ..." is a list that goes on.
+    s = s if s.endswith("..") else s.rstrip(".,;:!").strip()
     s = _unwrap(s)
     if _THOUSANDS_RE.match(s):
         s = s.replace("{,}", "").replace(",", "")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from functools import lru_cache
 
@@ -33,7 +34,10 @@ def _limit_memory() -> None:
 
 
 def _wrap(answer: str) -> str:
-    # A normalised answer is bare LaTeX or a number; "$...$" makes math-verify read it whole.
+    # A normalised answer is bare LaTeX or a number; "$...$" makes math-verify read it whole. A gold
+    # that brings its own delimiters ("$9$", as math-verify's own tests write them) is read as it is.
+    if re.search(r"(?<!\\)\$|\\\(|\\\[", answer):
+        return answer
     return "$" + answer + "$"
 
 

@@ -267,16 +267,7 @@ def test_grading_module_does_not_load_sympy():
     assert out.stdout.strip() == "False", out.stderr
 
 
-# --- agreement with human verdicts -------------------------------------------------------------
-
-def test_agreement_with_processbench_human_flags(grader):
-    records = [json.loads(line) for f in GRADING_FILES for line in f.read_text().splitlines()]
-    assert len(records) == 512
-    verdicts = grader.grade_many([(r["answer"], "\n\n".join(r["steps"])) for r in records])
-    agree = sum(v.correct == r["final_answer_correct"] for v, r in zip(verdicts, records))
-    assert agree / len(records) >= 0.99, f"{agree}/{len(records)}"
-    assert all(v.correct is not None for v in verdicts)  # every one decided, none timed out
-
+# Agreement with human verdicts, on every verdict file: tests/test_answer_rules.py.
 
 def test_grading_module_exports():
     assert grading.extract_final_answer is extract_final_answer
