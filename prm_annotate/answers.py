@@ -53,7 +53,8 @@ DECL_TAIL = 200     # characters at the end of an answer searched for a percent 
 # more"), make it conditional ("18 if n is even") or wrap it in code ("(lambda: 18)()", "print(18)")
 # state something other than the value, so such an answer is graded wrong, never reduced to its
 # number. Only what the gold itself does not say counts: gold "\text{no}" still accepts "no", a gold
-# inequality still lets math-verify compare an answer inequality. Rounding words ("approximately",
+# inequality still lets math-verify compare an answer inequality. The modal verbs of word problems
+# ("she would save $24", "he could buy 18") are not qualifiers. Rounding words ("approximately",
 # "about") are not qualifiers: a rounded value is the value (math-verify accepts `x \approx 11`), and
 # they are left to the numeric comparison.
 _QUALIFIER_WORDS = (
@@ -61,8 +62,8 @@ _QUALIFIER_WORDS = (
     "not|no|never|none|nor|neither|nothing|cannot|wrong|incorrect|false|impossible|invalid|except|"
     "excluding|anything|"
     # hedges
-    "maybe|perhaps|possibly|probably|likely|unlikely|guess|guessing|think|believe|suspect|might|may|"
-    "could|would|seems?|unsure|uncertain|unclear|unknown|undetermined|either|ish|"
+    "maybe|perhaps|possibly|probably|likely|unlikely|guess|guessing|think|believe|suspect|might|"
+    "seems?|unsure|uncertain|unclear|unknown|undetermined|either|ish|"
     # bounds
     "least|most|less|more|greater|fewer|smaller|larger|bigger|higher|lower|than|over|under|above|"
     "below|exceeds?|exceeding|between|within|"
@@ -105,6 +106,7 @@ def hedged(answer: str, gold: str = "") -> bool:
     """Whether the answer qualifies its value (see the rule above) beyond what the gold says."""
     if len(answer) > MAX_PROSE:
         return False  # long answers are expressions, not sentences; math-verify compares them
+    answer = _CALCULATOR_RE.sub(" ", answer)  # GSM8K's "<<4/12=0.33>>" is arithmetic, not a relation
     return bool(_qualifiers(_drop_contrast(answer)) - _qualifiers(gold))
 
 
@@ -262,7 +264,11 @@ _CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K calculator annotations: "= $
 # otherwise its unit or the rest of the sentence: "4 guests did not get a second hotdog".)
 _AFTER_VALUE_RE = re.compile(
     r"(?i)^\s*(?:\?|\+|(?:is|was|seems|looks)\s+(?:wrong|incorrect|false|not\b)|or\s+(?:so|more|less|fewer|"
-    r"greater|higher|lower|above|below|over|under)\b|(?:if|unless|when|whenever|provided|assuming|otherwise)\b)")
+    r"greater|higher|lower|above|below|over|under)\b)")
+
+
+_CONDITION_WORDS = {"if", "unless", "when", "whenever", "assuming", "assume", "provided", "suppose",
+                    "supposing"}
 
 
 def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> str:
@@ -279,7 +285,13 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
     start, end = cands[first][0], cands[i][1]
     before = _CALCULATOR_RE.sub(" ", sentence[:start]).split()[-3:]
     after = _AFTER_VALUE_RE.match(sentence[end:])
-    if _qualifiers(" ".join(before)) or after:
+    # Conditions in a closing sentence restate the problem ("would each have $100 if they share
+    # equally"). A value that opens its sentence followed by a short remark is a bare answer with a
+    # comment on it ("18, I'm not sure", "18 if n is even"): the remark counts whole.
+    rest = sentence[end:]
+    if not before and len(rest.split()) <= 5 and _qualifiers(rest):
+        return sentence.strip()
+    if _qualifiers(" ".join(before)) - _CONDITION_WORDS or after:
         return " ".join(before + [sentence[start:end] + (after.group(0) if after else "")])
     return _join_items([c[2] for c in cands[first:i + 1]])
 

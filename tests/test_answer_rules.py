@@ -33,7 +33,7 @@ QUALIFIED = [
     # hedged
     ("18", "18?"), ("18", "maybe 18"), ("18", "perhaps 18"), ("18", "possibly 18"), ("18", "probably 18"),
     ("18", "impossible to tell, maybe 18"), ("18", "18 or so"), ("18", "likely 18"), ("18", "I guess 18"),
-    ("18", "it might be 18"), ("18", "it could be 18"), ("18", "18, I think"), ("18", "unsure, 18"),
+    ("18", "it might be 18"), ("18", "18, I'm not sure"), ("18", "18, I think"), ("18", "unsure, 18"),
     ("18", "either 18 or 19"), ("18", "18 or 19"), ("18", "18 and 19"), ("18", "\\pm 18"),
     ("18", "18-ish"), ("18", "unknown, 18"),
     # conditional
@@ -87,6 +87,8 @@ def test_qualified_answers_are_never_right(grader, wrapper):
     ("18", "The answer is 18, not 20."), ("18", "The answer is 18 (not 20)."), ("18", "x = 18"),
     ("18", "The total is 18 cookies."), ("18", "18 apples"), ("18", "The answer is approximately 18."),
     ("18", "A: 18"), ("18", "Therefore, 18 guests did not get a second hotdog."),
+    ("18", "So, they would each have $18 if they share equally."), ("18", "Janet would save $18.00."),
+    ("18", "She could buy 18 apples."), ("18", "A: 4/12=<<4/12=0.33>>0.33 foot, so 18"),
     ("18", "Answer: Verna received $18.00 in change."), ("5", "The least possible sum is 5."),
     ("\\text{No}", "\\boxed{\\text{No}}"), ("\\text{no}", "The answer is no."),
     ("x \\ge 5", "\\boxed{x \\geq 5}"), ("1 \\pm \\sqrt{2}", "\\boxed{1 \\pm \\sqrt{2}}"),
