@@ -121,7 +121,7 @@ def test_a_closing_sentence_keeps_the_words_that_bound_its_value():
 
 # --- answers with several parts ---------------------------------------------------------------
 
-@pytest.mark.parametrize("gold, text, correct", [
+SEVERAL_PARTS = [
     # all solutions of an equation, one box each, in either order
     ("-1, -9", "So the solutions are $x=\\boxed{-1}$ and $x=\\boxed{-9}$.", True),
     ("-1, -9", "The solutions are \\(\\boxed{-9}\\) and \\(\\boxed{-1}\\).", True),
@@ -148,10 +148,7 @@ def test_a_closing_sentence_keeps_the_words_that_bound_its_value():
     # a tuple is ordered
     ("(1, 2)", "\\boxed{(2, 1)}", False),
     ("(1, 2)", "\\boxed{(1, 2)}", True),
-])
-def test_several_parts(grader, gold, text, correct):
-    v = grader.grade(gold, text)
-    assert v.correct is correct and v.error is None, v
+]
 
 
 # --- percentages --------------------------------------------------------------------------------
@@ -178,7 +175,7 @@ def test_the_percent_rule_forms():
 
 # --- markup around an answer --------------------------------------------------------------------
 
-@pytest.mark.parametrize("gold, text, correct", [
+MARKUP = [
     ("1", "**Final answer: \\(1\\)**", True),
     ("1", "Therefore the answer is \\(1\\)**.", True),
     ("1", "**The answer is \\( 1 \\).**", True),
@@ -189,10 +186,7 @@ def test_the_percent_rule_forms():
     ("1", "Therefore the answer is \\(12\\)**.", False),
     ("1", "Thus the minimum value is \\(-1\\).", False),
     ("\\frac{1}{2}", "So the probability is __\\(\\frac12\\)__.", True),
-])
-def test_markup_around_the_answer(grader, gold, text, correct):
-    v = grader.grade(gold, text)
-    assert v.correct is correct and v.error is None, v
+]
 
 
 # --- families of solutions with an integer parameter -------------------------------------------
@@ -200,7 +194,7 @@ def test_markup_around_the_answer(grader, gold, text, correct):
 FAMILY = "\\frac{\\pi}{6} + k\\pi, \\frac{5\\pi}{6} + k\\pi \\text{ for } k \\in \\mathbb{Z}"
 
 
-@pytest.mark.parametrize("gold, text, correct", [
+FAMILIES = [
     (FAMILY, "\\boxed{x=\\frac{1}{6}\\pi+\\pi k, x=\\frac{5}{6}\\pi+\\pi k}", True),
     (FAMILY, "\\boxed{x=\\frac{\\pi}{6}+\\pi n, x=\\frac{5\\pi}{6}+\\pi n, n \\in \\mathbb{Z}}", True),
     (FAMILY, "The solutions are $x = \\frac{5\\pi}{6} + m\\pi$ and $x = \\frac{\\pi}{6} + m\\pi$ where $m$ is an integer.", True),
@@ -211,8 +205,29 @@ FAMILY = "\\frac{\\pi}{6} + k\\pi, \\frac{5\\pi}{6} + k\\pi \\text{ for } k \\in
     (FAMILY, "\\boxed{x=\\frac{\\pi}{3}+\\pi n, x=\\frac{5\\pi}{6}+\\pi n, n \\in \\mathbb{Z}}", False),
     ("2k\\pi, k \\in \\mathbb{Z}", "\\boxed{2\\pi n, n \\in \\mathbb{Z}}", True),
     ("2k\\pi, k \\in \\mathbb{Z}", "\\boxed{\\pi n, n \\in \\mathbb{Z}}", False),
-])
-def test_families_with_an_integer_parameter(grader, gold, text, correct):
+]
+
+# Comparisons the grader has made since it was first written (moved from test_grading.py).
+BASICS = [
+    ("18", "So she makes \\boxed{18} dollars.", True),
+    ("18", "So she makes \\boxed{\\$18.00}.", True),
+    ("18", "The answer is 19.", False),
+    ("\\frac{1}{2}", "\\boxed{0.5}", True),
+    ("\\frac{270}7", "\\boxed{\\frac{270}{7}}", True),
+    ("-13x+3", "\\boxed{3 - 13x}", True),
+    ("11", "so \\boxed{x = 11}", True),
+    ("(2,\\infty)", "\\boxed{(2, \\infty)}", True),
+    ("\\cot x", "\\boxed{\\frac{\\cos x}{\\sin x}}", True),
+    ("10", "The answer is 10%.", True),
+    ("65960", "\\boxed{\\$65,760}", False),
+]
+
+
+@pytest.mark.parametrize("gold, text, correct", [
+    pytest.param(*case, id=f"{kind}-{i}") for kind, cases in
+    (("basics", BASICS), ("parts", SEVERAL_PARTS), ("markup", MARKUP), ("family", FAMILIES))
+    for i, case in enumerate(cases)])
+def test_grade(grader, gold, text, correct):
     v = grader.grade(gold, text)
     assert v.correct is correct and v.error is None, v
 
