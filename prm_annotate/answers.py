@@ -1,7 +1,8 @@
 """Final-answer extraction and normalisation (pure text, no sympy, nothing evaluated).
 
 `extract_final_answer` finds what a response gives as its final answer, in this order:
-  1. the last `\\boxed{...}` / `\\fbox{...}` (balanced braces);
+  1. the last `\\boxed{...}` / `\\fbox{...}` (balanced braces), with the boxes right before it
+     that are items of the same answer ("$x=\\boxed{-1}$ and $x=\\boxed{-9}$" -> "-1, -9");
   2. the last "the answer is X" / "the final answer is X";
   3. the last GSM8K `#### X`;
   4. the last "Answer: X" (or "A: X" at the start of a line, as in the GPT-3 GSM8K solutions);
@@ -9,14 +10,23 @@
   6. otherwise the end of the response: the final paragraph itself when it is a bare answer
      ("18", "$\\frac12$"); else, in the last sentence (of the last three paragraphs) that holds a
      number or a math expression, the last one that is the result of an equation somewhere in
-     the response ("= 34 hours] So, 34 hours in 4 weeks" -> 34), else the last one.
+     the response ("= 34 hours] So, 34 hours in 4 weeks" -> 34), else the last one, with the
+     values listed right before it ("The solutions are $x=-1$ and $x=-9$") and with the words
+     around it that take it back ("must be at least 7").
 It returns the text it found, unchanged, or None. Every rule reads a bounded window, so a long
 degenerate generation costs linear time (the parent process runs these without a timeout).
 
+`hedged` says whether an answer qualifies its value (negated, hedged, bounded, conditional, a
+question, code): such an answer is wrong whatever number it holds (rule at `_QUALIFIER_WORDS`).
+
 `normalize_answer` turns an extracted answer or a gold answer into a canonical string for
-comparison: math delimiters, dollar signs, `\\text{}` units, degrees, percent signs, thousands
-separators, trailing punctuation and surrounding prose are removed. Both sides of a comparison
-go through the same function, so the rules are symmetric and hold for any item.
+comparison: math delimiters, markdown and punctuation at the edges, dollar signs, `\\text{}`
+units, degrees, thousands separators, a trailing contrast ("18, not 20") and the prose around a
+single unqualified number are removed; a percent sign becomes a trailing "%", "and"/"or" between
+items a comma, a declared integer parameter ("k \\in \\mathbb{Z}") is dropped and renamed k. Both
+sides of a comparison go through the same function, so the rules are symmetric and hold for any
+item. `comparison_forms` gives the pairs that decide a comparison (the percent and decimal-comma
+rules); each rule is written down where it is applied.
 """
 from __future__ import annotations
 

@@ -11,14 +11,21 @@ cannot decide (`error` is "timeout", "parse failure", "gold parse failure", "emp
 "worker crashed", "out of memory", "error: <Exception>") `correct` is None: never guessed.
 
 How a comparison is decided, cheapest first:
+  0. an answer that qualifies its value ("not 18", "at least 5", "18?": `answers.hedged`) is wrong;
   1. the verdict cache (bounded LRU keyed by the normalised gold and answer);
-  2. equal normalised strings, or two plain numbers compared exactly (no math-verify needed);
+  2. each form of the pair (`answers.comparison_forms`: one, or two under the percent and
+     decimal-comma rules; right when one form is equal): equal normalised strings, or two plain
+     numbers compared exactly (no math-verify needed);
   3. math-verify `verify(gold, answer)` -- gold first -- in a child process
      (`prm_annotate.grading_worker`) with math-verify's signal timeouts off. The parent waits at
      most `timeout` seconds per comparison and kills and replaces a worker that overruns, so the
      bound holds on any thread and inside worker processes (no signals, no multiprocessing).
 Model output is never evaluated: the parent only runs regular expressions, the worker only
 math-verify's parser.
+
+`plain_many` grades with plain math-verify on the whole response (the reference the grader is
+measured against, same worker and timeouts); `Agreement` counts agreement with reference
+verdicts and splits the disagreements into false accepts and false rejects.
 """
 from __future__ import annotations
 
