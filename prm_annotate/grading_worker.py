@@ -34,10 +34,7 @@ def _limit_memory() -> None:
 
 
 def _wrap(answer: str) -> str:
-    # A normalised answer is bare LaTeX or a number; "$...$" makes math-verify read it whole. A gold
-    # that brings its own delimiters ("$9$", as math-verify's own tests write them) is read as it is.
-    if re.search(r"(?<!\\)\$|\\\(|\\\[", answer):
-        return answer
+    # A normalised answer is bare LaTeX or a number; "$...$" makes math-verify read it whole.
     return "$" + answer + "$"
 
 
@@ -71,12 +68,18 @@ def compare(gold: str, answer: str) -> tuple[bool | None, str | None]:
     return bool(verify(gold_parsed, parsed, timeout_seconds=None)), None
 
 
+_DELIMITED_RE = re.compile(r"(?<!\\)\$|\\\(|\\\[")
+
+
 def compare_plain(gold: str, text: str) -> tuple[bool | None, str | None]:
-    """Plain math-verify, the reference the grader is measured against: the gold wrapped in "$",
-    the whole response parsed by math-verify's own extraction, no rules of ours."""
+    """Plain math-verify, the reference the grader is measured against: the gold as an answer, the
+    whole response parsed by math-verify's own extraction, no rules of ours."""
     from math_verify import parse, verify
 
-    return bool(verify(_parse_gold(gold), parse(text, parsing_timeout=None), timeout_seconds=None)), None
+    # A gold that brings its own delimiters ("$9$", as math-verify's own tests write them) is read
+    # as it is; a bare one ("18", "\\frac{1}{2}") is wrapped like the grader's.
+    gold_parsed = parse(gold, parsing_timeout=None) if _DELIMITED_RE.search(gold) else _parse_gold(gold)
+    return bool(verify(gold_parsed, parse(text, parsing_timeout=None), timeout_seconds=None)), None
 
 
 def main() -> None:

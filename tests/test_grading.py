@@ -254,6 +254,21 @@ def test_grading_module_does_not_load_sympy():
 
 # Agreement with human verdicts, on every verdict file: tests/test_answer_rules.py.
 
+def test_agreement_splits_the_disagreements():
+    a = grading.Agreement.of([True, False, None, True, False], [False, True, True, True, False])
+    assert (a.total, a.agree, a.false_accepts, a.false_rejects, a.undecided) == (5, 2, 1, 1, 1)
+    assert str(a) == "2/5 = 40.00% (false accepts 1, false rejects 1, undecided 1)"
+
+
+def test_plain_math_verify_reads_the_whole_response(grader):
+    # The reference: math-verify's own extraction on the text, none of the grader's rules. It reads
+    # "not 18" as 18 where the grader does not, and a gold with its own delimiters as it is.
+    plain = grader.plain_many([("18", "The answer is \\boxed{18}."), ("18", "The answer is \\boxed{19}."),
+                               ("$9$", "Answer \\( 9 \\)"), ("18", "18?")])
+    assert [v.correct for v in plain] == [True, False, True, True]
+    assert grader.grade("18", "18?").correct is False
+
+
 def test_grading_module_exports():
     assert grading.extract_final_answer is extract_final_answer
 
