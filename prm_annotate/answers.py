@@ -89,7 +89,18 @@ _QUALIFIER_RE = re.compile(
     r"|(\?)"                                                 # a question
     r"|(==|=>|\(\s*\)|\]\s*\[|(?<![A-Za-z'])['\"`](?=\s*[\w({\[])|\d['\"`])"  # code: calls, indexing, quotes
     r"|(\d\s*\+\s*$)")                                       # "5+": five or more
-_CONTRAST_RE = re.compile(r"(?i)(?:\s*[,;(]\s*(?:but\s+)?not|\s*[,;(]?\s*(?:rather\s+than|instead\s+of))\b[^()]*\)?\s*\.?\s*$")
+# Remarks after a stated value that do not change it, dropped from the end of an answer (on both
+# sides of a comparison, and before looking for qualifiers):
+#   a contrast   "18, not 20", "18 (not 20)", "18 rather than 20"  (but "not 18" is left alone);
+#   a reason     "10 (since x must be at least 3)", "10, because ...";
+#   a domain     "f(n) = n \text{ for all } n \ge 1", "f(x) = x for every real x"  (where the answer
+#                holds; a conditional "18 when n is odd" is not a domain and is kept).
+_REMARK_RES = (
+    re.compile(r"(?i)(?:\s*[,;(]\s*(?:but\s+)?not|\s*[,;(]?\s*(?:rather\s+than|instead\s+of))\b[^()]*\)?\s*\.?\s*$"),
+    re.compile(r"(?i)\s*(?:\(\s*(?:since|because|as|due\s+to)\b[^()]*\)|[,;]\s*(?:since|because)\b.*)\s*\.?\s*$"),
+    re.compile(r"(?i)(?:\s|,|\\q?quad|\\[,;: ])*(?:\\text\s*\{\s*for\s+(?:all|every|any|each)\b|\\forall(?![A-Za-z])"
+               r"|(?<![A-Za-z\\])for\s+(?:all|every|any|each)\b).*$"),
+)
 
 
 def _qualifiers(text: str) -> set[str]:
@@ -101,14 +112,15 @@ def _qualifiers(text: str) -> set[str]:
     return found
 
 
-def _drop_contrast(s: str) -> str:
-    """"18, not 20" / "18 (not 20)" / "18 rather than 20" -> "18": a value followed by what it is not
-    states the value; "not 18" (nothing before the contrast) is left alone."""
+def _drop_remarks(s: str) -> str:
+    """The answer without the remarks after its value (see above); a remark is dropped only after
+    something with a digit or math that does not qualify itself ("not 18" keeps its "not")."""
     if len(s) > MAX_PROSE:
         return s
-    m = _CONTRAST_RE.search(s)
-    if m and re.search(r"[\d\\]", s[:m.start()]) and not _qualifiers(s[:m.start()]):
-        return s[:m.start()]
+    for remark in _REMARK_RES:
+        m = remark.search(s)
+        if m and _MATH_CHARS_RE.search(s[:m.start()]) and not _qualifiers(s[:m.start()]):
+            s = s[:m.start()]
     return s
 
 
@@ -117,7 +129,7 @@ def hedged(answer: str, gold: str = "") -> bool:
     if len(answer) > MAX_PROSE:
         return False  # long answers are expressions, not sentences; math-verify compares them
     answer = _CALCULATOR_RE.sub(" ", answer)  # GSM8K's "<<4/12=0.33>>" is arithmetic, not a relation
-    return bool(_qualifiers(_drop_contrast(answer)) - _qualifiers(gold))
+    return bool(_qualifiers(_drop_remarks(answer)) - _qualifiers(gold))
 
 
 def _closing_braces(text: str, start: int = 0) -> dict[int, int]:
@@ -504,7 +516,7 @@ def _hundredth(value: str) -> str:
 def normalize_answer(s: str) -> str:
     """Canonical form of an answer string for comparison (see the module docstring)."""
     s = _unwrap(_strip_hope(s))
-    s = _drop_contrast(s)
+    s = _drop_remarks(s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\!", "")
     s = s.replace("\\left", "").replace("\\right", "")
     s = _integer_parameter(" ".join(s.split()))  # single spaces: its patterns then cannot backtrack

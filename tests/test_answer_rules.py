@@ -145,6 +145,10 @@ SEVERAL_PARTS = [
     # boxes separated by other words are successive attempts: the last one counts
     ("18", "First \\boxed{17}. Wait, recount: \\boxed{18}", True),
     ("17", "First \\boxed{17}. Wait, recount: \\boxed{18}", False),
+    ("(2, 3), (3, 2)", "The solutions are \\((x, y) = (2, 3)\\) and \\((x, y) = (3, 2)\\).", True),
+    ("(2, 3), (3, 2)", "The solutions are \\((x, y) = (2, 3)\\) and \\((x, y) = (2, 3)\\).", False),
+    ("-1, -9", "\\[\n\\boxed{-1 \\text{ and } -9}\n\\]", True),
+    ("-1, -9", "\\[\n\\boxed{-1 \\text{ and } 9}\n\\]", False),
     # a tuple is ordered
     ("(1, 2)", "\\boxed{(2, 1)}", False),
     ("(1, 2)", "\\boxed{(1, 2)}", True),
@@ -207,6 +211,17 @@ FAMILIES = [
     ("2k\\pi, k \\in \\mathbb{Z}", "\\boxed{\\pi n, n \\in \\mathbb{Z}}", False),
 ]
 
+# Remarks after the value that do not change it: a reason, the domain where it holds.
+REMARKS = [
+    ("10", "The answer is 10 (since x must be at least 3).", True),
+    ("3", "The answer is 10 (since x must be at least 3).", False),
+    ("10", "The answer is 10, because 3 + 7 = 10.", True),
+    ("f(n)=n", "\\boxed{f(n) = n \\text{ for all } n \\ge 1}", True),
+    ("f(n)=n", "\\boxed{f(n) = 2n \\text{ for all } n \\ge 1}", False),
+    ("f(x)=x", "\\boxed{f(x) = x \\text{ for all real } x}", True),
+    ("f(x)=x", "\\boxed{f(x) = x^2 \\text{ for all real } x}", False),
+]
+
 # Comparisons the grader has made since it was first written (moved from test_grading.py).
 BASICS = [
     ("18", "So she makes \\boxed{18} dollars.", True),
@@ -225,7 +240,8 @@ BASICS = [
 
 @pytest.mark.parametrize("gold, text, correct", [
     pytest.param(*case, id=f"{kind}-{i}") for kind, cases in
-    (("basics", BASICS), ("parts", SEVERAL_PARTS), ("markup", MARKUP), ("family", FAMILIES))
+    (("basics", BASICS), ("parts", SEVERAL_PARTS), ("markup", MARKUP), ("family", FAMILIES),
+     ("remark", REMARKS))
     for i, case in enumerate(cases)])
 def test_grade(grader, gold, text, correct):
     v = grader.grade(gold, text)
