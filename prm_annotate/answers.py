@@ -97,7 +97,7 @@ _QUALIFIER_RE = re.compile(
 #                holds; a conditional "18 when n is odd" is not a domain and is kept).
 _REMARK_RES = (
     re.compile(r"(?i)(?:\s*[,;(]\s*(?:but\s+)?not|\s*[,;(]?\s*(?:rather\s+than|instead\s+of))\b[^()]*\)?\s*\.?\s*$"),
-    re.compile(r"(?i)\s*(?:\(\s*(?:since|because|as|due\s+to)\b[^()]*\)|[,;]\s*(?:since|because)\b.*)\s*\.?\s*$"),
+    re.compile(r"(?i)\s*(?:\(\s*(?:since|because|due\s+to)\b[^()]*\)|[,;]\s*(?:since|because)\b.*)\s*\.?\s*$"),
     re.compile(r"(?i)(?:\s|,|\\q?quad|\\[,;: ])*(?:\\text\s*\{\s*for\s+(?:all|every|any|each)\b|\\forall(?![A-Za-z])"
                r"|(?<![A-Za-z\\])for\s+(?:all|every|any|each)\b).*$"),
 )
@@ -112,15 +112,28 @@ def _qualifiers(text: str) -> set[str]:
     return found
 
 
+_HEDGES = {"maybe", "perhaps", "possibly", "probably", "likely", "unlikely", "guess", "guessing", "think",
+           "believe", "suspect", "might", "seem", "seems", "unsure", "uncertain", "unclear", "unknown", "question"}
+
+
 def _drop_remarks(s: str) -> str:
     """The answer without the remarks after its value (see above); a remark is dropped only after
     something with a digit or math that does not qualify itself ("not 18" keeps its "not")."""
     if len(s) > MAX_PROSE:
         return s
+    contrast, reason, domain = _REMARK_RES
     for remark in _REMARK_RES:
         m = remark.search(s)
-        if m and _MATH_CHARS_RE.search(s[:m.start()]) and not _qualifiers(s[:m.start()]):
-            s = s[:m.start()]
+        if not m or not _MATH_CHARS_RE.search(s[:m.start()]) or _qualifiers(s[:m.start()]):
+            continue
+        said = m.group(0)
+        # A contrast names another value ("not 20"; "18, not sure" is a hedge); a reason is no
+        # hedge itself ("18 (because I guess so)" is one).
+        if remark is contrast and not re.search(r"[\d\\]", said):
+            continue
+        if remark is reason and _qualifiers(said) & _HEDGES:
+            continue
+        s = s[:m.start()]
     return s
 
 

@@ -36,6 +36,8 @@ QUALIFIED = [
     ("18", "it might be 18"), ("18", "18, I'm not sure"), ("18", "18, I think"), ("18", "unsure, 18"),
     ("18", "either 18 or 19"), ("18", "18 or 19"), ("18", "18 and 19"), ("18", "\\pm 18"),
     ("18", "18-ish"), ("18", "unknown, 18"),
+    ("18", "18, not sure"), ("18", "18 (because I guess so)"), ("18", "18 (since maybe n = 2)"),
+    ("18", "18 (because?)"),
     # conditional
     ("18", "18 if n is even"), ("18", "18 when n is odd"), ("18", "18 unless it rains"),
     ("18", "assuming no tax, 18"), ("18", "18 provided the shop is open"), ("18", "it depends; 18"),
