@@ -67,13 +67,15 @@ DECL_TAIL = 200     # characters at the end of an answer searched for a percent 
 # ("she would save $24", "he could buy 18") are not qualifiers. Rounding words ("approximately",
 # "about") are not qualifiers: a rounded value is the value (math-verify accepts `x \approx 11`), and
 # they are left to the numeric comparison.
+_HEDGES = ("maybe", "perhaps", "possibly", "probably", "likely", "unlikely", "guess", "guessing", "think",
+           "believe", "suspect", "might", "seem", "seems", "unsure", "uncertain", "unclear", "unknown",
+           "undetermined", "either", "ish")
 _QUALIFIER_WORDS = (
     # negation
     "not|no|never|none|nor|neither|nothing|cannot|wrong|incorrect|false|impossible|invalid|except|"
     "excluding|anything|"
     # hedges
-    "maybe|perhaps|possibly|probably|likely|unlikely|guess|guessing|think|believe|suspect|might|"
-    "seems?|unsure|uncertain|unclear|unknown|undetermined|either|ish|"
+    + "|".join(_HEDGES) + "|"
     # bounds
     "least|most|less|more|greater|fewer|smaller|larger|bigger|higher|lower|than|over|under|above|"
     "below|exceeds?|exceeding|between|within|"
@@ -112,16 +114,12 @@ def _qualifiers(text: str) -> set[str]:
     return found
 
 
-_HEDGES = {"maybe", "perhaps", "possibly", "probably", "likely", "unlikely", "guess", "guessing", "think",
-           "believe", "suspect", "might", "seem", "seems", "unsure", "uncertain", "unclear", "unknown", "question"}
-
-
 def _drop_remarks(s: str) -> str:
     """The answer without the remarks after its value (see above); a remark is dropped only after
     something with a digit or math that does not qualify itself ("not 18" keeps its "not")."""
     if len(s) > MAX_PROSE:
         return s
-    contrast, reason, domain = _REMARK_RES
+    contrast, reason, _ = _REMARK_RES
     for remark in _REMARK_RES:
         m = remark.search(s)
         if not m or not _MATH_CHARS_RE.search(s[:m.start()]) or _qualifiers(s[:m.start()]):
@@ -131,7 +129,7 @@ def _drop_remarks(s: str) -> str:
         # hedge itself ("18 (because I guess so)" is one).
         if remark is contrast and not re.search(r"[\d\\]", said):
             continue
-        if remark is reason and _qualifiers(said) & _HEDGES:
+        if remark is reason and _qualifiers(said) & {*_HEDGES, "question"}:
             continue
         s = s[:m.start()]
     return s

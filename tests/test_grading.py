@@ -293,6 +293,12 @@ def test_two_workers_agree_with_one():
     "= 1 " * 30000,
     "A\n" * 30000,
     "1 " + "ab " * 20000 + "!",
+    " " * 50000 + "x",                       # whitespace runs against the end-anchored rules
+    "k \\in " * 10000 + "\\mathbb{Z}",
+    "\\boxed{1} and " * 5000,                  # box items joined into one answer
+    "5 and " * 10000 + "6",
+    "not " * 20000 + "18",
+    "n" * 50000 + "'t 18",
 ])
 def test_degenerate_output_is_handled_quickly(text):
     # Long degenerate generations must not make the regular expressions quadratic: the parent runs
