@@ -1,7 +1,8 @@
 """Final-answer extraction and normalisation (pure text, no sympy, nothing evaluated).
 
 `extract_final_answer` finds what a response gives as its final answer, in this order:
-  1. the last `\\boxed{...}` / `\\fbox{...}` (balanced braces);
+  1. the last `\\boxed{...}` / `\\fbox{...}` (balanced braces), with the boxes right before it
+     that are items of the same answer ("$x=\\boxed{-1}$ and $x=\\boxed{-9}$" -> "-1, -9");
   2. the last "the answer is X" / "the final answer is X";
   3. the last GSM8K `#### X`;
   4. the last "Answer: X" (or "A: X" at the start of a line, as in the GPT-3 GSM8K solutions);
@@ -9,18 +10,28 @@
   6. otherwise the end of the response: the final paragraph itself when it is a bare answer
      ("18", "$\\frac12$"); else, in the last sentence (of the last three paragraphs) that holds a
      number or a math expression, the last one that is the result of an equation somewhere in
-     the response ("= 34 hours] So, 34 hours in 4 weeks" -> 34), else the last one.
+     the response ("= 34 hours] So, 34 hours in 4 weeks" -> 34), else the last one, with the
+     values listed right before it ("The solutions are $x=-1$ and $x=-9$") and with the words
+     around it that take it back ("must be at least 7").
 It returns the text it found, unchanged, or None. Every rule reads a bounded window, so a long
 degenerate generation costs linear time (the parent process runs these without a timeout).
 
+`hedged` says whether an answer qualifies its value (negated, hedged, bounded, conditional, a
+question, code): such an answer is wrong whatever number it holds (rule at `_QUALIFIER_WORDS`).
+
 `normalize_answer` turns an extracted answer or a gold answer into a canonical string for
-comparison: math delimiters, dollar signs, `\\text{}` units, degrees, percent signs, thousands
-separators, trailing punctuation and surrounding prose are removed. Both sides of a comparison
-go through the same function, so the rules are symmetric and hold for any item.
+comparison: math delimiters, markdown and punctuation at the edges, dollar signs, `\\text{}`
+units, degrees, thousands separators, a trailing contrast ("18, not 20") and the prose around a
+single unqualified number are removed; a percent sign becomes a trailing "%", "and"/"or" between
+items a comma, a declared integer parameter ("k \\in \\mathbb{Z}") is dropped and renamed k. Both
+sides of a comparison go through the same function, so the rules are symmetric and hold for any
+item. `comparison_forms` gives the pairs that decide a comparison (the percent and decimal-comma
+rules); each rule is written down where it is applied.
 """
 from __future__ import annotations
 
 import re
+from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*(\{)?")
@@ -31,7 +42,7 @@ _BOLD_RE = re.compile(r"\*\*([^*\n]+?)\*\*")
 _HEADING_RE = re.compile(r"(?i)^(?:step\b|solution\b|conclusion\b|final answer\b|answer\b)|:\s*$")
 _MATH_START = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n")
-_NUMBER_RE = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?%?|-?\\[dt]?frac\{-?\d+\}\{-?\d+\}")
+_NUMBER_RE = re.compile(r"-?\d+/\d+(?![\d.,]*\d)|-?\$?\d[\d,]*(?:\.\d+)?%?|-?\\[dt]?frac\{-?\d+\}\{-?\d+\}")
 _MATH_CHARS_RE = re.compile(r"[\\^_{}=+*/()<>\d]")
 # A backslash and the character it escapes (an escaped brace such as \{ does not count), or a brace.
 _BRACE_SCAN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
@@ -42,6 +53,94 @@ WINDOW = 1000       # characters read after "the answer is" / "Answer:"
 MAX_TRIES = 20      # candidates of one rule tried, latest first
 TAIL = 3000         # characters of the final paragraph looked at by the last rule
 MAX_PROSE = 500     # answers longer than this skip the prose rules of normalisation
+DECL_TAIL = 200     # characters at the end of an answer searched for a percent sign or "k \\in \\mathbb{Z}"
+
+
+# --- what an answer says besides its value ------------------------------------------------------
+#
+# Rule: an answer is its value only when nothing around the value takes it back. Words that negate
+# it ("not 18", "18 is wrong"), hedge it ("maybe 18", "18?"), bound it ("at least 5", "x > 5", "5 or
+# more"), make it conditional ("18 if n is even") or wrap it in code ("(lambda: 18)()", "print(18)")
+# state something other than the value, so such an answer is graded wrong, never reduced to its
+# number. Only what the gold itself does not say counts: gold "\text{no}" still accepts "no", a gold
+# inequality still lets math-verify compare an answer inequality. The modal verbs of word problems
+# ("she would save $24", "he could buy 18") are not qualifiers. Rounding words ("approximately",
+# "about") are not qualifiers: a rounded value is the value (math-verify accepts `x \approx 11`), and
+# they are left to the numeric comparison.
+_HEDGES = ("maybe", "perhaps", "possibly", "probably", "likely", "unlikely", "guess", "guessing", "think",
+           "believe", "suspect", "might", "seem", "seems", "unsure", "uncertain", "unclear", "unknown",
+           "undetermined", "either", "ish")
+_QUALIFIER_WORDS = (
+    # negation
+    "not|no|never|none|nor|neither|nothing|cannot|wrong|incorrect|false|impossible|invalid|except|"
+    "excluding|anything|"
+    # hedges
+    + "|".join(_HEDGES) + "|"
+    # bounds
+    "least|most|less|more|greater|fewer|smaller|larger|bigger|higher|lower|than|over|under|above|"
+    "below|exceeds?|exceeding|between|within|"
+    # conditions
+    "if|unless|when|whenever|assuming|assume|provided|suppose|supposing|otherwise|depends|depending|"
+    # code
+    "lambda|def|return|print|eval|exec|import|int|str|float|len"
+)
+_QUALIFIER_RE = re.compile(
+    r"(?i)(?<![\\A-Za-z])(?:(" + _QUALIFIER_WORDS + r")|([A-Za-z]{1,12}n't)|(up\s+to)|(or\s+so))(?![A-Za-z])"
+    # relations other than "=" and "\approx" bound a value instead of stating it
+    r"|(<|>|≤|≥|≠|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt|leqslant|geqslant|pm|mp)(?![A-Za-z])|±)"
+    r"|(\?)"                                                 # a question
+    r"|(==|=>|\(\s*\)|\]\s*\[|(?<![A-Za-z'])['\"`](?=\s*[\w({\[])|\d['\"`])"  # code: calls, indexing, quotes
+    r"|(\d\s*\+\s*$)")                                       # "5+": five or more
+# Remarks after a stated value that do not change it, dropped from the end of an answer (on both
+# sides of a comparison, and before looking for qualifiers):
+#   a contrast   "18, not 20", "18 (not 20)", "18 rather than 20"  (but "not 18" is left alone);
+#   a reason     "10 (since x must be at least 3)", "10, because ...";
+#   a domain     "f(n) = n \text{ for all } n \ge 1", "f(x) = x for every real x"  (where the answer
+#                holds; a conditional "18 when n is odd" is not a domain and is kept).
+_REMARK_RES = (
+    re.compile(r"(?i)(?:\s*[,;(]\s*(?:but\s+)?not|\s*[,;(]?\s*(?:rather\s+than|instead\s+of))\b[^()]*\)?\s*\.?\s*$"),
+    re.compile(r"(?i)\s*(?:\(\s*(?:since|because|due\s+to)\b[^()]*\)|[,;]\s*(?:since|because)\b.*)\s*\.?\s*$"),
+    re.compile(r"(?i)(?:\s|,|\\q?quad|\\[,;: ])*(?:\\text\s*\{\s*for\s+(?:all|every|any|each)\b|\\forall(?![A-Za-z])"
+               r"|(?<![A-Za-z\\])for\s+(?:all|every|any|each)\b).*$"),
+)
+
+
+def _qualifiers(text: str) -> set[str]:
+    found = set()
+    for m in _QUALIFIER_RE.finditer(text):
+        kind = m.lastindex
+        word = m.group(kind).lower()
+        found.add(word if kind <= 4 else ("relation", "question", "code", "plus")[kind - 5])
+    return found
+
+
+def _drop_remarks(s: str) -> str:
+    """The answer without the remarks after its value (see above); a remark is dropped only after
+    something with a digit or math that does not qualify itself ("not 18" keeps its "not")."""
+    if len(s) > MAX_PROSE:
+        return s
+    contrast, reason, _ = _REMARK_RES
+    for remark in _REMARK_RES:
+        m = remark.search(s)
+        if not m or not _MATH_CHARS_RE.search(s[:m.start()]) or _qualifiers(s[:m.start()]):
+            continue
+        said = m.group(0)
+        # A contrast names another value ("not 20"; "18, not sure" is a hedge); a reason is no
+        # hedge itself ("18 (because I guess so)" is one).
+        if remark is contrast and not re.search(r"[\d\\]", said):
+            continue
+        if remark is reason and _qualifiers(said) & {*_HEDGES, "question"}:
+            continue
+        s = s[:m.start()]
+    return s
+
+
+def hedged(answer: str, gold: str = "") -> bool:
+    """Whether the answer qualifies its value (see the rule above) beyond what the gold says."""
+    if len(answer) > MAX_PROSE:
+        return False  # long answers are expressions, not sentences; math-verify compares them
+    answer = _CALCULATOR_RE.sub(" ", answer)  # GSM8K's "<<4/12=0.33>>" is arithmetic, not a relation
+    return bool(_qualifiers(_drop_remarks(answer)) - _qualifiers(gold))
 
 
 def _closing_braces(text: str, start: int = 0) -> dict[int, int]:
@@ -60,7 +159,29 @@ def _closing_braces(text: str, start: int = 0) -> dict[int, int]:
     return pairs
 
 
+# What may stand between the items of one answer written as several boxes or math environments:
+# "$x=\boxed{-1}$ and $x=\boxed{-9}$", "\(\boxed{2}\), \(\boxed{5}\)", "5, 15 and 25".
+_LIST_GAP_RE = re.compile(
+    r"(?:\s|[,;$*]|\\[()\[\]]|\\q?quad|\\text\s*\{\s*(?:and|or|,)?\s*\}|(?<![A-Za-z])(?:and|or)(?![A-Za-z])"
+    r"|(?<![A-Za-z\\])[A-Za-z](?:_\{?\w+\}?)?\s*=)*")
+MAX_GAP = 60
+MAX_ITEMS = 12
+
+
+def _join_items(items: list[str]) -> str:
+    """One answer from several stated items: itself when they all say the same, else the list."""
+    if len({normalize_answer(i) for i in items}) == 1:
+        return items[-1]
+    return ", ".join(items)
+
+
 def _last_boxed(text: str) -> str | None:
+    """The last box, together with the boxes right before it that are items of the same answer.
+
+    Rule: an answer with several parts (all solutions of an equation, several values or tuples) is
+    often written as one box per part. Boxes separated only by list punctuation, "and"/"or",
+    math delimiters or "x =" are one answer, compared as a list with the gold; boxes separated by
+    any other words are successive attempts, and the last one is the answer."""
     matches = list(_BOX_RE.finditer(text))[-MAX_TRIES:]
     if not matches:
         return None
@@ -68,16 +189,29 @@ def _last_boxed(text: str) -> str | None:
     # text is a long shared prefix plus a completion, and this loop runs in Python.
     braces = [m.start(1) for m in matches if m.group(1)]
     closing = _closing_braces(text, braces[0]) if braces else {}
-    for m in reversed(matches):
+    boxes: list[tuple[int, int, str]] = []  # (start, end, content) of each readable box, in order
+    for m in matches:
         if m.group(1):
             end = closing.get(m.start(1))
             if end is not None:
-                return text[m.start(1) + 1:end].strip()
+                boxes.append((m.start(), end + 1, text[m.start(1) + 1:end].strip()))
         else:  # "\boxed 5": the argument is the next token
             tok = re.match(r"\s*([^\s$.,{}]+)", text[m.end():m.end() + WINDOW])
             if tok:
-                return tok.group(1)
-    return None
+                boxes.append((m.start(), m.end() + tok.end(), tok.group(1)))
+    if not boxes:
+        return None
+    start, _, last = boxes[-1]
+    items = [last]
+    for b_start, b_end, content in reversed(boxes[:-1]):
+        if b_end > start:  # a box nested in the one after it
+            continue
+        gap = text[b_end:start]
+        if len(items) >= MAX_ITEMS or len(gap) > MAX_GAP or not _LIST_GAP_RE.fullmatch(gap):
+            break
+        items.insert(0, content)
+        start = b_start
+    return _join_items([i for i in items if i])
 
 
 def _math_or_sentence(rest: str) -> str:
@@ -133,7 +267,7 @@ def _last_bold(text: str) -> str | None:
 def _looks_bare(par: str) -> bool:
     """A short paragraph that is an answer by itself ("18", "$\\frac{1}{2}$"), not a sentence."""
     return len(par) <= 80 and "\n" not in par and not re.search(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}", par) \
-        and bool(re.search(r"\d|\\", par))
+        and bool(re.search(r"\d|\\", par) or re.fullmatch(r"\$[^$]+\$", par))
 
 
 _MATH_ENV_RE = re.compile(r"\\\[(.+?)\\\]|\\\((.+?)\\\)|\$\$(.+?)\$\$|(?<![\\\d])\$(?!\s)([^$\n]+?)(?<![\\\s])\$(?!\d)", re.DOTALL)
@@ -141,26 +275,58 @@ _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|(?<=\\\])\s*|\n")
 _RESULT_RE = re.compile(r"=\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)(?![\d.,]*\d)")
 
 
-def _sentence_candidates(sentence: str) -> list[tuple[str, bool]]:
-    """(answer, is an equation result) for each math environment holding a digit and each plain
-    number of a sentence, in order of position."""
-    found: list[tuple[int, str, bool]] = []
-    outside = []
-    pos = 0
-    for m in _MATH_ENV_RE.finditer(sentence):
-        body = next(g for g in m.groups() if g is not None)
-        outside.append(sentence[pos:m.start()])
-        pos = m.end()
-        if re.search(r"\d", body):
-            rhs = body.rsplit("=", 1)
-            found.append((m.start(), rhs[-1].strip(), len(rhs) > 1))
-    outside.append(sentence[pos:])
+def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
+    """(start, end, answer, is an equation result) for each math environment holding a digit and
+    each plain number of a sentence, in order of position."""
+    found: list[tuple[int, int, str, bool]] = []
     text_only = sentence
-    for m in reversed(list(_MATH_ENV_RE.finditer(sentence))):  # blank out math, keep offsets
-        text_only = text_only[:m.start()] + " " * (m.end() - m.start()) + text_only[m.end():]
+    for m in reversed(list(_MATH_ENV_RE.finditer(sentence))):
+        body = next(g for g in m.groups() if g is not None)
+        if re.search(r"\d", body):
+            rhs = [body] if _RELATION_RE.search(body) else body.rsplit("=", 1)
+            found.append((m.start(), m.end(), rhs[-1].strip(), len(rhs) > 1))
+        text_only = text_only[:m.start()] + " " * (m.end() - m.start()) + text_only[m.end():]  # keep offsets
     for m in _NUMBER_RE.finditer(text_only):
-        found.append((m.start(), m.group(0), False))
-    return [(a, r) for _, a, r in sorted(found)]
+        found.append((m.start(), m.end(), m.group(0), False))
+    return sorted(found)
+
+
+_RELATION_RE = re.compile(r"[<>≤≥≠]|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt)(?![A-Za-z])")
+_CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K calculator annotations: "= $<<9*2=18>>18"
+# After a value, what takes it back: "18?", "18 is wrong", "5 or more". (Words after a value are
+# otherwise its unit or the rest of the sentence: "4 guests did not get a second hotdog".)
+_AFTER_VALUE_RE = re.compile(
+    r"(?i)^\s*(?:\?|\+|(?:is|was|seems|looks)\s+(?:wrong|incorrect|false|not\b)|or\s+(?:so|more|less|fewer|"
+    r"greater|higher|lower|above|below|over|under)\b)")
+
+
+_CONDITION_WORDS = {"if", "unless", "when", "whenever", "assuming", "assume", "provided", "suppose",
+                    "supposing"}
+
+
+def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> str:
+    """The answer a closing sentence states at its candidate i: the value itself, with the values
+    listed right before it ("The solutions are $x=-1$ and $x=-9$" -> "-1, -9"); or, when the words
+    just around it qualify it ("must be at least 7 degrees"), the phrase with those words, which
+    the grader then reads as not a value (see `hedged`)."""
+    first = i
+    while first > 0 and i - first < MAX_ITEMS - 1:
+        gap = sentence[cands[first - 1][1]:cands[first][0]]
+        if len(gap) > MAX_GAP or not _LIST_GAP_RE.fullmatch(gap) or not gap.strip(" $"):
+            break
+        first -= 1
+    start, end = cands[first][0], cands[i][1]
+    before = _CALCULATOR_RE.sub(" ", sentence[:start]).split()[-3:]
+    after = _AFTER_VALUE_RE.match(sentence[end:])
+    # Conditions in a closing sentence restate the problem ("would each have $100 if they share
+    # equally"). A value that opens its sentence followed by a short remark is a bare answer with a
+    # comment on it ("18, I'm not sure", "18 if n is even"): the remark counts whole.
+    rest = sentence[end:]
+    if not before and len(rest.split()) <= 5 and _qualifiers(rest):
+        return sentence.strip()
+    if _qualifiers(" ".join(before)) - _CONDITION_WORDS or after:
+        return " ".join(before + [sentence[start:end] + (after.group(0) if after else "")])
+    return _join_items([c[2] for c in cands[first:i + 1]])
 
 
 def _from_final_paragraph(text: str) -> str | None:
@@ -176,8 +342,9 @@ def _from_final_paragraph(text: str) -> str | None:
         for sentence in reversed([s for s in _SENTENCE_SPLIT_RE.split(par) if s and s.strip()]):
             cands = _sentence_candidates(sentence)
             if cands:
-                computed = [a for a, is_result in cands if is_result or normalize_answer(a) in results]
-                return computed[-1] if computed else cands[-1][0]
+                computed = [k for k, (_, _, a, is_result) in enumerate(cands)
+                            if is_result or normalize_answer(a) in results]
+                return _stated(sentence, cands, computed[-1] if computed else len(cands) - 1)
     return None
 
 
@@ -199,9 +366,22 @@ _DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\\circ")
 _UNIT_POWER_RE = re.compile(r"^\s*\^\s*\{?[23]\}?")
 _THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?:(?:,|\{,\})\d{3})+(?:\.\d+)?$")
 _SPACED_THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+_LIST_WORD_RE = re.compile(r"(?<=[\d})\]])\s*,?\s*(?<![A-Za-z\\])(?:and|or)\s+(?=[-\d\\(\[{]|[A-Za-z]\s*=)")
 _PLAIN_NUMBER_TOKEN_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _CHOICE_RE = re.compile(r"^\(?([A-Ea-e])\)?$")
 _TRAILING_WORDS_RE = re.compile(r"^(.*?[\d}\)\]])\s+(?:[A-Za-z]{2,}\.?\s*)+$")
+
+
+def _strip_edge_markup(s: str) -> str:
+    # A loop, not an end-anchored regular expression: those are quadratic on long whitespace runs.
+    while True:
+        t = s.strip()
+        t = t[2:] if t.startswith(("**", "__")) else t
+        t = t[:-2] if t.endswith(("**", "__")) and not t.endswith("\\__") else t
+        t = t[:-1] if t.endswith((".", ",", ";", ":", "!")) and not t.endswith(("\\.", "\\,", "\\;", "\\:", "\\!", "..")) else t
+        if t == s:
+            return s
+        s = t
 
 
 def _unwrap(s: str) -> str:
@@ -217,6 +397,11 @@ def _unwrap(s: str) -> str:
         m = _BOX_RE.match(s)
         if m and m.group(1) and _closing_braces(s).get(m.start(1)) == len(s) - 1:
             s, changed = s[m.end():-1], True
+        # Markdown and sentence punctuation around an answer are not part of it: "\(1\)**." from
+        # "**The answer is \(1\)**." (the bold opened before the phrase the answer was cut from).
+        edge = _strip_edge_markup(s)
+        if edge != s:
+            s, changed = edge, True
     return s
 
 
@@ -224,7 +409,7 @@ def _drop_text(s: str) -> str:
     """`\\text{...}`: units when a number stands beside it (dropped), else the answer (kept)."""
     outside = _TEXT_CMD_RE.sub(" ", s)
     if re.search(r"\d", outside):
-        s = re.sub(r"\\text\s*\{\s*(?:and|or)\s*\}", ", ", s)  # "2 \text{ and } 3" lists two answers
+        s = re.sub(r"\s*,?\s*\\text\s*\{\s*,?\s*(?:and|or)\s*\}\s*", ", ", s)  # "2 \text{ and } 3" lists two answers
         parts = []
         pos = 0
         for m in _TEXT_CMD_RE.finditer(s):
@@ -239,33 +424,133 @@ def _drop_text(s: str) -> str:
 
 
 def _single_number_in_prose(s: str) -> str:
-    """"Verna received 7.00 in change" -> "7.00"; left alone when there is math or several numbers."""
-    if "\\" in s or re.search(r"[=+*/^<>]", s) or not re.search(r"[A-Za-z]{2,}", s):
+    """"Verna received 7.00 in change" -> "7.00": prose that states one number and qualifies it in no
+    way (see `hedged`: "not 18", "at least 5", "18?" keep their words and are no value); left alone
+    when there is math or several numbers."""
+    if "\\" in s or re.search(r"[=+*/^<>()\[\]{}]|[A-Za-z]\d", s) or not re.search(r"[A-Za-z]{2,}", s) \
+            or _qualifiers(s):  # "AZYUK2A": a digit inside a word is no number of the prose
         return s
     numbers = _PLAIN_NUMBER_TOKEN_RE.findall(s)
     return numbers[0].rstrip(",") if len(numbers) == 1 else s
+
+
+# --- families of solutions with a free integer parameter ---------------------------------------
+#
+# Rule: "\frac{\pi}{6} + k\pi \text{ for } k \in \mathbb{Z}" and "x = \frac{1}{6}\pi + \pi n, n \in
+# \mathbb{Z}" are the same family: the declaration of the parameter is dropped and the parameter
+# is renamed k on both sides, so math-verify compares the expressions (sympy makes k\pi and \pi k
+# equal). A parameter is declared ("k \in \mathbb{Z}", "k \text{ is an integer}", "for any integer
+# k"), or, undeclared, is the one letter n, m or k multiplying \pi. Two representatives of one family
+# that differ by a period ("\frac{7\pi}{6} + k\pi") are not recognised as equal.
+_INTEGERS = r"(?:\\mathbb\s*\{?\s*Z\s*\}?|\\mathbf\s*\{\s*Z\s*\}|\\Z(?![A-Za-z])|ℤ)"
+_DECL_SEP = r"(?:\s|,|;|\\q?quad|\\[,;: ]|~)*"
+_LEAD_IN = r"(?:for|where|with)(?:\s+(?:all|any|every|some|each|an?))?(?:\s+integers?)?"
+_PARAM_DECL_RES = (
+    # "..., k \in \mathbb{Z}", "\text{ for } k \in \mathbb{Z}", "(n \in \mathbb{Z})", "k \text{ is an integer}"
+    re.compile(_DECL_SEP + r"(?:\\(?:text|mbox|textrm)\s*\{\s*" + _LEAD_IN + r"\s*\}|(?<![A-Za-z\\])"
+               + _LEAD_IN + r")?\s*\(?\s*([A-Za-z])\s*(?:\\in\s*" + _INTEGERS + r"|∈\s*" + _INTEGERS
+               + r"|\\(?:text|mbox)\s*\{\s*(?:is\s+)?(?:an?\s+)?(?:arbitrary\s+|any\s+)?integers?\s*\})\s*\)?\s*\.?\s*$"),
+    # "\text{ for any integer } k", "where k is an integer" (plain text)
+    re.compile(_DECL_SEP + r"(?:\\(?:text|mbox|textrm)\s*\{\s*" + _LEAD_IN + r"\s*\}|(?<![A-Za-z\\])"
+               + _LEAD_IN + r")\s*([A-Za-z])(?:\s+is\s+an?\s+(?:arbitrary\s+)?integer)?\s*\.?\s*$"),
+)
+_PI_PARAMETER_RE = re.compile(r"(?<![\\A-Za-z])([nmk])(?=\s*\\pi(?![A-Za-z]))|\\pi\s*([nmk])(?![A-Za-z])")
+
+
+def _integer_parameter(s: str) -> str:
+    letter = None
+    tail = max(0, len(s) - DECL_TAIL)  # a declaration is short; searching only the tail keeps this linear
+    for decl in _PARAM_DECL_RES:
+        m = decl.search(s, tail)
+        if m and m.start() > 0 and re.search(r"(?<![\\A-Za-z])" + m.group(1) + r"(?![A-Za-z])", s[:m.start()]):
+            s, letter = s[:m.start()], m.group(1)
+            break
+    if letter is None:
+        found = {a or b for a, b in _PI_PARAMETER_RE.findall(s)}
+        if len(found) != 1:
+            return s
+        letter = found.pop()
+    standalone = r"(?<![\\A-Za-z])%s(?![A-Za-z])"
+    if letter == "k" or re.search(standalone % "k", s):
+        return s
+    return re.sub(standalone % letter, "k", s)
+
+
+# --- percentages ------------------------------------------------------------------------------
+#
+# Rule: a percent sign is kept as a trailing "%" on the canonical form of a value ("62.5\%",
+# "62.5 percent" -> "62.5%") and compared by `comparison_forms`: when only one side carries it, the
+# value with the sign equals the other side if its number does (golds and answers to "what
+# percent..." drop the sign: gold 62.5 vs "62.5%", gold "28\%" vs 28) or if its number / 100 does
+# (gold 0.625 vs "62.5%", gold "62.5\%" vs 0.625). With the sign on both sides the numbers are
+# compared; with it on neither, 0.625 and 62.5 differ. These are math-verify's own semantics.
+_PERCENT_END_RE = re.compile(r"(?i)\s*(?:\\?%|\b(?:percent|per\s+cent|percentage|pct)\b)\s*$")
+
+
+def comparison_forms(gold: str, answer: str) -> list[tuple[str, str]]:
+    """The (gold, answer) pairs, normalised, that decide a comparison: the answer is right when any
+    of them is equal (the percent rule above); a single pair for everything else."""
+    comma = _decimal_comma(gold, answer) or _decimal_comma(answer, gold)
+    if comma:
+        return [(gold, answer), comma if _decimal_comma(gold, answer) else comma[::-1]]
+    g_pct, a_pct = gold.endswith("%"), answer.endswith("%")
+    g, a = gold.rstrip("%"), answer.rstrip("%")
+    if g_pct == a_pct:
+        return [(g, a)]
+    if a_pct:
+        return [(g, a), (g, _hundredth(a))]
+    return [(g, a), (_hundredth(g), a)]
+
+
+# Rule: "1,22" against "1.22" is a decimal comma: one comma between digits, not followed by exactly
+# three digits after a non-zero (then it separates thousands) nor by a space (then it separates list items), when
+# the other side is a decimal number. "1,2" against "1, 2" stays a list.
+_DECIMAL_COMMA_RE = re.compile(r"-?(?:0,\d+|\d+,(?:\d{1,2}|\d{4,}))")  # "0,111" has no thousands
+
+
+def _decimal_comma(one: str, other: str) -> tuple[str, str] | None:
+    """(one with a decimal point, other) when `one` is written with a decimal comma, else None."""
+    if _DECIMAL_COMMA_RE.fullmatch(one) and re.fullmatch(r"-?\d*\.\d+", other):
+        return one.replace(",", "."), other
+    return None
+
+
+def _hundredth(value: str) -> str:
+    try:
+        d = Decimal(value)
+    except InvalidOperation:
+        return "\\frac{" + value + "}{100}"
+    return format((d / 100).normalize(), "f") if d.is_finite() else value
 
 
 @lru_cache(maxsize=65536)
 def normalize_answer(s: str) -> str:
     """Canonical form of an answer string for comparison (see the module docstring)."""
     s = _unwrap(_strip_hope(s))
+    s = _drop_remarks(s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\!", "")
     s = s.replace("\\left", "").replace("\\right", "")
+    s = _integer_parameter(" ".join(s.split()))  # single spaces: its patterns then cannot backtrack
     s = _SPACES_RE.sub(" ", s)
     s = s.replace("\\$", "").replace("$", "")
     s = re.sub(r"\\(?=\d)", "", s)  # "\15": a dollar sign that lost its "$"
+    s = re.sub(r"\\(?:mathrm|mathit|rm)\s*\{\s*([A-Za-z])\s*\}", r"\1", s)
     s = _drop_text(s)
     s = _DEGREE_RE.sub("", s)
-    s = s.replace("\\%", "").replace("%", "")
+    # "5, 15, and 25", "x = -1 or x = -9": items of one list, written as math-verify lists them
+    s = _LIST_WORD_RE.sub(", ", s)
     s = " ".join(s.split())
+    m = _PERCENT_END_RE.search(s, max(0, len(s) - DECL_TAIL))
+    percent = m is not None
+    s = (s[:m.start()] if m else s).replace("\\%", "").replace("%", "")
     if len(s) <= MAX_PROSE:
-        s = re.sub(r"(?i)\s*\b(?:percent|per cent)$", "", s)
         s = _single_number_in_prose(s)
         m = _TRAILING_WORDS_RE.match(s)
-        if m and not re.search(r"(?<!\\)\b[A-Za-z]{2,}", m.group(1)):
+        if m and not re.search(r"(?<!\\)\b[A-Za-z]{2,}", m.group(1)) and not _qualifiers(s):
             s = m.group(1)
-    s = s.strip().rstrip(".,;:!").strip()
+    s = s.strip()
+    # Trailing punctuation goes, an ellipsis stays: "1, 2, 3, ..." is a list that goes on.
+    s = s if s.endswith("..") else s.rstrip(".,;:!").strip()
     s = _unwrap(s)
     if _THOUSANDS_RE.match(s):
         s = s.replace("{,}", "").replace(",", "")
@@ -274,4 +559,4 @@ def normalize_answer(s: str) -> str:
     choice = _CHOICE_RE.match(s)
     if choice:
         s = choice.group(1).upper()
-    return s
+    return s + "%" if percent and s else s

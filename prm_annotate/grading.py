@@ -11,14 +11,21 @@ cannot decide (`error` is "timeout", "parse failure", "gold parse failure", "emp
 "worker crashed", "out of memory", "error: <Exception>") `correct` is None: never guessed.
 
 How a comparison is decided, cheapest first:
+  0. an answer that qualifies its value ("not 18", "at least 5", "18?": `answers.hedged`) is wrong;
   1. the verdict cache (bounded LRU keyed by the normalised gold and answer);
-  2. equal normalised strings, or two plain numbers compared exactly (no math-verify needed);
+  2. each form of the pair (`answers.comparison_forms`: one, or two under the percent and
+     decimal-comma rules; right when one form is equal): equal normalised strings, or two plain
+     numbers compared exactly (no math-verify needed);
   3. math-verify `verify(gold, answer)` -- gold first -- in a child process
      (`prm_annotate.grading_worker`) with math-verify's signal timeouts off. The parent waits at
      most `timeout` seconds per comparison and kills and replaces a worker that overruns, so the
      bound holds on any thread and inside worker processes (no signals, no multiprocessing).
 Model output is never evaluated: the parent only runs regular expressions, the worker only
 math-verify's parser.
+
+`plain_many` grades with plain math-verify on the whole response (the reference the grader is
+measured against, same worker and timeouts); `Agreement` counts agreement with reference
+verdicts and splits the disagreements into false accepts and false rejects.
 """
 from __future__ import annotations
 
@@ -35,9 +42,9 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Iterable, Sequence
 
-from prm_annotate.answers import extract_final_answer, normalize_answer
+from prm_annotate.answers import comparison_forms, extract_final_answer, hedged, normalize_answer
 
-__all__ = ["Verdict", "Grader", "extract_final_answer", "normalize_answer"]
+__all__ = ["Agreement", "Verdict", "Grader", "extract_final_answer", "normalize_answer"]
 
 DEFAULT_TIMEOUT = 5.0
 # A fresh worker imports sympy and math-verify; on a loaded 2-core machine that takes seconds.
@@ -51,6 +58,45 @@ class Verdict:
     final_answer: str | None
     correct: bool | None
     error: str | None = None
+
+
+@dataclass
+class Agreement:
+    """How often verdicts agree with reference verdicts (humans' final_answer_correct, GSM8K's
+    is_correct), and how the disagreements split: a false accept (graded right, the reference says
+    wrong) hides a real error from the labels and costs more than a false reject."""
+    total: int = 0
+    agree: int = 0
+    false_accepts: int = 0
+    false_rejects: int = 0
+    undecided: int = 0  # correct=None: counted as disagreements, in neither split
+
+    def add(self, correct: bool | None, reference: bool) -> None:
+        self.total += 1
+        if correct is None:
+            self.undecided += 1
+        elif correct == reference:
+            self.agree += 1
+        elif correct:
+            self.false_accepts += 1
+        else:
+            self.false_rejects += 1
+
+    @classmethod
+    def of(cls, verdicts: Iterable[bool | None], references: Iterable[bool]) -> "Agreement":
+        out = cls()
+        for correct, reference in zip(verdicts, references, strict=True):
+            out.add(correct, reference)
+        return out
+
+    @property
+    def share(self) -> float:
+        return self.agree / self.total if self.total else 0.0
+
+    def __str__(self) -> str:
+        return (f"{self.agree}/{self.total} = {100 * self.share:.2f}% "
+                f"(false accepts {self.false_accepts}, false rejects {self.false_rejects}"
+                + (f", undecided {self.undecided})" if self.undecided else ")"))
 
 
 class GraderUnavailable(RuntimeError):
@@ -81,6 +127,14 @@ def _quick(gold: str, answer: str) -> bool | None:
     if g == g.to_integral_value() and a == a.to_integral_value() and "." not in gold + answer:
         return False
     return None
+
+
+def _any_equal(results: list[tuple[bool | None, str | None]]) -> tuple[bool | None, str | None]:
+    """The verdict of a comparison with several forms (answers.comparison_forms): right when one
+    form is equal; undecided when none is and one could not be decided; else wrong."""
+    if any(correct for correct, _ in results):
+        return True, None
+    return next(((c, e) for c, e in results if c is None), (False, None))
 
 
 class _Worker:
@@ -187,15 +241,22 @@ class Grader:
         answers = [extract_final_answer(text) for _, text in pairs]
         keys: list[tuple[str, str] | None] = []
         decided: dict[tuple[str, str], tuple[bool | None, str | None]] = {}
-        pending: list[tuple[str, str]] = []
+        pending: dict[tuple[str, str], list[tuple[str, str]]] = {}  # key -> its comparison forms
         for (gold, _), answer in zip(pairs, answers):
             if answer is None:
                 keys.append(None)
                 self.stats["no_answer"] += 1
                 continue
+            if hedged(answer, gold):
+                # "not 18", "at least 5", "18?": the answer says something other than a value
+                # (answers.hedged); never reduced to its number, never sent to math-verify.
+                keys.append(("", answer))
+                decided[keys[-1]] = (False, None)
+                self.stats["hedged"] += 1
+                continue
             key = (normalize_answer(gold), normalize_answer(answer))
             keys.append(key)
-            if key in decided:
+            if key in decided or key in pending:
                 self.stats["cache"] += 1
                 continue
             hit = self._cache_get(key)
@@ -206,20 +267,27 @@ class Grader:
             if not key[0] or not key[1]:  # nothing left once delimiters and units are gone
                 decided[key] = (None, "empty gold") if not key[0] else (False, "no answer")
                 continue
-            quick = _quick(*key)
-            if quick is not None:
+            forms = comparison_forms(*key)
+            quick = [_quick(*form) for form in forms]
+            if True in quick or all(q is False for q in quick):
                 self.stats["quick"] += 1
-                decided[key] = (quick, None)
+                decided[key] = (True in quick, None)
                 self._cache_put(key, decided[key])
             else:
-                decided[key] = (None, "pending")
-                pending.append(key)
-        self.stats["math_verify"] += len(pending)
-        for key, result in zip(pending, self._compare(pending)):
-            decided[key] = result
-            self._cache_put(key, result)
+                pending[key] = [form for form, q in zip(forms, quick) if q is None]
+        compared = sorted({form for forms in pending.values() for form in forms})
+        self.stats["math_verify"] += len(compared)
+        results = dict(zip(compared, self._compare(compared)))
+        for key, forms in pending.items():
+            decided[key] = _any_equal([results[form] for form in forms])
+            self._cache_put(key, decided[key])
         return [Verdict(None, False, "no answer") if key is None else Verdict(answer, *decided[key])
                 for answer, key in zip(answers, keys)]
+
+    def plain_many(self, pairs: Iterable[tuple[str, str]]) -> list[Verdict]:
+        """Plain math-verify on (gold, response text) pairs, with the same hard timeouts: the
+        reference the grader's agreement is reported beside (no extraction or rules of ours, no cache)."""
+        return [Verdict(None, *result) for result in self._compare([(g, t, "plain") for g, t in pairs])]
 
     def start(self) -> None:
         """Start every worker process now (otherwise each starts when first needed)."""

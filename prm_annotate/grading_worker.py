@@ -6,7 +6,7 @@ timeouts use SIGALRM, which only works on the main thread of the main process. S
 can kill when a comparison overruns its deadline.
 
 Protocol, one JSON document per line. The parent writes `{"items": [[gold, answer], ...]}` (both
-already normalised); the worker answers with one line per item, in order, as soon as it is done:
+already normalised; `[gold, text, "plain"]` asks for plain math-verify on a whole response); the worker answers with one line per item, in order, as soon as it is done:
 `[true|false, null]` for a verdict or `[null, "<error>"]` when it could not decide. It writes
 `{"ready": true}` once math-verify is imported. Strings are only ever handed to math-verify's
 parser (an ANTLR LaTeX grammar and a digits-and-operators expression regex); nothing is evaluated.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from functools import lru_cache
 
@@ -67,6 +68,20 @@ def compare(gold: str, answer: str) -> tuple[bool | None, str | None]:
     return bool(verify(gold_parsed, parsed, timeout_seconds=None)), None
 
 
+_DELIMITED_RE = re.compile(r"(?<!\\)\$|\\\(|\\\[")
+
+
+def compare_plain(gold: str, text: str) -> tuple[bool | None, str | None]:
+    """Plain math-verify, the reference the grader is measured against: the gold as an answer, the
+    whole response parsed by math-verify's own extraction, no rules of ours."""
+    from math_verify import parse, verify
+
+    # A gold that brings its own delimiters ("$9$", as math-verify's own tests write them) is read
+    # as it is; a bare one ("18", "\\frac{1}{2}") is wrapped like the grader's.
+    gold_parsed = parse(gold, parsing_timeout=None) if _DELIMITED_RE.search(gold) else _parse_gold(gold)
+    return bool(verify(gold_parsed, parse(text, parsing_timeout=None), timeout_seconds=None)), None
+
+
 def main() -> None:
     # Keep the protocol stream clean: anything a library prints goes to stderr instead.
     proto = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
@@ -84,9 +99,10 @@ def main() -> None:
     proto.write('{"ready": true}\n')
     for line in sys.stdin:
         request = json.loads(line)
-        for gold, answer in request["items"]:
+        for item in request["items"]:
             try:
-                verdict = compare(gold, answer)
+                # [gold, answer], or [gold, response text, "plain"] for the plain math-verify reference
+                verdict = (compare_plain if len(item) > 2 else compare)(item[0], item[1])
             except MemoryError:
                 verdict = (None, "out of memory")
             except Exception as e:  # a grader bug must not look like a wrong answer

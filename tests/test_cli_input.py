@@ -128,7 +128,15 @@ def test_grade_agrees_with_human_verdicts_on_processbench(tmp_path, split):
     gold = Path(__file__).resolve().parent / "data" / "grading" / f"processbench-{split}-gold.jsonl"
     result = run("grade", str(gold), "-o", str(tmp_path / "graded.jsonl"), "-q")
     assert result.returncode == 0, result.stderr
-    line = [x for x in result.stderr.decode().splitlines() if "agrees with final_answer_correct" in x][0]
+    lines = result.stderr.decode().splitlines()
+    line = [x for x in lines if "agrees with final_answer_correct" in x][0]
     agreed, total = (int(x) for x in line.split(" on ")[1].split(" (")[0].split(" of "))
     assert total == {"gsm8k": 400, "math": 112}[split]
     assert agreed / total >= 0.99
+    # Plain math-verify on the same records beside it, and the disagreements split both times.
+    plain = [x for x in lines if "plain math-verify agrees on" in x][0]
+    plain_agreed, plain_total = (int(x) for x in plain.split(" on ")[1].split(" (")[0].split(" of "))
+    assert plain_total == total and agreed >= plain_agreed
+    for summary, agree in ((line, agreed), (plain, plain_agreed)):
+        accepts, rejects = (int(summary.split(f" {kind}")[0].rsplit(" ", 1)[1]) for kind in ("false accepts", "false rejects"))
+        assert agree + accepts + rejects == total

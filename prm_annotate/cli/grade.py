@@ -21,6 +21,7 @@ def grade(
     *,
     run_opts: CommonRunOptions = CommonRunOptions(batch_size=256),
     reference_field: Annotated[str, typer.Option(help="A boolean field with a reference verdict to report agreement with.")] = "final_answer_correct",
+    baseline: Annotated[bool, typer.Option(help="Beside the agreement, grade the records with a reference verdict by plain math-verify too.")] = True,
     executor_opts: ExecutorOptions,
 ) -> None:
     """Re-grade the final answers of existing responses (sets final_answer and correct)."""
@@ -33,17 +34,27 @@ def grade(
         if ray is not None:
             from prm_annotate.executors.ray_executor import run_stage_on_ray
 
-            stage, summary = run_stage_on_ray(lambda _engine: GradeStage(step_sep=sep, reference_field=reference_field), None, opts, ray)
+            stage, summary = run_stage_on_ray(lambda _engine: GradeStage(step_sep=sep, reference_field=reference_field, baseline=baseline), None, opts, ray)
         else:
-            stage = GradeStage(step_sep=sep, reference_field=reference_field)
+            stage = GradeStage(step_sep=sep, reference_field=reference_field, baseline=baseline)
             summary = run_stage(stage, opts)
         report(summary)
         graded, stats = summary.done, stage.stats
         if graded:
             print(f"grade: {stats['correct']} of {graded} correct "
                   f"({stats['grade_errors']} could not be graded)", file=typer.get_text_stream("stderr"))
-        if stats["with_reference"]:
-            share = 100 * stats["agree_with_reference"] / stats["with_reference"]
-            print(f"grade: agrees with {reference_field} on {stats['agree_with_reference']} of "
-                  f"{stats['with_reference']} ({share:.1f}%)", file=typer.get_text_stream("stderr"))
+        ours = stage.agreement()
+        if ours.total:
+            err = typer.get_text_stream("stderr")
+            print(f"grade: agrees with {reference_field} on {ours.agree} of {ours.total} "
+                  f"({100 * ours.share:.1f}%): {_split(ours)}", file=err)
+            plain = stage.agreement("plain_")
+            if plain.total:
+                print(f"grade: plain math-verify agrees on {plain.agree} of {plain.total} "
+                      f"({100 * plain.share:.1f}%): {_split(plain)}", file=err)
     raise typer.Exit(summary.exit_code)
+
+
+def _split(a) -> str:
+    return (f"{a.false_accepts} false accepts (graded right, reference wrong), {a.false_rejects} false rejects"
+            + (f", {a.undecided} undecided" if a.undecided else ""))

@@ -3,13 +3,17 @@
 Reads any records with `id`, `answer` and `steps` or `response` (the whole text) and writes them
 back with `final_answer` and `correct` set by the grader. A comparison the grader cannot finish
 (timeout, parse failure) is recorded as `correct: null` with `grade_error`, never guessed.
+
+Records with a reference verdict (`final_answer_correct`, or the field given) are counted in
+`stats`: agreement and its false accepts / false rejects, for the grader and, with `baseline`, for
+plain math-verify on the same responses (same worker, same hard timeouts), side by side.
 """
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Iterable
 
-from prm_annotate.grading import Grader
+from prm_annotate.grading import Agreement, Grader
 from prm_annotate.records import GradeInput
 from prm_annotate.runner import Outcome
 from prm_annotate.steps import DEFAULT_SEP, join_steps
@@ -20,20 +24,41 @@ class GradeStage:
     input_model = GradeInput
 
     def __init__(self, grader: Grader | None = None, step_sep: str = DEFAULT_SEP,
-                 reference_field: str = "final_answer_correct"):
+                 reference_field: str = "final_answer_correct", baseline: bool = True):
         self.grader = grader or Grader()
         self.step_sep = step_sep
         self.reference_field = reference_field
+        self.baseline = baseline
         self.stats: Counter = Counter()
 
     def settings(self) -> dict[str, Any]:
         return {"step_sep": self.step_sep, "reference_field": self.reference_field}
 
+    def agreement(self, prefix: str = "") -> Agreement:
+        """Agreement with the reference verdicts so far: the grader's, or plain math-verify's
+        (prefix "plain_"). Kept as plain counters in `stats` so Ray actors' stats add up."""
+        return Agreement(**{f: self.stats[f"{prefix}reference_{f}"] for f in
+                            ("total", "agree", "false_accepts", "false_rejects", "undecided")})
+
+    def _count(self, prefix: str, correct: bool | None, reference: bool) -> None:
+        one = Agreement()
+        one.add(correct, reference)
+        for field, value in vars(one).items():
+            self.stats[f"{prefix}reference_{field}"] += value
+
     def process(self, batch: list[GradeInput]) -> Iterable[Outcome]:
         texts = [r.response if r.steps is None else join_steps(r.steps, self.step_sep) for r in batch]
         verdicts = self.grader.grade_many([(r.answer, t) for r, t in zip(batch, texts)])
-        for record, verdict in zip(batch, verdicts):
-            out = record.dump()
+        outs = [record.dump() for record in batch]
+        # A human verdict beside the response (ProcessBench's final_answer_correct): the summary
+        # reports how often the grader agrees with it, and plain math-verify beside it.
+        with_reference = [i for i, out in enumerate(outs) if isinstance(out.get(self.reference_field), bool)]
+        if self.baseline and with_reference:
+            plain = self.grader.plain_many([(batch[i].answer, texts[i]) for i in with_reference])
+            for i, verdict in zip(with_reference, plain):
+                self._count("plain_", verdict.correct, outs[i][self.reference_field])
+        for out, verdict in zip(outs, verdicts):
+            reference = out.get(self.reference_field)
             out["final_answer"] = verdict.final_answer
             out["correct"] = verdict.correct
             if verdict.error:
@@ -42,10 +67,6 @@ class GradeStage:
                 out.pop("grade_error", None)
             self.stats["grade_errors"] += verdict.correct is None
             self.stats["correct"] += verdict.correct is True
-            reference = out.get(self.reference_field)
             if isinstance(reference, bool):
-                # A human verdict beside the response (ProcessBench's final_answer_correct):
-                # the summary reports how often the grader agrees with it.
-                self.stats["with_reference"] += 1
-                self.stats["agree_with_reference"] += verdict.correct is reference
+                self._count("", verdict.correct, reference)
             yield Outcome.one(out)
