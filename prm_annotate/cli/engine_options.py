@@ -38,8 +38,10 @@ RequestTimeoutOpt = Annotated[float, typer.Option(
 MaxAttemptsOpt = Annotated[int, typer.Option(
     "--max-attempts", min=1, rich_help_panel=_P,
     help="Attempts per request before it is reported failed (--base-url).")]
-DtypeOpt = Annotated[str, typer.Option(
-    "--dtype", rich_help_panel=_P, help="vLLM dtype: auto, bfloat16, float16, float32.")]
+DtypeOpt = Annotated[Optional[str], typer.Option(
+    "--dtype", rich_help_panel=_P,
+    help="vLLM dtype: auto, bfloat16, float16, float32 (default: float32 on CPU, where bfloat16 "
+         "gives wrong outputs on some CPUs; the checkpoint's on GPU).")]
 MaxModelLenOpt = Annotated[Optional[int], typer.Option(
     "--max-model-len", min=1, rich_help_panel=_P, help="vLLM context length (default: the model's).")]
 TensorParallelOpt = Annotated[int, typer.Option(
@@ -78,7 +80,7 @@ class EngineOptions:
     concurrency: ConcurrencyOpt = 16
     request_timeout: RequestTimeoutOpt = 600.0
     max_attempts: MaxAttemptsOpt = 5
-    dtype: DtypeOpt = "auto"
+    dtype: DtypeOpt = None
     max_model_len: MaxModelLenOpt = None
     enforce_eager: EnforceEagerOpt = None
     kv_cache_gb: KvCacheOpt = None

@@ -63,7 +63,7 @@ class VLLMEngine:
     """`Engine` backed by an in-process `vllm.LLM`.
 
     Options left at None take vLLM's defaults, except on CPU (no CUDA), where the settings known
-    to work here are used: eager mode, an explicit KV-cache budget (`kv_cache_gb`, default 1 GiB),
+    to work here are used: float32, eager mode, an explicit KV-cache budget (`kv_cache_gb`, default 1 GiB),
     no chunked prefill (it crashes with per-request seeds) and 32-token blocks.
     """
 
@@ -71,7 +71,7 @@ class VLLMEngine:
         self,
         model: str,
         *,
-        dtype: str = "auto",
+        dtype: str | None = None,
         max_model_len: int | None = None,
         tensor_parallel_size: int = 1,
         gpu_memory_utilization: float = 0.9,
@@ -101,9 +101,11 @@ class VLLMEngine:
         from vllm.platforms import current_platform
 
         on_cpu = current_platform.is_cpu()
+        # float32 on CPU unless asked otherwise: bfloat16 gives wrong outputs on some CPUs.
+        self.dtype = dtype or ("float32" if on_cpu else "auto")
         args: dict[str, Any] = dict(
             model=model_path,
-            dtype=dtype,
+            dtype=self.dtype,
             tensor_parallel_size=tensor_parallel_size,
             seed=seed,
             enable_prefix_caching=True,
