@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from prm_annotate.engines import on_cpu, resolve_dtype
+from prm_annotate.errors import ENGINE_INSTALL, require
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 from prm_annotate.engines.vllm_engine import CPU_BLOCK_SIZE, CPU_KV_CACHE_GB, resolve_model
 
@@ -45,6 +46,7 @@ class VLLMServer:
         extra_args: list[str] | None = None,
         log_path: str | Path | None = None,
     ) -> None:
+        require("vllm", "vllm serve", ENGINE_INSTALL)
         self.model, _ = resolve_model(str(model))
         self.served_name = served_name or self.model
         self.port = port or free_port()

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from prm_annotate.errors import UsageError
+from prm_annotate.errors import ENGINE_INSTALL, UsageError, require
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, check_keys
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 
@@ -97,6 +97,7 @@ class VLLMEngine:
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
+        require("vllm", "the in-process engine (--model without --base-url)", ENGINE_INSTALL)
         from vllm import LLM
         from vllm.platforms import current_platform
 
@@ -225,18 +226,14 @@ def _structured(regex: str | None):
 
 
 def _child_pids() -> set[int]:
-    try:
-        import psutil
-    except ImportError:
-        return set()
+    import psutil
+
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
 def _kill_new_children(before: set[int]) -> None:
-    try:
-        import psutil
-    except ImportError:
-        return
+    import psutil
+
     new = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     for p in new:
         try:
