@@ -49,7 +49,7 @@ TensorParallelOpt = Annotated[int, typer.Option(
 GpuMemOpt = Annotated[float, typer.Option(
     "--gpu-memory-utilization", min=0.01, max=1.0, rich_help_panel=_P, help="vLLM GPU memory share.")]
 EnforceEagerOpt = Annotated[Optional[bool], typer.Option(
-    "--enforce-eager/--no-enforce-eager", rich_help_panel=_P,
+    "--enforce-eager/--no-enforce-eager", metavar="", rich_help_panel=_P,
     help="vLLM eager mode (default: on for CPU, vLLM's choice on GPU).")]
 KvCacheOpt = Annotated[Optional[float], typer.Option(
     "--kv-cache-gb", min=0.01, rich_help_panel=_P, help="vLLM KV-cache size in GiB (default 1 on CPU).")]

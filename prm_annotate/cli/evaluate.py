@@ -15,7 +15,7 @@ def evaluate(
     pred_field: Annotated[Optional[str], typer.Option("--pred-field", help="Dotted path of the prediction, e.g. judge.first_error (default: detected from the first record, as compare does).")] = None,
     split_field: Annotated[Optional[str], typer.Option("--split-field", help="Dotted path of the split (default: id prefix before the first '-').")] = None,
     label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
     """ProcessBench metric (error acc, correct acc, F1 per split, average F1) of first-error predictions."""
     from prm_annotate.errors import UsageError

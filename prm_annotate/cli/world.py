@@ -23,7 +23,7 @@ def report(
     judge_max_tokens: Annotated[int, typer.Option("--judge-max-tokens", min=1, help="Tokens per verdict.")] = 256,
     start_timeout: Annotated[float, typer.Option("--start-timeout", min=1, help="Seconds to wait for each engine.")] = 300.0,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="vLLM dtype of both models (default: float32 on CPU).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print the report as one JSON object.")] = False,
 ) -> None:
     """Run sample -> rollout -> judge -> consensus with the world's tiny models and score every label
     source against the true first errors (ProcessBench metric, kept-label precision, tokens)."""
