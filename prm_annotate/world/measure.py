@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     result = measure(args.policy, None if args.policy_only else args.judge, args.problems, args.n, args.seed)
     print(json.dumps(result, indent=2), flush=True)
     sys.stdout.flush()
-    # vLLM can abort at interpreter exit (see VLLM_CPU.md); the engines are already shut down.
+    # vLLM can abort at interpreter exit (see docs/vllm-cpu.md); the engines are already shut down.
     os._exit(0)
 
 
