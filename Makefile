@@ -40,6 +40,7 @@ demo: $(STAMP)
 
 # A real model on real problems: SmolLM2-135M-Instruct on a few GSM8K test problems, small n, K and
 # max-tokens so it fits in minutes on 2 CPU cores. Outputs in $(REAL_DIR) (a fresh run each time).
+# Engines run in float32 on CPU (the default: bfloat16 gave SmolLM2 nonsense on some CPUs).
 # The 135M model almost never writes the judge prompt's \boxed{index} by itself, so its verdict is
 # constrained (--constrained: free analysis, then the index forced by vLLM structured outputs).
 REAL_DIR    ?= runs/demo-real

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Iterator
 
 from pydantic import ValidationError
 
-from prm_annotate.errors import InputError, UsageError
+from prm_annotate.errors import InputError, UsageError, require
 from prm_annotate.jsonl import STDIO, dumps
 from prm_annotate.labels import read_raw, step_labels
 from prm_annotate.records import Consensus, Judged, Rollout
@@ -201,6 +201,7 @@ def write_rows(rows: list[dict[str, Any]], output: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         if parquet:
+            require("pyarrow", "Parquet output", "pip install pyarrow")
             import pyarrow as pa
             import pyarrow.parquet as pq
 
@@ -291,6 +292,7 @@ def check_truncation(rows: Iterable[dict[str, Any]], opts: ExportOptions, tokeni
 
 
 def load_tokenizer(name_or_path: str) -> Any:
+    require("transformers", "--tokenizer", "pip install -e '.[tokenizer]' in the repository, or pip install transformers")
     from transformers import AutoTokenizer
 
     try:

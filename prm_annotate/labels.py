@@ -99,8 +99,11 @@ class Prediction:
 
 
 def load_predictions(path: str, field: str | None) -> tuple[str, dict[str, Prediction]]:
-    """Predictions by id, and the field they were read from (`None`: detected from the first record)."""
+    """Predictions by id, and the field they were read from (`None`: detected from the first record).
+
+    A field that no record has is bad input (a misspelt --pred-field would score as "no prediction")."""
     preds: dict[str, Prediction] = {}
+    present = False
     for where, rid, obj in records_by_id(path):
         if field is None:
             try:
@@ -110,8 +113,11 @@ def load_predictions(path: str, field: str | None) -> tuple[str, dict[str, Predi
         labels = obj.get("labels")
         if labels is not None and not (isinstance(labels, list) and all(isinstance(x, bool) for x in labels)):
             raise InputError(path, where, "`labels` must be a list of true/false")
-        preds[rid] = Prediction(rid, first_error_value(get_path(obj, field), path, where, field),
-                                step_count(obj), labels, obj)
+        value = get_path(obj, field)
+        present = present or value is not MISSING
+        preds[rid] = Prediction(rid, first_error_value(value, path, where, field), step_count(obj), labels, obj)
+    if preds and not present:
+        raise InputError(path, "line 1", f"no record has the field {field!r}")
     return field or "first_error", preds
 
 

@@ -26,8 +26,16 @@ class PromptFile:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
-def load_prompt(choice: str, builtin: dict[str, str] | None = None) -> PromptFile:
-    """`choice` is a built-in name (a key of `builtin`, mapping to a file in prompts/) or a path."""
+# `--system-prompt none`: no system message at all (models trained without one, e.g. many distilled
+# reasoning models, are told to take none).
+NO_PROMPT = "none"
+
+
+def load_prompt(choice: str, builtin: dict[str, str] | None = None, *, allow_none: bool = False) -> PromptFile:
+    """`choice` is a built-in name (a key of `builtin`, mapping to a file in prompts/) or a path;
+    with `allow_none`, "none" is the empty prompt (the conversation then has no system message)."""
+    if allow_none and choice == NO_PROMPT:
+        return PromptFile(name=NO_PROMPT, path="", text="")
     builtin = builtin or {}
     if choice in builtin:
         path = PROMPTS_DIR / builtin[choice]
@@ -41,5 +49,6 @@ def load_prompt(choice: str, builtin: dict[str, str] | None = None) -> PromptFil
     except (IsADirectoryError, UnicodeDecodeError) as exc:
         raise UsageError(f"{choice}: cannot read the prompt file: {exc}") from None
     if not text.strip():
-        raise UsageError(f"{choice}: the prompt file is empty")
+        hint = " (--system-prompt none sends no system prompt)" if allow_none else ""
+        raise UsageError(f"{choice}: the prompt file is empty{hint}")
     return PromptFile(name=choice, path=str(path), text=text)

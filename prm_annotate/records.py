@@ -1,4 +1,4 @@
-"""Every record shape of SPEC.md, in one place.
+"""Every record shape of the contract (docs/contract.md), in one place.
 
 Models keep unknown fields (`extra="allow"`) so each stage copies through what it does not own,
 and files stay joinable by `id`. Validation is strict about what a stage relies on: types,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import Any
+from typing import Any, Iterator
 
+from prm_annotate.errors import InputError, UsageError, require
 from prm_annotate.labels import MISSING, get_path, read_raw
 
 FIRST_ERROR_FIELDS = ("label", "first_error", "mc.first_error", "judge.first_error")
@@ -62,6 +63,25 @@ def _histogram(counter: Counter, order: list[Any]) -> dict[str, int]:
     return {str(k): counter[k] for k in order if counter[k]}
 
 
+def read_records_or_rows(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Records of a JSONL/JSON file, or the rows of a Parquet file (what `export` writes)."""
+    if not path.endswith(".parquet"):
+        yield from read_raw(path)
+        return
+    require("pyarrow", "reading Parquet", "pip install pyarrow")
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise InputError(path, "line 0", "no such file") from None
+    except (OSError, pyarrow.ArrowException) as exc:
+        raise UsageError(f"{path}: not a readable Parquet file ({exc})") from None
+    for i, row in enumerate(table.to_pylist(), 1):
+        yield f"row {i}", row
+
+
 def file_stats(path: str) -> dict[str, Any]:
     kinds: Counter = Counter()
     ids: Counter = Counter()
@@ -80,7 +100,7 @@ def file_stats(path: str) -> dict[str, Any]:
     answers: Counter = Counter()
     gen_tokens: Counter = Counter()
     records = 0
-    for _, obj in read_raw(path):
+    for _, obj in read_records_or_rows(path):
         records += 1
         kinds[kind_of(obj)] += 1
         ids[obj.get("id")] += 1
@@ -127,7 +147,9 @@ def file_stats(path: str) -> dict[str, Any]:
             part = obj.get(owner)
             if isinstance(part, dict):
                 for key, value in part.items():
-                    if "token" in key and isinstance(value, int) and not isinstance(value, bool):
+                    # Counts only: max_tokens is a setting, not tokens spent.
+                    if (key.endswith("tokens") and not key.startswith("max_") and isinstance(value, int)
+                            and not isinstance(value, bool)):
                         gen_tokens[f"{owner}.{key}"] += value
 
     out: dict[str, Any] = {

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from prm_annotate.engines import EngineConfig, GenerationRequest, make_engine
+from prm_annotate.engines import EngineConfig, GenerationRequest, make_engine, on_cpu
 from prm_annotate.engines.openai_engine import OpenAIEngine
 from prm_annotate.engines.vllm_engine import render_prompt
 from prm_annotate.errors import UsageError
@@ -510,6 +510,10 @@ def test_engine_config_and_cli_options():
     cfg = build_config(model="m", base_url=None, concurrency=None, kv_cache_gb=2.0, request_timeout=30.0)
     assert cfg.kind == "vllm" and cfg.kv_cache_gb == 2.0 and cfg.concurrency == 16 and cfg.timeout == 30.0
     assert build_config(model="m", base_url="http://h/v1").kind == "openai"
+    # The dtype each run records: float32 on CPU unless asked; a server's own dtype is not ours to say.
+    assert cfg.describe()["dtype"] == ("float32" if on_cpu() else "auto")
+    assert build_config(model="m", dtype="bfloat16").describe()["dtype"] == "bfloat16"
+    assert "dtype" not in build_config(model="m", base_url="http://h/v1").describe()
     with pytest.raises(UsageError, match="concurrency"):
         build_config(model="m", concurrency=0)
 
@@ -538,8 +542,10 @@ def _check_smollm2(engine):
 @pytest.mark.slow
 @pytest.mark.engine
 def test_smollm2_in_process(heavy, smollm2_dir):
+    """The default dtype: on CPUs with AVX-512-BF16/AMX, bfloat16 answered this with nonsense."""
     engine = heavy.get("vllm:smollm2", lambda: start_vllm_engine(smollm2_dir, max_model_len=2048),
                        lambda e: e.close())
+    assert engine.engine_args["dtype"] == ("float32" if on_cpu() else "auto")
     _check_smollm2(engine)
 
 
@@ -550,6 +556,7 @@ def test_smollm2_server(heavy, smollm2_dir, tmp_path_factory):
                        lambda: start_server(smollm2_dir, "smollm2", tmp_path_factory.getbasetemp(),
                                             max_model_len=2048),
                        lambda s: s.stop())
+    assert server.args[server.args.index("--dtype") + 1] == ("float32" if on_cpu() else "auto")
     _check_smollm2(OpenAIEngine(server.base_url, "smollm2", timeout=120, max_attempts=2))
 
 

@@ -172,3 +172,24 @@ def test_cli_entry_point_prints_table_and_json(tmp_path):
     assert {"error_acc", "correct_acc", "f1", "n"} <= set(m) and "average_f1" in out
     # predicting "no error" everywhere: every correct response right, every erroneous one wrong
     assert (m["error_acc"], m["correct_acc"], m["f1"]) == (0.0, 100.0, 0.0)
+
+
+def test_prediction_field_is_detected_as_compare_does(tmp_path):
+    """A judged file with the default --pred-field scores its judge.first_error (it printed F1 0.0)."""
+    rows = processbench("gsm8k")
+    judged = write_jsonl(tmp_path / "judged.jsonl", [
+        {"id": r["id"], "problem": r["problem"], "steps": r["steps"], "judge": {"first_error": r["label"]}}
+        for r in rows])
+    out = run_json(str(judged), "--gold", str(PROCESSBENCH / "gsm8k.json"))
+    assert out["pred_field"] == "judge.first_error"
+    assert out["splits"]["gsm8k"]["error_acc"] == 100.0 and out["missing_predictions"] == 0
+
+
+def test_absent_field_and_disjoint_ids_are_exit_2(tmp_path):
+    gold = str(PROCESSBENCH / "gsm8k.json")
+    preds = write_jsonl(tmp_path / "p.jsonl", [{"id": r["id"], "first_error": -1} for r in processbench("gsm8k")])
+    absent = runner.invoke(app, ["evaluate", str(preds), "--gold", gold, "--pred-field", "judge.first_error"])
+    assert absent.exit_code == 2 and "no record has the field 'judge.first_error'" in absent.stderr
+    other = write_jsonl(tmp_path / "other.jsonl", [{"id": f"x-{i}", "first_error": -1} for i in range(3)])
+    disjoint = runner.invoke(app, ["evaluate", str(other), "--gold", gold])
+    assert disjoint.exit_code == 2 and "no id of" in disjoint.stderr and "'x-0'" in disjoint.stderr

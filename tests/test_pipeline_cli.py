@@ -19,6 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from prm_annotate.engines import on_cpu
 from prm_annotate.records import Consensus, Judged, Rollout
 from jsonl_files import group_alive, write_jsonl
 from jsonl_files import read_jsonl as read
@@ -69,6 +70,7 @@ def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model
     manifest = orjson.loads(out.with_name("rollouts.manifest.json").read_bytes())
     settings = manifest["runs"][-1]["settings"]
     assert settings["k"] == 3 and settings["strategy"] == "exhaustive" and len(settings["system_prompt_sha256"]) == 64
+    assert settings["dtype"] == ("float32" if on_cpu() else "auto")  # no --dtype given: the default, recorded
     assert manifest["runs"][-1]["stats"]["completions"] == (40 - partial) * 2 * 3
 
     # The uninterrupted reference: the same command into another file.

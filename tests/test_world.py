@@ -251,7 +251,7 @@ def world_engine(heavy):
 
     def get(kind: str):
         return heavy.get(f"vllm:world-{kind}",
-                         lambda: start_vllm_engine(WORLD_MODELS / kind, dtype="bfloat16"),
+                         lambda: start_vllm_engine(WORLD_MODELS / kind),  # the default dtype, as users get
                          lambda engine: engine.close())
     return get
 

@@ -1,5 +1,5 @@
 """Command-line interface. Each command lives in its own module and registers itself on `app`;
-`--help` lists them in import order: the pipeline first, as SPEC.md does."""
+`--help` lists them in import order: the pipeline first, as docs/contract.md does."""
 from prm_annotate.cli.app import app
 
 from prm_annotate.cli import sample  # noqa: E402,F401

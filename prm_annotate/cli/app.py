@@ -53,9 +53,9 @@ IdFieldOpt = Annotated[str, typer.Option("--id-field", help="Field holding the i
 ProblemFieldOpt = Annotated[str, typer.Option("--problem-field", help="Field holding the problem text.")]
 AnswerFieldOpt = Annotated[str, typer.Option("--answer-field", help="Field holding the gold answer.")]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="Process at most the first N input records.")]
-BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Records handed to the engine at once.")]
-SkipInvalidOpt = Annotated[bool, typer.Option("--skip-invalid", help="Set bad input lines aside in <output>.rejects.jsonl and go on.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output (the summary line stays).")]
+BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Records per batch (a model stage hands a batch to its engine at once).")]
+SkipInvalidOpt = Annotated[bool, typer.Option("--skip-invalid/--no-skip-invalid", metavar="", help="Set bad input lines aside in <output>.rejects.jsonl and go on.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet/--no-quiet", "-q", metavar="", help="No progress output (the summary line stays).")]
 ShardOpt = Annotated[Optional[str], typer.Option("--shard", help="Process only shard I/N (0-based), by a stable hash of the id.")]
 StepSepOpt = Annotated[str, typer.Option("--step-sep", help="Step separator (backslash escapes allowed).")]
 

@@ -15,7 +15,7 @@ def compare(
     field: Annotated[Optional[List[str]], typer.Option("--field", help="FILE=dotted.path: where FILE keeps its first error (default: detected).")] = None,
     split_field: Annotated[Optional[str], typer.Option("--split-field", help="Dotted path of the split (default: id prefix before the first '-').")] = None,
     label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Agreement matrix of first errors across label sources, and each source's metric against the gold."""
     from prm_annotate.compare import compare as run, load_sources, parse_fields

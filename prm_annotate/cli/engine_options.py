@@ -38,8 +38,10 @@ RequestTimeoutOpt = Annotated[float, typer.Option(
 MaxAttemptsOpt = Annotated[int, typer.Option(
     "--max-attempts", min=1, rich_help_panel=_P,
     help="Attempts per request before it is reported failed (--base-url).")]
-DtypeOpt = Annotated[str, typer.Option(
-    "--dtype", rich_help_panel=_P, help="vLLM dtype: auto, bfloat16, float16, float32.")]
+DtypeOpt = Annotated[Optional[str], typer.Option(
+    "--dtype", rich_help_panel=_P,
+    help="vLLM dtype: auto, bfloat16, float16, float32 (default: float32 on CPU, where bfloat16 "
+         "gives wrong outputs on some CPUs; the checkpoint's on GPU).")]
 MaxModelLenOpt = Annotated[Optional[int], typer.Option(
     "--max-model-len", min=1, rich_help_panel=_P, help="vLLM context length (default: the model's).")]
 TensorParallelOpt = Annotated[int, typer.Option(
@@ -47,7 +49,7 @@ TensorParallelOpt = Annotated[int, typer.Option(
 GpuMemOpt = Annotated[float, typer.Option(
     "--gpu-memory-utilization", min=0.01, max=1.0, rich_help_panel=_P, help="vLLM GPU memory share.")]
 EnforceEagerOpt = Annotated[Optional[bool], typer.Option(
-    "--enforce-eager/--no-enforce-eager", rich_help_panel=_P,
+    "--enforce-eager/--no-enforce-eager", metavar="", rich_help_panel=_P,
     help="vLLM eager mode (default: on for CPU, vLLM's choice on GPU).")]
 KvCacheOpt = Annotated[Optional[float], typer.Option(
     "--kv-cache-gb", min=0.01, rich_help_panel=_P, help="vLLM KV-cache size in GiB (default 1 on CPU).")]
@@ -78,7 +80,7 @@ class EngineOptions:
     concurrency: ConcurrencyOpt = 16
     request_timeout: RequestTimeoutOpt = 600.0
     max_attempts: MaxAttemptsOpt = 5
-    dtype: DtypeOpt = "auto"
+    dtype: DtypeOpt = None
     max_model_len: MaxModelLenOpt = None
     enforce_eager: EnforceEagerOpt = None
     kv_cache_gb: KvCacheOpt = None

@@ -12,18 +12,25 @@ from prm_annotate.cli.app import app, handled
 def evaluate(
     predictions: Annotated[str, typer.Argument(help="Records with a first-error prediction (JSONL or JSON array), or -.")],
     gold: Annotated[str, typer.Option("--gold", help="Gold file: ProcessBench JSON array or JSONL with `label`.")],
-    pred_field: Annotated[str, typer.Option("--pred-field", help="Dotted path of the prediction, e.g. judge.first_error.")] = "first_error",
+    pred_field: Annotated[Optional[str], typer.Option("--pred-field", help="Dotted path of the prediction, e.g. judge.first_error (default: detected from the first record, as compare does).")] = None,
     split_field: Annotated[Optional[str], typer.Option("--split-field", help="Dotted path of the split (default: id prefix before the first '-').")] = None,
     label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
     """ProcessBench metric (error acc, correct acc, F1 per split, average F1) of first-error predictions."""
+    from prm_annotate.errors import UsageError
     from prm_annotate.evaluate import evaluate as run
     from prm_annotate.labels import load_gold, load_predictions
 
     with handled():
-        report = run(load_gold(gold, label_field), load_predictions(predictions, pred_field)[1],
-                     split_field=split_field, pred_field=pred_field)
+        gold_labels = load_gold(gold, label_field)
+        used, preds = load_predictions(predictions, pred_field)
+        if not preds.keys() & gold_labels.keys():
+            # Scoring would count every gold id as "no prediction": F1 0.0 that looks like a result.
+            first = next(iter(preds), None)
+            raise UsageError(f"no id of {predictions} is in {gold} ({len(preds)} predictions, first id "
+                             f"{first!r}; first gold id {next(iter(gold_labels))!r})")
+        report = run(gold_labels, preds, split_field=split_field, pred_field=used)
     if as_json:
         typer.echo(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())
     else:

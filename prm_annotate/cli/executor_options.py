@@ -53,6 +53,25 @@ class ExecutorOptions:
         return ray_options(self.executor, self.ray_actors, self.ray_cpus_per_actor, self.ray_gpus_per_actor)
 
 
+GraderExecutorOpt = Annotated[str, typer.Option(
+    "--executor", rich_help_panel=_P,
+    help="local: run here; ray: on a Ray cluster (RAY_ADDRESS, else a local Ray), batches spread over actors.")]
+GraderActorsOpt = Annotated[int, typer.Option(
+    "--ray-actors", min=1, rich_help_panel=_P, help="Ray actors, each grading batches in its own process.")]
+
+
+@dataclass(frozen=True)
+class GraderExecutorOptions:
+    """The executor options of a stage without a model (grade): no engines, so no GPUs per actor."""
+
+    executor: GraderExecutorOpt = "local"
+    ray_actors: GraderActorsOpt = 2
+    ray_cpus_per_actor: RayCpusOpt = 1.0
+
+    def ray(self) -> RayOptions | None:
+        return ray_options(self.executor, self.ray_actors, self.ray_cpus_per_actor, 0.0)
+
+
 def ray_options(executor: str, actors: int = 2, cpus_per_actor: float = 1.0,
                 gpus_per_actor: float | None = None) -> RayOptions | None:
     """None for the local executor; raises UsageError (exit 2) for an unknown one or a missing Ray."""
@@ -61,7 +80,7 @@ def ray_options(executor: str, actors: int = 2, cpus_per_actor: float = 1.0,
     if executor == "local":
         return None
     if importlib.util.find_spec("ray") is None:
-        raise UsageError("--executor ray needs Ray: pip install 'prm-annotate[ray]'")
+        raise UsageError("--executor ray needs the Python package 'ray', which is not installed: pip install -e '.[ray]' in the repository")
     return RayOptions(actors=actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor)
 
 

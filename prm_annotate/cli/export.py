@@ -11,16 +11,16 @@ from prm_annotate.cli.app import InputArg, app, handled
 @app.command()
 def export(
     input: InputArg,
-    output: Annotated[str, typer.Option("-o", "--output", help="Output: JSONL, Parquet if it ends with .parquet, or - (JSONL).")],
     format: Annotated[str, typer.Option("--format", help="trl|openrlhf|qwen|math-shepherd")],
-    soft: Annotated[bool, typer.Option("--soft", help="MC scores as labels instead of hard labels (openrlhf, qwen).")] = False,
-    keep_scores: Annotated[bool, typer.Option("--keep-scores", help="Add a `scores` column with the MC scores of the kept steps.")] = False,
+    output: Annotated[str, typer.Option("-o", "--output", help="Output: JSONL, Parquet if it ends with .parquet, or - (JSONL on standard output).")] = "-",
+    soft: Annotated[bool, typer.Option("--soft/--no-soft", metavar="", help="MC scores as labels instead of hard labels (openrlhf, qwen).")] = False,
+    keep_scores: Annotated[bool, typer.Option("--keep-scores/--no-keep-scores", metavar="", help="Add a `scores` column with the MC scores of the kept steps.")] = False,
     step_sep: Annotated[Optional[str], typer.Option("--step-sep", help="Text between tagged steps (default: the format's own; for trl, the trainer's step_separator used by the length check).")] = None,
     placeholder: Annotated[Optional[str], typer.Option("--placeholder", help="Step tag (default ки; <extra_0> for qwen).")] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer (local path) for the --max-length check.")] = None,
     max_length: Annotated[Optional[int], typer.Option("--max-length", min=1, help="Trainer's maximum length in tokens: count labels it would cut off.")] = None,
     max_completion_length: Annotated[Optional[int], typer.Option("--max-completion-length", min=1, help="trl: PRMConfig.max_completion_length for the length check.")] = None,
-    drop_truncated: Annotated[bool, typer.Option("--drop-truncated", help="Leave out rows that would lose labels at --max-length.")] = False,
+    drop_truncated: Annotated[bool, typer.Option("--drop-truncated/--no-drop-truncated", metavar="", help="Leave out rows that would lose labels at --max-length.")] = False,
 ) -> None:
     """Consensus (or rollout, judged, ProcessBench) records -> a PRM training set."""
     from prm_annotate.errors import UsageError
@@ -47,7 +47,12 @@ def export(
                 if drop_truncated:
                     rows = [r for r in rows if r["id"] not in trunc.lost_by_row]
                     summary.skipped["labels past --max-length"] += trunc.rows
+        skipped = "; ".join(f"{n} {why}" for why, n in summary.skipped.items())
+        if not rows:
+            # A trainer cannot use an empty set, and a cron job must notice: refuse, leave any
+            # earlier output as it was.
+            raise UsageError(f"export: no {format} rows from {summary.read} records of {input}"
+                             + (f" (skipped: {skipped})" if skipped else "") + f"; {output} not written")
         write_rows(rows, output)
-    skipped = "; ".join(f"{n} {why}" for why, n in summary.skipped.items())
     print(f"export: {len(rows)} {format} rows from {summary.read} records to {output}"
           + (f" (skipped: {skipped})" if skipped else ""), file=sys.stderr)

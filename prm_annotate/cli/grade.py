@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, StepSepOpt, app, handled
-from prm_annotate.cli.executor_options import ExecutorOptions
+from prm_annotate.cli.executor_options import GraderExecutorOptions
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.runner import report, run_stage
 from prm_annotate.steps import decode_sep
@@ -22,7 +22,7 @@ def grade(
     run_opts: CommonRunOptions = CommonRunOptions(batch_size=256),
     reference_field: Annotated[str, typer.Option(help="A boolean field with a reference verdict to report agreement with.")] = "final_answer_correct",
     baseline: Annotated[bool, typer.Option(help="Beside the agreement, grade the records with a reference verdict by plain math-verify too.")] = True,
-    executor_opts: ExecutorOptions,
+    executor_opts: GraderExecutorOptions,
 ) -> None:
     """Re-grade the final answers of existing responses (sets final_answer and correct)."""
     from prm_annotate.stages.grade import GradeStage

@@ -20,7 +20,7 @@ def judge(
         "--style", help="Answer style of a custom --prompt FILE: processbench (\\boxed{index} from 0) or paper "
                         "(<conclusion>, paragraphs from 1). Default: processbench.")] = None,
     votes: Annotated[int, typer.Option("--votes", min=1, help="Verdicts per response; the majority wins, ties go to the earliest error.")] = 1,
-    constrained: Annotated[bool, typer.Option("--constrained", help="Force the verdict's format (vLLM structured outputs) so it always parses.")] = False,
+    constrained: Annotated[bool, typer.Option("--constrained/--no-constrained", metavar="", help="Force the verdict's format (vLLM structured outputs) so it always parses.")] = False,
     temperature: Annotated[Optional[float], typer.Option("--temperature", min=0.0, help="Default: 0 with one vote, 0.7 with several.")] = None,
     top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0)] = 1.0,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per verdict.")] = 2048,

@@ -19,7 +19,7 @@ def prepare(
     cache_dir: Annotated[Optional[str], typer.Option(
         "--cache-dir", help="Folder to write the checkpoint to (default: under $PRM_ANNOTATE_CACHE "
                             "or ~/.cache/prm-annotate/models).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild even if it is already there.")] = False,
+    force: Annotated[bool, typer.Option("--force/--no-force", metavar="", help="Rebuild even if it is already there.")] = False,
 ) -> None:
     """Make a vLLM-loadable checkpoint (once) and print its folder."""
     from prm_annotate.cli.app import fail

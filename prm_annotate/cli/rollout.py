@@ -16,12 +16,15 @@ def rollout(
     input: InputArg,
     output: OutputOpt = "-",
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="Completions per step.")] = 8,
-    label: Annotated[str, typer.Option("--label", help="hard|soft: which labels export uses (first_error is always hard).")] = "hard",
+    label: Annotated[str, typer.Option("--label", help=(
+        "hard|soft, recorded as mc.label: soft needs every step's score (--strategy exhaustive). "
+        "export takes MC scores as labels with its own --soft; first_error is always hard."))] = "hard",
     strategy: Annotated[str, typer.Option("--strategy", help=(
         "Which probes to run: exhaustive (the paper's; the only one for --label soft), early-stop (same hard "
-        "labels, fewer completions), binary or scan (first error only, monotonic assumption). "
+        "labels, fewer completions), binary (first error only, by bisection: assumes a step after a 0 "
+        "stays 0) or scan (first error only, steps in order: no such assumption). "
         "See docs/rollout-strategies.md."))] = "exhaustive",
-    share_prefixes: Annotated[bool, typer.Option("--share-prefixes/--no-share-prefixes", help=(
+    share_prefixes: Annotated[bool, typer.Option("--share-prefixes/--no-share-prefixes", metavar="", help=(
         "Roll out identical step prefixes of one problem's responses once (seeds from the prefix, not the "
         "response id); with binary/scan also take prefixes of right solutions as 1 without sampling."))] = False,
     threshold: Annotated[float, typer.Option("--threshold", min=0.0, max=1.0,
@@ -31,7 +34,7 @@ def rollout(
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per completion.")] = 1024,
     seed: Annotated[int, typer.Option("--seed", help="Run seed; each completion's seed derives from it.")] = 0,
     system_prompt: Annotated[Optional[str], typer.Option(
-        "--system-prompt", help="System prompt file, as given to sample (default: prompts/sample_system.txt).")] = None,
+        "--system-prompt", help="System prompt file, or none, as given to sample (default: prompts/sample_system.txt).")] = None,
     step_sep: StepSepOpt = r"\n\n",
     *,
     run_opts: CommonRunOptions = CommonRunOptions(batch_size=8),
@@ -56,7 +59,7 @@ def rollout(
         ray = executor_opts.ray()
         config = engine_opts.config(seed=seed)
         chosen = get_strategy(strategy, label)
-        prompt = load_prompt(system_prompt or "default", SYSTEM_PROMPTS)
+        prompt = load_prompt(system_prompt or "default", SYSTEM_PROMPTS, allow_none=True)
         sep = decode_sep(step_sep)
 
     def report_labels(stage, summary) -> None:

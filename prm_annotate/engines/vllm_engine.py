@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from prm_annotate.errors import UsageError
+from prm_annotate.errors import ENGINE_INSTALL, UsageError, require
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, check_keys
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 
@@ -63,7 +63,7 @@ class VLLMEngine:
     """`Engine` backed by an in-process `vllm.LLM`.
 
     Options left at None take vLLM's defaults, except on CPU (no CUDA), where the settings known
-    to work here are used: eager mode, an explicit KV-cache budget (`kv_cache_gb`, default 1 GiB),
+    to work here are used: float32, eager mode, an explicit KV-cache budget (`kv_cache_gb`, default 1 GiB),
     no chunked prefill (it crashes with per-request seeds) and 32-token blocks.
     """
 
@@ -71,7 +71,7 @@ class VLLMEngine:
         self,
         model: str,
         *,
-        dtype: str = "auto",
+        dtype: str | None = None,
         max_model_len: int | None = None,
         tensor_parallel_size: int = 1,
         gpu_memory_utilization: float = 0.9,
@@ -97,13 +97,16 @@ class VLLMEngine:
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
+        require("vllm", "the in-process engine (--model without --base-url)", ENGINE_INSTALL)
         from vllm import LLM
         from vllm.platforms import current_platform
 
         on_cpu = current_platform.is_cpu()
+        # float32 on CPU unless asked otherwise: bfloat16 gives wrong outputs on some CPUs.
+        self.dtype = dtype or ("float32" if on_cpu else "auto")
         args: dict[str, Any] = dict(
             model=model_path,
-            dtype=dtype,
+            dtype=self.dtype,
             tensor_parallel_size=tensor_parallel_size,
             seed=seed,
             enable_prefix_caching=True,
@@ -223,18 +226,14 @@ def _structured(regex: str | None):
 
 
 def _child_pids() -> set[int]:
-    try:
-        import psutil
-    except ImportError:
-        return set()
+    import psutil
+
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
 def _kill_new_children(before: set[int]) -> None:
-    try:
-        import psutil
-    except ImportError:
-        return
+    import psutil
+
     new = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     for p in new:
         try:

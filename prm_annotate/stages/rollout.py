@@ -11,8 +11,9 @@ Decisions:
 - The last step is never rolled out: the response's own graded answer decides it (score 1.0 or
   0.0). If the input's `correct` is null (not graded), the response is graded here.
 - A completion the grader cannot decide counts as not correct; `mc.grade_errors` counts them.
-- `--label soft` changes only what `mc.label` tells export to use (the scores as targets);
-  `first_error` always follows the hard rule, score > threshold.
+- `--label soft` is recorded as `mc.label` and needs a strategy that scores every step; export
+  takes the scores as targets only with its own `--soft`. `first_error` always follows the hard
+  rule, score > threshold.
 - Any failed engine request of a record fails the whole record (left for a rerun): never
   partial labels.
 - Each completion is its own n=1 request with a seed from (response id, step, completion index,

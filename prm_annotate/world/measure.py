@@ -24,7 +24,7 @@ from prm_annotate.world.train import (JUDGE_TEMPLATE, MODELS_DIR, default_system
 from prm_annotate.world.truth import BOXED, EQUATION, true_first_error
 
 ENGINE_ARGS = dict(enforce_eager=True, kv_cache_memory_bytes=512 << 20, enable_chunked_prefill=False,
-                   block_size=32, dtype="bfloat16")
+                   block_size=32, dtype="float32")  # as the pipeline's engines on CPU: same on every CPU
 
 
 def open_engine(model_dir: Path):
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     result = measure(args.policy, None if args.policy_only else args.judge, args.problems, args.n, args.seed)
     print(json.dumps(result, indent=2), flush=True)
     sys.stdout.flush()
-    # vLLM can abort at interpreter exit (see VLLM_CPU.md); the engines are already shut down.
+    # vLLM can abort at interpreter exit (see docs/vllm-cpu.md); the engines are already shut down.
     os._exit(0)
 
 

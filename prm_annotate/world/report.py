@@ -62,6 +62,7 @@ class ReportConfig:
     max_tokens: int = 128
     judge_max_tokens: int = 256
     start_timeout: float = 300.0
+    dtype: str | None = None  # None: the engines' default (float32 on CPU)
     quiet: bool = True
 
     def paths(self) -> dict[str, Path]:
@@ -98,7 +99,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def _engine_config(model: Path, cfg: ReportConfig):
     from prm_annotate.engines import EngineConfig
 
-    return EngineConfig(model=str(model.resolve()), seed=cfg.seed, start_timeout=cfg.start_timeout)
+    return EngineConfig(model=str(model.resolve()), seed=cfg.seed, start_timeout=cfg.start_timeout, dtype=cfg.dtype)
 
 
 def _run(stage: Any, input_path: Path, output_path: Path, cfg: ReportConfig, failures: list[str],
@@ -192,6 +193,7 @@ def generated_tokens(paths: dict[str, Path]) -> dict[str, int]:
 def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
     """Score the files in `cfg.workdir` against the truth; everything the table prints."""
     from prm_annotate.compare import Source, compare
+    from prm_annotate.engines import resolve_dtype
     from prm_annotate.labels import load_gold, load_predictions
 
     paths = cfg.paths()
@@ -205,7 +207,7 @@ def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: l
     n = len(gold_records)
     consensus_kept = result["sources"]["consensus"]["labelled"]
     return {
-        "settings": {"problems": cfg.problems, "n": cfg.n, "k": cfg.k, "seed": cfg.seed,
+        "settings": {"problems": cfg.problems, "n": cfg.n, "k": cfg.k, "seed": cfg.seed, "dtype": resolve_dtype(cfg.dtype),
                      "workdir": str(cfg.workdir), "policy": str(cfg.policy), "judge": str(cfg.judge)},
         "responses": n,
         "truth": {
@@ -299,7 +301,7 @@ def render(report: dict[str, Any]):
     n = report["responses"]
     head = Text(
         f"Arithmetic world: {s['problems']} problems x {s['n']} samples = {n} responses (K={s['k']} rollouts per step, "
-        f"seed {s['seed']}). Truth: {t['with_error']} responses ({_pct(100.0 * t['with_error'] / n if n else None)}%) "
+        f"seed {s['seed']}, {s['dtype']}). Truth: {t['with_error']} responses ({_pct(100.0 * t['with_error'] / n if n else None)}%) "
         f"have a wrong step; {t['answer_correct']} reach the right answer, {t['right_answer_flawed_process']} of them "
         f"through a wrong step.")
 
