@@ -108,12 +108,12 @@ def test_rollouts_give_hard_labels_from_mc_and_soft_scores(files, tmp_path):
         expected = [True] * len(rec["steps"]) if fe == -1 else [True] * fe + [False]
         assert row["labels"] == expected and row["completions"] == rec["steps"][: len(expected)]
 
-    export(str(files["rollouts"]), "-o", str(tmp_path / "soft.parquet"), "--format", "openrlhf", "--soft")
+    export(str(files["rollouts"]), "-o", str(tmp_path / "soft.parquet"), "--format", "qwen", "--soft")
     soft = load(tmp_path / "soft.parquet")
     for row, rec in zip(soft, rollouts):
-        kept = row["input"].count("ки")
-        assert row["label"] == pytest.approx(rec["mc"]["scores"][:kept])
-        assert all(isinstance(v, float) for v in row["label"])
+        kept = row["response"].count("<extra_0>")
+        assert row["labels"] == pytest.approx(rec["mc"]["scores"][:kept])
+        assert all(isinstance(v, float) for v in row["labels"])
 
     export(str(files["rollouts"]), "-o", str(tmp_path / "scores.jsonl"), "--format", "trl", "--keep-scores")
     for row, rec in zip(load(tmp_path / "scores.jsonl"), rollouts):
