@@ -112,6 +112,7 @@ class ExportSummary:
     read: int = 0
     written: int = 0
     skipped: Counter = field(default_factory=Counter)  # reason -> records
+    step_end: str | None = None  # tokens: the marker used
 
 
 def _validated(model: Any, obj: dict[str, Any], path: str, where: str) -> Any:
@@ -199,10 +200,9 @@ def to_row(example: Example, opts: ExportOptions, check: TokenCheck | None = Non
         # Whitespace around a step would sit next to its tag, where a tokenizer can fold the tag
         # into a whitespace piece and shift every later label: the tagged texts never keep it.
         steps = [s.strip() for s in steps]
-        tag = check.step_end if opts.format == "tokens" and check is not None else opts.tag
-        texts = steps if opts.format == "tokens" else [example.problem, *steps]
-        if any(tag in t for t in texts):
-            return f"text already contains the step tag {tag!r}"
+        # (tokens: the labels are explicit, a marker inside the text is harmless)
+        if opts.format != "tokens" and any(opts.tag in t for t in [example.problem, *steps]):
+            return f"text already contains the step tag {opts.tag!r}"
     row: dict[str, Any] = {"id": example.id}
     if opts.format in ("trl", "hf"):
         row.update(prompt=example.problem, completions=steps, labels=values)
@@ -240,8 +240,10 @@ def build_rows(path: str, opts: ExportOptions, tokenizer: Any = None) -> tuple[l
 
     summary = ExportSummary()
     check = token_check(opts, tokenizer) if tokenizer is not None else None
-    if opts.format == "tokens" and check is None:
-        raise UsageError("--format tokens needs --tokenizer")
+    if opts.format == "tokens":
+        if check is None:
+            raise UsageError("--format tokens needs --tokenizer")
+        summary.step_end = check.step_end
     trl_sep = opts.step_sep if opts.step_sep is not None else "\n"
     rows = []
     for where, example in read_examples(path, summary):

@@ -26,8 +26,9 @@ class Misplaced(Exception):
 
 IGNORE = -100  # transformers' ignore index for token classification and LM losses
 # Default step-end markers for --format tokens, in order of preference: Qwen's PRM token when the
-# tokenizer has it, Math-Shepherd's tag, then blank lines/newlines (one token in most byte-level BPEs).
-STEP_END_CANDIDATES = ("<extra_0>", "ки", "\n\n", "\n")
+# tokenizer has it, Math-Shepherd's tag (one "▁ки" piece in Llama/Mistral SentencePiece vocabularies),
+# then a blank line or a newline (one token in most byte-level BPEs).
+STEP_END_CANDIDATES = ("<extra_0>", " ки", "\n\n", "\n")
 
 
 def single_token_id(tokenizer: Any, text: str, what: str, hint: str = "") -> int:
@@ -75,9 +76,19 @@ def chat_text(tokenizer: Any, messages: list[dict[str, str]]) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False)
 
 
-def response_text(steps: list[str], step_end: str, sep: str) -> str:
+def response_text(steps: list[str], step_end: str, sep: str) -> tuple[str, list[int]]:
+    """The response and the character offset just past each step's marker (known by construction:
+    a marker that also occurs inside a step is harmless, the labels are explicit)."""
     # A whitespace marker is itself the separator: another newline after it would merge with it.
-    return "".join(f"{s}{step_end}{sep if step_end.strip() else ''}" for s in steps)
+    joint = sep if step_end.strip() else ""
+    parts, ends, length = [], [], 0
+    for step in steps:
+        parts.append(f"{step}{step_end}")
+        length += len(parts[-1])
+        ends.append(length)
+        parts.append(joint)
+        length += len(joint)
+    return "".join(parts), ends
 
 
 def step_end_positions(ids: list[int], offsets: list[tuple[int, int]], ends: list[int], marker_id: int) -> list[int] | str:
@@ -95,13 +106,13 @@ def step_end_positions(ids: list[int], offsets: list[tuple[int, int]], ends: lis
 
 def _tokens(tokenizer: Any, problem: str, steps: list[str], step_end: str, marker_id: int,
             sep: str) -> tuple[list[int], list[int]] | str:
-    response = response_text(steps, step_end, sep)
+    response, ends = response_text(steps, step_end, sep)
     text = chat_text(tokenizer, [{"role": "user", "content": problem}, {"role": "assistant", "content": response}])
     start = text.rfind(response)
     if start < 0:
         return "the chat template changes the response text, so its steps cannot be found"
     ids, offsets = encode_with_offsets(tokenizer, text)
-    positions = step_end_positions(ids, offsets, [start + e for e in marker_ends(response, step_end)], marker_id)
+    positions = step_end_positions(ids, offsets, [start + e for e in ends], marker_id)
     return positions if isinstance(positions, str) else (ids, positions)
 
 

@@ -60,4 +60,5 @@ def export(
             write_rows(rows, output)
     skipped = "; ".join(f"{n} {why}" for why, n in summary.skipped.items())
     print(f"export: {len(rows)} {format} rows from {summary.read} records to {output}"
+          + (f" with step end {summary.step_end!r}" if summary.step_end is not None else "")
           + (f" (skipped: {skipped})" if skipped else ""), file=sys.stderr)
