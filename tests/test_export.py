@@ -32,7 +32,10 @@ def tokenizer_dir(tmp_path_factory) -> Path:
     from prm_annotate.engines.tiny import build_tokenizer
 
     path = tmp_path_factory.mktemp("tok")
-    build_tokenizer().save_pretrained(path)
+    tok = build_tokenizer()
+    # The tags as single tokens, as --tokenizer requires of them (test_export_tokens.py: the refusals)
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<extra_0>", "ки"]})
+    tok.save_pretrained(path)
     return path
 
 
@@ -192,11 +195,16 @@ def test_truncation_is_counted_against_trl(files, consensus, tokenizer_dir, tmp_
 
 
 @pytest.mark.parametrize("fmt,tag", [("openrlhf", "ки"), ("math-shepherd", "ки"), ("qwen", "<extra_0>")])
-def test_truncation_is_counted_for_tagged_text(fmt, tag, files, tokenizer_dir, tmp_path):
+def test_truncation_is_counted_for_tagged_text(fmt, tag, files, tokenizer_dir, tmp_path_factory, tmp_path):
     """Tagged formats: a trainer truncates the token ids and keeps the labels of the tags still there
-    (OpenRLHF's ProcessRewardDataset does exactly this); qwen rows are measured in their chat template."""
+    (OpenRLHF's ProcessRewardDataset does exactly this); qwen rows are measured in their chat template.
+    Math-Shepherd needs " ки" and " +" to tokenize alike: a SentencePiece tokenizer."""
     from transformers import AutoTokenizer
 
+    if fmt == "math-shepherd":
+        from consumers import build_sentencepiece_tokenizer
+
+        tokenizer_dir = build_sentencepiece_tokenizer(tmp_path_factory.mktemp("sp"))
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     full = tmp_path / "full.jsonl"
     export(str(files["consensus"]), "-o", str(full), "--format", fmt)
