@@ -86,10 +86,7 @@ def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read: int, argv: list[str]) -> str:
     from prm_annotate import __version__
 
-    lines = ["---", "tags:", "- process-reward-model", "- prm-annotate", "configs:", "- config_name: default",
-             "  data_files:"]
-    lines += [f"  - split: {name}\n    path: {name}/*.arrow" for name in splits]
-    lines += ["---", "", "# Step-labelled responses for process reward models", "",
+    lines = ["---", "tags:", "- process-reward-model", "- prm-annotate", "---", "", "# Step-labelled responses for process reward models", "",
               f"Made by prm-annotate {__version__} from `{input_path}` ({read} records read, "
               f"{sum(len(r) for r in splits.values())} rows kept):", "", f"    {shlex.join(argv)}", "",
               "## Splits and labels", "",
@@ -130,7 +127,10 @@ def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read:
               "scores of the steps) when exported with `--keep-scores`.", "",
               "## Use", "", "```python", "from datasets import load_from_disk",
               "ds = load_from_disk(\"<this directory>\")",
-              "ds.push_to_hub(\"<user>/<name>\", private=True)  # the card goes up with `README.md` below",
+              "ds.push_to_hub(\"<user>/<name>\", private=True)",
+              "# then this card (it replaces the one push_to_hub writes; the split files keep their standard names)",
+              "from huggingface_hub import DatasetCard",
+              "DatasetCard.load(\"<this directory>/README.md\").push_to_hub(\"<user>/<name>\", repo_type=\"dataset\")",
               "```", ""]
     return "\n".join(lines)
 

@@ -304,13 +304,15 @@ def test_hf_format_is_a_dataset_dict_split_by_problem_with_a_card(tmp_path):
 @pytest.mark.slow
 @pytest.mark.engine  # not an engine, but `smollm2_dir` prepares the checkpoint: run under the heavy lock
 def test_smollm2_byte_level_bpe(smollm2_dir, consensus_file, records, tmp_path):
-    """SmolLM2's tokenizer: "ки" is two tokens and "step" is split from " step" in text (both exit 2);
+    """SmolLM2's tokenizer: "ки" is two tokens, and "step" is one token alone but " step" in text is
+    another (both exit 2);
     one of its own special tokens as the placeholder, and the default step-end for tokens, place every label."""
     tok = tokenizer(smollm2_dir)
     out = tmp_path / "o.jsonl"
     two = export(str(consensus_file), "-o", str(out), "--format", "openrlhf", "--tokenizer", str(smollm2_dir), code=2)
     assert "'ки' is 2 tokens" in two.stderr
-    split = export(str(consensus_file), "-o", str(out), "--format", "openrlhf", "--placeholder", "assistant",
+    assert len(tok.encode("step", add_special_tokens=False)) == 1
+    split = export(str(consensus_file), "-o", str(out), "--format", "openrlhf", "--placeholder", "step",
                    "--tokenizer", str(smollm2_dir), code=2)
     assert "0 marker tokens" in split.stderr
     export(str(consensus_file), "-o", str(out), "--format", "openrlhf", "--placeholder", "<jupyter_output>",
@@ -320,9 +322,11 @@ def test_smollm2_byte_level_bpe(smollm2_dir, consensus_file, records, tmp_path):
         at = [i for i, v in enumerate(labels[0].tolist()) if v != -100]
         assert [step_of_token(tok, input_ids[0].tolist(), i, "<jupyter_output>") for i in at] == \
             list(range(len(rec["steps"])))
-    export(str(consensus_file), "-o", str(out), "--format", "tokens", "--tokenizer", str(smollm2_dir))
+    result = export(str(consensus_file), "-o", str(out), "--format", "tokens", "--tokenizer", str(smollm2_dir))
+    marker = "\n"  # like GPT-2's, SmolLM2's pre-tokenizer splits "\n\n" before a letter
+    assert f"step end {marker!r}" in result.stderr
     for row, rec in zip(rows_of(out), records):
         at = [i for i, v in enumerate(row["labels"]) if v != -100]
         assert [row["labels"][i] for i in at] == [int(v) for v in rec["labels"]]
         for k, i in enumerate(at):
-            assert tok.decode(row["input_ids"][: i + 1]).endswith(rec["steps"][k].strip() + "\n\n")
+            assert tok.decode(row["input_ids"][: i + 1]).endswith(rec["steps"][k].strip() + marker)
