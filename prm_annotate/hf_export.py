@@ -138,8 +138,10 @@ def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read:
 def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) -> None:
     """Save the DatasetDict and its card in a temporary directory beside `output`, then move it
     into place: a reader never sees half a dataset, and a failed export leaves the old one."""
-    from datasets import Dataset, DatasetDict
-
+    try:
+        from datasets import Dataset, DatasetDict
+    except ImportError:
+        raise UsageError("--format hf needs the `datasets` package: pip install datasets") from None
     if output == "-":
         raise UsageError("--format hf writes a directory: give it with -o DIR")
     target = Path(output)
