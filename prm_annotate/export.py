@@ -4,7 +4,8 @@ Inputs: consensus records (their own `labels`), rollout records (labels from `mc
 judged records (from `judge.first_error`; unjudged records are skipped) or ProcessBench-style
 records (from `label`). Labels follow `labels.step_labels`: right before the first error, wrong at
 it; steps after the first error are dropped, exactly as `consensus` truncates. `soft=True` puts
-the MC scores of the kept steps in place of the hard labels (openrlhf and qwen formats only).
+the MC scores of the kept steps in place of the hard labels (qwen and tokens formats only:
+OpenRLHF's reader cannot take floats).
 
 Formats (`id` is kept in every row; trainers ignore extra columns):
 - trl: TRL's stepwise-supervision rows `{"prompt", "completions": [steps], "labels": [bool]}`,
@@ -12,11 +13,17 @@ Formats (`id` is kept in every row; trainers ignore extra columns):
   setting (`PRMConfig.step_separator`), not part of the data.
 - openrlhf: `{"input", "label"}` for OpenRLHF's ProcessRewardDataset (`--input_key input
   --label_key label --placeholder_token ки --reward_tokens + -`): the problem, then each step
-  followed by " <placeholder>", and one label per placeholder, "+"/"-" or a float.
+  followed by " <placeholder>", and one "+"/"-" label per placeholder.
 - qwen: the Qwen2.5-Math-PRM convention, `<extra_0>` after each step (steps joined by nothing else
   unless a separator is given), as `prompt`/`response` and as chat `messages`, labels 1/0 or floats.
 - math-shepherd: `{"input", "label"}` as in Math-Shepherd: `input` tags each step with " ки",
   `label` is the same text with "+" or "-" in place of each tag.
+- tokens: `input_ids`, `attention_mask`, `labels` for a token classification head (placement.py).
+- hf: the trl rows as a `datasets` DatasetDict directory with a dataset card (hf_export.py).
+
+In the tagged formats steps are stripped of surrounding whitespace, and with a tokenizer every
+label is placed as its reader places it (placement.py): a row where one would not land on the
+token ending its step stops the export.
 """
 from __future__ import annotations
 
@@ -252,8 +259,9 @@ def build_rows(path: str, opts: ExportOptions, tokenizer: Any = None) -> tuple[l
             if isinstance(row, str):
                 summary.skipped[row] += 1
                 continue
-            if check is not None and opts.format not in ("tokens", "hf"):
-                check_row(row, opts.format, check.tokenizer, opts.tag, check.ids, trl_sep)
+            if check is not None and opts.format != "tokens":
+                fmt = "trl" if opts.format == "hf" else opts.format  # hf rows are TRL's
+                check_row(row, fmt, check.tokenizer, opts.tag, check.ids, trl_sep)
         except Misplaced as exc:
             raise InputError(path, where, f"{example.id}: {exc} ({CONSUMERS[opts.format]})") from None
         rows.append(row)

@@ -330,3 +330,24 @@ def test_smollm2_byte_level_bpe(smollm2_dir, consensus_file, records, tmp_path):
         assert [row["labels"][i] for i in at] == [int(v) for v in rec["labels"]]
         for k, i in enumerate(at):
             assert tok.decode(row["input_ids"][: i + 1]).endswith(rec["steps"][k].strip() + marker)
+
+
+def test_tokens_step_end_choice_and_bad_usage(consensus_file, plain_bpe_dir, sp_dir, tmp_path):
+    out = tmp_path / "k.jsonl"
+    two = export(str(consensus_file), "-o", str(out), "--format", "tokens", "--step-end", "ки",
+                 "--tokenizer", str(plain_bpe_dir), code=2)
+    assert "--step-end 'ки' is 4 tokens" in two.stderr
+    # SentencePiece encodes "ки" alone as "▁ки" (its dummy prefix), but "...5.ки" in text has no "▁ки"
+    split = export(str(consensus_file), "-o", str(out), "--format", "tokens", "--step-end", "ки",
+                   "--tokenizer", str(sp_dir), code=2)
+    first = rows_of(consensus_file)[0]
+    assert f"{consensus_file}:1: {first['id']}: step 1's end marker is not one token in context" in split.stderr
+    assert not out.exists()
+    for args, message in [(["--format", "tokens"], "--format tokens needs --tokenizer"),
+                          (["--format", "trl", "--test-split", "0.1"], "--test-split goes with --format hf"),
+                          (["--format", "tokens", "--placeholder", "x", "--tokenizer", str(plain_bpe_dir)],
+                           "its step-end marker is --step-end"),
+                          (["--format", "qwen", "--step-end", "x"], "--step-end goes with --format tokens"),
+                          (["--format", "trl", "--max-length", "10"], "--max-length needs --tokenizer")]:
+        result = export(str(consensus_file), "-o", str(out), *args, code=2)
+        assert message in result.stderr and not out.exists()
