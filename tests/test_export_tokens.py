@@ -351,3 +351,17 @@ def test_tokens_step_end_choice_and_bad_usage(consensus_file, plain_bpe_dir, sp_
                           (["--format", "trl", "--max-length", "10"], "--max-length needs --tokenizer")]:
         result = export(str(consensus_file), "-o", str(out), *args, code=2)
         assert message in result.stderr and not out.exists()
+
+
+def test_tokens_soft_labels_are_the_mc_scores(plain_bpe_dir, tmp_path):
+    made = build(mixed_records(8))
+    rollouts = write_jsonl(tmp_path / "rollouts.jsonl", made["rollouts"])
+    out = tmp_path / "soft.jsonl"
+    export(str(rollouts), "-o", str(out), "--format", "tokens", "--soft", "--tokenizer", str(plain_bpe_dir))
+    rows = rows_of(out)
+    assert len(rows) == len(made["rollouts"])
+    for row, rec in zip(rows, made["rollouts"]):
+        fe = rec["mc"]["first_error"]
+        kept = len(rec["steps"]) if fe == -1 else fe + 1
+        marked = [v for v in row["labels"] if v != -100]
+        assert marked == pytest.approx(rec["mc"]["scores"][:kept]) and all(isinstance(v, float) for v in row["labels"])
