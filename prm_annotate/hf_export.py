@@ -139,7 +139,7 @@ def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) ->
     """Save the DatasetDict and its card in a temporary directory beside `output`, then move it
     into place: a reader never sees half a dataset, and a failed export leaves the old one."""
     try:
-        from datasets import Dataset, DatasetDict
+        from datasets import Dataset, DatasetDict, disable_progress_bars
     except ImportError:
         raise UsageError("--format hf needs the `datasets` package: pip install datasets") from None
     if output == "-":
@@ -149,6 +149,7 @@ def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) ->
         raise UsageError(f"{output}: exists and is not a dataset directory from an earlier export; not overwriting it")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    disable_progress_bars()  # the export's own summary line is its progress report
     try:
         DatasetDict({name: Dataset.from_list(rows) for name, rows in splits.items()}).save_to_disk(str(tmp))
         (tmp / "README.md").write_text(card)
