@@ -150,6 +150,18 @@ def test_two_token_and_split_placeholders_are_refused(consensus_file, plain_bpe_
     first = rows_of(consensus_file)[0]
     assert f"{consensus_file}:1: {first['id']}: 0 marker tokens for {len(first['steps'])} steps" in split.stderr
     assert "OpenRLHF" in split.stderr and not out.exists()
+    # what OpenRLHF would have made of that row (exported without --tokenizer): no label, NaN loss
+    import torch
+
+    unchecked = tmp_path / "unchecked.jsonl"
+    export(str(consensus_file), "-o", str(unchecked), "--format", "openrlhf", "--placeholder", "assistant")
+    row = next(r for r in rows_of(unchecked) if r["id"] == first["id"])
+    plus, minus = tok.encode("+", add_special_tokens=False)[0], tok.encode("-", add_special_tokens=False)[0]
+    input_ids, labels = openrlhf_item(row, tok, "assistant", ["+", "-"])
+    assert (labels != -100).sum().item() == 0
+    loss = openrlhf_prm_loss(input_ids, torch.randn(1, input_ids.shape[1], len(tok)), labels,
+                             tok.encode("assistant", add_special_tokens=False)[0], [plus, minus])
+    assert torch.isnan(loss)
 
     export(str(consensus_file), "-o", str(out), "--format", "openrlhf", "--placeholder", "<extra_0>",
            "--tokenizer", str(bpe_dir))
