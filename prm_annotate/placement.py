@@ -20,6 +20,7 @@ from typing import Any
 
 from prm_annotate.errors import UsageError
 
+
 class Misplaced(Exception):
     """A row whose labels would not land one per step on the tokens ending the steps."""
 
