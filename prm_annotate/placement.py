@@ -190,7 +190,7 @@ def consumer_ids(fmt: str, tokenizer: Any, tag: str, soft: bool) -> dict[str, in
     if fmt == "trl":
         return {}
     hint = (": add it to the tokenizer as a special token, or pick one of the tokenizer's own special tokens "
-            "with --placeholder (see the README, Export)")
+            "with --placeholder (docs/export.md)")
     ids = {"tag": single_token_id(tokenizer, tag, "the step tag", hint)}
     if fmt == "openrlhf" and not soft:
         # OpenRLHF's --reward_tokens + - are converted the same way; its loss then reads them.

@@ -16,7 +16,7 @@ def export(
     soft: Annotated[bool, typer.Option("--soft", help="MC scores as labels instead of hard labels (qwen, tokens).")] = False,
     keep_scores: Annotated[bool, typer.Option("--keep-scores", help="Add a `scores` column with the MC scores of the kept steps.")] = False,
     step_sep: Annotated[Optional[str], typer.Option("--step-sep", help="Text between tagged steps (default: the format's own; for trl, the trainer's step_separator used by the length check).")] = None,
-    placeholder: Annotated[Optional[str], typer.Option("--placeholder", help="Step tag (default ки; <extra_0> for qwen). Must be one token for --tokenizer: see the README for Qwen/Llama-3.")] = None,
+    placeholder: Annotated[Optional[str], typer.Option("--placeholder", help="Step tag (default ки; <extra_0> for qwen). Must be one token for --tokenizer: docs/export.md says which for Qwen/Llama-3.")] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer (local path): check that every label lands on the token ending its step, as the format's trainer reads it (exit 2 otherwise); needed by --format tokens and --max-length.")] = None,
     step_end: Annotated[Optional[str], typer.Option("--step-end", help="tokens: the marker after each step that carries its label (backslash escapes allowed; default: the first of <extra_0>, ки, \\n\\n, \\n that is one token).")] = None,
     test_split: Annotated[float, typer.Option("--test-split", min=0.0, max=0.99, help="hf: share of problems held out as a test split (by problem).")] = 0.0,
