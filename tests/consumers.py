@@ -1,7 +1,7 @@
 """The trainers that read `export`'s formats, as far as they place labels, and the tokenizers to try them with.
 
-OpenRLHF cannot be installed here (deepspeed, flash-attn, ray[default], a pinned torch), and its
-PRM trainer was dropped after 0.9.5. `openrlhf_item` and `openrlhf_prm_loss` restate, line by
+OpenRLHF is a whole training stack (DeepSpeed, Ray, vLLM of its own), not installed beside this
+project, and its PRM trainer was dropped after 0.9.5. `openrlhf_item` and `openrlhf_prm_loss` restate, line by
 line, what openrlhf/datasets/process_reward_dataset.py (ProcessRewardDataset.__getitem__) and
 openrlhf/models/loss.py (PRMLoss.forward) do in 0.9.5, with openrlhf.utils.convert_token_to_id:
   - the placeholder and each reward token are encoded alone; each must be one token (assert);
