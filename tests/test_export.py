@@ -32,7 +32,10 @@ def tokenizer_dir(tmp_path_factory) -> Path:
     from prm_annotate.engines.tiny import build_tokenizer
 
     path = tmp_path_factory.mktemp("tok")
-    build_tokenizer().save_pretrained(path)
+    tok = build_tokenizer()
+    # The tags as single tokens, as --tokenizer requires of them (test_export_tokens.py: the refusals)
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<extra_0>", "ки"]})
+    tok.save_pretrained(path)
     return path
 
 
@@ -108,12 +111,12 @@ def test_rollouts_give_hard_labels_from_mc_and_soft_scores(files, tmp_path):
         expected = [True] * len(rec["steps"]) if fe == -1 else [True] * fe + [False]
         assert row["labels"] == expected and row["completions"] == rec["steps"][: len(expected)]
 
-    export(str(files["rollouts"]), "-o", str(tmp_path / "soft.parquet"), "--format", "openrlhf", "--soft")
+    export(str(files["rollouts"]), "-o", str(tmp_path / "soft.parquet"), "--format", "qwen", "--soft")
     soft = load(tmp_path / "soft.parquet")
     for row, rec in zip(soft, rollouts):
-        kept = row["input"].count("ки")
-        assert row["label"] == pytest.approx(rec["mc"]["scores"][:kept])
-        assert all(isinstance(v, float) for v in row["label"])
+        kept = row["response"].count("<extra_0>")
+        assert row["labels"] == pytest.approx(rec["mc"]["scores"][:kept])
+        assert all(isinstance(v, float) for v in row["labels"])
 
     export(str(files["rollouts"]), "-o", str(tmp_path / "scores.jsonl"), "--format", "trl", "--keep-scores")
     for row, rec in zip(load(tmp_path / "scores.jsonl"), rollouts):
@@ -192,11 +195,16 @@ def test_truncation_is_counted_against_trl(files, consensus, tokenizer_dir, tmp_
 
 
 @pytest.mark.parametrize("fmt,tag", [("openrlhf", "ки"), ("math-shepherd", "ки"), ("qwen", "<extra_0>")])
-def test_truncation_is_counted_for_tagged_text(fmt, tag, files, tokenizer_dir, tmp_path):
+def test_truncation_is_counted_for_tagged_text(fmt, tag, files, tokenizer_dir, tmp_path_factory, tmp_path):
     """Tagged formats: a trainer truncates the token ids and keeps the labels of the tags still there
-    (OpenRLHF's ProcessRewardDataset does exactly this); qwen rows are measured in their chat template."""
+    (OpenRLHF's ProcessRewardDataset does exactly this); qwen rows are measured in their chat template.
+    Math-Shepherd needs " ки" and " +" to tokenize alike: a SentencePiece tokenizer."""
     from transformers import AutoTokenizer
 
+    if fmt == "math-shepherd":
+        from consumers import build_sentencepiece_tokenizer
+
+        tokenizer_dir = build_sentencepiece_tokenizer(tmp_path_factory.mktemp("sp"))
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     full = tmp_path / "full.jsonl"
     export(str(files["consensus"]), "-o", str(full), "--format", fmt)

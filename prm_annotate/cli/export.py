@@ -11,13 +11,15 @@ from prm_annotate.cli.app import InputArg, app, handled
 @app.command()
 def export(
     input: InputArg,
-    format: Annotated[str, typer.Option("--format", help="trl|openrlhf|qwen|math-shepherd")],
-    output: Annotated[str, typer.Option("-o", "--output", help="Output: JSONL, Parquet if it ends with .parquet, or - (JSONL on standard output).")] = "-",
-    soft: Annotated[bool, typer.Option("--soft/--no-soft", metavar="", help="MC scores as labels instead of hard labels (openrlhf, qwen).")] = False,
+    format: Annotated[str, typer.Option("--format", help="trl|openrlhf|qwen|math-shepherd|tokens|hf")],
+    output: Annotated[str, typer.Option("-o", "--output", help="Output: JSONL, Parquet if it ends with .parquet, or - (JSONL on standard output); a directory for hf.")] = "-",
+    soft: Annotated[bool, typer.Option("--soft/--no-soft", metavar="", help="MC scores as labels instead of hard labels (qwen, tokens).")] = False,
     keep_scores: Annotated[bool, typer.Option("--keep-scores/--no-keep-scores", metavar="", help="Add a `scores` column with the MC scores of the kept steps.")] = False,
     step_sep: Annotated[Optional[str], typer.Option("--step-sep", help="Text between tagged steps (default: the format's own; for trl, the trainer's step_separator used by the length check).")] = None,
-    placeholder: Annotated[Optional[str], typer.Option("--placeholder", help="Step tag (default ки; <extra_0> for qwen).")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer (local path) for the --max-length check.")] = None,
+    placeholder: Annotated[Optional[str], typer.Option("--placeholder", help="Step tag (default ки; <extra_0> for qwen). Must be one token for --tokenizer: docs/export.md says which for Qwen/Llama-3.")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer (local path): check that every label lands on the token ending its step, as the format's trainer reads it (exit 2 otherwise); needed by --format tokens and --max-length.")] = None,
+    step_end: Annotated[Optional[str], typer.Option("--step-end", help="tokens: the marker after each step that carries its label (backslash escapes allowed; default: the first of <extra_0>, ки, \\n\\n, \\n that is one token).")] = None,
+    test_split: Annotated[float, typer.Option("--test-split", min=0.0, max=0.99, help="hf: share of problems held out as a test split (by problem).")] = 0.0,
     max_length: Annotated[Optional[int], typer.Option("--max-length", min=1, help="Trainer's maximum length in tokens: count labels it would cut off.")] = None,
     max_completion_length: Annotated[Optional[int], typer.Option("--max-completion-length", min=1, help="trl: PRMConfig.max_completion_length for the length check.")] = None,
     drop_truncated: Annotated[bool, typer.Option("--drop-truncated/--no-drop-truncated", metavar="", help="Leave out rows that would lose labels at --max-length.")] = False,
@@ -28,18 +30,22 @@ def export(
     from prm_annotate.steps import decode_sep
 
     with handled():
-        if (tokenizer is None) != (max_length is None):
-            raise UsageError("--tokenizer and --max-length go together")
+        if format == "hf" and output == "-":
+            raise UsageError("--format hf writes a dataset directory: name it with -o DIR")
+        if max_length is not None and tokenizer is None:
+            raise UsageError("--max-length needs --tokenizer")
         if max_completion_length is not None and (format != "trl" or max_length is None):
             raise UsageError("--max-completion-length is TRL's; it goes with --format trl, --tokenizer and --max-length")
         if drop_truncated and max_length is None:
             raise UsageError("--drop-truncated needs --tokenizer and --max-length")
         opts = ExportOptions(format=format, soft=soft, keep_scores=keep_scores,
-                             step_sep=None if step_sep is None else decode_sep(step_sep), placeholder=placeholder)
-        rows, summary = build_rows(input, opts)
+                             step_sep=None if step_sep is None else decode_sep(step_sep), placeholder=placeholder,
+                             step_end=None if step_end is None else decode_sep(step_end), test_split=test_split)
+        tok = None if tokenizer is None else load_tokenizer(tokenizer)
+        rows, summary = build_rows(input, opts, tok)
         if max_length is not None:
             trl_sep = opts.step_sep if opts.step_sep is not None else "\n"
-            trunc = check_truncation(rows, opts, load_tokenizer(tokenizer), max_length, trl_sep, max_completion_length)
+            trunc = check_truncation(rows, opts, tok, max_length, trl_sep, max_completion_length)
             if trunc.rows:
                 action = "left out (--drop-truncated)" if drop_truncated else "kept; a trainer will cut these labels off"
                 print(f"export: warning: {trunc.rows} of {len(rows)} rows lose {trunc.labels_lost} of "
@@ -53,6 +59,13 @@ def export(
             # earlier output as it was.
             raise UsageError(f"export: no {format} rows from {summary.read} records of {input}"
                              + (f" (skipped: {skipped})" if skipped else "") + f"; {output} not written")
-        write_rows(rows, output)
+        if format == "hf":
+            from prm_annotate.hf_export import dataset_card, split_by_problem, write_hf
+
+            splits = split_by_problem(rows, test_split)
+            write_hf(splits, output, dataset_card(splits, input, summary.read, ["prm-annotate", *sys.argv[1:]]))
+        else:
+            write_rows(rows, output)
     print(f"export: {len(rows)} {format} rows from {summary.read} records to {output}"
+          + (f" with step end {summary.step_end!r}" if summary.step_end is not None else "")
           + (f" (skipped: {skipped})" if skipped else ""), file=sys.stderr)

@@ -1,0 +1,166 @@
+"""`export --format hf`: a `datasets` DatasetDict directory with a dataset card made from the runs' manifests.
+
+The rows are TRL's stepwise-supervision schema (`prompt`, `completions`, `labels`, plus `id`), the
+one schema on the Hub that names steps and step labels. The card is generated, never written by
+hand: it walks from the input's `<input>.manifest.json` to the manifests of that run's inputs
+(consensus -> rollouts and judged -> ...), so every run that made the data is named with its
+command line and settings.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from prm_annotate.errors import UsageError
+from prm_annotate.output import sidecar
+
+# What the card shows of each run's settings (the rest stays in the manifests).
+CARD_SETTINGS = ("model", "k", "label", "strategy", "threshold", "n", "prompt", "prompt_sha256", "votes",
+                 "temperature", "seed", "system_prompt", "system_prompt_sha256")
+
+
+def split_by_problem(rows: list[dict[str, Any]], test_share: float) -> dict[str, list[dict[str, Any]]]:
+    """Train and test rows, split by problem text so no problem's responses are on both sides.
+    The problems held out are the ceil(share * problems) first by sha256 of their text: the same
+    input always gives the same split, and adding problems moves no old problem across."""
+    if not test_share:
+        return {"train": rows}
+    def key(problem: str) -> str:
+        return hashlib.sha256(problem.encode()).hexdigest()
+    problems = sorted({r["prompt"] for r in rows}, key=key)
+    n_test = math.ceil(test_share * len(problems))
+    if n_test >= len(problems):
+        raise UsageError(f"--test-split {test_share}: {len(problems)} problems are too few to hold out a share "
+                         "and keep a training split")
+    held = set(problems[:n_test])
+    return {"train": [r for r in rows if r["prompt"] not in held], "test": [r for r in rows if r["prompt"] in held]}
+
+
+def source_runs(path: str) -> list[tuple[str, dict[str, Any] | None]]:
+    """(file, run) for every run recorded in the manifests reachable from `path`; (file, None)
+    for a file without a manifest."""
+    out: list[tuple[str, dict[str, Any] | None]] = []
+    seen: set[str] = set()
+    todo = [path]
+    while todo:
+        file = todo.pop(0)
+        if file in seen or file == "-":
+            continue
+        seen.add(file)
+        manifest = sidecar(file, "manifest.json")
+        if not manifest.is_file():
+            out.append((file, None))
+            continue
+        try:
+            runs = orjson.loads(manifest.read_bytes()).get("runs", [])
+        except (orjson.JSONDecodeError, AttributeError):
+            raise UsageError(f"{manifest}: not a run manifest (JSON with a `runs` list)") from None
+        for run in runs:
+            out.append((file, run))
+            inputs = run.get("inputs") or {}
+            named = [run["input"]] if isinstance(run.get("input"), str) else []
+            for other in named + [v for v in inputs.values() if isinstance(v, str)]:
+                # Paths are as the run was given them: try them as they are, then beside this file.
+                beside = str(Path(file).parent / other)
+                todo.append(other if Path(other).exists() or not Path(beside).exists() else beside)
+    return out
+
+
+def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    labels = [v for r in rows for v in r["labels"]]
+    hard = [v for v in labels if isinstance(v, bool)]
+    return {"rows": len(rows), "problems": len({r["prompt"] for r in rows}), "steps": len(labels),
+            "mean_steps": round(len(labels) / len(rows), 2) if rows else 0.0,
+            "right": sum(hard), "wrong": len(hard) - sum(hard),
+            "with_error": sum(any(v is False for v in r["labels"]) for r in rows)}
+
+
+def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read: int, argv: list[str]) -> str:
+    from prm_annotate import __version__
+
+    lines = ["---", "tags:", "- process-reward-model", "- prm-annotate", "---", "", "# Step-labelled responses for process reward models", "",
+              f"Made by prm-annotate {__version__} from `{input_path}` ({read} records read, "
+              f"{sum(len(r) for r in splits.values())} rows kept):", "", f"    {shlex.join(argv)}", "",
+              "## Splits and labels", "",
+              "| split | rows | problems | steps | mean steps per row | right steps | wrong steps | rows with an error |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, rows in splits.items():
+        s = _stats(rows)
+        share = f" ({100 * s['right'] / s['steps']:.1f}%)" if s["steps"] else ""
+        lines.append(f"| {name} | {s['rows']} | {s['problems']} | {s['steps']} | {s['mean_steps']} | "
+                     f"{s['right']}{share} | {s['wrong']} | {s['with_error']} |")
+    if len(splits) > 1:
+        lines += ["", "The splits are by problem: no problem has responses in both."]
+    lines += ["", "## Source runs", "",
+              "Every run recorded in the manifests (`<file>.manifest.json`) of the input and of the files it was "
+              "made from:", ""]
+    for file, run in source_runs(input_path):
+        if run is None:
+            lines += [f"- `{file}`: no manifest", ""]
+            continue
+        lines.append(f"- `{file}`: **{run.get('stage', '?')}** (prm-annotate {run.get('version', '?')}"
+                     + (f", finished {run['finished']}" if run.get("finished") else "") + ")")
+        settings = run.get("settings") or {}
+        shown = [f"{k}={settings[k]}" for k in CARD_SETTINGS if settings.get(k) is not None]
+        if shown:
+            lines.append(f"  - settings: {', '.join(shown)}")
+        counts = run.get("counts") or {}
+        if "kept_percent" in counts:
+            lines.append(f"  - kept {counts.get('agreed', '?')} of {counts.get('joined', '?')} joined responses "
+                         f"({counts['kept_percent']}%) where MC and the judge agree on the first error")
+        elif counts:
+            lines.append("  - counts: " + ", ".join(f"{k} {v}" for k, v in counts.items() if isinstance(v, int)))
+        if run.get("argv"):
+            lines.append(f"  - command: `{shlex.join(str(a) for a in run['argv'])}`")
+        lines.append("")
+    lines += ["## Row schema", "",
+              "TRL's stepwise supervision: `prompt` (the problem), `completions` (the steps up to and including the "
+              "first wrong one), `labels` (one bool per step: true = right), `id` (the response), and `scores` (MC "
+              "scores of the steps) when exported with `--keep-scores`.", "",
+              "## Use", "", "```python", "from datasets import load_from_disk",
+              "ds = load_from_disk(\"<this directory>\")",
+              "ds.push_to_hub(\"<user>/<name>\", private=True)",
+              "# then this card (it replaces the one push_to_hub writes; the split files keep their standard names)",
+              "from huggingface_hub import DatasetCard",
+              "DatasetCard.load(\"<this directory>/README.md\").push_to_hub(\"<user>/<name>\", repo_type=\"dataset\")",
+              "```", ""]
+    return "\n".join(lines)
+
+
+def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) -> None:
+    """Save the DatasetDict and its card in a temporary directory beside `output`, then move it
+    into place: a reader never sees half a dataset, and a failed export leaves the old one."""
+    try:
+        from datasets import Dataset, DatasetDict, disable_progress_bars
+    except ImportError:
+        raise UsageError("--format hf needs the `datasets` package: pip install datasets") from None
+    if output == "-":
+        raise UsageError("--format hf writes a directory: give it with -o DIR")
+    target = Path(output)
+    if target.exists() and not (target.is_dir() and ((target / "dataset_dict.json").is_file() or not any(target.iterdir()))):
+        raise UsageError(f"{output}: exists and is not a dataset directory from an earlier export; not overwriting it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    disable_progress_bars()  # the export's own summary line is its progress report
+    try:
+        DatasetDict({name: Dataset.from_list(rows) for name, rows in splits.items()}).save_to_disk(str(tmp))
+        (tmp / "README.md").write_text(card)
+        old = None
+        if target.exists():
+            old = target.with_name(f".{target.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(target, old)
+        os.replace(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
