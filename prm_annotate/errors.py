@@ -1,4 +1,4 @@
-"""Errors that end a command with exit status 2 (bad usage or bad input)."""
+"""Errors that end a command: exit status 2 for bad usage or bad input, 3 for a failing environment."""
 from __future__ import annotations
 
 
@@ -13,3 +13,9 @@ class InputError(UsageError):
         self.path, self.where, self.message = path, where, message
         super().__init__(f"{path}:{where.removeprefix('line ')}: {message}" if where.startswith("line ")
                          else f"{path} ({where}): {message}")
+
+
+class EnvironmentFailure(Exception):
+    """The machine, not the input, failed: an output that cannot be written (permission denied,
+    read-only file system, disk full). The command exits with status 3; finished records are kept
+    and a rerun resumes once the cause is fixed."""

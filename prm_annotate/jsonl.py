@@ -21,7 +21,18 @@ def is_stream(path: str | Path) -> bool:
     if str(path) == STDIO:
         return True
     p = Path(path)
-    return p.exists() and not p.is_file()
+    return p.exists() and not p.is_file() and not p.is_dir()
+
+
+def check_input(path: str | Path) -> None:
+    """Before any work (and before an engine starts): the input exists and is not a directory."""
+    if str(path) == STDIO or is_stream(path):
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(str(path), "line 0", "is a directory, not a file")
+    if not p.exists():
+        raise InputError(str(path), "line 0", "no such file")
 
 
 def open_input(path: str | Path) -> BinaryIO:

@@ -21,6 +21,9 @@ GRADING_FILES = [SHARED / "grading" / "processbench-gsm8k-gold.jsonl",
                  SHARED / "grading" / "processbench-math-gold.jsonl"]
 # Runs for minutes (days, really) in sympy: 9^(9^(9^9)) has ~10^(3.7e8) digits.
 PATHOLOGICAL = r"\boxed{9^{9^{9^{9}}}}"
+# Slow in sympy (a trinomial expanded to the 100th power) yet small to look at: it passes the
+# grader's cost pre-check (grading_cost), so only the hard timeout bounds it.
+SLOW = r"\boxed{(x+y+z)^{100}}"
 
 
 @pytest.fixture(scope="module")
@@ -157,22 +160,30 @@ def test_cache_is_bounded():
 def test_pathological_comparison_times_out():
     with Grader(timeout=1.0) as g:
         start = time.monotonic()
-        v = g.grade("5", PATHOLOGICAL)
+        v = g.grade("5", SLOW)
         took = time.monotonic() - start
-        assert v == Verdict("9^{9^{9^{9}}}", None, "timeout")
+        assert v == Verdict("(x+y+z)^{100}", None, "timeout")
         assert took < 1.0 + 10  # the deadline, plus killing the worker (generous on a loaded machine)
         # The worker was replaced: the next comparison works, and the timeout is cached.
         assert g.grade("\\frac{1}{2}", "\\boxed{0.5}").correct is True
         start = time.monotonic()
-        assert g.grade("5", PATHOLOGICAL).error == "timeout"
+        assert g.grade("5", SLOW).error == "timeout"
         assert time.monotonic() - start < 0.5
+
+
+def test_a_tower_of_powers_is_too_costly_without_math_verify():
+    with Grader(timeout=60.0) as g:
+        v = g.grade("5", PATHOLOGICAL)
+        assert (v.correct, v.error) == (None, "too costly: a number too large to compute")
+        assert g.stats["too_costly"] == 1 and g.stats["math_verify"] == 0
+        assert all(w is None for w in g._idle.queue)  # no worker was even started
 
 
 def test_timeout_off_the_main_thread_and_in_a_batch():
     results: list = []
     with Grader(timeout=1.0) as g:
         def run():
-            results.append(g.grade_many([("7", "\\boxed{7}"), ("7", "The answer is $10^{10^{10}}$."),
+            results.append(g.grade_many([("7", "\\boxed{7}"), ("7", f"The answer is ${SLOW[7:-1]}$."),
                                          ("\\frac12", "\\boxed{0.5}"), ("8", "\\boxed{2^3}")]))
         t = threading.Thread(target=run)
         t.start()
@@ -191,7 +202,7 @@ def test_timeout_inside_a_worker_process(tmp_path):
         "def job(_):\n"
         "    from prm_annotate.grading import Grader\n"
         "    with Grader(timeout=1.0) as g:\n"
-        f"        return [(v.correct, v.error) for v in g.grade_many([('5', {PATHOLOGICAL!r}), ('2', 'A: 2')])]\n"
+        f"        return [(v.correct, v.error) for v in g.grade_many([('5', {SLOW!r}), ('2', 'A: 2')])]\n"
         "if __name__ == '__main__':\n"
         "    with mp.get_context('fork').Pool(1) as pool:\n"
         "        print(pool.map(job, [0])[0])\n")
