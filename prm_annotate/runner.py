@@ -247,6 +247,16 @@ class RunSummary:
         return ", ".join(parts) + f" in {self.seconds:.1f} s"
 
 
+def preflight(opts: RunOptions, model: type[Record] | None) -> None:
+    """What `run_stage` checks before any work, for a caller with something slow to start first (an
+    engine): the input exists and, as a file, validates whole (with `model`); the output is writable."""
+    check_input(opts.input)
+    check_output(opts.output, [opts.input])
+    if model is not None and not opts.skip_invalid and not is_stream(opts.input):
+        for _ in read_validated(opts.input, model, opts, None):
+            pass
+
+
 def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_map_batches) -> RunSummary:
     """Run `stage` over `opts.input` into `opts.output`. Raises InputError on bad input (exit 2)."""
     started = time.monotonic()
