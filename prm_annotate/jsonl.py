@@ -75,7 +75,7 @@ def iter_jsonl(path: str | Path, on_error: OnError | None = None) -> Iterator[tu
             except InputError as exc:
                 if on_error is None:
                     raise
-                on_error(exc, raw.decode("utf-8", errors="replace"))
+                on_error(exc, raw.rstrip(b"\r\n"))  # bytes: the rejects file keeps them exactly
 
 
 def iter_json_array(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -9,6 +9,7 @@ whole record before the error is raised, so the output stays resumable.
 """
 from __future__ import annotations
 
+import base64
 import fcntl
 import os
 import sys
@@ -188,19 +189,37 @@ class ResumableWriter:
 
 
 class RejectsWriter:
-    """`--skip-invalid`: bad input lines set aside beside the output, with where and why."""
+    """`--skip-invalid`: bad input lines set aside beside the output, with where and why.
+
+    A rerun meets the same bad lines again; each is set aside once (the ones already in the file
+    are not appended again). A line that is not UTF-8 is kept byte for byte, as `record_base64`.
+    """
 
     def __init__(self, output: str | Path):
         self.path = sidecar(output, "rejects.jsonl") if str(output) != STDIO else Path("prm-annotate.rejects.jsonl")
         self.count = 0
         self._fh: BinaryIO | None = None
+        self._kept: set[bytes] = set()
 
     def write(self, source: str, where: str, error: str, record: Any = None) -> None:
         if self._fh is None:
-            self._fh = open(self.path, "ab")
-        self._fh.write(dumps({"file": source, "where": where, "error": error, "record": record}))
-        self._fh.flush()
+            self._fh = open(self.path, "a+b")
+            self._fh.seek(0)
+            self._kept = {line for line in self._fh.read().splitlines(keepends=True)}
+        entry: dict[str, Any] = {"file": source, "where": where, "error": error, "record": record}
+        if isinstance(record, bytes):
+            try:
+                entry["record"] = record.decode("utf-8")
+            except UnicodeDecodeError:
+                entry["record"] = None
+                entry["record_base64"] = base64.b64encode(record).decode("ascii")
+        line = dumps(entry)
         self.count += 1
+        if line in self._kept:
+            return
+        self._fh.write(line)
+        self._fh.flush()
+        self._kept.add(line)
 
     def close(self) -> None:
         if self._fh is not None:

@@ -339,12 +339,18 @@ def _manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[s
     }
 
 
+def printable(text: str) -> str:
+    """Control characters (a NUL from a server's error body, an escape sequence in an id) escaped,
+    so one failure is one clean line on a terminal or in a log."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 def report(summary: RunSummary) -> None:
     print(summary.line(), file=sys.stderr, flush=True)
     if summary.failures:
         shown = list(summary.failures.items())[:10]
         for rid, err in shown:
-            print(f"  failed {rid}: {err}", file=sys.stderr)
+            print(f"  failed {printable(rid)}: {printable(err)}", file=sys.stderr)
         if len(summary.failures) > len(shown):
             print(f"  ... and {len(summary.failures) - len(shown)} more (see the manifest)", file=sys.stderr)
         print("  rerun the same command to retry them; finished records are kept", file=sys.stderr)
