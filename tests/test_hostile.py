@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 import psutil
 import pytest
+from jsonl_files import kill_all, write_jsonl as write
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "prm_annotate"]
@@ -35,11 +36,6 @@ def run(*args: str, stdin: bytes | None = None, prefix: tuple[str, ...] = ()) ->
 
 def jsonl(records: list) -> bytes:
     return b"".join(orjson.dumps(r) + b"\n" for r in records)
-
-
-def write(path: Path, records: list) -> Path:
-    path.write_bytes(jsonl(records))
-    return path
 
 
 def workers_of(proc: psutil.Process) -> list[psutil.Process]:
@@ -68,14 +64,6 @@ def wait_computing(worker: psutil.Process, timeout: float = 120.0) -> None:
             return
         time.sleep(0.25)
     raise AssertionError("the worker never settled into a comparison")
-
-
-def kill_all(procs: list[psutil.Process]) -> None:
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
 
 
 # --- 1. no child outlives a stage ---------------------------------------------------------------
