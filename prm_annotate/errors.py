@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 
+def printable(text: str) -> str:
+    """Control characters (a NUL from a server's error body, an escape sequence in an id) escaped,
+    so one failure is one clean line on a terminal or in a log."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 class UsageError(Exception):
     """Bad usage: the message says what is wrong; the command exits with status 2."""
 

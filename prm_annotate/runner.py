@@ -21,7 +21,7 @@ import orjson
 from pydantic import ValidationError
 
 from prm_annotate import __version__
-from prm_annotate.errors import InputError, UsageError
+from prm_annotate.errors import InputError, UsageError, printable
 from prm_annotate.formats import FieldMap, read_records
 from prm_annotate.jsonl import STDIO, check_input, is_stream
 from prm_annotate.output import RejectsWriter, ResumableWriter, check_output, set_aside, sidecar
@@ -337,12 +337,6 @@ def _manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[s
         "stats": summary.stats,
         "seconds": round(summary.seconds, 3),
     }
-
-
-def printable(text: str) -> str:
-    """Control characters (a NUL from a server's error body, an escape sequence in an id) escaped,
-    so one failure is one clean line on a terminal or in a log."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def report(summary: RunSummary) -> None:

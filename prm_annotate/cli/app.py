@@ -19,7 +19,7 @@ from typing import Annotated, Iterator, Optional
 
 import typer
 
-from prm_annotate.errors import EnvironmentFailure, UsageError
+from prm_annotate.errors import EnvironmentFailure, UsageError, printable
 from prm_annotate.formats import FORMATS, FieldMap
 from prm_annotate.runner import RunOptions, parse_shard
 
@@ -48,7 +48,7 @@ def _stop(signum: int, _frame: object) -> None:
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> "typer.Exit":
-    print(f"prm-annotate: error: {message}", file=sys.stderr, flush=True)
+    print(f"prm-annotate: error: {printable(message)}", file=sys.stderr, flush=True)
     return typer.Exit(code)
 
 
