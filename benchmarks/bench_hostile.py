@@ -1,6 +1,6 @@
 """Hostile answers: what 1,000 of them cost the grader, with its cost pre-check and without.
 
-    .venv/bin/python benchmarks/bench_hostile.py [--n 1000] [--workers 2] [--baseline-sample 12]
+    .venv/bin/python benchmarks/bench_hostile.py [--n 1000] [--workers 2] [--baseline-sample 12] [--slipping 20]
 
 The answers are made here, seeded: towers of powers, huge powers and factorials, binomials, deep
 nesting (fractions, braces, parentheses), very long sums, symbolic powers sympy would expand,
@@ -10,12 +10,15 @@ answers in this process on this machine:
   costs up to the timeout plus a restart of the worker); timed on a random sample of
   `--baseline-sample` answers and extrapolated per answer, because the whole set takes hours;
 - pre-check: the Grader as shipped, on every answer.
+Of the `--n` answers, `--slipping` are of a kind the pre-check lets through (`(x+y+z)^{60..100}`,
+sympy expands it for longer than any deadline): they show what the timeout still costs.
 It prints the time of each, how each answer was decided, and checks that none was graded right.
 """
 from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 import time
 from collections import Counter
@@ -28,7 +31,7 @@ from prm_annotate import grading  # noqa: E402
 from prm_annotate.grading import Grader  # noqa: E402
 
 
-def hostile_answers(n: int, seed: int = 0) -> list[str]:
+def hostile_answers(n: int, slipping: int = 0, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
 
     def tower() -> str:
@@ -53,8 +56,8 @@ def hostile_answers(n: int, seed: int = 0) -> list[str]:
         lambda: f"x^{{10^{{{rng.randint(7, 30)}}}}} + {rng.randint(1, 99)}",
         lambda: f"\\frac{{{rng.randint(1, 9)}}}{{10^{{10^{{{rng.randint(7, 30)}}}}}}}",
     ]
-    seen: set[str] = set()
-    out: list[str] = []
+    out = [f"(x+y+z)^{{{e}}}" for e in rng.sample(range(60, 101), slipping)]
+    seen: set[str] = set(out)
     while len(out) < n:
         text = rng.choice(kinds)()
         if text not in seen:
@@ -77,14 +80,15 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=grading.DEFAULT_TIMEOUT)
     ap.add_argument("--baseline-sample", type=int, default=12)
+    ap.add_argument("--slipping", type=int, default=20)
     args = ap.parse_args()
 
-    answers = hostile_answers(args.n)
+    answers = hostile_answers(args.n, args.slipping)
+    random.Random(2).shuffle(answers)
     golds = [str(random.Random(i).randint(1, 99)) for i in range(args.n)]
 
     verdicts, ours = grade(answers, golds, args.workers, args.timeout)
-    how = Counter((v.error or "decided").split(":")[0] + (":" + v.error.split(":")[1] if v.error and ":" in v.error else "")
-                  for v in verdicts)
+    how = Counter(re.sub(r"\d+", "N", v.error) if v.error else f"decided: correct={v.correct}" for v in verdicts)
     right = [a for a, v in zip(answers, verdicts) if v.correct]
 
     sample = random.Random(1).sample(range(args.n), min(args.baseline_sample, args.n))

@@ -386,3 +386,41 @@ def test_boxed_extraction_unchanged_by_the_partial_brace_scan(monkeypatch):
     fast = [answers._last_boxed(t) for t in texts]
     monkeypatch.setattr(answers, "_closing_braces", _closing_braces_full_scan)
     assert fast == [answers._last_boxed(t) for t in texts]
+
+
+# --- the cost pre-check ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("answer", [
+    "9^{9^{9^{9}}}", "10^{10^{7}}", "7^{123456789}", "(10^{8})!", "\\binom{10^{9}}{10^{5}}",
+    "\\frac{1}{10^{10^{9}}}", "x^{10^{10}}", "(x+1)^{1000}", "x + 9^{9^{9}}",
+    "\\frac{1}{" * 16 + "2" + "}" * 16, "{" * 16 + "2" + "}" * 16, "(" * 30 + "1" + ")" * 30,
+    "+".join(["1"] * 600),
+])
+def test_costly_answers_are_spotted(answer):
+    from prm_annotate.grading_cost import too_costly
+
+    assert too_costly(answer) is not None
+
+
+@pytest.mark.parametrize("answer", ["10^{10^{6}}", "2^{100000}", "3^{3^{3}}", "e^{-x^{2}}", "(x+1)^{2}",
+                                    "\\binom{10}{3}", "5!", "\\frac{\\sqrt{3}}{2}", "1.5^{3}", "x^2+2x+1"])
+def test_affordable_answers_pass(answer):
+    from prm_annotate.grading_cost import too_costly
+
+    assert too_costly(answer) is None
+
+
+def test_no_real_answer_is_too_costly():
+    # Every gold and final answer of the shipped data (GSM8K, MATH-500, ProcessBench): none is
+    # refused, so the pre-check changes no verdict on real data.
+    from prm_annotate.grading_cost import too_costly
+
+    root = Path(__file__).resolve().parent / "data"
+    answers = [json.loads(line)["answer"] for line in (root / "math500" / "test.jsonl").read_text().splitlines()]
+    for name in ("processbench-gsm8k-gold.jsonl", "processbench-math-gold.jsonl"):
+        for line in (root / "grading" / name).read_text().splitlines():
+            r = json.loads(line)
+            answers += [r["answer"], extract_final_answer("\n\n".join(r["steps"])) or ""]
+    normalised = [normalize_answer(str(a)) for a in answers if a]
+    assert len(normalised) > 1000
+    assert [a for a in normalised if too_costly(a)] == []
