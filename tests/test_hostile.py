@@ -424,21 +424,24 @@ def test_kill_loop_over_grade_is_byte_identical(tmp_path):
     # Hostile answers among them: too costly to compare (decided without math-verify, the same every run).
     records += [{"id": f"hostile-{i}", "answer": "5", "response": f"\\boxed{{{b}^{{{b}^{{{b}}}}}}}"}
                 for i, b in enumerate(range(11, 41))]
+    # Enough math-verify work (fractions to reduce, a third of them wrong) that the kills land mid-run.
+    rng = random.Random(15)
+    for i in range(6000):
+        a, b, k = rng.randint(1, 999), rng.randint(1, 999), rng.randint(2, 9)
+        records.append({"id": f"frac-{i}", "answer": f"\\frac{{{a + (i % 3 == 0)}}}{{{b}}}",
+                        "response": f"So \\boxed{{\\frac{{{k * a}}}{{{k * b}}}}}"})
     src = write(tmp_path / "in.jsonl", records)
     args = ["grade", str(src), "--batch-size", "16", "-q"]
     reference = tmp_path / "reference.jsonl"
-    started = time.monotonic()
     assert run(*args, "-o", str(reference)).returncode == 0
-    full = time.monotonic() - started
     out = tmp_path / "out.jsonl"
-    rng = random.Random(15)
     signals = [signal.SIGKILL] * 10 + [signal.SIGTERM] * 10
     rng.shuffle(signals)
     mid_run = 0
     for sig in signals:
         proc = subprocess.Popen([*CLI, *args, "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         me = psutil.Process(proc.pid)
-        deadline = time.monotonic() + rng.uniform(0.3, full)
+        deadline = time.monotonic() + rng.uniform(0.3, 6.0)
         family: list[psutil.Process] = []
         while time.monotonic() < deadline and proc.poll() is None:
             family = [*{p.pid: p for p in family + me.children(recursive=True)}.values()]
