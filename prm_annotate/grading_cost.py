@@ -109,8 +109,9 @@ def _factorial_args(text: str) -> list[str]:
 
 
 class _Estimate:
-    """log10 of an upper bound of |value| of a numeric expression (digits, + - * / ^ !, groups,
-    \\frac, \\binom, \\sqrt); raises _NotNumeric at the first symbol. Never computes the value."""
+    """The size of the integers sympy would handle for a numeric expression (digits, + - * / ^ !,
+    groups, \\frac, \\binom, \\sqrt), in log10: 0.5^{10^{10}} costs as much as 2^{10^{10}}, since
+    its denominator is that number. Raises _NotNumeric at the first symbol. Never computes it."""
 
     def __init__(self, text: str):
         self.tokens = [t for t in _TOKEN.findall(text) if t not in ("\\left", "\\right")]
@@ -149,7 +150,7 @@ class _Estimate:
         while self._peek() in _TIMES or self._peek() == "/":
             op = self._take()
             other = self.power()
-            value = value + other if op != "/" else value  # a quotient is at most its numerator here
+            value = value + other if op != "/" else max(value, other)
         return value
 
     def power(self) -> float:
@@ -160,7 +161,7 @@ class _Estimate:
             return base
         self._take()
         exponent = self.power()  # right-associative: 9^9^9 is 9^(9^9)
-        if base <= 0:  # |base| <= 1: powers stay small
+        if base <= 0:  # 1 (or 0) to any power
             return 0.0
         return self._met(math.inf if exponent > 300 else base * 10 ** exponent)
 
@@ -173,17 +174,15 @@ class _Estimate:
 
     def atom(self) -> float:
         tok = self._take()
-        if tok[0].isdigit():
-            return math.log10(float(tok)) if float(tok) >= 1 else 0.0
+        if tok[0].isdigit():  # 0.05 is 5/100: its size is that of its digits
+            return math.log10(max(float(tok.replace(".", "") or "0"), 1.0))
         if tok in "({[":
             value = self.sum()
             if self._take() not in ")}]":
                 raise _NotNumeric
             return value
         if tok == "\\frac":
-            numerator = self.atom()
-            self.atom()  # the denominator counts through _met only: the quotient is at most the numerator
-            return numerator
+            return max(self.atom(), self.atom())
         if tok == "\\binom":
             # binom(n, k) <= n^k; sympy multiplies k terms, so a large k costs like a factorial
             n, k = self.atom(), self.atom()
