@@ -261,8 +261,7 @@ def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_ma
     """Run `stage` over `opts.input` into `opts.output`. Raises InputError on bad input (exit 2)."""
     started = time.monotonic()
     summary = RunSummary(stage=stage.name)
-    check_input(opts.input)
-    check_output(opts.output, [opts.input])
+    preflight(opts, None)  # the input is validated below, as it is read
     rejects = RejectsWriter(opts.output) if opts.skip_invalid else None
     records: Iterable[Record] = read_validated(opts.input, stage.input_model, opts, rejects)
     total: int | None = None
