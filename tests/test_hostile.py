@@ -457,3 +457,40 @@ def test_kill_loop_over_grade_is_byte_identical(tmp_path):
     assert mid_run >= 10  # most kills found the stage at work, not already finished
     assert run(*args, "-o", str(out)).returncode == 0
     assert out.read_bytes() == reference.read_bytes()
+
+
+@pytest.mark.engine
+def test_sigterm_stops_a_stage_with_an_engine_cleanly(tiny_model_dir, tmp_path):
+    """`timeout` and SLURM send SIGTERM: rollout with an in-process vLLM engine keeps its finished
+    records, records the run, ends EngineCore and its workers, exits 143; the rerun finishes."""
+    responses = [{"id": f"p{i}/0", "problem": f"Tom has {i} apples. Then gets 2 more. How many?",
+                  "answer": str(i + 2), "steps": [f"Tom has {i} apples.", f"So \\boxed{{{i + 2}}}."]}
+                 for i in range(40)]
+    src = write(tmp_path / "responses.jsonl", responses)
+    out = tmp_path / "rollouts.jsonl"
+    cmd = [*CLI, "rollout", str(src), "-o", str(out), "--model", str(tiny_model_dir), "--max-model-len", "2048",
+           "-k", "3", "--max-tokens", "40", "--seed", "3", "--batch-size", "1", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    me = psutil.Process(proc.pid)
+    family: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 600
+        while (not out.exists() or out.read_bytes().count(b"\n") < 3) and proc.poll() is None \
+                and time.monotonic() < deadline:
+            family = [*{p.pid: p for p in family + me.children(recursive=True)}.values()]
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = wait_gone(family, 30)
+    kill_all(left)
+    assert proc.returncode == 143, err.decode()[-2000:]
+    assert not left, "vLLM's processes outlived the stopped stage"
+    [first] = orjson.loads(out.with_name("rollouts.manifest.json").read_bytes())["runs"]
+    assert first["interrupted"] == "SIGTERM" and first["counts"]["written"] >= 3
+    rerun = subprocess.run(cmd, capture_output=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stderr.decode()[-2000:]
+    assert [orjson.loads(line)["id"] for line in out.read_bytes().splitlines()] == [r["id"] for r in responses]
