@@ -1,5 +1,11 @@
-"""Errors that end a command with exit status 2 (bad usage or bad input)."""
+"""Errors that end a command: exit status 2 for bad usage or bad input, 3 for a failing environment."""
 from __future__ import annotations
+
+
+def printable(text: str) -> str:
+    """Control characters (a NUL from a server's error body, an escape sequence in an id) escaped,
+    so one failure is one clean line on a terminal or in a log."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 class UsageError(Exception):
@@ -26,3 +32,9 @@ def require(module: str, needed_for: str, install: str) -> None:
 
     if importlib.util.find_spec(module) is None:
         raise UsageError(f"{needed_for} needs the Python package {module!r}, which is not installed: {install}")
+
+
+class EnvironmentFailure(Exception):
+    """The machine, not the input, failed: an output that cannot be written (permission denied,
+    read-only file system, disk full). The command exits with status 3; finished records are kept
+    and a rerun resumes once the cause is fixed."""

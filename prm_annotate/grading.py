@@ -8,7 +8,8 @@
 A verdict's `correct` is True/False when decided. A response with no final answer is
 `correct=False, error="no answer"` (so `error` alone does not mean undecided). When the grader
 cannot decide (`error` is "timeout", "parse failure", "gold parse failure", "empty gold",
-"worker crashed", "out of memory", "error: <Exception>") `correct` is None: never guessed.
+"worker crashed", "out of memory", "too costly: ...", "error: <Exception>") `correct` is None:
+never guessed.
 
 How a comparison is decided, cheapest first:
   0. an answer that qualifies its value ("not 18", "at least 5", "18?": `answers.hedged`) is wrong;
@@ -16,10 +17,13 @@ How a comparison is decided, cheapest first:
   2. each form of the pair (`answers.comparison_forms`: one, or two under the percent and
      decimal-comma rules; right when one form is equal): equal normalised strings, or two plain
      numbers compared exactly (no math-verify needed);
-  3. math-verify `verify(gold, answer)` -- gold first -- in a child process
+  3. a look at the cost (`grading_cost.too_costly`): a tower of powers, a huge factorial or a deeply
+     nested answer is "too costly" (undecided) at once instead of costing a timeout and a restart;
+  4. math-verify `verify(gold, answer)` -- gold first -- in a child process
      (`prm_annotate.grading_worker`) with math-verify's signal timeouts off. The parent waits at
      most `timeout` seconds per comparison and kills and replaces a worker that overruns, so the
      bound holds on any thread and inside worker processes (no signals, no multiprocessing).
+The worker dies with the process that started it, by any signal (see `grading_worker`).
 Model output is never evaluated: the parent only runs regular expressions, the worker only
 math-verify's parser.
 
@@ -38,11 +42,13 @@ import sys
 import threading
 import time
 from collections import Counter, OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Iterable, Sequence
 
 from prm_annotate.answers import comparison_forms, extract_final_answer, hedged, normalize_answer
+from prm_annotate.grading_cost import too_costly
 
 __all__ = ["Agreement", "Verdict", "Grader", "extract_final_answer", "normalize_answer"]
 
@@ -137,12 +143,31 @@ def _any_equal(results: list[tuple[bool | None, str | None]]) -> tuple[bool | No
     return next(((c, e) for c, e in results if c is None), (False, None))
 
 
+_spawner_lock = threading.Lock()
+_spawner: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _spawn(*args, **kwargs) -> subprocess.Popen:
+    """Popen from a thread that lasts as long as this process. The worker asks the kernel to kill
+    it when its parent dies (PR_SET_PDEATHSIG), and Linux means the parent *thread*: a worker
+    forked by a short-lived thread (grade_many drives each of several workers from its own) would
+    be killed when that thread ends."""
+    global _spawner
+    if threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(*args, **kwargs)
+    with _spawner_lock:
+        if _spawner is None or _spawner[0] != os.getpid():  # a forked child has no copy of the thread
+            _spawner = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="grader-spawner"))
+        pool = _spawner[1]
+    return pool.submit(subprocess.Popen, *args, **kwargs).result()
+
+
 class _Worker:
     """One child process running prm_annotate.grading_worker."""
 
     def __init__(self) -> None:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
+        env = dict(os.environ, PYTHONUNBUFFERED="1", PRM_GRADER_PARENT=str(os.getpid()))
+        self.proc = _spawn(
             [sys.executable, "-m", "prm_annotate.grading_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=env, close_fds=True, start_new_session=True)
@@ -221,7 +246,8 @@ class Grader:
         self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
         for _ in range(workers):
             self._idle.put(None)  # a slot; the process starts when first used
-        # How comparisons were decided: cache, quick (string/number), math_verify; plus no_answer.
+        # How comparisons were decided: cache, quick (string/number), too_costly, math_verify;
+        # plus no_answer.
         self.stats: Counter[str] = Counter()
 
     def __reduce__(self):
@@ -272,6 +298,10 @@ class Grader:
             if True in quick or all(q is False for q in quick):
                 self.stats["quick"] += 1
                 decided[key] = (True in quick, None)
+                self._cache_put(key, decided[key])
+            elif (costly := too_costly(key[0]) or too_costly(key[1])) is not None:
+                self.stats["too_costly"] += 1
+                decided[key] = (None, costly)
                 self._cache_put(key, decided[key])
             else:
                 pending[key] = [form for form, q in zip(forms, quick) if q is None]

@@ -17,7 +17,10 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
+import threading
+import time
 from functools import lru_cache
 
 # Address-space cap: a runaway expression fails with MemoryError instead of taking the machine down.
@@ -31,6 +34,35 @@ def _limit_memory() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
     except (ImportError, ValueError, OSError):  # not on this platform, or a lower hard limit
         pass
+
+
+def _die_with_parent() -> None:
+    """End this worker when the grading process ends, however it ends (SIGKILL included).
+
+    The parent kills its worker on close and on timeouts, but a parent that is SIGKILLed (or
+    killed by SIGTERM mid-comparison before its handlers run) cannot; the worker, in its own
+    session, would go on at 100% CPU under init for as long as sympy takes: possibly for ever.
+    On Linux the kernel sends SIGKILL on the parent's death (PR_SET_PDEATHSIG), even while sympy
+    holds the GIL in C; elsewhere a thread notices the new parent id within a second.
+    """
+    parent = int(os.environ.get("PRM_GRADER_PARENT", "0")) or os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            PR_SET_PDEATHSIG = 1
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    if os.getppid() != parent:  # the parent died before the prctl above
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
 def _wrap(answer: str) -> str:
@@ -84,6 +116,7 @@ def compare_plain(gold: str, text: str) -> tuple[bool | None, str | None]:
 
 def main() -> None:
     # Keep the protocol stream clean: anything a library prints goes to stderr instead.
+    _die_with_parent()
     proto = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     _limit_memory()

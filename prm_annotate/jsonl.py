@@ -21,7 +21,18 @@ def is_stream(path: str | Path) -> bool:
     if str(path) == STDIO:
         return True
     p = Path(path)
-    return p.exists() and not p.is_file()
+    return p.exists() and not p.is_file() and not p.is_dir()
+
+
+def check_input(path: str | Path) -> None:
+    """Before any work (and before an engine starts): the input exists and is not a directory."""
+    if str(path) == STDIO or is_stream(path):
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(str(path), "line 0", "is a directory, not a file")
+    if not p.exists():
+        raise InputError(str(path), "line 0", "no such file")
 
 
 def open_input(path: str | Path) -> BinaryIO:
@@ -64,7 +75,7 @@ def iter_jsonl(path: str | Path, on_error: OnError | None = None) -> Iterator[tu
             except InputError as exc:
                 if on_error is None:
                     raise
-                on_error(exc, raw.decode("utf-8", errors="replace"))
+                on_error(exc, raw.rstrip(b"\r\n"))  # bytes: the rejects file keeps them exactly
 
 
 def iter_json_array(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:

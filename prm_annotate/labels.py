@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from prm_annotate.errors import InputError
 from prm_annotate.formats import read_records
+from prm_annotate.records import check_first_error
 
 MISSING = object()
 
@@ -83,7 +84,13 @@ def load_gold(path: str, label_field: str = "label") -> dict[str, Gold]:
         label = first_error_value(get_path(obj, label_field), path, where, label_field)
         if label is None:
             raise InputError(path, where, f"gold record has no `{label_field}`")
-        gold[rid] = Gold(rid, label, step_count(obj), obj)
+        n_steps = step_count(obj)
+        if n_steps is not None:
+            try:
+                check_first_error(label, n_steps, label_field)
+            except ValueError as exc:
+                raise InputError(path, where, str(exc)) from None
+        gold[rid] = Gold(rid, label, n_steps, obj)
     if not gold:
         raise InputError(path, "line 0", "the gold file has no records")
     return gold

@@ -24,7 +24,8 @@ import orjson
 
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.formats import FieldMap, read_records
-from prm_annotate.jsonl import STDIO, open_input
+from prm_annotate.jsonl import STDIO, check_input, open_input
+from prm_annotate.output import check_output
 
 
 @dataclass
@@ -117,11 +118,9 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
         raise UsageError("merge needs at least one shard output")
     if expect_per_input is not None and input is None:
         raise UsageError("--expect-per-input needs --input")
-    if output != STDIO:
-        out_path = Path(output).resolve()
-        for s in shards:
-            if s != STDIO and Path(s).resolve() == out_path:
-                raise UsageError(f"{s}: the output must not be one of the shard files")
+    for path in [*shards, *([input] if input is not None else [])]:
+        check_input(path)
+    check_output(output, [*shards, input])
     input_ids = read_input_ids(input, input_format, fields) if input is not None else None
 
     report = MergeReport(files=len(shards))
@@ -174,8 +173,12 @@ def _write(output: str, lines: list[_Line]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Whole or not at all: a merge killed halfway must not leave a file that looks complete.
     tmp = path.with_name(f".{path.name}.merge-tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -4,20 +4,24 @@ Records are appended whole and flushed in small batches. A process killed mid-wr
 most one torn last line; the next run cuts it off, reads the ids already written and skips them,
 so no finished record is lost or written twice. An exclusive OS lock (flock) on the output file
 itself keeps a second process from writing the same file; the kernel drops it when the holder
-dies, so it never goes stale.
+dies, so it never goes stale. A write that fails (disk full, I/O error) is cut back to the last
+whole record before the error is raised, so the output stays resumable.
 """
 from __future__ import annotations
 
+import base64
 import fcntl
 import os
 import sys
+import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterable
 
 import orjson
 
-from prm_annotate.errors import UsageError
+from prm_annotate.errors import EnvironmentFailure, UsageError
 from prm_annotate.jsonl import STDIO, dumps
 
 
@@ -32,6 +36,61 @@ def sidecar(path: str | Path, suffix: str) -> Path:
     return p.with_name(f"{stem}.{suffix}")
 
 
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Two names of one file: the same path after symlinks, or the same inode (hard links)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output(output: str | Path, inputs: Iterable[str | Path | None] = (), *, directory: bool = False) -> None:
+    """Before any work: refuse an output that is an input (it would be read as finished work, or
+    overwritten) or a directory (exit 2), and one that cannot be created or written (exit 3).
+    `directory`: the output is a directory written whole beside its old self and swapped in (an
+    `export --format hf` dataset), so an existing directory is allowed and its parent must be writable."""
+    if str(output) == STDIO:
+        return
+    out = Path(output)
+    for source in inputs:
+        if source is not None and str(source) != STDIO and same_file(source, out):
+            raise UsageError(f"{output}: the output is the input {source}; choose another -o")
+    if out.is_dir() and not directory:
+        raise UsageError(f"{output}: is a directory; -o takes a file name")
+    if out.exists() and not out.is_dir():
+        try:
+            with open(out, "ab"):
+                pass
+        except OSError as exc:
+            raise EnvironmentFailure(f"{output}: cannot write the output: {exc.strerror}") from None
+        return
+    folder = out.parent
+    while not folder.exists():  # the writer makes missing folders; the first existing one decides
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{output}: {folder} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise EnvironmentFailure(f"{output}: cannot create the output in {folder}: {exc.strerror}") from None
+
+
+def set_aside(path: Path, why: str) -> Path:
+    """Rename an unreadable file out of the way (never delete history) and say so on stderr."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    aside = path.with_name(f"{path.name}.unreadable-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.unreadable-{stamp}-{n}")
+    os.replace(path, aside)
+    print(f"{path}: {why}; kept it as {aside} and started a new one", file=sys.stderr)
+    return aside
+
+
 class ResumableWriter:
     def __init__(self, path: str | Path, *, flush_every: int = 32, flush_seconds: float = 2.0):
         self.path = str(path)
@@ -41,12 +100,15 @@ class ResumableWriter:
         self._buffer: list[bytes] = []
         self._last_flush = time.monotonic()
         self.written = 0
+        self._broken = False
         self._fh: BinaryIO
         if self.path == STDIO:
             self._fh = sys.stdout.buffer
             return
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "a+b")
+        # Unbuffered: a failed write must not leave bytes in a buffer that a later flush or close
+        # would write after the cut (a broken line in the middle of the file).
+        self._fh = open(self.path, "a+b", buffering=0)
         try:
             fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -78,6 +140,8 @@ class ResumableWriter:
         self._fh.seek(0, os.SEEK_END)
 
     def write(self, record: dict[str, Any]) -> None:
+        if self._broken:
+            raise EnvironmentFailure(f"{self.path}: an earlier write failed; rerun to resume")
         self._buffer.append(dumps(record))
         self.done_ids.add(record["id"])
         self.written += 1
@@ -85,18 +149,39 @@ class ResumableWriter:
             self.flush()
 
     def flush(self) -> None:
-        if self._buffer:
-            self._fh.write(b"".join(self._buffer))
+        if self.path == STDIO:
+            if self._buffer:
+                self._fh.write(b"".join(self._buffer))
+                self._buffer.clear()
+            self._fh.flush()
+        elif self._buffer:
+            data = b"".join(self._buffer)
             self._buffer.clear()
-        self._fh.flush()
-        if self.path != STDIO:
-            os.fsync(self._fh.fileno())
+            fd = self._fh.fileno()
+            good = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError:
+                # Disk full or an I/O error: cut back to the last whole record (truncating frees
+                # space, so this works on a full disk) and stop writing; a rerun resumes from there.
+                self._broken = True
+                try:
+                    os.ftruncate(fd, good)
+                except OSError:
+                    pass  # a torn last line is still dropped by the next run
+                raise
         self._last_flush = time.monotonic()
 
     def close(self) -> None:
-        self.flush()
-        if self.path != STDIO:
-            self._fh.close()
+        try:
+            if not self._broken:
+                self.flush()
+        finally:
+            if self.path != STDIO:
+                self._fh.close()
 
     def __enter__(self) -> "ResumableWriter":
         return self
@@ -106,19 +191,37 @@ class ResumableWriter:
 
 
 class RejectsWriter:
-    """`--skip-invalid`: bad input lines set aside beside the output, with where and why."""
+    """`--skip-invalid`: bad input lines set aside beside the output, with where and why.
+
+    A rerun meets the same bad lines again; each is set aside once (the ones already in the file
+    are not appended again). A line that is not UTF-8 is kept byte for byte, as `record_base64`.
+    """
 
     def __init__(self, output: str | Path):
         self.path = sidecar(output, "rejects.jsonl") if str(output) != STDIO else Path("prm-annotate.rejects.jsonl")
         self.count = 0
         self._fh: BinaryIO | None = None
+        self._kept: set[bytes] = set()
 
     def write(self, source: str, where: str, error: str, record: Any = None) -> None:
         if self._fh is None:
-            self._fh = open(self.path, "ab")
-        self._fh.write(dumps({"file": source, "where": where, "error": error, "record": record}))
-        self._fh.flush()
+            self._fh = open(self.path, "a+b")
+            self._fh.seek(0)
+            self._kept = {line for line in self._fh.read().splitlines(keepends=True)}
+        entry: dict[str, Any] = {"file": source, "where": where, "error": error, "record": record}
+        if isinstance(record, bytes):
+            try:
+                entry["record"] = record.decode("utf-8")
+            except UnicodeDecodeError:
+                entry["record"] = None
+                entry["record_base64"] = base64.b64encode(record).decode("ascii")
+        line = dumps(entry)
         self.count += 1
+        if line in self._kept:
+            return
+        self._fh.write(line)
+        self._fh.flush()
+        self._kept.add(line)
 
     def close(self) -> None:
         if self._fh is not None:

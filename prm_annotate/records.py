@@ -2,7 +2,10 @@
 
 Models keep unknown fields (`extra="allow"`) so each stage copies through what it does not own,
 and files stay joinable by `id`. Validation is strict about what a stage relies on: types,
-non-empty steps, first-error ranges.
+non-empty steps, first-error ranges. Every model is strict (pydantic strict mode, nested models
+too): where the contract says integer, "1", 2.0 and true are refused, in every command alike.
+`check_first_error` and `check_labels` are the one place a first error and step labels are checked,
+for the models here and for readers of raw records (evaluate's gold labels).
 """
 from __future__ import annotations
 
@@ -44,9 +47,21 @@ def _check_steps(steps: list[str]) -> list[str]:
     return steps
 
 
-def _check_first_error(first_error: int | None, n_steps: int, field: str) -> None:
+def check_first_error(first_error: int | None, n_steps: int, field: str) -> None:
     if first_error is not None and not -1 <= first_error < n_steps:
         raise ValueError(f"{field} = {first_error} is outside -1..{n_steps - 1} for {n_steps} steps")
+
+
+def check_labels(labels: list[bool], first_error: int, n_steps: int) -> None:
+    """Labels as `consensus` writes them: right before the first error, wrong at it, nothing after
+    (the steps end there); all right when the first error is -1."""
+    if len(labels) != n_steps:
+        raise ValueError(f"{len(labels)} labels for {n_steps} steps")
+    check_first_error(first_error, n_steps, "first_error")
+    expected = [True] * n_steps if first_error == -1 else [True] * first_error + [False]
+    if labels != expected:
+        raise ValueError(f"labels do not match first_error = {first_error} over {n_steps} steps "
+                         "(right before it, wrong at it, no steps after it)")
 
 
 class Response(Record):
@@ -82,7 +97,7 @@ class GradeInput(Record):
 
 
 class MC(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     k: int = Field(ge=1)
     label: Literal["hard", "soft"]
@@ -110,12 +125,12 @@ class Rollout(Response):
     def _mc_matches_steps(self) -> "Rollout":
         if len(self.mc.scores) != len(self.steps):
             raise ValueError(f"mc.scores has {len(self.mc.scores)} entries for {len(self.steps)} steps")
-        _check_first_error(self.mc.first_error, len(self.steps), "mc.first_error")
+        check_first_error(self.mc.first_error, len(self.steps), "mc.first_error")
         return self
 
 
 class Judgement(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     first_error: int | None
     votes: list[int | None]
@@ -129,7 +144,7 @@ class Judged(Response):
 
     @model_validator(mode="after")
     def _judge_in_range(self) -> "Judged":
-        _check_first_error(self.judge.first_error, len(self.steps), "judge.first_error")
+        check_first_error(self.judge.first_error, len(self.steps), "judge.first_error")
         return self
 
 
@@ -144,6 +159,5 @@ class Consensus(Record):
     @model_validator(mode="after")
     def _labels_match(self) -> "Consensus":
         _check_steps(self.steps)
-        if len(self.labels) != len(self.steps):
-            raise ValueError(f"{len(self.labels)} labels for {len(self.steps)} steps")
+        check_labels(self.labels, self.first_error, len(self.steps))
         return self

@@ -21,10 +21,10 @@ import orjson
 from pydantic import ValidationError
 
 from prm_annotate import __version__
-from prm_annotate.errors import InputError, UsageError
+from prm_annotate.errors import InputError, UsageError, printable
 from prm_annotate.formats import FieldMap, read_records
-from prm_annotate.jsonl import STDIO, is_stream
-from prm_annotate.output import RejectsWriter, ResumableWriter, sidecar
+from prm_annotate.jsonl import STDIO, check_input, is_stream
+from prm_annotate.output import RejectsWriter, ResumableWriter, check_output, set_aside, sidecar
 from prm_annotate.records import Record
 
 
@@ -196,15 +196,21 @@ def file_sha256(path: str | Path) -> str:
 
 
 def append_manifest(output: str, run: dict[str, Any]) -> None:
-    """Each run of a stage on an output appends its record to `<output>.manifest.json`."""
+    """Each run of a stage on an output appends its record to `<output>.manifest.json`.
+
+    A manifest that is not ours (torn, not JSON, JSON of another shape) is never overwritten: it is
+    renamed aside with a note on stderr, and the run goes on (the records are what matters)."""
     if output == STDIO:
         return
     path = sidecar(output, "manifest.json")
     runs: list[Any] = []
     if path.exists():
         try:
-            runs = orjson.loads(path.read_bytes()).get("runs", [])
-        except orjson.JSONDecodeError:
+            runs = orjson.loads(path.read_bytes())["runs"]
+            if not isinstance(runs, list):
+                raise TypeError
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            set_aside(path, "the run manifest is not one this program wrote (torn or another shape)")
             runs = []
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(orjson.dumps({"runs": runs + [run]}, option=orjson.OPT_INDENT_2))
@@ -222,6 +228,7 @@ class RunSummary:
     out_of_shard: int = 0
     failures: dict[str, str] = field(default_factory=dict)
     rejects: int = 0
+    interrupted: str | None = None  # the signal that stopped the run
     seconds: float = 0.0
     stats: dict[str, int] = field(default_factory=dict)
 
@@ -240,10 +247,21 @@ class RunSummary:
         return ", ".join(parts) + f" in {self.seconds:.1f} s"
 
 
+def preflight(opts: RunOptions, model: type[Record] | None) -> None:
+    """What `run_stage` checks before any work, for a caller with something slow to start first (an
+    engine): the input exists and, as a file, validates whole (with `model`); the output is writable."""
+    check_input(opts.input)
+    check_output(opts.output, [opts.input])
+    if model is not None and not opts.skip_invalid and not is_stream(opts.input):
+        for _ in read_validated(opts.input, model, opts, None):
+            pass
+
+
 def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_map_batches) -> RunSummary:
     """Run `stage` over `opts.input` into `opts.output`. Raises InputError on bad input (exit 2)."""
     started = time.monotonic()
     summary = RunSummary(stage=stage.name)
+    preflight(opts, None)  # the input is validated below, as it is read
     rejects = RejectsWriter(opts.output) if opts.skip_invalid else None
     records: Iterable[Record] = read_validated(opts.input, stage.input_model, opts, rejects)
     total: int | None = None
@@ -287,6 +305,9 @@ def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_ma
             summary.done += done
             summary.failed += failed
             progress.advance(done, failed)
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM/SIGHUP (cli.app.Stopped): the batch in flight is dropped
+        summary.interrupted = str(exc) or "SIGINT"
+        raise
     finally:
         if progress is not None:
             progress.close()
@@ -310,6 +331,7 @@ def _manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[s
         "settings": stage.settings(),
         "counts": {"read": summary.read, "done": summary.done, "written": summary.written, "skipped": summary.skipped,
                    "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard},
+        **({"interrupted": summary.interrupted} if summary.interrupted else {}),
         "failures": dict(list(summary.failures.items())[:100]),
         "stats": summary.stats,
         "seconds": round(summary.seconds, 3),
@@ -321,7 +343,7 @@ def report(summary: RunSummary) -> None:
     if summary.failures:
         shown = list(summary.failures.items())[:10]
         for rid, err in shown:
-            print(f"  failed {rid}: {err}", file=sys.stderr)
+            print(f"  failed {printable(rid)}: {printable(err)}", file=sys.stderr)
         if len(summary.failures) > len(shown):
             print(f"  ... and {len(summary.failures) - len(shown)} more (see the manifest)", file=sys.stderr)
         print("  rerun the same command to retry them; finished records are kept", file=sys.stderr)

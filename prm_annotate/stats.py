@@ -48,6 +48,15 @@ def _step_bin(n: int) -> str:
     return "0"
 
 
+def _first_error_bin(value: Any) -> Any:
+    """-1..9, "10+", "null", or "not an integer" ("2" is not 2, true is not 1: readers refuse them)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool) or not isinstance(value, int):
+        return "not an integer"
+    return value if value < 10 else "10+"
+
+
 def _score_bin(s: float) -> str:
     if s <= 0.0:
         return "0"
@@ -99,18 +108,22 @@ def file_stats(path: str) -> dict[str, Any]:
     labels: Counter = Counter()
     answers: Counter = Counter()
     gen_tokens: Counter = Counter()
-    records = 0
+    records = bad_ids = 0
     for _, obj in read_records_or_rows(path):
         records += 1
         kinds[kind_of(obj)] += 1
-        ids[obj.get("id")] += 1
+        rid = obj.get("id")
+        if isinstance(rid, str) or rid is None:
+            ids[rid] += 1
+        else:
+            bad_ids += 1  # a number or an object: no reader takes it, so it is not counted as an id
         if isinstance(obj.get("steps"), list):
             n_steps.append(len(obj["steps"]))
         for f in FIRST_ERROR_FIELDS:
             value = get_path(obj, f)
-            if value is not MISSING and (f != "label" or isinstance(value, (int, type(None)))):
-                first_errors[f][value if isinstance(value, int) and value < 10 else
-                                ("null" if value is None else "10+")] += 1
+            # a top-level `label` is only a first error when it is one (math-shepherd's is text)
+            if value is not MISSING and (f != "label" or value is None or type(value) is int):
+                first_errors[f][_first_error_bin(value)] += 1
         mc = obj.get("mc")
         if isinstance(mc, dict):
             for s in mc.get("scores") or []:
@@ -158,14 +171,14 @@ def file_stats(path: str) -> dict[str, Any]:
         "kind": kinds.most_common(1)[0][0] if len(kinds) == 1 else "mixed",
         "kinds": dict(kinds) if len(kinds) > 1 else {},
         "ids": {"unique": sum(1 for k in ids if k is not None), "duplicated": sum(1 for k, c in ids.items() if c > 1),
-                "missing": ids.get(None, 0)},
+                "missing": ids.get(None, 0), **({"not a string": bad_ids} if bad_ids else {})},
     }
     if n_steps:
         step_hist = Counter(_step_bin(n) for n in n_steps)
         out["steps"] = _summary(n_steps)
         out["steps_histogram"] = {name: step_hist[name] for name in
                                   [_step_bin(lo) for lo, _ in STEP_BINS] if step_hist[name]}
-    order: list[Any] = list(range(-1, 10)) + ["10+", "null"]
+    order: list[Any] = list(range(-1, 10)) + ["10+", "null", "not an integer"]
     out["first_error"] = {f: _histogram(c, order) for f, c in first_errors.items() if c}
     if scores or null_scores:
         bins = Counter(_score_bin(s) for s in scores)

@@ -1,11 +1,13 @@
 """Small helpers the CLI-level tests share: JSONL files and the processes a command leaves behind."""
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 from pathlib import Path
 
 import orjson
+import psutil
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
@@ -26,3 +28,11 @@ def group_alive(pgid: int, wait: float = 30.0) -> list[int]:
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
+
+
+def kill_all(procs: list[psutil.Process]) -> None:
+    """Kill what a test found left behind (so one failure does not leave load for the next tests)."""
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(procs, timeout=10)

@@ -382,6 +382,8 @@ class FaultServer:
                 if what == "drop":
                     self.close_connection = True
                     return  # no answer at all: the client sees the connection close
+                if what == "nul":  # a broken server's error body with control characters
+                    return self.send(400, "bad\x00request\x1b[31m")
                 if what == "badjson":
                     return self.send(200, '{"choices": [')
                 if what == "nochoices":
@@ -462,6 +464,12 @@ def test_client_errors_are_not_retried(fault_engine, fault_server):
     g = fault_engine.generate([chat("f", content="400")])["f"]
     assert not g.ok and "HTTP 400" in g.error and "after 1 attempt(s)" in g.error
     assert fault_server.attempts["400"] == 1
+
+
+def test_control_characters_of_a_server_error_are_escaped(fault_engine, caplog):
+    g = fault_engine.generate([chat("f", content="nul")])["f"]
+    assert not g.ok and "bad\\x00request\\x1b[31m" in g.error
+    assert "\x00" not in g.error + caplog.text and "\x1b" not in g.error + caplog.text
 
 
 def test_api_key_sent_and_never_shown(fault_engine, fault_server):

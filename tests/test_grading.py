@@ -21,6 +21,9 @@ GRADING_FILES = [SHARED / "grading" / "processbench-gsm8k-gold.jsonl",
                  SHARED / "grading" / "processbench-math-gold.jsonl"]
 # Runs for minutes (days, really) in sympy: 9^(9^(9^9)) has ~10^(3.7e8) digits.
 PATHOLOGICAL = r"\boxed{9^{9^{9^{9}}}}"
+# Slow in sympy (a trinomial expanded to the 100th power) yet small to look at: it passes the
+# grader's cost pre-check (grading_cost), so only the hard timeout bounds it.
+SLOW = r"\boxed{(x+y+z)^{100}}"
 
 
 @pytest.fixture(scope="module")
@@ -142,22 +145,30 @@ def test_cache_is_bounded():
 def test_pathological_comparison_times_out():
     with Grader(timeout=1.0) as g:
         start = time.monotonic()
-        v = g.grade("5", PATHOLOGICAL)
+        v = g.grade("5", SLOW)
         took = time.monotonic() - start
-        assert v == Verdict("9^{9^{9^{9}}}", None, "timeout")
+        assert v == Verdict("(x+y+z)^{100}", None, "timeout")
         assert took < 1.0 + 10  # the deadline, plus killing the worker (generous on a loaded machine)
         # The worker was replaced: the next comparison works, and the timeout is cached.
         assert g.grade("\\frac{1}{2}", "\\boxed{0.5}").correct is True
         start = time.monotonic()
-        assert g.grade("5", PATHOLOGICAL).error == "timeout"
+        assert g.grade("5", SLOW).error == "timeout"
         assert time.monotonic() - start < 0.5
+
+
+def test_a_tower_of_powers_is_too_costly_without_math_verify():
+    with Grader(timeout=60.0) as g:
+        v = g.grade("5", PATHOLOGICAL)
+        assert (v.correct, v.error) == (None, "too costly: a number too large to compute")
+        assert g.stats["too_costly"] == 1 and g.stats["math_verify"] == 0
+        assert all(w is None for w in g._idle.queue)  # no worker was even started
 
 
 def test_timeout_off_the_main_thread_and_in_a_batch():
     results: list = []
     with Grader(timeout=1.0) as g:
         def run():
-            results.append(g.grade_many([("7", "\\boxed{7}"), ("7", "The answer is $10^{10^{10}}$."),
+            results.append(g.grade_many([("7", "\\boxed{7}"), ("7", f"The answer is ${SLOW[7:-1]}$."),
                                          ("\\frac12", "\\boxed{0.5}"), ("8", "\\boxed{2^3}")]))
         t = threading.Thread(target=run)
         t.start()
@@ -176,7 +187,7 @@ def test_timeout_inside_a_worker_process(tmp_path):
         "def job(_):\n"
         "    from prm_annotate.grading import Grader\n"
         "    with Grader(timeout=1.0) as g:\n"
-        f"        return [(v.correct, v.error) for v in g.grade_many([('5', {PATHOLOGICAL!r}), ('2', 'A: 2')])]\n"
+        f"        return [(v.correct, v.error) for v in g.grade_many([('5', {SLOW!r}), ('2', 'A: 2')])]\n"
         "if __name__ == '__main__':\n"
         "    with mp.get_context('fork').Pool(1) as pool:\n"
         "        print(pool.map(job, [0])[0])\n")
@@ -372,3 +383,41 @@ def test_boxed_extraction_unchanged_by_the_partial_brace_scan(monkeypatch):
     fast = [answers._last_boxed(t) for t in texts]
     monkeypatch.setattr(answers, "_closing_braces", _closing_braces_full_scan)
     assert fast == [answers._last_boxed(t) for t in texts]
+
+
+# --- the cost pre-check ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("answer", [
+    "9^{9^{9^{9}}}", "10^{10^{7}}", "7^{123456789}", "0.5^{10^{10}}", "2^{-10^{10}}", "(10^{8})!", "\\binom{10^{9}}{10^{5}}",
+    "\\frac{1}{10^{10^{9}}}", "x^{10^{10}}", "(x+1)^{1000}", "x + 9^{9^{9}}",
+    "\\frac{1}{" * 16 + "2" + "}" * 16, "{" * 16 + "2" + "}" * 16, "(" * 30 + "1" + ")" * 30,
+    "+".join(["1"] * 600),
+])
+def test_costly_answers_are_spotted(answer):
+    from prm_annotate.grading_cost import too_costly
+
+    assert too_costly(answer) is not None
+
+
+@pytest.mark.parametrize("answer", ["10^{10^{6}}", "2^{100000}", "3^{3^{3}}", "e^{-x^{2}}", "(x+1)^{2}",
+                                    "\\binom{10}{3}", "5!", "\\frac{\\sqrt{3}}{2}", "1.5^{3}", "x^2+2x+1"])
+def test_affordable_answers_pass(answer):
+    from prm_annotate.grading_cost import too_costly
+
+    assert too_costly(answer) is None
+
+
+def test_no_real_answer_is_too_costly():
+    # Every gold and final answer of the shipped data (GSM8K, MATH-500, ProcessBench): none is
+    # refused, so the pre-check changes no verdict on real data.
+    from prm_annotate.grading_cost import too_costly
+
+    root = Path(__file__).resolve().parent / "data"
+    answers = [json.loads(line)["answer"] for line in (root / "math500" / "test.jsonl").read_text().splitlines()]
+    for name in ("processbench-gsm8k-gold.jsonl", "processbench-math-gold.jsonl"):
+        for line in (root / "grading" / name).read_text().splitlines():
+            r = json.loads(line)
+            answers += [r["answer"], extract_final_answer("\n\n".join(r["steps"])) or ""]
+    normalised = [normalize_answer(str(a)) for a in answers if a]
+    assert len(normalised) > 1000
+    assert [a for a in normalised if too_costly(a)] == []

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import psutil
 import pytest
-from jsonl_files import read_jsonl, write_jsonl
+from jsonl_files import kill_all, read_jsonl, write_jsonl
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'prm-annotate[ray]')")
 
@@ -44,15 +44,6 @@ def ray_processes() -> list[psutil.Process]:
 
 def new_ray_processes(before: set[int]) -> list[psutil.Process]:
     return [p for p in ray_processes() if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
-
-
-def kill_all(procs: list[psutil.Process]) -> None:
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=10)
 
 
 @pytest.fixture

@@ -1,19 +1,25 @@
 """The Typer app and what every command shares: options, error handling, exit codes.
 
 Commands are thin: they parse options, call the library, and map outcomes to exit statuses
-(0 done, 1 some records failed and are left for a rerun, 2 bad usage or input, 130 interrupted).
+(0 done, 1 some records failed and are left for a rerun, 2 bad usage or input, 3 the environment
+failed: an output that cannot be written, a full disk; 130 interrupted by SIGINT (Ctrl-C), 143 by
+SIGTERM, 129 by SIGHUP). An interrupted stage drops the batch in flight, keeps every record already
+written, records the run in the manifest and ends its child processes; a rerun resumes.
 """
 from __future__ import annotations
 
 import dataclasses
+import errno
+import signal
 import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Iterator, Optional
 
 import typer
 
-from prm_annotate.errors import UsageError
+from prm_annotate.errors import EnvironmentFailure, UsageError, printable
 from prm_annotate.formats import FORMATS, FieldMap
 from prm_annotate.runner import RunOptions, parse_shard
 
@@ -25,24 +31,59 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
-def fail(message: str) -> "typer.Exit":
-    print(f"prm-annotate: error: {message}", file=sys.stderr, flush=True)
-    return typer.Exit(EXIT_USAGE)
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where SIGINT raises KeyboardInterrupt, so a stage stops the same
+    way whoever stops it (SLURM, `timeout`, systemd and container runtimes send SIGTERM)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise Stopped(signum)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> "typer.Exit":
+    print(f"prm-annotate: error: {printable(message)}", file=sys.stderr, flush=True)
+    return typer.Exit(code)
+
+
+def _describe_os_error(exc: OSError) -> str:
+    where = f"{exc.filename}: " if exc.filename else ""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        reason += " (finished records are kept; free space and rerun to resume)"
+    return f"{where}{reason}"
 
 
 @contextmanager
 def handled() -> Iterator[None]:
-    """Turn bad input into exit 2 with file:line, Ctrl-C into 130."""
+    """Bad input -> exit 2 with file:line; an environment failure (OSError) -> one line, exit 3;
+    SIGINT -> 130, SIGTERM -> 143, SIGHUP -> 129."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            previous[signum] = signal.signal(signum, _stop)
     try:
         yield
     except UsageError as exc:
         raise fail(str(exc)) from None
-    except KeyboardInterrupt:
-        print("prm-annotate: interrupted; finished records are kept, rerun to resume", file=sys.stderr)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except EnvironmentFailure as exc:
+        raise fail(str(exc), EXIT_ENVIRONMENT) from None
+    except OSError as exc:
+        raise fail(_describe_os_error(exc), EXIT_ENVIRONMENT) from None
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+        print(f"prm-annotate: interrupted by {signal.Signals(signum).name}; finished records are kept, "
+              "rerun to resume", file=sys.stderr)
+        raise typer.Exit(128 + signum) from None
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 # Options shared by the single-input stages.

@@ -27,6 +27,8 @@ def export(
     """Consensus (or rollout, judged, ProcessBench) records -> a PRM training set."""
     from prm_annotate.errors import UsageError
     from prm_annotate.export import ExportOptions, build_rows, check_truncation, load_tokenizer, write_rows
+    from prm_annotate.jsonl import check_input
+    from prm_annotate.output import check_output
     from prm_annotate.steps import decode_sep
 
     with handled():
@@ -38,6 +40,8 @@ def export(
             raise UsageError("--max-completion-length is TRL's; it goes with --format trl, --tokenizer and --max-length")
         if drop_truncated and max_length is None:
             raise UsageError("--drop-truncated needs --tokenizer and --max-length")
+        check_input(input)
+        check_output(output, [input], directory=format == "hf")
         opts = ExportOptions(format=format, soft=soft, keep_scores=keep_scores,
                              step_sep=None if step_sep is None else decode_sep(step_sep), placeholder=placeholder,
                              step_end=None if step_end is None else decode_sep(step_end), test_split=test_split)

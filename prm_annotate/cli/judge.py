@@ -56,4 +56,4 @@ def judge(
     run_model_stage(config, lambda engine: JudgeStage(
         engine, prompt=template, style=answer_style, votes=votes, temperature=temperature, top_p=top_p,
         max_tokens=max_tokens, seed=seed, constrained=constrained, engine_info=config.describe()),
-        opts, report_parsing, ray=ray)
+        opts, report_parsing, ray=ray, input_model=JudgeStage.input_model)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Callable, NoReturn
 
 import typer
@@ -11,16 +10,16 @@ import typer
 from prm_annotate.cli.app import EXIT_USAGE, handled
 from prm_annotate.engines import EngineConfig, exit_process, make_engine
 from prm_annotate.engines.base import Engine
-from prm_annotate.errors import InputError
-from prm_annotate.jsonl import is_stream
+from prm_annotate.records import Record
 from prm_annotate.executors import RayOptions
-from prm_annotate.runner import RunOptions, RunSummary, Stage, close_stage, report, run_stage
+from prm_annotate.runner import RunOptions, RunSummary, Stage, close_stage, preflight, report, run_stage
 
 
 def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts: RunOptions,
                     after: Callable[[Stage, RunSummary], None] | None = None,
-                    ray: RayOptions | None = None) -> NoReturn:
-    """Check everything that can be checked before calling this: starting an engine takes seconds."""
+                    ray: RayOptions | None = None, input_model: type[Record] | None = None) -> NoReturn:
+    """Check everything that can be checked before calling this: starting an engine takes seconds.
+    With `input_model`, a file input is validated whole before the engine starts."""
     if ray is not None:  # --executor ray: the engines start in Ray actors, none in this process
         from prm_annotate.cli.executor_options import run_model_stage_on_ray
 
@@ -29,9 +28,9 @@ def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts
     code = EXIT_USAGE
     try:
         with handled():
-            if not is_stream(opts.input) and not Path(opts.input).is_file():
-                # Before the engine starts (seconds): a missing input is bad usage, said at once.
-                raise InputError(opts.input, "line 0", "no such file")
+            # Before the engine starts (seconds, and its own errors would hide these): a missing or
+            # bad input and an output that cannot be written are said at once.
+            preflight(opts, input_model)
             try:
                 engine = make_engine(config)
             except Exception as exc:  # a bad model path or an engine that did not come up

@@ -71,4 +71,5 @@ def rollout(
     run_model_stage(config, lambda engine: RolloutStage(
         engine, k=k, label=label, strategy=chosen, threshold=threshold, temperature=temperature, top_p=top_p,
         max_tokens=max_tokens, seed=seed, step_sep=sep, system_prompt=prompt,
-        engine_info=config.describe(), share_prefixes=share_prefixes), opts, report_labels, ray=ray)
+        engine_info=config.describe(), share_prefixes=share_prefixes), opts, report_labels, ray=ray,
+        input_model=RolloutStage.input_model)

@@ -56,4 +56,5 @@ def sample(
 
     run_model_stage(config, lambda engine: SampleStage(
         engine, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, step_sep=sep,
-        system_prompt=prompt, engine_info=config.describe()), opts, report_correct, ray=ray)
+        system_prompt=prompt, engine_info=config.describe()), opts, report_correct, ray=ray,
+        input_model=SampleStage.input_model)

@@ -37,7 +37,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from prm_annotate.errors import UsageError
+from prm_annotate.errors import UsageError, printable
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, check_keys
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ class OpenAIEngine:
                         data = await self._post(client, body)
                     return self._parse(r, data)
         except (RetryableError, PermanentError) as exc:
-            msg = self._redact(str(exc))
+            msg = printable(self._redact(str(exc)))
             log.warning("request %s failed after %d attempt(s): %s", r.key, attempts, msg)
             return GenerationResult(key=r.key, error=f"failed after {attempts} attempt(s): {msg}")
         raise AssertionError("unreachable")  # pragma: no cover

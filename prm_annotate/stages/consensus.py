@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prm_annotate.errors import UsageError
-from prm_annotate.output import ResumableWriter
+from prm_annotate.jsonl import check_input
+from prm_annotate.output import ResumableWriter, check_output
 from prm_annotate.records import Consensus, Judged, Rollout
 from prm_annotate.runner import RunOptions, append_manifest, read_validated
 from prm_annotate import __version__
@@ -88,6 +89,9 @@ def run_consensus(rollouts_path: str, judged_path: str, output: str, *,
                   limit: int | None = None) -> ConsensusSummary:
     started = time.monotonic()
     summary = ConsensusSummary()
+    for path in (rollouts_path, judged_path):
+        check_input(path)
+    check_output(output, [rollouts_path, judged_path])
     rollouts = list(read_validated(rollouts_path, Rollout, RunOptions(rollouts_path, output, limit=limit), None))
     judged = {r.id: r for r in read_validated(judged_path, Judged, RunOptions(judged_path, output), None)}
     summary.rollouts, summary.judged = len(rollouts), len(judged)

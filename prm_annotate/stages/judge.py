@@ -5,7 +5,10 @@ numbered from 1, or prompts/judge_processbench.txt, numbered from 0, or the user
 one of those two answer styles). Each of `votes` verdicts is its own request with a seed from
 (record id, vote, --seed); the verdicts are parsed strictly (prm_annotate/judge_parsing.py) and the
 majority wins, ties going to the earliest error. A vote that cannot be parsed is None in `votes`
-and counted in `parse_failures`; with no parsed vote, `first_error` is null.
+and counted in `parse_failures`; with no parsed vote, `first_error` is null. Such a record is
+final, like any written record: the judge answered, and a rerun with the same seeds would get the
+same unparseable text (with a seeded engine). To try other seeds on them, drop them from the output
+(`jq -c 'select(.judge.first_error != null)'`) and rerun with another --seed.
 
 `constrained`: the judge writes its analysis freely up to the answer lead (`\\boxed` or
 `<conclusion>`, a stop string), then a second request continues that text with the answer, lead
