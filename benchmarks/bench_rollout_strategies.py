@@ -21,6 +21,7 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the test equipment (testing/) lives at the repository root
 GSM8K = ROOT / "data" / "gsm8k" / "test.jsonl"
 
 
@@ -30,7 +31,7 @@ def log(msg: str) -> None:
 
 def world_workload(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
-    from prm_annotate.rollout_bench import compare_strategies, format_table, sample_responses, variants
+    from testing.rollout_bench import compare_strategies, format_table, sample_responses, variants
     from prm_annotate.world import POLICY_DIR, make_problems, true_first_error
 
     problems = make_problems(args.problems, seed=args.seed, split="bench")
@@ -56,10 +57,10 @@ def world_workload(args) -> str:
 
 
 def smollm2_workload(args) -> str:
-    from prm_annotate.engines.models import prepare_smollm2
+    from prm_annotate.demo_models import prepare_smollm2
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.formats import read_records
-    from prm_annotate.rollout_bench import compare_strategies, format_table, sample_responses, variants
+    from testing.rollout_bench import compare_strategies, format_table, sample_responses, variants
 
     problems = [rec for _, rec in read_records(args.gsm8k, "gsm8k")][: args.smollm2_problems]
     # SmolLM2 mostly breaks lines with a single newline: "\n" gives it steps of about a sentence.

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from dataclasses import replace
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -284,7 +285,7 @@ def test_engine_process_keeps_stdout_clean_and_leaves_nothing_behind(heavy, tiny
 
 KILLED_SCRIPT = """
 import sys, time
-from prm_annotate.engines.server import VLLMServer
+from testing.vllm_server import VLLMServer
 from prm_annotate.engines.vllm_engine import VLLMEngine
 
 if __name__ == "__main__":
@@ -312,8 +313,11 @@ def test_vllm_processes_die_with_a_sigkilled_owner(heavy, tiny_model_dir, tmp_pa
     heavy.release()
     script = tmp_path / "hold_engine.py"
     script.write_text(KILLED_SCRIPT)
+    # The script imports the test equipment (testing/) from the repository root.
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen([sys.executable, str(script), str(tiny_model_dir), kind], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True, env=env)
     try:
         assert proc.stdout.readline() == "READY\n"
         children = psutil.Process(proc.pid).children(recursive=True)
@@ -484,7 +488,7 @@ def test_concurrency_is_bounded(fault_server):
 
 
 def test_unreachable_server_fails_cleanly():
-    from prm_annotate.engines.server import free_port
+    from testing.vllm_server import free_port
 
     engine = OpenAIEngine(f"http://127.0.0.1:{free_port()}", "m", max_attempts=2, backoff_initial=0.01,
                           backoff_max=0.02, timeout=2)
@@ -563,7 +567,7 @@ def test_smollm2_server(heavy, smollm2_dir, tmp_path_factory):
 def test_prepare_smollm2_is_idempotent_and_crash_safe(tmp_path, monkeypatch):
     """The cache logic, with the (slow) conversion replaced by a stub; the real conversion is
     exercised by `smollm2_dir`."""
-    from prm_annotate.engines import models
+    from prm_annotate import demo_models as models
 
     calls = []
 

@@ -276,7 +276,7 @@ def test_strategies_on_the_world_policy(heavy):
     exhaustive's hard labels; scan and binary keep exhaustive's first error on every wrong-answer
     response whose labels came out monotone; all of them cost less."""
     from conftest import ENGINE_START_TIMEOUT, start_vllm_engine
-    from prm_annotate.rollout_bench import sample_responses
+    from testing.rollout_bench import sample_responses
     from prm_annotate.world import POLICY_DIR, make_problems
 
     engine = heavy.get("vllm:policy", lambda: start_vllm_engine(POLICY_DIR, max_model_len=2048),

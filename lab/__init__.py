@@ -1,0 +1,8 @@
+"""Lab equipment beside the product package: tools that build and measure the models the package
+ships (run from a checkout, e.g. `python -m lab.world.train`). Nothing in `prm_annotate` imports
+this package; it uses `prm_annotate` only through its public modules.
+
+    tokenizer.py     the byte-level BPE builder (the world's shipped tokenizer, and testing's tiny model)
+    world/train.py   trains the arithmetic world's tiny policy and judge
+    world/measure.py measures the shipped world models through the engine protocol
+"""
