@@ -10,8 +10,8 @@ import threading
 import time
 import uuid
 from dataclasses import replace
-from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -47,11 +47,6 @@ def tiny_tokenizer(tiny_model_dir):
 
 def n_tokens(tok, text: str) -> int:
     return len(tok.encode(text, add_special_tokens=False))
-
-
-# Same seed, same model -> same text, whichever engine: filled by the in-process checks,
-# compared by the server checks.
-REFERENCE: dict[str, list[str]] = {}
 
 
 class EngineChecks:
@@ -122,7 +117,6 @@ class EngineChecks:
         assert again == alone
         # ...and the seed matters (so the checks above can fail).
         assert engine.generate([replace(target, seed=4321)])["t"].texts != alone
-        REFERENCE.setdefault("seeded", alone)
 
     def test_stop_strings(self, engine):
         g = engine.generate([chat("s", stop=("a", "e"), n=4, seed=3, temperature=1.0, max_tokens=32)])["s"]
@@ -181,14 +175,31 @@ class TestVLLMEngine(EngineChecks):
                                continue_final_message=True, add_generation_prompt=False, use_tqdm=False)[0]
         return out.outputs[0].text, len(out.prompt_token_ids)
 
-    def test_cpu_defaults(self, vllm_engine):
+    def test_device_defaults(self, vllm_engine):
+        """What the engine hands vLLM when the caller leaves the settings alone: the CPU settings
+        on a CPU, vLLM's own on a GPU (where none of the CPU ones may leak in)."""
+        from prm_annotate.engines.vllm_engine import CPU_BLOCK_SIZE, CPU_KV_CACHE_GB
+
         args = vllm_engine.engine_args
         assert args["enable_prefix_caching"] is True
-        assert args["enforce_eager"] is True
-        assert args["enable_chunked_prefill"] is False
-        assert args["block_size"] == 32
-        assert args["kv_cache_memory_bytes"] == 1 << 30
         assert args["model"].startswith("/")
+        cpu_settings = {"enforce_eager": True, "enable_chunked_prefill": False, "block_size": CPU_BLOCK_SIZE,
+                        "kv_cache_memory_bytes": int(CPU_KV_CACHE_GB * (1 << 30))}
+        if on_cpu():
+            assert {k: args.get(k) for k in cpu_settings} == cpu_settings
+        else:
+            assert not set(cpu_settings) & set(args) and args["gpu_memory_utilization"] == 0.9
+
+
+@pytest.mark.engine
+def test_same_text_in_both_engines(vllm_engine, request):
+    """A per-request seed gives the same texts in process and over HTTP. Both engines run here, one
+    after the other (the slot closes the in-process engine before the server starts), so the
+    check does not depend on which other tests ran."""
+    target = chat("t", seed=1234, temperature=1.0, max_tokens=24, n=2)
+    reference = vllm_engine.generate([target])["t"].texts
+    openai_engine = request.getfixturevalue("openai_engine")
+    assert openai_engine.generate([target])["t"].texts == reference
 
 
 @pytest.mark.engine
@@ -213,12 +224,6 @@ class TestOpenAIEngineOnVLLMServer(EngineChecks):
         r.raise_for_status()
         data = r.json()
         return data["choices"][0]["text"], data["usage"]["prompt_tokens"]
-
-    def test_same_text_in_both_engines(self, engine):
-        if "seeded" not in REFERENCE:
-            pytest.skip("needs the in-process engine's run of the same request (run the whole module)")
-        target = chat("t", seed=1234, temperature=1.0, max_tokens=24, n=2)
-        assert engine.generate([target])["t"].texts == REFERENCE["seeded"]
 
     def test_make_engine_picks_openai(self, vllm_server):
         engine = make_engine(EngineConfig(model="tiny", base_url=vllm_server.base_url))

@@ -32,7 +32,7 @@ from prm_annotate.prompt_files import load_prompt
 from prm_annotate.prompting import render_judge_prompt, tag_paragraphs
 from prm_annotate.stages.judge import JUDGE_PROMPTS
 from prm_annotate.stages.sample import SYSTEM_PROMPTS
-from prm_annotate.world.corrupt import corrupt_solution
+from lab.world.corrupt import corrupt_solution
 from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps
 from prm_annotate.world.truth import BOXED, EQUATION, check_steps, true_first_error
 

@@ -2,7 +2,6 @@
 
     problems.py  seeded word problems + reference solutions (`python -m prm_annotate.world.problems`)
     truth.py     true_first_error(problem_record, steps): the gold first wrong step
-    corrupt.py   wrong responses with known first errors (judge training data, tests)
     report.py    `prm-annotate world report`: the pipeline on the world, scored against the truth
     models/      the shipped checkpoints (see models/README.md)
 
