@@ -7,7 +7,7 @@ Workloads (the same for both engines, per-request seeds):
 The in-process engine is the baseline; the server's figures are also given as ratios to it.
 The engines run one after the other (never two at once on a small machine).
 
-    flock /tmp/prm-heavy.lock .venv/bin/python benchmarks/bench_engines.py [--dtype bfloat16]
+    .venv/bin/python benchmarks/bench_engines.py [--dtype bfloat16]
 """
 from __future__ import annotations
 

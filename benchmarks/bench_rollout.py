@@ -15,7 +15,7 @@ Workloads:
   tiny:  the random-weight tiny model (testing/tiny_model.py) on hand-written responses:
          garbage completions, the worst case for answer extraction.
 
-    flock /tmp/prm-heavy.lock .venv/bin/python benchmarks/bench_rollout.py [--only world|tiny] [-k 8]
+    .venv/bin/python benchmarks/bench_rollout.py [--only world|tiny] [-k 8]
 """
 from __future__ import annotations
 

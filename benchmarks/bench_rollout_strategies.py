@@ -6,7 +6,7 @@ sharing. Prints generated tokens, completions and wall time as ratios to exhaust
 first_error with exhaustive, and accuracy against the world's true first error.
 Workload 2 (`--smollm2`, slow: ~150 tokens/s here): SmolLM2-135M-Instruct on a few GSM8K problems.
 
-    flock /tmp/prm-heavy.lock .venv/bin/python benchmarks/bench_rollout_strategies.py [--smollm2]
+    .venv/bin/python benchmarks/bench_rollout_strategies.py [--smollm2]
 
 One engine at a time; each is closed before the next starts and before the process exits.
 """
