@@ -7,21 +7,25 @@ Workloads (the same for both engines, per-request seeds):
 The in-process engine is the baseline; the server's figures are also given as ratios to it.
 The engines run one after the other (never two at once on a small machine).
 
-    flock /tmp/prm-heavy.lock .venv/bin/python benchmarks/bench_engines.py [--dtype bfloat16]
+    .venv/bin/python benchmarks/bench_engines.py [--dtype bfloat16]
 """
 from __future__ import annotations
 
 import argparse
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from prm_annotate.engines import GenerationRequest, exit_process
-from prm_annotate.engines.openai_engine import OpenAIEngine
-from prm_annotate.engines.server import VLLMServer
-from prm_annotate.engines.tiny import build_tiny_model
-from prm_annotate.engines.vllm_engine import VLLMEngine
+# The test equipment (testing/) lives beside the package, at the repository root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from prm_annotate.engines import GenerationRequest, exit_process  # noqa: E402
+from prm_annotate.engines.openai_engine import OpenAIEngine  # noqa: E402
+from prm_annotate.engines.vllm_engine import VLLMEngine  # noqa: E402
+from testing.tiny_model import build_tiny_model  # noqa: E402
+from testing.vllm_server import VLLMServer  # noqa: E402
 
 
 def sample_workload(prompts: int = 64, n: int = 8, max_tokens: int = 64) -> list[GenerationRequest]:

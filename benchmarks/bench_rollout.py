@@ -12,10 +12,10 @@ Workloads:
   world: the shipped arithmetic-world policy. Problems from `make_problems`, responses from the
          sample stage (T=0.7), then rolled out by the same policy: realistic text, answers such as
          `\\boxed{12}`.
-  tiny:  the random-weight tiny model (prm_annotate/engines/tiny.py) on hand-written responses:
+  tiny:  the random-weight tiny model (testing/tiny_model.py) on hand-written responses:
          garbage completions, the worst case for answer extraction.
 
-    flock /tmp/prm-heavy.lock .venv/bin/python benchmarks/bench_rollout.py [--only world|tiny] [-k 8]
+    .venv/bin/python benchmarks/bench_rollout.py [--only world|tiny] [-k 8]
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         if args.only in (None, "world"):
-            from prm_annotate.rollout_bench import sample_responses
+            from testing.rollout_bench import sample_responses
             from prm_annotate.world import POLICY_DIR, make_problems
 
             engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
@@ -139,7 +139,7 @@ def main() -> None:
             lines.append(report(f"world policy ({args.problems} problems x {args.n} sampled responses, "
                                 f"{steps:.1f} steps each)", passes, args.k))
         if args.only in (None, "tiny"):
-            from prm_annotate.engines.tiny import build_tiny_model
+            from testing.tiny_model import build_tiny_model
 
             model = build_tiny_model(tmp / "tiny")
             engine = VLLMEngine(str(model), max_model_len=2048, start_timeout=300)

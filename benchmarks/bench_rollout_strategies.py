@@ -6,7 +6,7 @@ sharing. Prints generated tokens, completions and wall time as ratios to exhaust
 first_error with exhaustive, and accuracy against the world's true first error.
 Workload 2 (`--smollm2`, slow: ~150 tokens/s here): SmolLM2-135M-Instruct on a few GSM8K problems.
 
-    flock /tmp/prm-heavy.lock .venv/bin/python benchmarks/bench_rollout_strategies.py [--smollm2]
+    .venv/bin/python benchmarks/bench_rollout_strategies.py [--smollm2]
 
 One engine at a time; each is closed before the next starts and before the process exits.
 """
@@ -21,6 +21,7 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the test equipment (testing/) lives at the repository root
 GSM8K = ROOT / "data" / "gsm8k" / "test.jsonl"
 
 
@@ -30,7 +31,7 @@ def log(msg: str) -> None:
 
 def world_workload(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
-    from prm_annotate.rollout_bench import compare_strategies, format_table, sample_responses, variants
+    from testing.rollout_bench import compare_strategies, format_table, sample_responses, variants
     from prm_annotate.world import POLICY_DIR, make_problems, true_first_error
 
     problems = make_problems(args.problems, seed=args.seed, split="bench")
@@ -56,10 +57,10 @@ def world_workload(args) -> str:
 
 
 def smollm2_workload(args) -> str:
-    from prm_annotate.engines.models import prepare_smollm2
+    from prm_annotate.demo_models import prepare_smollm2
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.formats import read_records
-    from prm_annotate.rollout_bench import compare_strategies, format_table, sample_responses, variants
+    from testing.rollout_bench import compare_strategies, format_table, sample_responses, variants
 
     problems = [rec for _, rec in read_records(args.gsm8k, "gsm8k")][: args.smollm2_problems]
     # SmolLM2 mostly breaks lines with a single newline: "\n" gives it steps of about a sentence.

@@ -91,7 +91,7 @@ def heavy() -> HeavySlot:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    from prm_annotate.engines.tiny import build_tiny_model
+    from testing.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 
@@ -104,7 +104,7 @@ def start_vllm_engine(model_dir: Path, **kwargs):
 
 
 def start_server(model_dir: Path, served_name: str, log_dir: Path, **kwargs):
-    from prm_annotate.engines.server import VLLMServer
+    from testing.vllm_server import VLLMServer
 
     server = VLLMServer(model_dir, served_name=served_name, log_path=log_dir / f"{served_name}-server.log",
                         **kwargs)

@@ -1,6 +1,7 @@
 """Bad input through the real CLI: exit 2, file and line named, outputs left as they were."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +29,15 @@ def ids(path: Path) -> list[str]:
     return [orjson.loads(line)["id"] for line in path.read_bytes().splitlines()]
 
 
-def test_help_lists_commands():
+def test_help_lists_the_pipeline_first_as_the_contract_does():
+    """prm_annotate/cli/__init__.py promises it: the pipeline's commands first, in pipeline order."""
     out = run("--help").stdout.decode()
-    assert "grade" in out
+    listed = re.findall(r"^│ ([a-z]+) {2,}", out, re.M)
+    pipeline = ["sample", "rollout", "judge", "consensus"]
+    assert listed[:4] == pipeline, listed
+    assert set(listed) > {"grade", "evaluate", "export", "compare", "stats", "merge", "models", "world"}
+    contract = (Path(__file__).resolve().parents[1] / "docs" / "contract.md").read_text()
+    assert re.findall(r"^prm-annotate ([a-z]+)", contract, re.M)[:4] == pipeline
 
 
 def test_grade_writes_verdicts(tmp_path):

@@ -11,6 +11,7 @@ import time
 import uuid
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -46,11 +47,6 @@ def tiny_tokenizer(tiny_model_dir):
 
 def n_tokens(tok, text: str) -> int:
     return len(tok.encode(text, add_special_tokens=False))
-
-
-# Same seed, same model -> same text, whichever engine: filled by the in-process checks,
-# compared by the server checks.
-REFERENCE: dict[str, list[str]] = {}
 
 
 class EngineChecks:
@@ -121,7 +117,6 @@ class EngineChecks:
         assert again == alone
         # ...and the seed matters (so the checks above can fail).
         assert engine.generate([replace(target, seed=4321)])["t"].texts != alone
-        REFERENCE.setdefault("seeded", alone)
 
     def test_stop_strings(self, engine):
         g = engine.generate([chat("s", stop=("a", "e"), n=4, seed=3, temperature=1.0, max_tokens=32)])["s"]
@@ -180,14 +175,31 @@ class TestVLLMEngine(EngineChecks):
                                continue_final_message=True, add_generation_prompt=False, use_tqdm=False)[0]
         return out.outputs[0].text, len(out.prompt_token_ids)
 
-    def test_cpu_defaults(self, vllm_engine):
+    def test_device_defaults(self, vllm_engine):
+        """What the engine hands vLLM when the caller leaves the settings alone: the CPU settings
+        on a CPU, vLLM's own on a GPU (where none of the CPU ones may leak in)."""
+        from prm_annotate.engines.vllm_engine import CPU_BLOCK_SIZE, CPU_KV_CACHE_GB
+
         args = vllm_engine.engine_args
         assert args["enable_prefix_caching"] is True
-        assert args["enforce_eager"] is True
-        assert args["enable_chunked_prefill"] is False
-        assert args["block_size"] == 32
-        assert args["kv_cache_memory_bytes"] == 1 << 30
         assert args["model"].startswith("/")
+        cpu_settings = {"enforce_eager": True, "enable_chunked_prefill": False, "block_size": CPU_BLOCK_SIZE,
+                        "kv_cache_memory_bytes": int(CPU_KV_CACHE_GB * (1 << 30))}
+        if on_cpu():
+            assert {k: args.get(k) for k in cpu_settings} == cpu_settings
+        else:
+            assert not set(cpu_settings) & set(args) and args["gpu_memory_utilization"] == 0.9
+
+
+@pytest.mark.engine
+def test_same_text_in_both_engines(vllm_engine, request):
+    """A per-request seed gives the same texts in process and over HTTP. Both engines run here, one
+    after the other (the slot closes the in-process engine before the server starts), so the
+    check does not depend on which other tests ran."""
+    target = chat("t", seed=1234, temperature=1.0, max_tokens=24, n=2)
+    reference = vllm_engine.generate([target])["t"].texts
+    openai_engine = request.getfixturevalue("openai_engine")
+    assert openai_engine.generate([target])["t"].texts == reference
 
 
 @pytest.mark.engine
@@ -212,12 +224,6 @@ class TestOpenAIEngineOnVLLMServer(EngineChecks):
         r.raise_for_status()
         data = r.json()
         return data["choices"][0]["text"], data["usage"]["prompt_tokens"]
-
-    def test_same_text_in_both_engines(self, engine):
-        if "seeded" not in REFERENCE:
-            pytest.skip("needs the in-process engine's run of the same request (run the whole module)")
-        target = chat("t", seed=1234, temperature=1.0, max_tokens=24, n=2)
-        assert engine.generate([target])["t"].texts == REFERENCE["seeded"]
 
     def test_make_engine_picks_openai(self, vllm_server):
         engine = make_engine(EngineConfig(model="tiny", base_url=vllm_server.base_url))
@@ -284,7 +290,7 @@ def test_engine_process_keeps_stdout_clean_and_leaves_nothing_behind(heavy, tiny
 
 KILLED_SCRIPT = """
 import sys, time
-from prm_annotate.engines.server import VLLMServer
+from testing.vllm_server import VLLMServer
 from prm_annotate.engines.vllm_engine import VLLMEngine
 
 if __name__ == "__main__":
@@ -312,8 +318,11 @@ def test_vllm_processes_die_with_a_sigkilled_owner(heavy, tiny_model_dir, tmp_pa
     heavy.release()
     script = tmp_path / "hold_engine.py"
     script.write_text(KILLED_SCRIPT)
+    # The script imports the test equipment (testing/) from the repository root.
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen([sys.executable, str(script), str(tiny_model_dir), kind], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True, env=env)
     try:
         assert proc.stdout.readline() == "READY\n"
         children = psutil.Process(proc.pid).children(recursive=True)
@@ -492,7 +501,7 @@ def test_concurrency_is_bounded(fault_server):
 
 
 def test_unreachable_server_fails_cleanly():
-    from prm_annotate.engines.server import free_port
+    from testing.vllm_server import free_port
 
     engine = OpenAIEngine(f"http://127.0.0.1:{free_port()}", "m", max_attempts=2, backoff_initial=0.01,
                           backoff_max=0.02, timeout=2)
@@ -571,7 +580,7 @@ def test_smollm2_server(heavy, smollm2_dir, tmp_path_factory):
 def test_prepare_smollm2_is_idempotent_and_crash_safe(tmp_path, monkeypatch):
     """The cache logic, with the (slow) conversion replaced by a stub; the real conversion is
     exercised by `smollm2_dir`."""
-    from prm_annotate.engines import models
+    from prm_annotate import demo_models as models
 
     calls = []
 

@@ -29,7 +29,7 @@ def consensus(files) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory) -> Path:
-    from prm_annotate.engines.tiny import build_tokenizer
+    from testing.tiny_model import build_tokenizer
 
     path = tmp_path_factory.mktemp("tok")
     tok = build_tokenizer()

@@ -196,8 +196,13 @@ def test_strategy_seam_runs_several_rounds():
 
 
 def test_unknown_strategy_and_soft_refusal():
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match="unknown"):
         get_strategy("nope")
+    # Soft labels need all K completions at every step: only exhaustive gives them.
+    for name in ("early-stop", "binary", "scan"):
+        with pytest.raises(UsageError, match="cannot give --label soft"):
+            get_strategy(name, "soft")
+        assert get_strategy(name, "hard").name == name
     assert get_strategy("exhaustive", "soft").name == "exhaustive"
 
 

@@ -275,13 +275,12 @@ def test_strategies_on_the_world_policy(heavy):
     """Real vLLM on the world's trained policy (real right and wrong completions): early-stop keeps
     exhaustive's hard labels; scan and binary keep exhaustive's first error on every wrong-answer
     response whose labels came out monotone; all of them cost less."""
-    from conftest import ENGINE_START_TIMEOUT, start_vllm_engine
-    from prm_annotate.rollout_bench import sample_responses
+    from conftest import start_vllm_engine
+    from testing.rollout_bench import sample_responses
     from prm_annotate.world import POLICY_DIR, make_problems
 
     engine = heavy.get("vllm:policy", lambda: start_vllm_engine(POLICY_DIR, max_model_len=2048),
                        lambda e: e.close())
-    assert ENGINE_START_TIMEOUT > 0
     responses = sample_responses(engine, make_problems(6, seed=3, split="strategies"), n=4, max_tokens=96)
     records = [RolloutInput.model_validate(r) for r in responses]
 

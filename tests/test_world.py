@@ -1,4 +1,4 @@
-"""The arithmetic world: problem generator, truth checker, training script, shipped models."""
+"""The arithmetic world: problem generator, truth checker, training script (lab/world), shipped models."""
 from __future__ import annotations
 
 import functools
@@ -105,28 +105,49 @@ def test_empty_response_and_missing_world():
 
 # ---------------------------------------------------------------- training
 
-WORLD_MODELS = Path(__file__).resolve().parents[1] / "prm_annotate" / "world" / "models"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WORLD_MODELS = REPO_ROOT / "prm_annotate" / "world" / "models"
 
 
-def test_judge_target_follows_truth():
-    from prm_annotate.world.train import judge_target, judge_target_spans
+def test_shipped_tokenizer_is_rebuilt_bit_for_bit(tmp_path):
+    """The one BPE builder (lab/tokenizer.py) on the world's frozen corpus gives the shipped
+    tokenizer, file for file: a change to the builder or the corpus would change every model."""
+    from lab.world.train import JUDGE_TEMPLATE, world_tokenizer
 
-    wrong = ["Step 1: 3 + 5 = 8.", "Step 2: 8 - 2 = 5.", "Step 3: 5 * 2 = 10.", "The answer is \\boxed{10}."]
-    assert judge_target(PROBLEM, wrong) == (
-        "Paragraph 0: 3 + 5 is 8, the paragraph says 8, correct.\n"
-        "Paragraph 1: 8 - 2 is 6, the paragraph says 5, wrong.\n\\boxed{1}")
-    assert judge_target(PROBLEM, RIGHT).endswith("Paragraph 3: the answer is 12, correct.\n\\boxed{-1}")
-    text, spans = judge_target_spans(PROBLEM, wrong)
-    # What decides the verdict: recomputed values, verdict words, the index (weighed up in training).
-    assert [text[a:b] for a, b in spans] == ["8", "correct", "6", "wrong", "1"]
-    assert judge_target(PROBLEM, RIGHT[:3]).endswith("Paragraph 2: no final answer, wrong.\n\\boxed{2}")
+    system_prompt = json.loads((WORLD_MODELS / "policy" / "world.json").read_text())["system_prompt"]
+    from transformers import AutoTokenizer
+
+    from lab.world.train import tokenizer_corpus
+
+    tok = world_tokenizer(system_prompt, JUDGE_TEMPLATE)
+    # The policy's files as train.py saves them, after its quick evaluation padded batches on the
+    # left (tokenizer.json records that; padding is not part of the vocabulary).
+    tok.padding_side = "left"
+    tok(["1", "1 + 1"], padding=True)
+    tok.save_pretrained(tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        assert (tmp_path / name).read_bytes() == (WORLD_MODELS / "policy" / name).read_bytes(), name
+    # The judge's copy went through an older transformers' load-and-save of the policy's (which
+    # added an NFC normalizer): the same vocabulary and merges, the same tokens on the world's text.
+    judge = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
+    shipped, rebuilt = (json.loads(path.read_text())["model"]
+                        for path in (WORLD_MODELS / "judge" / "tokenizer.json", tmp_path / "tokenizer.json"))
+    assert (shipped["vocab"], shipped["merges"]) == (rebuilt["vocab"], rebuilt["merges"])
+    corpus = tokenizer_corpus(system_prompt, JUDGE_TEMPLATE)[::7]
+    assert judge(corpus)["input_ids"] == tok(corpus)["input_ids"]
+
+
+def test_training_writes_to_a_scratch_folder_unless_told():
+    from lab.world.train import DEFAULT_OUT
+
+    assert not DEFAULT_OUT.is_absolute() and "prm_annotate" not in DEFAULT_OUT.parts
 
 
 def test_judge_diff_target_copies_up_to_the_first_wrong_token():
     from transformers import AutoTokenizer
 
     from prm_annotate.prompting import tag_paragraphs
-    from prm_annotate.world.train import judge_target_diff
+    from lab.world.train import judge_target_diff
 
     tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
     first = "<paragraph_0>\nStep 1: 3 + 5 = 8.\n</paragraph_0>\n\n<paragraph_1>\n"
@@ -160,7 +181,7 @@ def test_judge_diff_targets_parse_to_the_truth():
 
     from prm_annotate.judge_parsing import parse_processbench
     from prm_annotate.prompting import tag_paragraphs
-    from prm_annotate.world.train import judge_response, judge_target_diff
+    from lab.world.train import judge_response, judge_target_diff
 
     tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
     for i in range(300):
@@ -175,9 +196,9 @@ def test_judge_diff_targets_parse_to_the_truth():
 def test_training_examples_render_like_the_pipeline():
     """The judge is trained on the exact text render_judge_prompt makes from the prompt file."""
     from prm_annotate.prompting import render_judge_prompt
-    from prm_annotate.world.train import JUDGE_TEMPLATE, judge_example, judge_target_copy, policy_example
+    from lab.world.train import JUDGE_TEMPLATE, judge_example, judge_target_copy, policy_example
 
-    template = JUDGE_TEMPLATE.read_text()
+    template = JUDGE_TEMPLATE
     messages, target, key_spans = judge_example(5, 0, template, judge_target_copy)
     assert target[key_spans[-1][0]:key_spans[-1][1]] == target.rsplit("{", 1)[1].rstrip("}")  # the index
     assert len(messages) == 1 and messages[0]["role"] == "user"
@@ -195,12 +216,12 @@ def test_key_tokens_weigh_more_and_unit_weights_give_the_usual_loss():
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from prm_annotate.world.train import (JUDGE_TEMPLATE, collate, encode, judge_example, judge_target_diff,
+    from lab.world.train import (JUDGE_TEMPLATE, collate, encode, judge_example, judge_target_diff,
                                           weighted_loss)
 
     tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
     target_of = functools.partial(judge_target_diff, tok=tok)
-    messages, target, spans = judge_example(3, 0, JUDGE_TEMPLATE.read_text(), target_of)
+    messages, target, spans = judge_example(3, 0, JUDGE_TEMPLATE, target_of)
     ids, labels, weights = encode(tok, messages, target, spans, key_weight=5.0)
     heavy_tokens = tok.decode([i for i, w in zip(ids, weights) if w == 5.0])
     # A word token carries its leading space: the weighted tokens are the spans, give or take spaces.
@@ -208,7 +229,7 @@ def test_key_tokens_weigh_more_and_unit_weights_give_the_usual_loss():
     assert all(label != -100 for label, w in zip(labels, weights) if w == 5.0)  # all in the answer
 
     model = AutoModelForCausalLM.from_pretrained(WORLD_MODELS / "judge", dtype=torch.float32)
-    other = judge_example(4, 0, JUDGE_TEMPLATE.read_text(), target_of)
+    other = judge_example(4, 0, JUDGE_TEMPLATE, target_of)
     input_ids, mask, labels_t, _ = collate(tok, [encode(tok, messages, target), encode(tok, *other)])
     with torch.no_grad():
         out = model(input_ids=input_ids, attention_mask=mask, labels=labels_t)
@@ -216,15 +237,17 @@ def test_key_tokens_weigh_more_and_unit_weights_give_the_usual_loss():
         assert torch.allclose(weighted_loss(out.logits, labels_t, ones), out.loss, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_short_training_run_saves_loadable_models(tmp_path):
     """A few steps of a tiny config through the real script: tokenizer, training, saving."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    subprocess.run([sys.executable, "-m", "prm_annotate.world.train", "all", "--out", str(tmp_path),
+    subprocess.run([sys.executable, "-m", "lab.world.train", "all", "--out", str(tmp_path),
                     "--policy-steps", "3", "--judge-steps", "2", "--judge-copy-steps", "1",
                     "--policy-batch", "4", "--judge-batch", "2",
-                    "--hidden", "32", "--layers", "1", "--heads", "1", "--no-eval"], check=True, timeout=300)
+                    "--hidden", "32", "--layers", "1", "--heads", "1", "--no-eval"],
+                   check=True, timeout=300, cwd=REPO_ROOT)
     for kind in ("policy", "judge"):
         tok = AutoTokenizer.from_pretrained(tmp_path / kind)
         model = AutoModelForCausalLM.from_pretrained(tmp_path / kind)
@@ -291,11 +314,10 @@ def test_shipped_policy_answers_in_vllm(world_engine):
 def test_shipped_judge_answers_in_vllm(world_engine):
     from prm_annotate.engines.base import GenerationRequest
     from prm_annotate.judge_parsing import parse_processbench
-    from prm_annotate.world.measure import judge_stats
-    from prm_annotate.world.train import JUDGE_TEMPLATE, judge_messages, judge_response
+    from lab.world.train import JUDGE_TEMPLATE, judge_messages, judge_response, judge_stats
 
     engine = world_engine("judge")
-    template = JUDGE_TEMPLATE.read_text()
+    template = JUDGE_TEMPLATE
     problems = make_problems(64, seed=1)
     responses = [judge_response(p, random.Random(i)) for i, p in enumerate(problems)]
     results = engine.generate([

@@ -1,5 +1,6 @@
 """Command-line interface. Each command lives in its own module and registers itself on `app`;
-`--help` lists them in import order: the pipeline first, as docs/contract.md does."""
+`--help` lists them in import order: the pipeline first (sample, rollout, judge, consensus), as
+docs/contract.md does (tests/test_cli_input.py checks both)."""
 from prm_annotate.cli.app import app
 
 from prm_annotate.cli import sample  # noqa: E402,F401

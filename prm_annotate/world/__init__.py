@@ -2,9 +2,10 @@
 
     problems.py  seeded word problems + reference solutions (`python -m prm_annotate.world.problems`)
     truth.py     true_first_error(problem_record, steps): the gold first wrong step
-    train.py     trains the tiny policy and judge (`python -m prm_annotate.world.train all`)
-    measure.py   measures the shipped models in vLLM
+    report.py    `prm-annotate world report`: the pipeline on the world, scored against the truth
     models/      the shipped checkpoints (see models/README.md)
+
+The tools that train and measure the models live beside the package, in lab/world/.
 """
 from pathlib import Path
 

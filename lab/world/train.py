@@ -1,16 +1,17 @@
 """Train the arithmetic world's tiny policy and judge (1M-parameter Qwen2 each) on this CPU.
 
-    flock /tmp/prm-heavy.lock python -m prm_annotate.world.train all
+    python -m lab.world.train all                                   # writes runs/world-models/
+    python -m lab.world.train all --out prm_annotate/world/models   # replaces the shipped models
 
 Everything is fixed: the tokenizer corpus, the data stream (problem i of step s is always the
 same), the initial weights and the number of steps, so a rebuild gives the same models on the same
-torch build. The learning rate is constant after warm-up, so the model after N steps of a longer
+torch build. The shipped models are only overwritten when `--out` names their folder. The learning rate is constant after warm-up, so the model after N steps of a longer
 run is the model of a run with `--steps N` (useful when calibrating).
 
 Examples are rendered exactly as the pipeline renders them: the policy sees the world's system
 prompt and the problem as a ChatML conversation; the judge sees the `processbench` judge prompt
-(`prompts/judge_processbench.txt` through `prm_annotate.prompting.render_judge_prompt`) as the user
-message. The loss is on the assistant tokens only.
+(loaded as the judge stage loads it, rendered by `prm_annotate.prompting.render_judge_prompt`) as the
+user message. The loss is on the assistant tokens only.
 """
 from __future__ import annotations
 
@@ -25,15 +26,20 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from prm_annotate.evaluate import SplitMetrics
+from prm_annotate.labels import Gold, Prediction
+from prm_annotate.prompt_files import load_prompt
 from prm_annotate.prompting import render_judge_prompt, tag_paragraphs
-from prm_annotate.world.corrupt import corrupt_solution
-from prm_annotate.world.problems import OP_SYMBOL, World, apply_op, make_problem, solution_steps
-from prm_annotate.world.truth import BOXED, EQUATION, OPS, check_steps, true_first_error
+from prm_annotate.stages.judge import JUDGE_PROMPTS
+from prm_annotate.stages.sample import SYSTEM_PROMPTS
+from lab.world.corrupt import corrupt_solution
+from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps
+from prm_annotate.world.truth import BOXED, EQUATION, check_steps, true_first_error
 
-WORLD_DIR = Path(__file__).resolve().parent
-MODELS_DIR = WORLD_DIR / "models"
-PROMPTS_DIR = WORLD_DIR.parents[1] / "prompts"
-JUDGE_TEMPLATE = PROMPTS_DIR / "judge_processbench.txt"
+# A scratch folder: the shipped models (prm_annotate/world/models) change only when named.
+DEFAULT_OUT = Path("runs") / "world-models"
+# The prompts as the pipeline's stages load them (package resources, so a wheel has them too).
+JUDGE_TEMPLATE = load_prompt("processbench", JUDGE_PROMPTS).text
 
 # Share of policy examples trained without any system prompt, so the policy also answers a bare
 # user turn (e.g. when a pipeline run gives no system prompt).
@@ -42,10 +48,9 @@ NO_SYSTEM_SHARE = 0.15
 JUDGE_RIGHT_SHARE = 0.35
 
 
-def default_system_prompt_path() -> Path:
-    """The sample stage's system prompt file if the project has one, else the world's own."""
-    sample = PROMPTS_DIR / "sample_system.txt"
-    return sample if sample.exists() else PROMPTS_DIR / "world_system.txt"
+def default_system_prompt() -> str:
+    """The sample stage's default system prompt, as the pipeline sends it."""
+    return load_prompt("default", SYSTEM_PROMPTS).text.strip()
 
 
 # ---------------------------------------------------------------- examples
@@ -61,59 +66,6 @@ def judge_messages(template: str, problem: dict, steps: list[str]) -> list[dict]
 
 # A judge training target: (problem, response steps) -> (answer text, spans the loss weighs up).
 JudgeTarget = Callable[[dict, list[str]], tuple[str, list[tuple[int, int]]]]
-
-
-def judge_target(problem: dict, steps: list[str]) -> str:
-    return judge_target_spans(problem, steps)[0]
-
-
-def judge_target_spans(problem: dict, steps: list[str]) -> tuple[str, list[tuple[int, int]]]:
-    """The check target (`--judge-target check`; the shipped judge used it until the diff target
-    replaced it, see models/README.md): one short check per paragraph up to the first error, then
-    the index; and the character spans that decide it (recomputed values, verdicts, the index),
-    which the training loss weighs up: they are a few tokens among many copied ones.
-
-    Each check recomputes the paragraph's operation, then quotes the result the paragraph claims,
-    then gives the true verdict: the judge learns to read each paragraph and compare. Whether it
-    spots a wrong sum, a wrong carried value or a misread problem depends on its own (imperfect)
-    arithmetic and reading, like a real judge. (Quoting the claim before recomputing was tried: the
-    judge, started from the policy, "corrected" the quoted sum and then called it right.)
-    """
-    text, spans = [], []
-    at = 0
-
-    def put(piece: str, key: bool = False) -> None:
-        nonlocal at
-        if key:
-            spans.append((at, at + len(piece)))
-        text.append(piece)
-        at += len(piece)
-
-    first_error = -1
-    for verdict in check_steps(problem, steps):
-        i = verdict.index
-        step = steps[i] if i < len(steps) else ""
-        word = "correct" if verdict.ok else "wrong"
-        equation = EQUATION.search(step)
-        boxed = BOXED.search(step)
-        put(f"Paragraph {i}: ")
-        if verdict.reason == "no final answer":
-            put("no final answer, ")
-        elif equation:
-            a, sym, b, c = equation.groups()
-            put(f"{a} {sym} {b} is ")
-            put(str(apply_op(OPS[sym], int(a), int(b))), key=True)
-            put(f", the paragraph says {c}, ")
-        elif boxed:
-            put(f"the answer is {boxed.group(1)}, ")
-        put(word, key=True)
-        put(".\n")
-        if not verdict.ok:
-            first_error = i
-    put("\\boxed{")
-    put(str(first_error), key=True)
-    put("}")
-    return "".join(text), spans
 
 
 def true_next_paragraph(problem: dict, steps: list[str], index: int) -> str | None:
@@ -162,8 +114,9 @@ def judge_target_diff(problem: dict, steps: list[str], tok) -> tuple[str, list[t
     token of the prompt's paragraphs (the judge's text so far IS the prompt's text so far, so this
     is an exact lookup) and the next token of a right solution (the arithmetic and reading of the
     problem the policy was trained on) -- and the judge only says whether they differ. Copying the
-    claimed result never pays off, unlike in the checks of `judge_target`, where every tiny judge
-    drifted to echoing the claim: where the claim is wrong the target is " wrong", not the claim.
+    claimed result never pays off, unlike in the retired "check" target (recompute and quote each
+    paragraph: models/README.md), where every tiny judge drifted to echoing the claim: where the
+    claim is wrong the target is " wrong", not the claim.
     """
     verdicts = check_steps(problem, steps)
     first_error = next((v.index for v in verdicts if not v.ok), -1)
@@ -257,6 +210,13 @@ def _frozen_check_lines(problem: dict, steps: list[str]) -> str:
             first_error = i
     lines.append(f"\\boxed{{{first_error}}}")
     return "\n".join(lines)
+
+
+def world_tokenizer(system_prompt: str, template: str):
+    """The world's tokenizer: the shared BPE builder on the world's frozen corpus."""
+    from lab.tokenizer import build_bpe_tokenizer
+
+    return build_bpe_tokenizer(tokenizer_corpus(system_prompt, template))
 
 
 def tokenizer_corpus(system_prompt: str, template: str) -> list[str]:
@@ -395,10 +355,23 @@ def quick_policy_eval(model, tok, system_prompt: str, problems: int = 64, sample
             "mixed": sum(0 < sum(r) < samples for r in per_problem) / problems}
 
 
-def quick_judge_eval(model, tok, template: str, n: int = 96) -> dict:
-    from prm_annotate.world.measure import judge_stats  # not at the top: measure imports this module
-    from prm_annotate.world.truth import true_first_error
+def judge_stats(truths: list[int], predictions: list[int | None]) -> dict:
+    """ProcessBench's accuracies and F1 (`prm_annotate.evaluate`, as fractions) of first-error
+    predictions (None: unparsed) against the true first errors."""
+    metrics = SplitMetrics()
+    for i, (truth, pred) in enumerate(zip(truths, predictions)):
+        gold = Gold(id=str(i), label=truth, n_steps=None, record={})
+        metrics.add(gold, None if pred is None else Prediction(str(i), pred, None, None, {}), None)
 
+    def fraction(percent: float | None) -> float:
+        return (percent or 0.0) / 100
+
+    return {"n": metrics.n, "accuracy": (metrics.error_hits + metrics.correct_hits) / max(1, metrics.n),
+            "error_acc": fraction(metrics.error_acc), "correct_acc": fraction(metrics.correct_acc),
+            "f1": fraction(metrics.f1), "parse_failures": metrics.missing}
+
+
+def quick_judge_eval(model, tok, template: str, n: int = 96) -> dict:
     probs = [make_problem("judgetest", i, 0) for i in range(n)]
     responses = [judge_response(p, random.Random(f"judgetest/{i}")) for i, p in enumerate(probs)]
     texts = generate(model, tok, [judge_messages(template, p, s) for p, s in zip(probs, responses)],
@@ -434,7 +407,9 @@ def snapshot(model, tok, out: Path, quick_eval: dict, log) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("which", choices=["policy", "judge", "all"])
-    parser.add_argument("--out", type=Path, default=MODELS_DIR, help="writes OUT/policy and OUT/judge")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="writes OUT/policy and OUT/judge (default: %(default)s; the shipped models "
+                             "are prm_annotate/world/models)")
     parser.add_argument("--policy-steps", type=int, default=500)
     parser.add_argument("--policy-batch", type=int, default=64)
     parser.add_argument("--judge-steps", type=int, default=3000)
@@ -447,11 +422,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="in the judge's injected-error responses, also slip each equation's arithmetic "
                              "with this probability (makes copying the claimed result a losing bet)")
     parser.add_argument("--judge-key-weight", type=float, default=2.0,
-                        help="loss weight of the judge's deciding tokens (recomputed values, verdicts, index)")
-    parser.add_argument("--judge-target", choices=["check", "diff"], default="diff",
-                        help="check: recompute and quote each paragraph; diff: copy the paragraphs up to the first wrong token")
+                        help="loss weight of the judge's deciding tokens (\" wrong\", the index)")
     parser.add_argument("--judge-copy-steps", type=int, default=200,
-                        help="diff target: the first N steps copy the paragraphs whole (reading before judging)")
+                        help="the first N steps copy the paragraphs whole (reading before judging)")
     parser.add_argument("--judge-copy-slip", type=float, default=0.5,
                         help="arithmetic slips in the copy steps' responses, so that re-solving does not copy")
     parser.add_argument("--lr", type=float, default=2e-3)
@@ -462,7 +435,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--system-prompt", type=Path, default=None,
-                        help="default: prompts/sample_system.txt if it exists, else prompts/world_system.txt")
+                        help="policy system prompt file (default: the sample stage's default prompt)")
     parser.add_argument("--eval-every", type=int, default=0,
                         help="calibration: quick torch-only evaluation and a snapshot in OUT/<kind>-step<N> every N steps")
     parser.add_argument("--no-eval", action="store_true", help="skip the final quick evaluation")
@@ -471,15 +444,14 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    system_path = args.system_prompt or default_system_prompt_path()
-    system_prompt = system_path.read_text().strip()
-    template = JUDGE_TEMPLATE.read_text()
-    from prm_annotate.world.tokenizer import train_tokenizer
-
-    tok = train_tokenizer(tokenizer_corpus(system_prompt, template))
+    system_source = str(args.system_prompt) if args.system_prompt else "the sample stage's default"
+    system_prompt = (load_prompt(str(args.system_prompt)).text.strip() if args.system_prompt
+                     else default_system_prompt())
+    template = JUDGE_TEMPLATE
+    tok = world_tokenizer(system_prompt, template)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    log(f"tokenizer: {len(tok)} tokens; system prompt from {system_path}")
-    common = {"command": "python -m prm_annotate.world.train " + " ".join(argv or sys.argv[1:]),
+    log(f"tokenizer: {len(tok)} tokens; system prompt: {system_source}")
+    common = {"command": "python -m lab.world.train " + " ".join(argv or sys.argv[1:]),
               "seed": args.seed, "lr": args.lr, "warmup": args.warmup, "hidden": args.hidden,
               "layers": args.layers, "heads": args.heads, "torch": torch.__version__}
 
@@ -515,12 +487,12 @@ def main(argv: list[str] | None = None) -> None:
         real = []
         if args.judge_real_samples and (policy_dir / "world.json").exists():
             real = sample_policy_responses(policy_dir, args.judge_real_samples, args.seed, log)
-        targets = {"check": judge_target_spans, "diff": functools.partial(judge_target_diff, tok=tok)}
+        target = functools.partial(judge_target_diff, tok=tok)
 
         def judge_example_at(i: int):
-            if args.judge_target == "diff" and i // args.judge_batch < args.judge_copy_steps:
+            if i // args.judge_batch < args.judge_copy_steps:
                 return judge_example(i, args.seed, template, judge_target_copy, real, args.judge_copy_slip)
-            return judge_example(i, args.seed, template, targets[args.judge_target], real, args.judge_slip)
+            return judge_example(i, args.seed, template, target, real, args.judge_slip)
 
         train(model, tok, judge_example_at, args.judge_steps, args.judge_batch, args.lr, args.warmup,
               log=log, eval_every=args.eval_every, key_weight=args.judge_key_weight,
@@ -528,8 +500,8 @@ def main(argv: list[str] | None = None) -> None:
                                          quick_judge_eval(model, tok, template), log))
         meta = {"kind": "judge", "steps": args.judge_steps, "batch": args.judge_batch,
                 "real_policy_responses": len(real), "init": args.judge_init,
-                "slip": args.judge_slip, "key_weight": args.judge_key_weight, "target": args.judge_target,
-                "copy_steps": args.judge_copy_steps if args.judge_target == "diff" else 0,
+                "slip": args.judge_slip, "key_weight": args.judge_key_weight, "target": "diff",
+                "copy_steps": args.judge_copy_steps,
                 "copy_slip": args.judge_copy_slip,
                 "train_seconds": round(time.time() - start), "prompt": "processbench",
                 "prompt_template": template, **common}

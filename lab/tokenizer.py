@@ -1,4 +1,6 @@
-"""A small byte-level BPE tokenizer for the arithmetic world, built locally.
+"""The one builder of small byte-level BPE tokenizers: the arithmetic world's shipped tokenizer
+(lab/world/train.py, reproduced bit for bit: tests/test_world.py) and the tiny test model's
+(testing/tiny_model.py) are this function on different corpora.
 
 Digits are always one token each (as in Qwen2's tokenizer), so the tiny models learn arithmetic
 digit by digit instead of memorising number tokens. The chat template is ChatML; a final assistant
@@ -30,7 +32,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
+def build_bpe_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
     """Train the BPE on `texts` and wrap it as a transformers `PreTrainedTokenizerFast`."""
     from transformers import PreTrainedTokenizerFast
 

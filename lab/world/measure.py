@@ -1,51 +1,47 @@
-"""Measure the shipped world models in vLLM (run under the heavy lock: it starts engines).
+"""Measure the shipped world models in vLLM (it starts engines, one at a time).
 
-    flock /tmp/prm-heavy.lock python -m prm_annotate.world.measure --problems 100 -n 8
+    python -m lab.world.measure --problems 100 -n 8
 
 Policy: samples `n` answers per test problem at temperature 0.7 (a seed per request) and reports
 the share of right final answers, of process-correct answers (no wrong step by `truth.py`), of
 equations with wrong arithmetic, and of prompts with a mix of right and wrong answers.
 Judge: reads every sampled response in the `processbench` prompt, answers greedily, and is scored
 against the true first error (accuracy, and ProcessBench's error/correct accuracies and F1).
-One engine at a time: the policy's engine is shut down before the judge's starts.
+The engines are the pipeline's own (`prm_annotate.engines`, with its CPU settings and watchdog);
+the policy's engine is closed before the judge's starts.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
+from lab.world.train import JUDGE_TEMPLATE, default_system_prompt, judge_messages, judge_stats, policy_messages
+from prm_annotate.engines import EngineConfig, GenerationRequest, exit_process, make_engine
+from prm_annotate.world import JUDGE_DIR, POLICY_DIR
 from prm_annotate.world.problems import make_problems
-from prm_annotate.world.train import (JUDGE_TEMPLATE, MODELS_DIR, default_system_prompt_path, judge_messages,
-                                      policy_messages)
 from prm_annotate.world.truth import BOXED, EQUATION, true_first_error
 
-ENGINE_ARGS = dict(enforce_eager=True, kv_cache_memory_bytes=512 << 20, enable_chunked_prefill=False,
-                   block_size=32, dtype="float32")  # as the pipeline's engines on CPU: same on every CPU
+# The KV-cache budget these measurements were taken with (the pipeline's CPU default is larger).
+KV_CACHE_GB = 0.5
 
 
-def open_engine(model_dir: Path):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from vllm import LLM
-
-    return LLM(model=str(model_dir.resolve()), seed=0, **ENGINE_ARGS)
-
-
-def close_engine(llm) -> None:
-    llm.llm_engine.engine_core.shutdown()
-
-
-def chat(llm, conversations: list[list[dict]], *, n: int, temperature: float, max_tokens: int,
+def chat(model_dir: Path, conversations: list[list[dict]], *, n: int, temperature: float, max_tokens: int,
          seed: int) -> list[list[str]]:
-    from vllm import SamplingParams
-
-    params = [SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed + i)
-              for i in range(len(conversations))]
-    outputs = llm.chat(conversations, params, use_tqdm=False)
-    return [[c.text for c in out.outputs] for out in outputs]
+    """Every conversation through a fresh engine on `model_dir` (closed before returning)."""
+    engine = make_engine(EngineConfig(model=str(model_dir.resolve()), seed=0, kv_cache_gb=KV_CACHE_GB))
+    try:
+        results = engine.generate([
+            GenerationRequest(key=str(i), messages=tuple(c), n=n, temperature=temperature,
+                              max_tokens=max_tokens, seed=seed + i)
+            for i, c in enumerate(conversations)])
+    finally:
+        engine.close()
+    for key, result in results.items():
+        if not result.ok:
+            raise RuntimeError(f"request {key} failed: {result.error}")
+    return [results[str(i)].texts for i in range(len(conversations))]
 
 
 def split(text: str) -> list[str]:
@@ -79,17 +75,6 @@ def policy_stats(problems: list[dict], samples: list[list[str]]) -> dict:
             "mixed_prompts": mixed / len(problems)}
 
 
-def judge_stats(truths: list[int], predictions: list[int | None]) -> dict:
-    err = [(t, p) for t, p in zip(truths, predictions) if t != -1]
-    ok = [(t, p) for t, p in zip(truths, predictions) if t == -1]
-    error_acc = sum(t == p for t, p in err) / max(1, len(err))
-    correct_acc = sum(t == p for t, p in ok) / max(1, len(ok))
-    f1 = 2 * error_acc * correct_acc / (error_acc + correct_acc) if error_acc + correct_acc else 0.0
-    return {"n": len(truths), "accuracy": sum(t == p for t, p in zip(truths, predictions)) / len(truths),
-            "error_acc": error_acc, "correct_acc": correct_acc, "f1": f1,
-            "parse_failures": sum(p is None for p in predictions)}
-
-
 def parse_index(text: str, n_steps: int) -> int | None:
     """The judge stage's own strict parser; None where it would count a parse failure."""
     from prm_annotate.judge_parsing import ParseFailure, parse_processbench
@@ -103,27 +88,18 @@ def parse_index(text: str, n_steps: int) -> int | None:
 def measure(policy_dir: Path, judge_dir: Path | None, n_problems: int, n: int, seed: int) -> dict:
     problems = make_problems(n_problems, seed=seed, split="test")
     meta = json.loads((policy_dir / "world.json").read_text())
-    system_prompt = meta.get("system_prompt") or default_system_prompt_path().read_text().strip()
+    system_prompt = meta.get("system_prompt") or default_system_prompt()
     t0 = time.time()
-    llm = open_engine(policy_dir)
-    try:
-        samples = chat(llm, [policy_messages(p, system_prompt) for p in problems],
-                       n=n, temperature=0.7, max_tokens=128, seed=seed)
-    finally:
-        close_engine(llm)
+    samples = chat(policy_dir, [policy_messages(p, system_prompt) for p in problems],
+                   n=n, temperature=0.7, max_tokens=128, seed=seed)
     result = {"policy": policy_stats(problems, samples), "policy_seconds": round(time.time() - t0, 1)}
     if judge_dir is None:
         return result
 
-    template = JUDGE_TEMPLATE.read_text()
     pairs = [(p, split(t)) for p, texts in zip(problems, samples) for t in texts if split(t)]
     t0 = time.time()
-    llm = open_engine(judge_dir)
-    try:
-        verdicts = chat(llm, [judge_messages(template, p, steps) for p, steps in pairs],
-                        n=1, temperature=0.0, max_tokens=256, seed=seed)
-    finally:
-        close_engine(llm)
+    verdicts = chat(judge_dir, [judge_messages(JUDGE_TEMPLATE, p, steps) for p, steps in pairs],
+                    n=1, temperature=0.0, max_tokens=256, seed=seed)
     truths = [true_first_error(p, steps) for p, steps in pairs]
     result["judge"] = judge_stats(truths, [parse_index(v[0], len(steps)) for v, (_, steps) in zip(verdicts, pairs)])
     result["judge"]["truth_error_share"] = sum(t != -1 for t in truths) / len(truths)
@@ -133,18 +109,17 @@ def measure(policy_dir: Path, judge_dir: Path | None, n_problems: int, n: int, s
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Measure the world's models in vLLM.")
-    parser.add_argument("--policy", type=Path, default=MODELS_DIR / "policy")
-    parser.add_argument("--judge", type=Path, default=MODELS_DIR / "judge")
+    parser.add_argument("--policy", type=Path, default=POLICY_DIR)
+    parser.add_argument("--judge", type=Path, default=JUDGE_DIR)
     parser.add_argument("--policy-only", action="store_true")
     parser.add_argument("--problems", type=int, default=100)
     parser.add_argument("-n", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     result = measure(args.policy, None if args.policy_only else args.judge, args.problems, args.n, args.seed)
-    print(json.dumps(result, indent=2), flush=True)
-    sys.stdout.flush()
-    # vLLM can abort at interpreter exit (see docs/vllm-cpu.md); the engines are already shut down.
-    os._exit(0)
+    print(json.dumps(result, indent=2))
+    # vLLM can abort at interpreter exit (see docs/vllm-cpu.md); the engines are already closed.
+    exit_process(0)
 
 
 if __name__ == "__main__":

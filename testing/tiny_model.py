@@ -2,7 +2,8 @@
 
 Tests and benchmarks need a real model that vLLM loads, without any download: a 4-layer Qwen2
 (hidden size 128, about 1M parameters) with random weights, and a byte-level BPE tokenizer
-trained on a few generated sentences (digits one per token) that carries a ChatML chat template.
+(lab/tokenizer.py, the world's builder) trained on a few generated sentences (digits one per
+token) that carries the ChatML chat template.
 The text it writes is noise, but everything around it — chat templates, continuation of a partial
 assistant turn, seeds, prefix caching, token counts — is exercised for real.
 """
@@ -10,18 +11,6 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-
-# ChatML, as Qwen2 and SmolLM2 use it. The final assistant message is rendered like any other,
-# so transformers' `continue_final_message` can cut the rendered text right after its content.
-CHATML_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-
 
 def _corpus(seed: int) -> list[str]:
     """Generated sentences to train the BPE merges on (words, arithmetic, step layout)."""
@@ -42,33 +31,11 @@ def _corpus(seed: int) -> list[str]:
 
 
 def build_tokenizer(vocab_size: int = 512, seed: int = 0):
-    """A byte-level BPE `PreTrainedTokenizerFast` with ChatML special tokens and chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    """A byte-level BPE `PreTrainedTokenizerFast` with ChatML special tokens and chat template: the
+    world's builder (digits one per token) on a small generated corpus."""
+    from lab.tokenizer import build_bpe_tokenizer
 
-    tok = Tokenizer(models.BPE())
-    # Digits one per token (as Qwen2 does), then GPT-2 style byte-level pieces.
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
-    )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_corpus(seed), trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        bos_token=None,
-        unk_token=None,
-        additional_special_tokens=["<|im_start|>"],
-    )
-    fast.chat_template = CHATML_TEMPLATE
-    return fast
+    return build_bpe_tokenizer(_corpus(seed), vocab_size=vocab_size)
 
 
 def build_tiny_model(
