@@ -147,3 +147,34 @@ class Consensus(Record):
         if len(self.labels) != len(self.steps):
             raise ValueError(f"{len(self.labels)} labels for {len(self.steps)} steps")
         return self
+
+
+class PRMScores(BaseModel):
+    """What `score` writes: each step's probability of being right under a PRM, and the first
+    step below `threshold` (-1: none)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    scores: list[float]
+    first_error: int
+    threshold: float
+    model: str
+
+    @field_validator("scores")
+    @classmethod
+    def _scores_in_range(cls, scores: list[float]) -> list[float]:
+        for s in scores:
+            if not 0.0 <= s <= 1.0:
+                raise ValueError(f"score {s} is outside [0, 1]")
+        return scores
+
+
+class Scored(Response):
+    prm: PRMScores
+
+    @model_validator(mode="after")
+    def _prm_matches_steps(self) -> "Scored":
+        if len(self.prm.scores) != len(self.steps):
+            raise ValueError(f"prm.scores has {len(self.prm.scores)} entries for {len(self.steps)} steps")
+        _check_first_error(self.prm.first_error, len(self.steps), "prm.first_error")
+        return self
