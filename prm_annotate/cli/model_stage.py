@@ -19,8 +19,10 @@ from prm_annotate.runner import RunOptions, RunSummary, Stage, close_stage, repo
 
 def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts: RunOptions,
                     after: Callable[[Stage, RunSummary], None] | None = None,
-                    ray: RayOptions | None = None) -> NoReturn:
-    """Check everything that can be checked before calling this: starting an engine takes seconds."""
+                    ray: RayOptions | None = None,
+                    make: Callable[[EngineConfig], Engine] = make_engine) -> NoReturn:
+    """Check everything that can be checked before calling this: starting an engine takes seconds.
+    `make` starts the engine (`score` starts a pooling engine instead of a generating one)."""
     if ray is not None:  # --executor ray: the engines start in Ray actors, none in this process
         from prm_annotate.cli.executor_options import run_model_stage_on_ray
 
@@ -33,7 +35,7 @@ def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts
                 # Before the engine starts (seconds): a missing input is bad usage, said at once.
                 raise InputError(opts.input, "line 0", "no such file")
             try:
-                engine = make_engine(config)
+                engine = make(config)
             except Exception as exc:  # a bad model path or an engine that did not come up
                 print(f"prm-annotate: error: cannot start the engine for {config.model}: {exc}", file=sys.stderr)
                 raise typer.Exit(EXIT_USAGE) from None
