@@ -49,6 +49,12 @@ def _check_first_error(first_error: int | None, n_steps: int, field: str) -> Non
         raise ValueError(f"{field} = {first_error} is outside -1..{n_steps - 1} for {n_steps} steps")
 
 
+def _check_step_scores(scores: list, first_error: int | None, n_steps: int, field: str) -> None:
+    if len(scores) != n_steps:
+        raise ValueError(f"{field}.scores has {len(scores)} entries for {n_steps} steps")
+    _check_first_error(first_error, n_steps, f"{field}.first_error")
+
+
 class Response(Record):
     """A solution split into steps. `answer` (gold) is optional here: judging needs none."""
 
@@ -108,9 +114,7 @@ class Rollout(Response):
 
     @model_validator(mode="after")
     def _mc_matches_steps(self) -> "Rollout":
-        if len(self.mc.scores) != len(self.steps):
-            raise ValueError(f"mc.scores has {len(self.mc.scores)} entries for {len(self.steps)} steps")
-        _check_first_error(self.mc.first_error, len(self.steps), "mc.first_error")
+        _check_step_scores(self.mc.scores, self.mc.first_error, len(self.steps), "mc")
         return self
 
 
@@ -174,7 +178,5 @@ class Scored(Response):
 
     @model_validator(mode="after")
     def _prm_matches_steps(self) -> "Scored":
-        if len(self.prm.scores) != len(self.steps):
-            raise ValueError(f"prm.scores has {len(self.prm.scores)} entries for {len(self.steps)} steps")
-        _check_first_error(self.prm.first_error, len(self.steps), "prm.first_error")
+        _check_step_scores(self.prm.scores, self.prm.first_error, len(self.steps), "prm")
         return self
