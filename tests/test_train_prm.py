@@ -88,3 +88,12 @@ def test_refuses_a_non_empty_output(tmp_path):
     result = runner.invoke(app, ["train", str(data), "--base", str(POLICY_DIR), "-o", str(tmp_path / "o")])
     assert result.exit_code == 2 and "not empty" in result.stderr
     assert (tmp_path / "o" / "keep.txt").read_text() == "mine"
+
+
+def test_soft_targets_are_the_scores(tmp_path):
+    from prm_annotate.train_prm import read_trl
+
+    row = {"id": "a", "prompt": "p", "completions": ["s1", "s2"], "labels": [True, False], "scores": [0.75, 0]}
+    data = write_jsonl(tmp_path / "d.jsonl", [row])
+    assert read_trl(str(data), soft=True)[0].targets == [0.75, 0.0]
+    assert read_trl(str(data), soft=False)[0].targets == [1.0, 0.0]
