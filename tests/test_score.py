@@ -14,6 +14,7 @@ import pytest
 
 from jsonl_files import read_jsonl, write_jsonl
 from prm_fixtures import trl_rows, world_responses
+from prm_annotate.output import sidecar
 from prm_annotate.prm import PRMFormat
 from prm_annotate.records import Response
 from prm_annotate.stages.score import ScoreStage, first_below
@@ -95,7 +96,7 @@ def test_vllm_scores_equal_transformers(trained_prm, tmp_path, heavy):
     # Not all equal: the test would pass vacuously on a constant head.
     assert len({round(s, 4) for rec in scored for s in rec["prm"]["scores"]}) > 5
 
-    manifest = orjson.loads(out.with_name(out.name + ".manifest.json").read_bytes())["runs"][-1]
+    manifest = orjson.loads(sidecar(str(out), "manifest.json").read_bytes())["runs"][-1]
     assert manifest["stage"] == "score" and manifest["settings"]["threshold"] == 0.8
     assert manifest["settings"]["step_tag"] == "<extra_0>" and manifest["counts"]["done"] == len(held_out)
 
