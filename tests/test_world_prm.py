@@ -44,7 +44,7 @@ def report_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_experiment_plumbing(tmp_path):
+def test_experiment_plumbing(tmp_path, capsys):
     problems, responses, consensus = report_folder(tmp_path)
     result = runner.invoke(app, ["world", "prm", "--workdir", str(tmp_path), "--steps", "2", "--batch-size", "4",
                                  "--train-share", "0.75", "--json"])
@@ -66,6 +66,12 @@ def test_experiment_plumbing(tmp_path):
         scored = read_jsonl(run / f"scored-{name}.jsonl")
         assert {r["problem_id"] for r in scored} == held_ids and len(scored) == 4
         assert all(len(r["prm"]["scores"]) == len(r["steps"]) for r in scored)
+
+    from prm_annotate.world.prm_experiment import print_experiment
+
+    print_experiment(out)
+    table = capsys.readouterr().out
+    assert "MC (consensus-sized)" in table and "BoN@2 min" in table and "majority@2" in table
 
 
 def test_needs_a_report(tmp_path):
