@@ -64,6 +64,12 @@ def check_labels(labels: list[bool], first_error: int, n_steps: int) -> None:
                          "(right before it, wrong at it, no steps after it)")
 
 
+def _check_step_scores(scores: list, first_error: int | None, n_steps: int, field: str) -> None:
+    if len(scores) != n_steps:
+        raise ValueError(f"{field}.scores has {len(scores)} entries for {n_steps} steps")
+    check_first_error(first_error, n_steps, f"{field}.first_error")
+
+
 class Response(Record):
     """A solution split into steps. `answer` (gold) is optional here: judging needs none."""
 
@@ -123,9 +129,7 @@ class Rollout(Response):
 
     @model_validator(mode="after")
     def _mc_matches_steps(self) -> "Rollout":
-        if len(self.mc.scores) != len(self.steps):
-            raise ValueError(f"mc.scores has {len(self.mc.scores)} entries for {len(self.steps)} steps")
-        check_first_error(self.mc.first_error, len(self.steps), "mc.first_error")
+        _check_step_scores(self.mc.scores, self.mc.first_error, len(self.steps), "mc")
         return self
 
 
@@ -160,4 +164,33 @@ class Consensus(Record):
     def _labels_match(self) -> "Consensus":
         _check_steps(self.steps)
         check_labels(self.labels, self.first_error, len(self.steps))
+        return self
+
+
+class PRMScores(BaseModel):
+    """What `score` writes: each step's probability of being right under a PRM, and the first
+    step below `threshold` (-1: none)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    scores: list[float]
+    first_error: int
+    threshold: float
+    model: str
+
+    @field_validator("scores")
+    @classmethod
+    def _scores_in_range(cls, scores: list[float]) -> list[float]:
+        for s in scores:
+            if not 0.0 <= s <= 1.0:
+                raise ValueError(f"score {s} is outside [0, 1]")
+        return scores
+
+
+class Scored(Response):
+    prm: PRMScores
+
+    @model_validator(mode="after")
+    def _prm_matches_steps(self) -> "Scored":
+        _check_step_scores(self.prm.scores, self.prm.first_error, len(self.steps), "prm")
         return self

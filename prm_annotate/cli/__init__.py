@@ -11,6 +11,9 @@ from prm_annotate.cli import grade  # noqa: E402,F401
 from prm_annotate.cli import evaluate  # noqa: E402,F401
 from prm_annotate.cli import export  # noqa: E402,F401
 from prm_annotate.cli import compare  # noqa: E402,F401
+from prm_annotate.cli import score  # noqa: E402,F401
+from prm_annotate.cli import bon  # noqa: E402,F401
+from prm_annotate.cli import train  # noqa: E402,F401
 from prm_annotate.cli import stats  # noqa: E402,F401
 from prm_annotate.cli import merge  # noqa: E402,F401
 from prm_annotate.cli import models  # noqa: E402,F401

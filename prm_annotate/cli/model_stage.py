@@ -17,9 +17,11 @@ from prm_annotate.runner import RunOptions, RunSummary, Stage, close_stage, pref
 
 def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts: RunOptions,
                     after: Callable[[Stage, RunSummary], None] | None = None,
-                    ray: RayOptions | None = None, input_model: type[Record] | None = None) -> NoReturn:
+                    ray: RayOptions | None = None, input_model: type[Record] | None = None,
+                    make: Callable[[EngineConfig], Engine] = make_engine) -> NoReturn:
     """Check everything that can be checked before calling this: starting an engine takes seconds.
-    With `input_model`, a file input is validated whole before the engine starts."""
+    With `input_model`, a file input is validated whole before the engine starts. `make` starts the
+    engine (`score` starts a pooling engine instead of a generating one)."""
     if ray is not None:  # --executor ray: the engines start in Ray actors, none in this process
         from prm_annotate.cli.executor_options import run_model_stage_on_ray
 
@@ -32,7 +34,7 @@ def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts
             # bad input and an output that cannot be written are said at once.
             preflight(opts, input_model)
             try:
-                engine = make_engine(config)
+                engine = make(config)
             except Exception as exc:  # a bad model path or an engine that did not come up
                 print(f"prm-annotate: error: cannot start the engine for {config.model}: {exc}", file=sys.stderr)
                 raise typer.Exit(EXIT_USAGE) from None

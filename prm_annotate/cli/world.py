@@ -61,3 +61,33 @@ def report(
         typer.echo(f"prm-annotate: error: world report failed: {type(exc).__name__}: {exc}", err=True)
         code = EXIT_USAGE if isinstance(exc, (OSError, ValueError)) else 1
     exit_process(code)
+
+
+@world_app.command("prm")
+def prm_experiment(
+    workdir: Annotated[Path, typer.Option("--workdir", help="The folder of a finished `world report`.")] = Path("runs/world"),
+    train_share: Annotated[float, typer.Option("--train-share", min=0.1, max=0.9, help="Share of the report's problems used for training (the first ones).")] = 0.75,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Optimiser steps per PRM.")] = 150,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Responses per step.")] = 16,
+    lr: Annotated[float, typer.Option("--lr", min=0, help="Learning rate.")] = 1e-3,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of training and of the MC subsample.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+) -> None:
+    """Train one PRM per label source (MC, judge, consensus, MC cut to consensus's size) on a world
+    report's labels, score its held-out responses, and compare ProcessBench F1 and Best-of-N."""
+    import orjson
+
+    from prm_annotate.cli.app import handled
+    from prm_annotate.errors import UsageError
+    from prm_annotate.world.prm_experiment import ExperimentConfig, print_experiment, run_experiment
+
+    with handled():
+        try:
+            result = run_experiment(ExperimentConfig(workdir=workdir, train_share=train_share, steps=steps,
+                                                     batch_size=batch_size, lr=lr, seed=seed))
+        except FileNotFoundError as exc:
+            raise UsageError(str(exc)) from None
+    if as_json:
+        typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print_experiment(result)

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import orjson
+import typer
+
+from prm_annotate.cli.app import app, handled
+
+
+@app.command()
+def bon(
+    scored: Annotated[str, typer.Argument(help="Scored responses (`score` output) with the gold `answer`, or -.")],
+    gold: Annotated[Optional[str], typer.Option("--gold", help="True first errors by id (as `evaluate --gold`), for the right-answer-wrong-step share.")] = None,
+    label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+) -> None:
+    """Best-of-N accuracy of PRM aggregations (min, last, prod, mean) against majority vote and pass@N."""
+    from prm_annotate.bon import best_of_n, read_scored
+    from prm_annotate.labels import load_gold
+
+    with handled():
+        truth = load_gold(gold, label_field) if gold else None
+        problems, undecided = read_scored(scored)
+        result = best_of_n(problems, truth)
+        result["undecided"] = undecided
+    if as_json:
+        typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    else:
+        from prm_annotate.bon import bon_table
+        from prm_annotate.tables import show
+
+        show(bon_table(result))

@@ -1,0 +1,66 @@
+"""score: each step's probability of being right under a Process Reward Model.
+
+Reads responses (`steps`) and writes them back with `prm`: `scores` (P(right) at each step's
+tag, from the PRM's 2-label head), `first_error` (the first step scoring below `threshold`, -1 if
+none: the prediction `evaluate` and `compare` read as `prm.first_error`), the threshold and the
+model. A response the PRM cannot read (too long, the step tag inside its text) fails alone and is
+left for a rerun, never given invented scores.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+from prm_annotate.prm import prm_token_ids, tag_in_text
+from prm_annotate.records import Response
+from prm_annotate.runner import Outcome
+
+
+def first_below(scores: list[float], threshold: float) -> int:
+    return next((i for i, s in enumerate(scores) if s < threshold), -1)
+
+
+class ScoreStage:
+    name = "score"
+    input_model = Response
+
+    def __init__(self, scorer: Any, threshold: float = 0.5):
+        self.scorer = scorer
+        self.threshold = threshold
+        self.stats: Counter = Counter()
+
+    def settings(self) -> dict[str, Any]:
+        fmt = self.scorer.format
+        return {"model": self.scorer.model, "threshold": self.threshold, "step_tag": fmt.step_tag,
+                "step_tag_id": self.scorer.step_tag_id, "system_prompt": fmt.system_prompt,
+                "engine_args": {k: str(v) for k, v in getattr(self.scorer, "engine_args", {}).items()}}
+
+    def process(self, batch: list[Response]) -> Iterable[Outcome]:
+        fmt, tokenizer = self.scorer.format, self.scorer.tokenizer
+        ready: list[tuple[Response, list[int]]] = []
+        for r in batch:
+            if tag_in_text(fmt, r.problem, r.steps):
+                yield Outcome(r.id, error=f"the text contains the step tag {fmt.step_tag!r}")
+                continue
+            ids = prm_token_ids(tokenizer, fmt, r.problem, r.steps)
+            if len(ids) > self.scorer.max_model_len:
+                yield Outcome(r.id, error=f"{len(ids)} tokens, max_model_len is {self.scorer.max_model_len}")
+                continue
+            ready.append((r, ids))
+        if not ready:
+            return
+        try:
+            probabilities = self.scorer.step_probabilities([ids for _, ids in ready])
+        except Exception as exc:  # the engine's own failure: no record of this batch is finished
+            for r, _ in ready:
+                yield Outcome(r.id, error=f"engine failed: {type(exc).__name__}: {exc}")
+            return
+        for (r, ids), scores in zip(ready, probabilities):
+            if len(scores) != len(r.steps):
+                yield Outcome(r.id, error=f"the PRM returned {len(scores)} scores for {len(r.steps)} steps")
+                continue
+            self.stats["prompt_tokens"] += len(ids)
+            out = r.dump()
+            out["prm"] = {"scores": scores, "first_error": first_below(scores, self.threshold),
+                          "threshold": self.threshold, "model": self.scorer.model}
+            yield Outcome.one(out)
