@@ -424,9 +424,10 @@ def test_kill_loop_over_grade_is_byte_identical(tmp_path):
     # Hostile answers among them: too costly to compare (decided without math-verify, the same every run).
     records += [{"id": f"hostile-{i}", "answer": "5", "response": f"\\boxed{{{b}^{{{b}^{{{b}}}}}}}"}
                 for i, b in enumerate(range(11, 41))]
-    # Enough math-verify work (fractions to reduce, a third of them wrong) that the kills land mid-run.
+    # Enough math-verify work (fractions to reduce, a third of them wrong) that twenty kills, each a
+    # moment after the stage has written something new, all land mid-run even on a fast machine.
     rng = random.Random(15)
-    for i in range(6000):
+    for i in range(10000):
         a, b, k = rng.randint(1, 999), rng.randint(1, 999), rng.randint(2, 9)
         records.append({"id": f"frac-{i}", "answer": f"\\frac{{{a + (i % 3 == 0)}}}{{{b}}}",
                         "response": f"So \\boxed{{\\frac{{{k * a}}}{{{k * b}}}}}"})
@@ -439,13 +440,18 @@ def test_kill_loop_over_grade_is_byte_identical(tmp_path):
     rng.shuffle(signals)
     mid_run = 0
     for sig in signals:
+        size_before = out.stat().st_size if out.exists() else 0
         proc = subprocess.Popen([*CLI, *args, "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         me = psutil.Process(proc.pid)
-        deadline = time.monotonic() + rng.uniform(0.3, 6.0)
+        # A random moment once the stage is at work (its output has grown): a fixed delay would land
+        # during start-up on a slow machine and after the end on a fast one.
+        deadline, at_work = time.monotonic() + 120, False
         family: list[psutil.Process] = []
         while time.monotonic() < deadline and proc.poll() is None:
             family = [*{p.pid: p for p in family + me.children(recursive=True)}.values()]
-            time.sleep(0.05)
+            if not at_work and out.exists() and out.stat().st_size > size_before:
+                deadline, at_work = time.monotonic() + rng.uniform(0.0, 0.5), True
+            time.sleep(0.02)
         mid_run += proc.poll() is None
         proc.send_signal(sig)
         proc.wait(timeout=60)

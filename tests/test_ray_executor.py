@@ -266,7 +266,7 @@ def test_sample_on_ray_with_two_engines_matches_local_and_resumes_after_kill(
     # The reference: the same stage on the local executor (the fixture engine is already running).
     local = tmp_path / "local.jsonl"
     run_stage(SampleStage(vllm_engine, n=2, max_tokens=24, seed=1,
-                          engine_info={"engine": "vllm", "model": str(tiny_model_dir)}),
+                          engine_info={"engine": "vllm", "model": str(tiny_model_dir), "dtype": "float32"}),
               RunOptions(str(src), str(local), batch_size=2, quiet=True))
     heavy.release()  # two engines are about to start in the actors: free this one's core first
 
