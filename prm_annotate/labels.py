@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 from prm_annotate.errors import InputError
 from prm_annotate.formats import read_records
-from prm_annotate.records import check_first_error
+from prm_annotate.records import check_first_error, step_labels  # noqa: F401  (step_labels: read from here too)
 
 MISSING = object()
 
@@ -47,13 +47,6 @@ def first_error_value(value: Any, path: str, where: str, field: str) -> int | No
 def step_count(obj: dict[str, Any]) -> int | None:
     steps = obj.get("steps")
     return len(steps) if isinstance(steps, list) else None
-
-
-def step_labels(first_error: int, n_steps: int) -> list[bool]:
-    """Labels of the steps that have one: right before the first error, wrong at it, none after."""
-    if first_error == -1:
-        return [True] * n_steps
-    return [True] * min(first_error, n_steps) + ([False] if first_error < n_steps else [])
 
 
 @dataclass

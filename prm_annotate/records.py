@@ -52,16 +52,30 @@ def check_first_error(first_error: int | None, n_steps: int, field: str) -> None
         raise ValueError(f"{field} = {first_error} is outside -1..{n_steps - 1} for {n_steps} steps")
 
 
+def step_labels(first_error: int, n_steps: int) -> list[bool]:
+    """Labels of the steps that have one: right before the first error, wrong at it, none after."""
+    if first_error == -1:
+        return [True] * n_steps
+    return [True] * min(first_error, n_steps) + ([False] if first_error < n_steps else [])
+
+
 def check_labels(labels: list[bool], first_error: int, n_steps: int) -> None:
     """Labels as `consensus` writes them: right before the first error, wrong at it, nothing after
     (the steps end there); all right when the first error is -1."""
     if len(labels) != n_steps:
         raise ValueError(f"{len(labels)} labels for {n_steps} steps")
     check_first_error(first_error, n_steps, "first_error")
-    expected = [True] * n_steps if first_error == -1 else [True] * first_error + [False]
-    if labels != expected:
+    if labels != step_labels(first_error, n_steps):
         raise ValueError(f"labels do not match first_error = {first_error} over {n_steps} steps "
                          "(right before it, wrong at it, no steps after it)")
+
+
+def _check_probabilities(scores: list[float | None]) -> list[float | None]:
+    """Per-step scores are probabilities (None: a step not probed)."""
+    for s in scores:
+        if s is not None and not 0.0 <= s <= 1.0:
+            raise ValueError(f"score {s} is outside [0, 1]")
+    return scores
 
 
 def _check_step_scores(scores: list, first_error: int | None, n_steps: int, field: str) -> None:
@@ -116,11 +130,8 @@ class MC(BaseModel):
 
     @field_validator("scores")
     @classmethod
-    def _scores_in_range(cls, scores: list[float | None]) -> list[float | None]:
-        for s in scores:
-            if s is not None and not 0.0 <= s <= 1.0:
-                raise ValueError(f"score {s} is outside [0, 1]")
-        return scores
+    def _scores_in_range(cls, scores: list) -> list:
+        return _check_probabilities(scores)
 
 
 class Rollout(Response):
@@ -180,11 +191,8 @@ class PRMScores(BaseModel):
 
     @field_validator("scores")
     @classmethod
-    def _scores_in_range(cls, scores: list[float]) -> list[float]:
-        for s in scores:
-            if not 0.0 <= s <= 1.0:
-                raise ValueError(f"score {s} is outside [0, 1]")
-        return scores
+    def _scores_in_range(cls, scores: list) -> list:
+        return _check_probabilities(scores)
 
 
 class Scored(Response):
