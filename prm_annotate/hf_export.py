@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from prm_annotate.errors import UsageError
+from prm_annotate.errors import UsageError, require
 from prm_annotate.output import sidecar
 
 # What the card shows of each run's settings (the rest stays in the manifests).
@@ -138,10 +138,9 @@ def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read:
 def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) -> None:
     """Save the DatasetDict and its card in a temporary directory beside `output`, then move it
     into place: a reader never sees half a dataset, and a failed export leaves the old one."""
-    try:
-        from datasets import Dataset, DatasetDict, disable_progress_bars
-    except ImportError:
-        raise UsageError("--format hf needs the `datasets` package: pip install datasets") from None
+    require("datasets", "--format hf", "pip install datasets")
+    from datasets import Dataset, DatasetDict, disable_progress_bars
+
     if output == "-":
         raise UsageError("--format hf writes a directory: give it with -o DIR")
     target = Path(output)

@@ -32,8 +32,6 @@ def export(
     from prm_annotate.steps import decode_sep
 
     with handled():
-        if format == "hf" and output == "-":
-            raise UsageError("--format hf writes a dataset directory: name it with -o DIR")
         if max_length is not None and tokenizer is None:
             raise UsageError("--max-length needs --tokenizer")
         if max_completion_length is not None and (format != "trl" or max_length is None):
