@@ -1,7 +1,13 @@
 """The one small protocol every stage uses to talk to a model.
 
-A stage builds a batch of `GenerationRequest`s, hands the whole batch to `Engine.generate`, and
-gets back a dict keyed by `request.key` — so no stage ever relies on the order of results.
+Requests stream: `submit` hands requests to the engine at any time, `poll` returns the results
+that have finished since the last call (each carries its `request.key`, so nothing relies on the
+order of results). The scheduler (prm_annotate/scheduler.py) keeps the engine full this way,
+submitting a record's next requests while other records' requests are still generating.
+`generate` is the one-batch convenience built on the two: submit a batch, wait for all of it.
+
+Engines that can only run a whole batch at once (test doubles, the lock-step baseline) derive
+from `BatchEngine`: they implement `generate` and get `submit`/`poll` from it.
 """
 from __future__ import annotations
 
@@ -48,11 +54,79 @@ class GenerationResult:
 class Engine(Protocol):
     model: str
 
+    def submit(self, requests: Sequence[GenerationRequest]) -> None:
+        """Start `requests`; their keys must differ from those of every request still in flight."""
+        ...
+
+    def poll(self) -> list[GenerationResult]:
+        """Results finished since the last call, in any order. Blocks until there is at least one
+        while requests are in flight; returns [] at once when none are. A request that failed
+        comes back with `error` set; only a failure of the engine itself raises."""
+        ...
+
+    def in_flight(self) -> int:
+        """Requests submitted and not yet returned by `poll`."""
+        ...
+
     def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
+        """Submit `requests` and wait for all of them (nothing else may be in flight)."""
         ...
 
     def close(self) -> None:
         ...
+
+
+class Streaming:
+    """`generate` for engines that implement `submit`, `poll` and `in_flight`."""
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
+        check_keys(requests)
+        if self.in_flight():  # type: ignore[attr-defined]
+            raise RuntimeError("generate() needs an idle engine: other requests are in flight")
+        self.submit(requests)  # type: ignore[attr-defined]
+        results: dict[str, GenerationResult] = {}
+        while self.in_flight():  # type: ignore[attr-defined]
+            for result in self.poll():  # type: ignore[attr-defined]
+                results[result.key] = result
+        return results
+
+
+class BatchEngine:
+    """`submit`/`poll` for an engine that runs whole batches: `submit` only collects requests,
+    `poll` runs everything collected in one `generate` call. Driven by the scheduler this is
+    lock-step: every record in flight waits for the slowest request of the batch."""
+
+    def __init__(self) -> None:
+        self._queued: list[GenerationRequest] = []
+
+    def submit(self, requests: Sequence[GenerationRequest]) -> None:
+        self._queued.extend(requests)
+        check_keys(self._queued)
+
+    def poll(self) -> list[GenerationResult]:
+        batch, self._queued = self._queued, []
+        return list(self.generate(batch).values()) if batch else []
+
+    def in_flight(self) -> int:
+        return len(self._queued)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
+        raise NotImplementedError
+
+
+class LockStep(BatchEngine):
+    """Any engine driven in lock-step rounds (the baseline the scheduler is measured against)."""
+
+    def __init__(self, engine: Engine):
+        super().__init__()
+        self.engine = engine
+        self.model = engine.model
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
+        return self.engine.generate(requests)
+
+    def close(self) -> None:
+        self.engine.close()
 
 
 def check_keys(requests: Sequence[GenerationRequest]) -> None:
