@@ -1,7 +1,8 @@
 """In-process vLLM engine (`vllm.LLM`).
 
-The whole batch goes to vLLM in one `generate` call so its scheduler sees every request at once
-and the prefix cache can share the common prompt prefixes of rollouts. Prompts are rendered here
+Requests go straight into vLLM's engine loop (`LLMEngine.add_request`/`step`, the loop
+`LLM.generate` runs inside), so requests can join while others are generating: vLLM's scheduler
+batches whatever is in flight and its prefix cache shares the common prompt prefixes of rollouts. Prompts are rendered here
 with the model's own chat template, one request at a time, because a batch mixes plain chat
 requests (a new assistant turn) with continuations of a partial assistant turn, and `LLM.chat`
 takes one `continue_final_message` flag for the whole batch. The rendered text is tokenized
@@ -11,13 +12,14 @@ vLLM is imported only when an engine is built: importing it costs seconds.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
 from prm_annotate.errors import ENGINE_INSTALL, UsageError, require
-from prm_annotate.engines.base import GenerationRequest, GenerationResult, check_keys
+from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 
 log = logging.getLogger(__name__)
@@ -59,7 +61,7 @@ def render_prompt(tokenizer: Any, request: GenerationRequest) -> str:
     )
 
 
-class VLLMEngine:
+class VLLMEngine(Streaming):
     """`Engine` backed by an in-process `vllm.LLM`.
 
     Options left at None take vLLM's defaults, except on CPU (no CUDA), where the settings known
@@ -145,6 +147,10 @@ class VLLMEngine:
             raise EngineStartError(f"vLLM engine for {model} did not start: {exc}") from exc
         self._tokenizer = self._llm.get_tokenizer()
         self.max_model_len: int = self._llm.llm_engine.model_config.max_model_len
+        self._counter = itertools.count()
+        self._running: dict[str, str] = {}  # vLLM request id -> our key
+        self._ready: list[GenerationResult] = []  # finished, not yet returned by poll
+        self._keys: set[str] = set()  # keys submitted and not yet returned
         self._closed = False
 
     @property
@@ -155,49 +161,62 @@ class VLLMEngine:
         """The exact prompt text this engine sends for `request` (useful to inspect templates)."""
         return render_prompt(self._tokenizer, request)
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
+    def submit(self, requests: Sequence[GenerationRequest]) -> None:
+        """Hand `requests` to vLLM's engine loop now; it schedules them with whatever is running."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
 
         check_keys(requests)
-        results: dict[str, GenerationResult] = {}
-        prompts, params, keys = [], [], []
         for r in requests:
+            if r.key in self._keys:
+                raise ValueError(f"duplicate request key {r.key!r}: a request with this key is in flight")
             ids = self._tokenizer.encode(self.render(r), add_special_tokens=False)
             room = self.max_model_len - len(ids)
             if room < 1:
-                results[r.key] = GenerationResult(
-                    key=r.key,
-                    prompt_tokens=len(ids),
-                    error=f"prompt has {len(ids)} tokens, max_model_len is {self.max_model_len}",
-                )
+                self._keys.add(r.key)
+                self._ready.append(GenerationResult(
+                    key=r.key, prompt_tokens=len(ids),
+                    error=f"prompt has {len(ids)} tokens, max_model_len is {self.max_model_len}"))
                 continue
-            prompts.append(TokensPrompt(prompt_token_ids=ids))
-            params.append(
-                SamplingParams(
-                    n=r.n,
-                    temperature=r.temperature,
-                    top_p=r.top_p,
-                    max_tokens=min(r.max_tokens, room),
-                    stop=list(r.stop) or None,
-                    seed=r.seed,
-                    structured_outputs=_structured(r.guided_regex),
-                )
+            params = SamplingParams(
+                n=r.n, temperature=r.temperature, top_p=r.top_p, max_tokens=min(r.max_tokens, room),
+                stop=list(r.stop) or None, seed=r.seed, structured_outputs=_structured(r.guided_regex),
+                # Only the finished request is wanted, as `LLM.generate` asks for it.
+                output_kind=RequestOutputKind.FINAL_ONLY,
             )
-            keys.append(r.key)
-        if prompts:
-            outputs = self._llm.generate(prompts, params, use_tqdm=False)
-            for key, out in zip(keys, outputs):
+            request_id = str(next(self._counter))
+            self._keys.add(r.key)
+            try:
+                self._llm.llm_engine.add_request(request_id, TokensPrompt(prompt_token_ids=ids), params)
+            except ValueError as exc:  # vLLM refused this request's parameters; the others go on
+                self._ready.append(GenerationResult(key=r.key, prompt_tokens=len(ids), error=f"refused: {exc}"))
+                continue
+            self._running[request_id] = r.key
+
+    def poll(self) -> list[GenerationResult]:
+        # Each step returns what one engine iteration finished; the EngineCore process keeps
+        # generating between calls, so time the caller spends between polls is not engine idle time.
+        while not self._ready and self._running:
+            for out in self._llm.llm_engine.step():
+                if not out.finished:
+                    continue
+                key = self._running.pop(out.request_id)
                 completions = sorted(out.outputs, key=lambda c: c.index)
-                results[key] = GenerationResult(
+                self._ready.append(GenerationResult(
                     key=key,
                     texts=[c.text for c in completions],
                     finish_reasons=[str(c.finish_reason) for c in completions],
                     prompt_tokens=len(out.prompt_token_ids or []),
                     cached_prompt_tokens=getattr(out, "num_cached_tokens", None),
                     generated_tokens=sum(len(c.token_ids) for c in completions),
-                )
-        return results
+                ))
+        ready, self._ready = self._ready, []
+        self._keys.difference_update(r.key for r in ready)
+        return ready
+
+    def in_flight(self) -> int:
+        return len(self._keys)
 
     def close(self) -> None:
         """Stop vLLM's EngineCore and worker processes (they outlive `os._exit` otherwise)."""
