@@ -1,9 +1,10 @@
 """The loop every single-input stage shares: read and validate, skip finished work, process in
 batches, write crash-safely, show progress, summarise, and record a run manifest.
 
-A stage only says how to turn a batch of input records into output records (`Stage.process`);
-where and how that batch runs is the executor's business (`map_batches`), so the same stage code
-runs locally or elsewhere.
+A stage says how to turn input records into output records (`Stage.process` for a batch,
+`Stage.stream` for a stream of records, at most `window` in flight); where they run is the
+executor's business (`local_executor` here, or the Ray executor), so the same stage code runs
+locally or elsewhere. Outcomes are written as they come, in input order.
 """
 from __future__ import annotations
 
@@ -49,30 +50,49 @@ class Stage(Protocol):
 
     def process(self, batch: list[Record]) -> Iterable[Outcome]: ...
 
+    def stream(self, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]: ...
+
     def settings(self) -> dict[str, Any]: ...
+
+    def output_ids(self, record: Record) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+class StageBase:
+    """What most stages share: one output record per input under the same id, nothing to release,
+    and records handed to `process` in batches of `window`. Model stages stream instead
+    (`stages.common.ModelStage`: many records in flight on the scheduler)."""
+
+    def output_ids(self, record: Record) -> list[str]:
+        """Ids a record turns into; it is finished when all are in the output."""
+        return [record.id]
+
+    def close(self) -> None:
+        """Release what the stage holds (a grader's worker process, which `os._exit` would orphan)."""
+
+    def stream(self, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
+        """Outcomes of `records` in input order, in pieces as they are finished."""
+        for batch in batches(records, window):
+            yield list(self.process(batch))  # type: ignore[attr-defined]
 
 
 def output_ids(stage: Stage, record: Record) -> list[str]:
-    """Ids a record turns into; it is finished when all are in the output. Stages that write
-    several records per input (sample) define `output_ids`."""
-    custom = getattr(stage, "output_ids", None)
-    return custom(record) if custom else [record.id]
+    return stage.output_ids(record)
 
 
 def close_stage(stage: Stage | None) -> None:
-    """Release what a stage holds; stages with a process of their own (the grader's worker, which
-    an `os._exit` would orphan) define `close`."""
-    close = getattr(stage, "close", None)
-    if close is not None:
-        close()
+    if stage is not None:
+        stage.close()
 
 
-MapBatches = Callable[["Stage", Iterator[list[Record]]], Iterator[list[Outcome]]]
+# (stage, records, window) -> outcomes in pieces. Where a stage's records run: here, or elsewhere
+# (executors/ray_executor.py), with at most `window` records (a batch) at a time.
+Executor = Callable[["Stage", Iterator[Record], int], Iterator[list[Outcome]]]
 
 
-def local_map_batches(stage: Stage, batches: Iterator[list[Record]]) -> Iterator[list[Outcome]]:
-    for batch in batches:
-        yield list(stage.process(batch))
+def local_executor(stage: Stage, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
+    return stage.stream(records, window)
 
 
 @dataclass
@@ -143,7 +163,7 @@ def read_validated(path: str, model: type[Record], opts: RunOptions,
         yield record
 
 
-def _batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+def batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
     # On a stream, records before a bad line are still processed and kept; then the error rises.
     batch: list[Record] = []
     try:
@@ -257,7 +277,7 @@ def preflight(opts: RunOptions, model: type[Record] | None) -> None:
             pass
 
 
-def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_map_batches) -> RunSummary:
+def run_stage(stage: Stage, opts: RunOptions, executor: Executor = local_executor) -> RunSummary:
     """Run `stage` over `opts.input` into `opts.output`. Raises InputError on bad input (exit 2)."""
     started = time.monotonic()
     summary = RunSummary(stage=stage.name)
@@ -285,11 +305,11 @@ def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_ma
         if total is not None:
             records = list(todo())
             total = len(records)
-            batches = _batches(records, opts.batch_size)
+            pending: Iterator[Record] = iter(records)
         else:
-            batches = _batches(todo(), opts.batch_size)
+            pending = todo()
         progress = Progress(stage.name, total, opts.quiet)
-        for outcomes in map_batches(stage, batches):
+        for outcomes in executor(stage, pending, opts.batch_size):
             done = failed = 0
             for outcome in outcomes:
                 if outcome.error is None:

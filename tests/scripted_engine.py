@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from prm_annotate.engines.base import GenerationRequest, GenerationResult
+from prm_annotate.engines.base import BatchEngine, GenerationRequest, GenerationResult
 
 
-class ScriptedEngine:
+class ScriptedEngine(BatchEngine):
     def __init__(self, script: Callable[[GenerationRequest], str | Exception], model: str = "scripted"):
+        super().__init__()
         self.model = model
         self.script = script
         self.requests: list[GenerationRequest] = []

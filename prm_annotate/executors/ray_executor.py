@@ -46,7 +46,7 @@ from prm_annotate.errors import UsageError
 from prm_annotate.executors import DriverEngine, RayOptions, StageFactory
 from prm_annotate.jsonl import dumps
 from prm_annotate.records import Record
-from prm_annotate.runner import MapBatches, Outcome, RunOptions, RunSummary, Stage, run_stage
+from prm_annotate.runner import Executor, Outcome, RunOptions, RunSummary, Stage, batches, run_stage
 
 if TYPE_CHECKING:
     from prm_annotate.engines import EngineConfig
@@ -63,7 +63,7 @@ def run_stage_on_ray(build: StageFactory, config: "EngineConfig | None", opts: R
     the actors' counts) and the summary. No engine starts in this process."""
     stage = build(DriverEngine(config.model) if config is not None else None)
     _check_picklable(build, config)
-    return stage, run_stage(stage, opts, map_batches=ray_map_batches(build, config, options))
+    return stage, run_stage(stage, opts, ray_executor(build, config, options))
 
 
 def _check_picklable(build: StageFactory, config: "EngineConfig | None") -> None:
@@ -76,14 +76,14 @@ def _check_picklable(build: StageFactory, config: "EngineConfig | None") -> None
         raise RuntimeError(f"the stage factory cannot be sent to Ray actors (not picklable): {exc}") from exc
 
 
-def ray_map_batches(build: StageFactory, config: "EngineConfig | None", options: RayOptions) -> MapBatches:
-    """A `map_batches` for `run_stage` that runs `build(engine)` stages on Ray actors, one engine each
-    (`config` None: stages without a model, such as grade)."""
+def ray_executor(build: StageFactory, config: "EngineConfig | None", options: RayOptions) -> Executor:
+    """An executor for `run_stage` that runs `build(engine)` stages on Ray actors, one engine each
+    (`config` None: stages without a model, such as grade), a batch of `window` records per call."""
 
-    def map_batches(stage: Stage, batches: Iterator[list[Record]]) -> Iterator[list[Outcome]]:
-        yield from _run(stage, batches, build, config, options)
+    def execute(stage: Stage, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
+        yield from _run(stage, batches(records, window), build, config, options)
 
-    return map_batches
+    return execute
 
 
 def _run(stage: Stage, batches: Iterator[list[Record]], build: StageFactory,

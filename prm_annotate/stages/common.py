@@ -1,9 +1,37 @@
-"""What the model-using stages share: calling the engine without losing a batch to one exception."""
+"""What the model-using stages share: running on the scheduler, and the chat they send."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections import Counter
+from typing import Any, Iterable, Iterator, Sequence
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.records import Record
+from prm_annotate.runner import Outcome, StageBase
+from prm_annotate.scheduler import Job, one_unit_each, run_jobs
+
+
+class ModelStage(StageBase):
+    """A stage whose work is rounds of generation. It says what one unit of input does (`job`, a
+    generator of request rounds: see prm_annotate/scheduler.py); the scheduler keeps many units
+    in flight on the engine. `lockstep` runs the pre-scheduler baseline instead (benchmarks)."""
+
+    engine: Engine
+    stats: Counter
+    lockstep: bool = False
+
+    def units(self, records: Iterable[Record]) -> Iterator[list[Any]]:
+        """The input cut into units that run as one job; by default every record alone."""
+        return one_unit_each(records)
+
+    def job(self, unit: list[Any]) -> Job:
+        raise NotImplementedError
+
+    def stream(self, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
+        return run_jobs(self.engine, self.units(records), self.job, window=window, lockstep=self.lockstep,
+                        stats=self.stats)
+
+    def process(self, batch: list[Any]) -> list[Outcome]:
+        return [o for outcomes in self.stream(iter(batch), max(1, len(batch))) for o in outcomes]
 
 
 def generate(engine: Engine, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:

@@ -15,11 +15,11 @@ from typing import Any, Iterable
 
 from prm_annotate.grading import Agreement, Grader
 from prm_annotate.records import GradeInput
-from prm_annotate.runner import Outcome
+from prm_annotate.runner import Outcome, StageBase
 from prm_annotate.steps import DEFAULT_SEP, join_steps
 
 
-class GradeStage:
+class GradeStage(StageBase):
     name = "grade"
     input_model = GradeInput
 

@@ -31,7 +31,8 @@ from prm_annotate.prompting import render_judge_prompt
 from prm_annotate.records import Response
 from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
-from prm_annotate.stages.common import generate
+from prm_annotate.scheduler import Job
+from prm_annotate.stages.common import ModelStage
 
 # Room for the longest forced answer ("<conclusion>\nIncorrect: paragraph 1234\n</conclusion>", 52 characters)
 # even with a byte-level tokenizer: a cut answer would not parse.
@@ -46,7 +47,7 @@ def style_for(prompt: str, style: str | None) -> Style:
     return STYLES[name]
 
 
-class JudgeStage:
+class JudgeStage(ModelStage):
     name = "judge"
     input_model = Response
 
@@ -86,71 +87,62 @@ class JudgeStage:
         self.stats["cached_prompt_tokens"] += result.cached_prompt_tokens or 0
         self.stats["generated_tokens"] += result.generated_tokens
 
-    def process(self, batch: list[Response]) -> Iterable[Outcome]:
-        jobs = [(record, vote) for record in batch for vote in range(self.votes)]
-        requests = [self._request(r, v, stop=(self.style.answer_lead,) if self.constrained else ()) for r, v in jobs]
-        results = generate(self.engine, requests)
+    def job(self, unit: list[Response]) -> Job:
+        """One response: its votes, each (constrained) followed by a forced answer, then parsed."""
+        (record,) = unit
+        requests = [self._request(record, v, stop=(self.style.answer_lead,) if self.constrained else ())
+                    for v in range(self.votes)]
+        results = yield requests
         texts: dict[str, str] = {}
-        tokens: Counter = Counter()
-        errors: dict[str, str] = {}
-        for (record, vote), request in zip(jobs, requests):
+        tokens = 0
+        for vote, request in enumerate(requests):
             result = results[request.key]
             self._count(result)
-            tokens[record.id] += result.generated_tokens
+            tokens += result.generated_tokens
             if not result.ok:
-                errors.setdefault(record.id, f"vote {vote}: {result.error}")
-            else:
-                texts[request.key] = result.texts[0]
+                return [Outcome(record.id, error=f"vote {vote}: {result.error}")]
+            texts[request.key] = result.texts[0]
         if self.constrained:
-            self._force_answers(jobs, requests, texts, tokens, errors)
-        for record in batch:
-            if record.id in errors:
-                yield Outcome(record.id, error=errors[record.id])
-                continue
-            votes: list[int | None] = []
-            failures: list[str] = []
-            for vote in range(self.votes):
-                try:
-                    votes.append(self.style.parse(texts[f"{record.id}\x00{vote}"], len(record.steps)))
-                except ParseFailure as exc:
-                    votes.append(None)
-                    failures.append(str(exc))
-            self.stats["votes"] += len(votes)
-            self.stats["parse_failures"] += len(failures)
-            out = record.dump()
-            out["judge"] = {
-                "first_error": aggregate_votes(votes), "votes": votes, "parse_failures": len(failures),
-                "model": self.engine_info.get("model", self.engine.model), "prompt": self.prompt.name,
-                "prompt_sha256": self.prompt.sha256, "style": self.style.name, "constrained": self.constrained,
-                "temperature": self.temperature, "generated_tokens": tokens[record.id],
-                "outputs": [texts[f"{record.id}\x00{v}"] for v in range(self.votes)],
-            }
-            if failures:
-                out["judge"]["parse_errors"] = failures
-            self.stats["no_verdict"] += out["judge"]["first_error"] is None
-            yield Outcome.one(out)
-
-    def _force_answers(self, jobs: list[tuple[Response, int]], requests: list[GenerationRequest],
-                       texts: dict[str, str], tokens: Counter, errors: dict[str, str]) -> None:
-        """Second pass: continue each free analysis with a forced answer (lead included)."""
-        follow: list[GenerationRequest] = []
-        for (record, vote), request in zip(jobs, requests):
-            if record.id in errors:
-                continue
-            analysis = texts[request.key]
-            follow.append(GenerationRequest(
-                key=request.key,
-                messages=request.messages + ({"role": "assistant", "content": analysis},),
-                continue_final=True, temperature=self.temperature, top_p=self.top_p, max_tokens=FORCED_ANSWER_TOKENS,
-                seed=derive_seed("judge-answer", record.id, vote, self.seed),
-                guided_regex=self.style.answer_regex(len(record.steps))))
-        results = generate(self.engine, follow)
-        for request in follow:
-            result = results[request.key]
-            self._count(result)
-            rid = request.key.split("\x00")[0]
-            tokens[rid] += result.generated_tokens
-            if not result.ok:
-                errors.setdefault(rid, f"forced answer: {result.error}")
-            else:
+            follow = [self._forced_answer(record, vote, request, texts[request.key])
+                      for vote, request in enumerate(requests)]
+            results = yield follow
+            for request in follow:
+                result = results[request.key]
+                self._count(result)
+                tokens += result.generated_tokens
+                if not result.ok:
+                    return [Outcome(record.id, error=f"forced answer: {result.error}")]
                 texts[request.key] = request.messages[-1]["content"] + result.texts[0]
+        votes: list[int | None] = []
+        failures: list[str] = []
+        for vote in range(self.votes):
+            try:
+                votes.append(self.style.parse(texts[f"{record.id}\x00{vote}"], len(record.steps)))
+            except ParseFailure as exc:
+                votes.append(None)
+                failures.append(str(exc))
+        self.stats["votes"] += len(votes)
+        self.stats["parse_failures"] += len(failures)
+        out = record.dump()
+        out["judge"] = {
+            "first_error": aggregate_votes(votes), "votes": votes, "parse_failures": len(failures),
+            "model": self.engine_info.get("model", self.engine.model), "prompt": self.prompt.name,
+            "prompt_sha256": self.prompt.sha256, "style": self.style.name, "constrained": self.constrained,
+            "temperature": self.temperature, "generated_tokens": tokens,
+            "outputs": [texts[f"{record.id}\x00{v}"] for v in range(self.votes)],
+        }
+        if failures:
+            out["judge"]["parse_errors"] = failures
+        self.stats["no_verdict"] += out["judge"]["first_error"] is None
+        return [Outcome.one(out)]
+
+    def _forced_answer(self, record: Response, vote: int, request: GenerationRequest,
+                       analysis: str) -> GenerationRequest:
+        """The second pass of a constrained vote: its free analysis continued with a forced answer
+        (lead included)."""
+        return GenerationRequest(
+            key=request.key,
+            messages=request.messages + ({"role": "assistant", "content": analysis},),
+            continue_final=True, temperature=self.temperature, top_p=self.top_p, max_tokens=FORCED_ANSWER_TOKENS,
+            seed=derive_seed("judge-answer", record.id, vote, self.seed),
+            guided_regex=self.style.answer_regex(len(record.steps)))

@@ -4,8 +4,9 @@ For step i the completer continues the response's own assistant turn from the pr
 `join(steps[: i + 1]) + sep` (the conversation the policy saw, the partial answer left open), so
 all completions of a response share one cached prefix. Each completion is graded against the
 gold answer on the whole text (prefix + completion): the solution that continuation makes.
-Which probes run is the strategy's business (prm_annotate/strategies); every round of every
-record in a batch goes to the engine in one call.
+Which probes run is the strategy's business (prm_annotate/strategies); each record (or, with
+shared prefixes, each problem's group of responses) is one job on the scheduler: its next round
+goes to the engine as soon as its last round is back and graded, while other records generate.
 
 Decisions:
 - The last step is never rolled out: the response's own graded answer decides it (score 1.0 or
@@ -22,22 +23,24 @@ Decisions:
 - `share_prefixes=True`: a completion's seed comes from what it continues (problem text, step
   prefix text, completion index, --seed) instead of the response id, so responses of one problem
   with identical step prefixes ask for identical completions; each is generated and graded once
-  per batch and its result handed to every response that asked (also to a later round's ask).
+  per problem and its result handed to every response that asked (also to a later round's ask).
+  Sharing is among consecutive responses of the same problem and answer (as `sample` writes them):
+  they run as one unit, in rounds, so what is shared and witnessed does not depend on timing,
+  `--batch-size` or which other records are in flight.
   A record's `mc.completions`/`generated_tokens` count every completion its labels rest on,
   `mc.shared_completions` how many of them another response paid for; the stage's
   `engine_completions` and `generated_tokens` count what the engine did.
   With a strategy that `uses_witnesses` (binary, scan), sharing also uses witnesses: a prefix
   that begins a solution known to reach the gold answer (every prefix of a correct response of
-  the batch, and of prefix + a right completion) is answered as a 1 without sampling; the
+  the problem, and of prefix + a right completion) is answered as a 1 without sampling; the
   record's `mc.witnessed` lists those steps.
 """
 from __future__ import annotations
 
 import hashlib
-import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import orjson
 from pydantic import Field
@@ -48,7 +51,8 @@ from prm_annotate.prompt_files import PromptFile, load_prompt
 from prm_annotate.records import Response
 from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
-from prm_annotate.stages.common import chat, generate
+from prm_annotate.scheduler import Job, one_unit_each
+from prm_annotate.stages.common import ModelStage, chat
 from prm_annotate.stages.sample import SYSTEM_PROMPTS
 from prm_annotate.steps import DEFAULT_SEP, join_steps, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, Strategy, get_strategy
@@ -74,7 +78,7 @@ class _Work:
     probes: list[Probe] = field(default_factory=list)
 
 
-class RolloutStage:
+class RolloutStage(ModelStage):
     name = "rollout"
     input_model = RolloutInput
 
@@ -134,16 +138,28 @@ class RolloutStage:
         self.stats["responses_graded_here"] += len(ungraded)
         return [r.correct if r.correct is not None else graded[r.id] for r in batch]
 
-    def process(self, batch: list[RolloutInput]) -> Iterable[Outcome]:
-        # Wall time in and out of the engine (ms), so a run shows what request building and
-        # grading cost next to generation.
-        started = time.perf_counter()
-        engine_seconds = 0.0
+    def units(self, records: Iterable[RolloutInput]) -> Iterator[list[RolloutInput]]:
+        """With shared prefixes, the consecutive responses of one problem (same problem text and
+        answer) are one unit: they share completions and witnesses. Otherwise each response alone."""
+        if not self.share_prefixes:
+            yield from one_unit_each(records)
+            return
+        group: list[RolloutInput] = []
+        for record in records:
+            if group and (record.problem, record.answer) != (group[0].problem, group[0].answer):
+                yield group
+                group = []
+            group.append(record)
+        if group:
+            yield group
+
+    def job(self, unit: list[RolloutInput]) -> Job:
+        """The rounds of one unit: every plan's next probes at once, graded when they are all back."""
         work = [_Work(r, self.strategy.plan(len(r.steps), self.k, self.threshold, last), last)
-                for r, last in zip(batch, self._last_correct(batch))]
-        # Completed (and graded) requests of this batch by key, for sharing across rounds.
+                for r, last in zip(unit, self._last_correct(unit))]
+        # Completed (and graded) requests of this unit by key, for sharing across rounds.
         done: dict[str, tuple[GenerationResult, Any]] = {}
-        use_witnesses = self.share_prefixes and getattr(self.strategy, "uses_witnesses", False)
+        use_witnesses = self.share_prefixes and self.strategy.uses_witnesses
         witnesses: set[tuple[str, str, str]] = set()
         if use_witnesses:
             for w in work:
@@ -168,9 +184,7 @@ class RolloutStage:
             if not asks and not by_work:
                 break
             self.stats["rounds"] += 1
-            t0 = time.perf_counter()
-            results = generate(self.engine, list(requests.values()))
-            engine_seconds += time.perf_counter() - t0
+            results = (yield list(requests.values())) if requests else {}
             ok_keys: list[str] = []
             for key, result in results.items():
                 self.stats["prompt_tokens"] += result.prompt_tokens
@@ -203,11 +217,8 @@ class RolloutStage:
             for w in work:
                 if w.error is None:
                     w.plan.observe(by_work.get(id(w), []))
-        outcomes = [Outcome(w.record.id, error=w.error) if w.error is not None else Outcome.one(self._rollout(w))
-                    for w in work]
-        self.stats["engine_ms"] += round(engine_seconds * 1000)
-        self.stats["stage_ms"] += round((time.perf_counter() - started) * 1000)
-        return outcomes
+        return [Outcome(w.record.id, error=w.error) if w.error is not None else Outcome.one(self._rollout(w))
+                for w in work]
 
     def _witness_key(self, record: RolloutInput, steps: list[str]) -> tuple[str, str, str]:
         return record.problem, record.answer, join_steps(steps, self.step_sep)

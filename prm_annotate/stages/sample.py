@@ -21,7 +21,8 @@ from prm_annotate.prompt_files import PromptFile, load_prompt
 from prm_annotate.records import Problem
 from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
-from prm_annotate.stages.common import chat, generate
+from prm_annotate.scheduler import Job
+from prm_annotate.stages.common import ModelStage, chat
 from prm_annotate.steps import DEFAULT_SEP, split_steps
 
 SYSTEM_PROMPTS = {"default": "sample_system.txt"}
@@ -31,7 +32,7 @@ def response_id(problem_id: str, index: int) -> str:
     return f"{problem_id}/{index}"
 
 
-class SampleStage:
+class SampleStage(ModelStage):
     name = "sample"
     input_model = Problem
 
@@ -71,44 +72,35 @@ class SampleStage:
             seed=self._seed(problem.id, index, attempt),
         )
 
-    def process(self, batch: list[Problem]) -> Iterable[Outcome]:
-        # Sample (problem, index) -> the accepted result and its attempt.
-        todo = [(p, i) for p in batch for i in range(self.n)]
-        got: dict[tuple[str, int], tuple[GenerationResult, int]] = {}
-        failed: dict[str, str] = {}
+    def job(self, unit: list[Problem]) -> Job:
+        """One problem: its n samples, blank ones drawn again, graded when all are in."""
+        (problem,) = unit
+        todo = list(range(self.n))
+        got: dict[int, tuple[GenerationResult, int]] = {}
         for attempt in range(self.empty_retries + 1):
             if not todo:
                 break
-            requests = [self._request(p, i, attempt) for p, i in todo]
-            results = generate(self.engine, requests)
+            requests = [self._request(problem, i, attempt) for i in todo]
+            results = yield requests
             retry = []
-            for (problem, index), request in zip(todo, requests):
+            for index, request in zip(todo, requests):
                 result = results[request.key]
                 self.stats["prompt_tokens"] += result.prompt_tokens
                 self.stats["generated_tokens"] += result.generated_tokens
                 if not result.ok:
-                    failed.setdefault(problem.id, f"sample {index}: {result.error}")
-                elif not split_steps(result.texts[0], self.step_sep):
+                    return [Outcome(problem.id, error=f"sample {index}: {result.error}")]
+                if not split_steps(result.texts[0], self.step_sep):
                     self.stats["blank_samples"] += 1
-                    retry.append((problem, index))
+                    retry.append(index)
                 else:
-                    got[(problem.id, index)] = (result, attempt)
-            todo = [(p, i) for p, i in retry if p.id not in failed]
-        for problem, index in todo:
-            failed.setdefault(problem.id, f"sample {index}: blank text in all {self.empty_retries + 1} attempts")
-
-        finished = [(p, i) for p in batch if p.id not in failed for i in range(self.n)]
-        texts = [got[(p.id, i)][0].texts[0] for p, i in finished]
-        verdicts = self.grader.grade_many([(p.answer, t) for (p, _), t in zip(finished, texts)])
-        records: dict[str, list[dict[str, Any]]] = {}
-        for (problem, index), text, verdict in zip(finished, texts, verdicts):
-            result, attempt = got[(problem.id, index)]
-            records.setdefault(problem.id, []).append(self._response(problem, index, text, verdict, result, attempt))
-        for problem in batch:
-            if problem.id in failed:
-                yield Outcome(problem.id, error=failed[problem.id])
-            else:
-                yield Outcome(problem.id, records[problem.id])
+                    got[index] = (result, attempt)
+            todo = retry
+        if todo:
+            return [Outcome(problem.id, error=f"sample {todo[0]}: blank text in all {self.empty_retries + 1} attempts")]
+        texts = [got[i][0].texts[0] for i in range(self.n)]
+        verdicts = self.grader.grade_many([(problem.answer, t) for t in texts])
+        return [Outcome(problem.id, [self._response(problem, i, text, verdict, *got[i])
+                                     for i, (text, verdict) in enumerate(zip(texts, verdicts))])]
 
     def _response(self, problem: Problem, index: int, text: str, verdict: Any, result: GenerationResult,
                   attempt: int) -> dict[str, Any]:

@@ -13,14 +13,14 @@ from typing import Any, Iterable
 
 from prm_annotate.prm import prm_token_ids, tag_in_text
 from prm_annotate.records import Response
-from prm_annotate.runner import Outcome
+from prm_annotate.runner import Outcome, StageBase
 
 
 def first_below(scores: list[float], threshold: float) -> int:
     return next((i for i, s in enumerate(scores) if s < threshold), -1)
 
 
-class ScoreStage:
+class ScoreStage(StageBase):
     name = "score"
     input_model = Response
 
