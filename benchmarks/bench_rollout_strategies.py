@@ -31,7 +31,8 @@ def log(msg: str) -> None:
 
 def world_workload(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
-    from testing.rollout_bench import compare_strategies, format_table, sample_responses, variants
+    from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,
+                                       sample_responses, variants)
     from prm_annotate.world import POLICY_DIR, make_problems, true_first_error
 
     problems = make_problems(args.problems, seed=args.seed, split="bench")
@@ -44,8 +45,10 @@ def world_workload(args) -> str:
         flawed = sum(1 for r in responses if r["correct"] and truth[r["id"]] >= 0)
         steps = sum(len(r["steps"]) for r in responses) / len(responses)
         log(f"world: {len(responses)} responses in {time.perf_counter() - t0:.1f} s")
-        rows = compare_strategies(engine, responses, variants(), k=args.k, max_tokens=128,
-                                  batch_size=args.n * 8, truth=lambda r: truth[r["id"]], seed=args.seed,
+        chosen = variants()
+        baselines = [lockstep(v) for v in chosen if v.label in ("exhaustive", "binary +share")]
+        rows = compare_strategies(engine, responses, chosen + baselines, k=args.k, max_tokens=128,
+                                  window=args.window, truth=lambda r: truth[r["id"]], seed=args.seed,
                                   progress=log)
     finally:
         engine.close()
@@ -53,14 +56,15 @@ def world_workload(args) -> str:
             f"K={args.k}, {steps:.1f} steps per response; {right} of {len(responses)} final answers right "
             f"({flawed} of them with a wrong step); {sum(v >= 0 for v in truth.values())} responses have a "
             f"true first error.")
-    return head + "\n\n" + format_table(rows)
+    return head + "\n\n" + format_table(rows) + "\n\nTargets:\n" + format_targets(rows)
 
 
 def smollm2_workload(args) -> str:
     from prm_annotate.demo_models import prepare_smollm2
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.formats import read_records
-    from testing.rollout_bench import compare_strategies, format_table, sample_responses, variants
+    from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,
+                                       sample_responses, variants)
 
     problems = [rec for _, rec in read_records(args.gsm8k, "gsm8k")][: args.smollm2_problems]
     # SmolLM2 mostly breaks lines with a single newline: "\n" gives it steps of about a sentence.
@@ -75,8 +79,9 @@ def smollm2_workload(args) -> str:
         right = sum(bool(r["correct"]) for r in responses)
         steps = sum(len(r["steps"]) for r in responses) / len(responses)
         chosen = [v for v in variants(shared=False) if v.label != "scan verify"]
+        chosen.append(lockstep(chosen[0]))
         rows = compare_strategies(engine, responses, chosen, k=args.smollm2_k,
-                                  max_tokens=args.smollm2_max_tokens, batch_size=len(responses), seed=args.seed,
+                                  max_tokens=args.smollm2_max_tokens, window=args.window, seed=args.seed,
                                   progress=log, step_sep=sep)
     finally:
         engine.close()
@@ -84,7 +89,7 @@ def smollm2_workload(args) -> str:
             f"K={args.smollm2_k}, max {args.smollm2_max_tokens} tokens, steps split on {sep!r}, "
             f"{steps:.1f} steps per response; "
             f"{right} of {len(responses)} final answers right (no true first error: accuracy not measured).")
-    return head + "\n\n" + format_table(rows)
+    return head + "\n\n" + format_table(rows) + "\n\nTargets:\n" + format_targets(rows)
 
 
 def main() -> None:
@@ -93,6 +98,8 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=4, help="responses per problem")
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--window", type=int, default=32,
+                        help="records in flight (lock-step rows: records per batch), as rollout's --batch-size")
     parser.add_argument("--smollm2", action="store_true", help="also run the (slow) SmolLM2 GSM8K workload")
     parser.add_argument("--smollm2-only", action="store_true")
     parser.add_argument("--gsm8k", type=Path, default=GSM8K, help="GSM8K-format problems for the SmolLM2 workload")

@@ -141,7 +141,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
         except Exception as exc:  # the engine's own failure: these requests fail, their records are left for a rerun
             for s in sent:
                 deliver(GenerationResult(key=s.key, error=f"engine failed: {type(exc).__name__}: {exc}"))
-        clock.set(clock.streams and bool(outstanding))
+        clock.set(clock.streams and engine.in_flight() > 0)
 
     def deliver(result: GenerationResult) -> None:
         got = outstanding.pop(result.key, None)
@@ -174,11 +174,12 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             except Exception as exc:
                 message = f"engine failed: {type(exc).__name__}: {exc}"
                 results = [GenerationResult(key=k, error=message) for k in list(outstanding)]
+            # While the results are graded, the engine is busy only with what it still runs.
+            clock.set(clock.streams and engine.in_flight() > 0)
             if not results and not engine.in_flight():
                 results = [GenerationResult(key=k, error="the engine returned no result") for k in list(outstanding)]
             for result in results:
                 deliver(result)
-            clock.set(clock.streams and bool(outstanding))
             admit()
         if bad_input is not None:
             raise bad_input

@@ -5,7 +5,8 @@ same seeds, in one run; costs and label quality as ratios to exhaustive.
     rows = compare_strategies(engine, responses, variants(), k=8, truth=...)
     print(format_table(rows))
 
-Cost is what the engine did (generated tokens, completions, wall time). Agreement is
+Cost is what the engine did (generated tokens, completions, wall time, and the engine's busy
+share). Lock-step rows run the same strategy in the pre-scheduler mode, as the baseline. Agreement is
 `first_error` equal to exhaustive's with the same seed scheme (per-response seeds, or prefix
 seeds when prefixes are shared: a different but equally valid sample). Accuracy is `first_error`
 equal to the true first error, where the workload has one (the arithmetic world).
@@ -34,6 +35,12 @@ class Variant:
     label: str
     make: Callable[[], Strategy]
     share_prefixes: bool = False
+    # The pre-scheduler baseline: batches of `window` records in lock-step rounds.
+    lockstep: bool = False
+
+
+def lockstep(variant: Variant) -> Variant:
+    return Variant(f"{variant.label} (lock-step)", variant.make, variant.share_prefixes, True)
 
 
 def variants(shared: bool = True) -> list[Variant]:
@@ -56,6 +63,7 @@ class Row:
     completions: int
     wall: float
     first_errors: dict[str, int]
+    busy: float  # the engine's busy share: time with requests in flight / the stage's wall time
     agree: float | None = None  # with exhaustive of the same seed scheme
     accuracy: float | None = None  # vs the true first error
     accuracy_correct: float | None = None  # on responses with a right final answer
@@ -77,17 +85,18 @@ def sample_responses(engine: Engine, problems: list[dict], *, n: int, temperatur
 
 
 def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: int, max_tokens: int,
-                batch_size: int, seed: int = 0, temperature: float = 0.7, step_sep: str = DEFAULT_SEP) -> Row:
+                window: int, seed: int = 0, temperature: float = 0.7, step_sep: str = DEFAULT_SEP) -> Row:
+    """One rollout run over all responses, as the runner streams them: at most `window` records
+    in flight (lock-step: batches of `window`)."""
     stage = RolloutStage(engine, k=k, strategy=variant.make(), max_tokens=max_tokens, seed=seed,
                          temperature=temperature, share_prefixes=variant.share_prefixes, step_sep=step_sep)
+    stage.lockstep = variant.lockstep
     records = [RolloutInput.model_validate(r) for r in responses]
     first_errors: dict[str, int] = {}
     started = time.perf_counter()
     try:
-        # Batches hold whole problems (sample writes a problem's responses together), so prefix
-        # sharing sees every response of a problem.
-        for i in range(0, len(records), batch_size):
-            for outcome in stage.process(records[i: i + batch_size]):
+        for outcomes in stage.stream(iter(records), window):
+            for outcome in outcomes:
                 if outcome.error is not None:
                     raise RuntimeError(f"{outcome.id}: {outcome.error}")
                 first_errors[outcome.id] = outcome.records[0]["mc"]["first_error"]
@@ -96,6 +105,7 @@ def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: i
     wall = time.perf_counter() - started
     return Row(variant.label, variant.share_prefixes, stage.stats["generated_tokens"],
                stage.stats["engine_completions"], wall, first_errors,
+               busy=stage.stats["engine_busy_ms"] / max(1, stage.stats["scheduler_ms"]),
                extra={"rounds": stage.stats["rounds"], "records_completions": stage.stats["completions"]})
 
 
@@ -118,17 +128,17 @@ def score_rows(rows: list[Row], responses: list[dict], truth: Callable[[dict], i
 
 
 def compare_strategies(engine: Engine, responses: list[dict], chosen: list[Variant], *, k: int,
-                       max_tokens: int, batch_size: int, truth: Callable[[dict], int] | None = None,
+                       max_tokens: int, window: int, truth: Callable[[dict], int] | None = None,
                        seed: int = 0, progress: Callable[[str], None] | None = None,
                        step_sep: str = DEFAULT_SEP) -> list[Row]:
     rows = []
     for variant in chosen:
-        row = run_variant(engine, responses, variant, k=k, max_tokens=max_tokens, batch_size=batch_size,
+        row = run_variant(engine, responses, variant, k=k, max_tokens=max_tokens, window=window,
                           seed=seed, step_sep=step_sep)
         rows.append(row)
         if progress:
             progress(f"{variant.label}: {row.generated_tokens:,} tokens, {row.completions:,} completions, "
-                     f"{row.wall:.1f} s")
+                     f"{row.wall:.1f} s, engine busy {row.busy:.0%}")
     score_rows(rows, responses, truth)
     return rows
 
@@ -140,13 +150,38 @@ def _pct(x: float | None) -> str:
 def format_table(rows: list[Row]) -> str:
     """A Markdown table; costs also as ratios to the first (exhaustive) row."""
     base = rows[0]
-    lines = ["| strategy | generated tokens | x fewer | completions | x fewer | wall s | x faster | "
+    lines = ["| strategy | generated tokens | x fewer | completions | x fewer | wall s | x faster | engine busy | "
              "agree w/ exhaustive | acc vs truth | acc (right answer) | acc (wrong answer) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
             f"| {r.label} | {r.generated_tokens:,} | {base.generated_tokens / max(1, r.generated_tokens):.2f} | "
             f"{r.completions:,} | {base.completions / max(1, r.completions):.2f} | {r.wall:.1f} | "
-            f"{base.wall / max(1e-9, r.wall):.2f} | {_pct(r.agree)} | {_pct(r.accuracy)} | "
+            f"{base.wall / max(1e-9, r.wall):.2f} | {r.busy:.0%} | {_pct(r.agree)} | {_pct(r.accuracy)} | "
             f"{_pct(r.accuracy_correct)} | {_pct(r.accuracy_wrong)} |")
     return "\n".join(lines)
+
+
+def check_targets(rows: list[Row]) -> list[tuple[str, bool]]:
+    """The scheduler's targets (issue #17), each as (statement with the figures, met?)."""
+    by = {r.label: r for r in rows}
+    ex = by["exhaustive"]
+    out: list[tuple[str, bool]] = []
+    if "exhaustive (lock-step)" in by:
+        lock = by["exhaustive (lock-step)"]
+        out.append((f"exhaustive no slower than lock-step: {ex.wall:.1f} s vs {lock.wall:.1f} s",
+                    ex.wall <= lock.wall))
+    out.append((f"exhaustive keeps the engine busy >= 90%: {ex.busy:.0%}", ex.busy >= 0.9))
+    for r in rows:
+        if r.label != "exhaustive" and not r.label.startswith("exhaustive") and "lock-step" not in r.label:
+            out.append((f"{r.label} faster than exhaustive: x{ex.wall / r.wall:.2f}", r.wall < ex.wall))
+    if "binary +share" in by:
+        b = by["binary +share"]
+        tokens, wall = ex.generated_tokens / max(1, b.generated_tokens), ex.wall / b.wall
+        out.append((f"binary +share wall ratio >= 0.8 x its token ratio: x{wall:.2f} vs 0.8 x {tokens:.2f} = "
+                    f"{0.8 * tokens:.2f}", wall >= 0.8 * tokens))
+    return out
+
+
+def format_targets(rows: list[Row]) -> str:
+    return "\n".join(f"- [{'met' if ok else 'NOT met'}] {text}" for text, ok in check_targets(rows))

@@ -147,6 +147,9 @@ class VLLMEngine(Streaming):
             raise EngineStartError(f"vLLM engine for {model} did not start: {exc}") from exc
         self._tokenizer = self._llm.get_tokenizer()
         self.max_model_len: int = self._llm.llm_engine.model_config.max_model_len
+        # What `LLM.generate` does with a prompt before `add_request`, where this vLLM has it (0.11+:
+        # raw prompts there are deprecated); older versions take the prompt as it is.
+        self._engine_input = getattr(self._llm, "_preprocess_cmpl_one", lambda prompt: prompt)
         self._counter = itertools.count()
         self._running: dict[str, str] = {}  # vLLM request id -> our key
         self._ready: list[GenerationResult] = []  # finished, not yet returned by poll
@@ -188,7 +191,8 @@ class VLLMEngine(Streaming):
             request_id = str(next(self._counter))
             self._keys.add(r.key)
             try:
-                self._llm.llm_engine.add_request(request_id, TokensPrompt(prompt_token_ids=ids), params)
+                self._llm.llm_engine.add_request(request_id, self._engine_input(TokensPrompt(prompt_token_ids=ids)),
+                                                 params)
             except ValueError as exc:  # vLLM refused this request's parameters; the others go on
                 self._ready.append(GenerationResult(key=r.key, prompt_tokens=len(ids), error=f"refused: {exc}"))
                 continue

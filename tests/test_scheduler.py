@@ -1,0 +1,230 @@
+"""The scheduler's own rules, on a streaming stand-in engine whose requests finish in an order the
+test chooses (pure logic; the real engine's runs are in test_scheduler_engine.py)."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from prm_annotate.engines.base import GenerationRequest, GenerationResult
+from prm_annotate.errors import InputError
+from prm_annotate.runner import Outcome
+from prm_annotate.scheduler import run_jobs
+
+
+class Streaming:
+    """Finishes in flight requests one `poll` at a time, the one with the fewest `max_tokens`
+    first (ties: oldest first); records what was in flight when each request was submitted."""
+
+    model = "streaming-stand-in"
+
+    def __init__(self, fail_poll_at: int | None = None):
+        self.running: list[GenerationRequest] = []
+        self.log: list[tuple[str, str]] = []  # ("submit"|"done", key)
+        self.peak = 0
+        self.polls = 0
+        self.fail_poll_at = fail_poll_at
+
+    def submit(self, requests):
+        keys = {r.key for r in self.running}
+        for r in requests:
+            assert r.key not in keys, f"duplicate key in flight: {r.key}"
+            self.running.append(r)
+            self.log.append(("submit", r.key))
+        self.peak = max(self.peak, len(self.running))
+
+    def poll(self):
+        self.polls += 1
+        if self.fail_poll_at is not None and self.polls == self.fail_poll_at:
+            raise RuntimeError("engine died")
+        if not self.running:
+            return []
+        first = min(self.running, key=lambda r: r.max_tokens)
+        self.running.remove(first)
+        self.log.append(("done", first.key))
+        return [GenerationResult(key=first.key, texts=[first.messages[0]["content"]] * first.n, generated_tokens=1)]
+
+    def in_flight(self):
+        return len(self.running)
+
+    def close(self):
+        pass
+
+
+def request(key: str, text: str, duration: int) -> GenerationRequest:
+    return GenerationRequest(key=key, messages=({"role": "user", "content": text},), max_tokens=duration)
+
+
+def rounds_job(rounds: list[int]):
+    """A job for record `name` that runs one request per round, each taking the given duration."""
+
+    def start(unit):
+        (name,) = unit
+        texts = []
+        for i, duration in enumerate(rounds[name] if isinstance(rounds, dict) else rounds):
+            results = yield [request(f"r{i}", f"{name}:{i}", duration)]
+            result = results[f"r{i}"]
+            if not result.ok:
+                return [Outcome(name, error=result.error)]
+            texts.append(result.texts[0])
+        return [Outcome(name, [{"id": name, "texts": texts}])]
+
+    return start
+
+
+def run(engine, names, start, window, **kw):
+    return [o for outs in run_jobs(engine, ([n] for n in names), start, window=window, **kw) for o in outs]
+
+
+def test_outcomes_come_in_input_order_whatever_finishes_first():
+    # "a" is slow (long rounds), "b".."d" fast: they finish first but are written after "a".
+    durations = {"a": [50, 50, 50], "b": [1], "c": [2, 2], "d": [1]}
+    engine = Streaming()
+    out = run(engine, list("abcd"), rounds_job(durations), window=4)
+    assert [o.id for o in out] == list("abcd")
+    assert out[0].records[0]["texts"] == ["a:0", "a:1", "a:2"]
+    done = [k for what, k in engine.log if what == "done"]
+    assert done.index("1\x1fr0") < done.index("0\x1fr0")  # "b" (job 1) really finished before "a" (job 0)
+
+
+def test_a_job_advances_while_others_are_still_generating():
+    # "a" has three short rounds, "b" one long one: a's later rounds are submitted while b's
+    # request is still in flight (lock-step would wait for b before a's second round).
+    durations = {"a": [1, 1, 1], "b": [100]}
+    engine = Streaming()
+    run(engine, ["a", "b"], rounds_job(durations), window=2)
+    b_done = engine.log.index(("done", "1\x1fr0"))
+    assert engine.log.index(("submit", "0\x1fr2")) < b_done
+
+    lock = Streaming()
+    run(lock, ["a", "b"], rounds_job(durations), window=2, lockstep=True)
+    # In lock-step the stand-in only ever sees LockStep's whole-batch generate: never here.
+    assert lock.log == []
+
+
+def test_lockstep_and_streaming_give_the_same_outcomes():
+    durations = {name: [(i * 7) % 5 + 1 for i in range(name_len)] for name_len, name in
+                 zip([1, 3, 2, 4, 1, 2], "abcdef")}
+    streamed = run(Streaming(), list("abcdef"), rounds_job(durations), window=3)
+
+    class Batch:  # whole batches: what LockStep hands on
+        model = "batch"
+
+        def generate(self, requests):
+            return {r.key: GenerationResult(key=r.key, texts=[r.messages[0]["content"]]) for r in requests}
+
+        def close(self):
+            pass
+
+    stepped = run(Batch(), list("abcdef"), rounds_job(durations), window=3, lockstep=True)
+    assert [(o.id, o.records) for o in streamed] == [(o.id, o.records) for o in stepped]
+
+
+@pytest.mark.parametrize("window", [1, 2, 5])
+def test_the_window_bounds_the_records_in_flight(window):
+    active, peak = 0, 0
+
+    def start(unit):
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        yield [request("x", unit[0], 3)]
+        active -= 1
+        return [Outcome(unit[0], [{"id": unit[0]}])]
+
+    out = run(Streaming(), [f"r{i}" for i in range(20)], start, window=window)
+    assert len(out) == 20 and peak == window
+
+
+def test_waiting_outcomes_are_bounded_too():
+    # The first record never finishes until the end; the others finish at once. Admission must
+    # stop once 4 x window records wait behind it, instead of reading the whole input.
+    admitted = []
+
+    def names():
+        for i in range(1000):
+            admitted.append(i)
+            yield [f"r{i}"]
+
+    def start(unit):
+        duration = 10_000 if unit[0] == "r0" else 1
+        yield [request("x", unit[0], duration)]
+        return [Outcome(unit[0], [{"id": unit[0]}])]
+
+    engine = Streaming()
+    gen = run_jobs(engine, names(), start, window=2)
+    first = next(gen)
+    assert [o.id for o in first][0] == "r0"
+    assert engine.peak <= 2 * 4 + 1
+    list(gen)
+    assert len(admitted) == 1000
+
+
+def test_a_failed_engine_fails_the_records_in_flight_and_the_run_goes_on():
+    engine = Streaming(fail_poll_at=2)
+    out = run(engine, list("abc"), rounds_job([1, 1]), window=3)
+    failed = [o for o in out if o.error]
+    assert failed and all("engine failed: RuntimeError: engine died" in o.error for o in failed)
+    assert [o.id for o in out] == list("abc")
+
+
+def test_wrong_number_of_texts_is_an_error_not_a_short_result():
+    class Short(Streaming):
+        def poll(self):
+            got = super().poll()
+            return [GenerationResult(key=r.key, texts=[]) for r in got]
+
+    out = run(Short(), ["a"], rounds_job([1]), window=1)
+    assert out[0].error == "the engine returned 0 of 1 texts"
+
+
+def test_a_bad_line_in_a_stream_finishes_the_records_before_it_then_raises():
+    def names():
+        yield ["a"]
+        yield ["b"]
+        raise InputError("in.jsonl", "line 3", "not JSON")
+
+    seen = []
+    with pytest.raises(InputError):
+        for outs in run_jobs(Streaming(), names(), rounds_job([2, 1]), window=8):
+            seen.extend(o.id for o in outs)
+    assert seen == ["a", "b"]
+
+
+def test_busy_share_counts_time_with_requests_in_flight():
+    # Lower bounds only (sleeps last at least as long as asked): the engine spends 5 ms per poll,
+    # a job 5 ms "grading" per round. Streaming, the last record's grading has nothing in flight
+    # around it only at the very end; in lock-step every round's grading is idle engine time.
+    import time
+
+    class Slow(Streaming):
+        def poll(self):
+            time.sleep(0.005)
+            return super().poll()
+
+    def start(unit):
+        for i in range(3):
+            yield [request(f"r{i}", unit[0], 1)]
+            time.sleep(0.005)
+        return [Outcome(unit[0], [{"id": unit[0]}])]
+
+    streamed: Counter = Counter()
+    engine = Slow()
+    run(engine, list("abcd"), start, window=4, stats=streamed)
+    assert streamed["engine_busy_ms"] >= 5 * engine.polls - 1
+    assert streamed["scheduler_ms"] >= streamed["engine_busy_ms"]
+
+    class SlowBatch:
+        model = "batch"
+
+        def generate(self, requests):
+            time.sleep(0.005)
+            return {r.key: GenerationResult(key=r.key, texts=["t"]) for r in requests}
+
+        def close(self):
+            pass
+
+    stepped: Counter = Counter()
+    run(SlowBatch(), list("abcd"), start, window=4, stats=stepped, lockstep=True)
+    assert stepped["engine_busy_ms"] >= 3 * 5 - 1  # three rounds, one generate call each
+    assert stepped["scheduler_ms"] - stepped["engine_busy_ms"] >= 4 * 3 * 5 - 1  # all grading idle
