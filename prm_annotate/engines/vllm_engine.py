@@ -18,13 +18,10 @@ from typing import Any, Sequence
 
 from prm_annotate.errors import ENGINE_INSTALL, UsageError, require
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, check_keys
+from prm_annotate.engines.defaults import GPU_MEMORY_UTILIZATION, SEED, TENSOR_PARALLEL_SIZE, vllm_args
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 
 log = logging.getLogger(__name__)
-
-# CPU defaults measured on this project's machines (see docs/vllm-cpu.md).
-CPU_KV_CACHE_GB = 1.0
-CPU_BLOCK_SIZE = 32  # the CPU default of 128 leaves short prompts out of the prefix cache
 
 
 class EngineStartError(RuntimeError):
@@ -63,8 +60,8 @@ class VLLMEngine:
     """`Engine` backed by an in-process `vllm.LLM`.
 
     Options left at None take vLLM's defaults, except on CPU (no CUDA), where the settings known
-    to work here are used: float32, eager mode, an explicit KV-cache budget (`kv_cache_gb`, default 1 GiB),
-    no chunked prefill (it crashes with per-request seeds) and 32-token blocks.
+    to work here are used (`engines/defaults.py`: float32, eager mode, an explicit KV-cache budget,
+    no chunked prefill, 32-token blocks).
     """
 
     def __init__(
@@ -73,11 +70,11 @@ class VLLMEngine:
         *,
         dtype: str | None = None,
         max_model_len: int | None = None,
-        tensor_parallel_size: int = 1,
-        gpu_memory_utilization: float = 0.9,
+        tensor_parallel_size: int = TENSOR_PARALLEL_SIZE,
+        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
         enforce_eager: bool | None = None,
         kv_cache_gb: float | None = None,
-        seed: int = 0,
+        seed: int = SEED,
         block_size: int | None = None,
         enable_chunked_prefill: bool | None = None,
         start_timeout: float | None = None,
@@ -101,33 +98,11 @@ class VLLMEngine:
         from vllm import LLM
         from vllm.platforms import current_platform
 
-        on_cpu = current_platform.is_cpu()
-        # float32 on CPU unless asked otherwise: bfloat16 gives wrong outputs on some CPUs.
-        self.dtype = dtype or ("float32" if on_cpu else "auto")
-        args: dict[str, Any] = dict(
-            model=model_path,
-            dtype=self.dtype,
-            tensor_parallel_size=tensor_parallel_size,
-            seed=seed,
-            enable_prefix_caching=True,
-        )
-        if max_model_len is not None:
-            args["max_model_len"] = max_model_len
-        if on_cpu:
-            args["enforce_eager"] = True if enforce_eager is None else enforce_eager
-            args["kv_cache_memory_bytes"] = int((kv_cache_gb or CPU_KV_CACHE_GB) * (1 << 30))
-            args["enable_chunked_prefill"] = bool(enable_chunked_prefill)
-            args["block_size"] = block_size or CPU_BLOCK_SIZE
-        else:
-            args["gpu_memory_utilization"] = gpu_memory_utilization
-            if enforce_eager is not None:
-                args["enforce_eager"] = enforce_eager
-            if kv_cache_gb is not None:
-                args["kv_cache_memory_bytes"] = int(kv_cache_gb * (1 << 30))
-            if enable_chunked_prefill is not None:
-                args["enable_chunked_prefill"] = enable_chunked_prefill
-            if block_size is not None:
-                args["block_size"] = block_size
+        args = vllm_args(model_path, cpu=current_platform.is_cpu(), dtype=dtype, max_model_len=max_model_len,
+                         tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
+                         enforce_eager=enforce_eager, kv_cache_gb=kv_cache_gb, seed=seed, block_size=block_size,
+                         enable_chunked_prefill=enable_chunked_prefill)
+        self.dtype = args["dtype"]
         args.update(extra_engine_args or {})
         self.engine_args = args
 
