@@ -1,13 +1,16 @@
 """The package's layout rules, read from its source (no import of it, so this is quick):
 
-- no import cycle between prm_annotate's modules, counting imports inside functions too (a lazy
-  import hides a cycle at start-up but it is still two modules that need each other);
+- no import cycle between prm_annotate's modules (nor lab's, nor testing's), counting imports inside
+  functions too (a lazy import hides a cycle at start-up but it is still two modules that need each
+  other);
 - the product imports nothing from beside it (lab/, testing/, tests/, benchmarks/).
 """
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "prm_annotate"
 
@@ -76,9 +79,12 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_the_package_has_no_import_cycle():
-    graph, _ = import_graph()
-    assert len(graph) > 50 and "prm_annotate.cli.model_stage" in graph  # the walk found the package
+@pytest.mark.parametrize("folder, some_module", [("prm_annotate", "prm_annotate.cli.model_stage"),
+                                                 ("lab", "lab.world.measure"), ("testing", "testing.vllm_server")])
+def test_no_import_cycle(folder, some_module):
+    """The product, and the lab tools and test equipment beside it."""
+    graph, _ = import_graph(PACKAGE.parent / folder)
+    assert some_module in graph  # the walk found the folder's modules
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
