@@ -13,10 +13,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from prm_annotate.engines.defaults import START_TIMEOUT, on_cpu, serve_flags, vllm_args
+from prm_annotate.engines.defaults import START_TIMEOUT, on_cpu, vllm_args
 from prm_annotate.errors import ENGINE_INSTALL, require
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 from prm_annotate.engines.vllm_engine import resolve_model
@@ -26,6 +27,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def serve_flags(args: dict[str, Any]) -> list[str]:
+    """`vllm serve` flags for the engine arguments `engines.defaults.vllm_args` gives the in-process
+    engine (booleans as --name / --no-name, as vLLM's parser takes them)."""
+    flags: list[str] = []
+    for key, value in args.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else "--no-" + flag[2:])
+        else:
+            flags += [flag, str(value)]
+    return flags
 
 
 class VLLMServer:

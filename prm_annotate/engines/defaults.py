@@ -1,7 +1,7 @@
 """Engine defaults, in one place. `EngineConfig`, the CLI's engine options, `VLLMEngine`, the
-pooling engine and the `vllm serve` the tests and benchmarks start all read them here, so a
-default changed here changes everywhere, and `vllm serve` gets the same settings as the
-in-process engine (`serve_flags` of the same `vllm_args`).
+pooling engine and the `vllm serve` the tests and benchmarks start (testing/vllm_server.py, its
+flags made from the same `vllm_args`) all read them here, so a default changed here changes
+everywhere.
 
 On CPU (no CUDA) vLLM runs with the settings measured to work on this project's machines
 (docs/vllm-cpu.md): float32, eager mode, an explicit KV-cache budget, no chunked prefill (it
@@ -98,15 +98,3 @@ def vllm_args(
             args["block_size"] = block_size
     return args
 
-
-def serve_flags(args: dict[str, Any]) -> list[str]:
-    """`vllm serve` command-line flags for engine arguments from `vllm_args` (booleans as
-    --name / --no-name, as vLLM's parser takes them)."""
-    flags: list[str] = []
-    for key, value in args.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            flags.append(flag if value else "--no-" + flag[2:])
-        else:
-            flags += [flag, str(value)]
-    return flags
