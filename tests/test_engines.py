@@ -538,6 +538,7 @@ def test_engine_config_and_cli_options():
 def test_engine_defaults_come_from_one_place():
     """`engines/defaults.py` is the one source: the CLI's options, `EngineConfig` and `VLLMEngine`
     default to its values, and the CPU settings go in on a CPU only, whatever machine runs this."""
+    import dataclasses
     import inspect
 
     from prm_annotate.cli.engine_options import EngineOptions
@@ -545,10 +546,12 @@ def test_engine_defaults_come_from_one_place():
     from prm_annotate.engines.vllm_engine import VLLMEngine
 
     assert EngineOptions(model="m").config() == EngineConfig(model="m")
-    engine_defaults = {name: p.default for name, p in inspect.signature(VLLMEngine).parameters.items()
-                       if p.default is not inspect.Parameter.empty}
+    engine_defaults = {f.name: f.default for f in dataclasses.fields(defaults.VLLMSettings)}
+    engine_defaults["start_timeout"] = inspect.signature(VLLMEngine).parameters["start_timeout"].default
     config_defaults = {name: f.default for name, f in EngineConfig.model_fields.items() if name in engine_defaults}
     assert len(config_defaults) >= 8 and engine_defaults == {**engine_defaults, **config_defaults}
+    with pytest.raises(TypeError, match="blocksize"):
+        VLLMEngine("/m", blocksize=16)  # a misspelt setting, before any engine starts
 
     cpu_only = {"enforce_eager": True, "kv_cache_memory_bytes": int(defaults.CPU_KV_CACHE_GB * (1 << 30)),
                 "enable_chunked_prefill": False, "block_size": defaults.CPU_BLOCK_SIZE}

@@ -11,6 +11,7 @@ Nothing here imports vLLM.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 # The OpenAI-compatible engine (--base-url).
@@ -56,45 +57,49 @@ def kv_cache_bytes(gb: float) -> int:
     return int(gb * (1 << 30))
 
 
-def vllm_args(
-    model: str,
-    *,
-    cpu: bool,
-    dtype: str | None = None,
-    max_model_len: int | None = None,
-    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE,
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
-    enforce_eager: bool | None = None,
-    kv_cache_gb: float | None = None,
-    seed: int = SEED,
-    block_size: int | None = None,
-    enable_chunked_prefill: bool | None = None,
-) -> dict[str, Any]:
-    """vLLM's engine arguments: what is given, plus the CPU settings on a CPU. Options left at None
-    on GPU are left out (vLLM's defaults). The key order is part of `score`'s manifest."""
-    args: dict[str, Any] = dict(
-        model=model,
-        dtype=resolve_dtype(dtype, cpu),
-        tensor_parallel_size=tensor_parallel_size,
-        seed=seed,
-        enable_prefix_caching=True,
-    )
-    if max_model_len is not None:
-        args["max_model_len"] = max_model_len
-    if cpu:
-        args["enforce_eager"] = True if enforce_eager is None else enforce_eager
-        args["kv_cache_memory_bytes"] = kv_cache_bytes(kv_cache_gb or CPU_KV_CACHE_GB)
-        args["enable_chunked_prefill"] = bool(enable_chunked_prefill)
-        args["block_size"] = block_size or CPU_BLOCK_SIZE
-    else:
-        args["gpu_memory_utilization"] = gpu_memory_utilization
-        if enforce_eager is not None:
-            args["enforce_eager"] = enforce_eager
-        if kv_cache_gb is not None:
-            args["kv_cache_memory_bytes"] = kv_cache_bytes(kv_cache_gb)
-        if enable_chunked_prefill is not None:
-            args["enable_chunked_prefill"] = enable_chunked_prefill
-        if block_size is not None:
-            args["block_size"] = block_size
-    return args
+@dataclass(frozen=True)
+class VLLMSettings:
+    """The in-process engine's settings (the keyword arguments of `VLLMEngine`); None: the
+    device's default (the CPU settings above on a CPU, vLLM's own on a GPU)."""
 
+    dtype: str | None = None
+    max_model_len: int | None = None
+    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
+    enforce_eager: bool | None = None
+    kv_cache_gb: float | None = None
+    seed: int = SEED
+    block_size: int | None = None
+    enable_chunked_prefill: bool | None = None
+
+    def args(self, model: str, cpu: bool) -> dict[str, Any]:
+        """vLLM's engine arguments: what is set, plus the CPU settings on a CPU. Settings left at
+        None on GPU are left out. The key order is part of `score`'s manifest."""
+        args: dict[str, Any] = dict(
+            model=model,
+            dtype=resolve_dtype(self.dtype, cpu),
+            tensor_parallel_size=self.tensor_parallel_size,
+            seed=self.seed,
+            enable_prefix_caching=True,
+        )
+        if self.max_model_len is not None:
+            args["max_model_len"] = self.max_model_len
+        if cpu:
+            args["enforce_eager"] = True if self.enforce_eager is None else self.enforce_eager
+            args["kv_cache_memory_bytes"] = kv_cache_bytes(self.kv_cache_gb or CPU_KV_CACHE_GB)
+            args["enable_chunked_prefill"] = bool(self.enable_chunked_prefill)
+            args["block_size"] = self.block_size or CPU_BLOCK_SIZE
+        else:
+            args["gpu_memory_utilization"] = self.gpu_memory_utilization
+            kv_cache = None if self.kv_cache_gb is None else kv_cache_bytes(self.kv_cache_gb)
+            for name, value in (("enforce_eager", self.enforce_eager), ("kv_cache_memory_bytes", kv_cache),
+                                ("enable_chunked_prefill", self.enable_chunked_prefill),
+                                ("block_size", self.block_size)):
+                if value is not None:
+                    args[name] = value
+        return args
+
+
+def vllm_args(model: str, *, cpu: bool, **settings: Any) -> dict[str, Any]:
+    """vLLM's engine arguments for `model` with `settings` (fields of `VLLMSettings`)."""
+    return VLLMSettings(**settings).args(model, cpu)

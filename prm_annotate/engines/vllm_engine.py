@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from prm_annotate.errors import ENGINE_INSTALL, UsageError, require
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, check_keys
-from prm_annotate.engines.defaults import GPU_MEMORY_UTILIZATION, SEED, TENSOR_PARALLEL_SIZE, vllm_args
+from prm_annotate.engines.defaults import VLLMSettings
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 
 log = logging.getLogger(__name__)
@@ -59,27 +59,21 @@ def render_prompt(tokenizer: Any, request: GenerationRequest) -> str:
 class VLLMEngine:
     """`Engine` backed by an in-process `vllm.LLM`.
 
-    Options left at None take vLLM's defaults, except on CPU (no CUDA), where the settings known
-    to work here are used (`engines/defaults.py`: float32, eager mode, an explicit KV-cache budget,
-    no chunked prefill, 32-token blocks).
+    `settings` are the fields of `engines.defaults.VLLMSettings` (dtype, max_model_len, seed,
+    kv_cache_gb, ...). Those left at None take vLLM's defaults, except on CPU (no CUDA), where the
+    settings known to work here are used (float32, eager mode, an explicit KV-cache budget, no
+    chunked prefill, 32-token blocks).
     """
 
     def __init__(
         self,
         model: str,
         *,
-        dtype: str | None = None,
-        max_model_len: int | None = None,
-        tensor_parallel_size: int = TENSOR_PARALLEL_SIZE,
-        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
-        enforce_eager: bool | None = None,
-        kv_cache_gb: float | None = None,
-        seed: int = SEED,
-        block_size: int | None = None,
-        enable_chunked_prefill: bool | None = None,
         start_timeout: float | None = None,
         extra_engine_args: dict[str, Any] | None = None,
+        **settings: Any,
     ) -> None:
+        vllm_settings = VLLMSettings(**settings)  # an unknown setting is a TypeError before anything starts
         model_path, is_local = resolve_model(model)
         if is_local:
             # Never ask the hub about a local checkpoint (a missing file would back off for ~45 s).
@@ -98,10 +92,7 @@ class VLLMEngine:
         from vllm import LLM
         from vllm.platforms import current_platform
 
-        args = vllm_args(model_path, cpu=current_platform.is_cpu(), dtype=dtype, max_model_len=max_model_len,
-                         tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
-                         enforce_eager=enforce_eager, kv_cache_gb=kv_cache_gb, seed=seed, block_size=block_size,
-                         enable_chunked_prefill=enable_chunked_prefill)
+        args = vllm_settings.args(model_path, cpu=current_platform.is_cpu())
         self.dtype = args["dtype"]
         args.update(extra_engine_args or {})
         self.engine_args = args
