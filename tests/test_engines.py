@@ -550,6 +550,10 @@ def test_engine_defaults_come_from_one_place():
     engine_defaults["start_timeout"] = inspect.signature(VLLMEngine).parameters["start_timeout"].default
     config_defaults = {name: f.default for name, f in EngineConfig.model_fields.items() if name in engine_defaults}
     assert len(config_defaults) >= 8 and engine_defaults == {**engine_defaults, **config_defaults}
+    # What make_engine hands the engine: every setting the config holds, none it does not.
+    settings = EngineConfig(model="m", kv_cache_gb=2.0, seed=3).vllm_settings()
+    assert set(settings) == set(config_defaults) - {"start_timeout"}
+    assert defaults.VLLMSettings(**settings) == defaults.VLLMSettings(kv_cache_gb=2.0, seed=3)
     with pytest.raises(TypeError, match="blocksize"):
         VLLMEngine("/m", blocksize=16)  # a misspelt setting, before any engine starts
 

@@ -12,6 +12,7 @@ Nothing here imports vLLM; the vLLM engine imports it when it starts.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import Literal
@@ -60,6 +61,10 @@ class EngineConfig(BaseModel):
     def kind(self) -> Literal["openai", "vllm"]:
         return "openai" if self.base_url else "vllm"
 
+    def vllm_settings(self) -> dict:
+        """The in-process engine's settings (keywords of `VLLMEngine`, fields of `VLLMSettings`)."""
+        return self.model_dump(include={f.name for f in dataclasses.fields(defaults.VLLMSettings)})
+
     def describe(self) -> dict:
         """What to record about the engine in output records and manifests (never the key)."""
         d = {"engine": self.kind, "model": self.model}
@@ -85,17 +90,7 @@ def make_engine(config: EngineConfig) -> Engine:
         )
     from prm_annotate.engines.vllm_engine import VLLMEngine
 
-    return VLLMEngine(
-        config.model,
-        dtype=config.dtype,
-        max_model_len=config.max_model_len,
-        tensor_parallel_size=config.tensor_parallel_size,
-        gpu_memory_utilization=config.gpu_memory_utilization,
-        enforce_eager=config.enforce_eager,
-        kv_cache_gb=config.kv_cache_gb,
-        seed=config.seed,
-        start_timeout=config.start_timeout,
-    )
+    return VLLMEngine(config.model, start_timeout=config.start_timeout, **config.vllm_settings())
 
 
 def exit_process(code: int) -> None:
