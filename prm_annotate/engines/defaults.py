@@ -23,8 +23,8 @@ MAX_ATTEMPTS = 5
 TENSOR_PARALLEL_SIZE = 1
 GPU_MEMORY_UTILIZATION = 0.9
 SEED = 0
-# The bound the world report, the test server and the benchmarks put on an engine's start; the
-# CLI's stages leave it to vLLM unless --start-timeout is given.
+# The bound the world report and the tests put on an engine's start; the CLI's stages leave it
+# to vLLM unless --start-timeout is given.
 START_TIMEOUT = 300.0
 
 # CPU only.
