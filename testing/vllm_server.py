@@ -13,13 +13,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from prm_annotate.engines import on_cpu, resolve_dtype
+from prm_annotate.engines.defaults import START_TIMEOUT, on_cpu, vllm_args
 from prm_annotate.errors import ENGINE_INSTALL, require
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
-from prm_annotate.engines.vllm_engine import CPU_BLOCK_SIZE, CPU_KV_CACHE_GB, resolve_model
+from prm_annotate.engines.vllm_engine import resolve_model
 
 
 def free_port() -> int:
@@ -28,11 +29,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def serve_flags(args: dict[str, Any]) -> list[str]:
+    """`vllm serve` flags for the engine arguments `engines.defaults.vllm_args` gives the in-process
+    engine (booleans as --name / --no-name, as vLLM's parser takes them)."""
+    flags: list[str] = []
+    for key, value in args.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else "--no-" + flag[2:])
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
 class VLLMServer:
     """A `vllm serve` process on 127.0.0.1. Use as a context manager, or `start()`/`stop()`.
 
-    On CPU it gets the settings known to work here (eager, explicit KV cache, no chunked prefill,
-    32-token blocks); prefix caching and cached-token reporting are always on."""
+    Its engine settings are the in-process engine's (`engines.defaults.vllm_args`, as flags): on
+    CPU the settings known to work here; prefix caching and cached-token reporting always on."""
 
     def __init__(
         self,
@@ -51,36 +65,24 @@ class VLLMServer:
         self.served_name = served_name or self.model
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self.dtype = resolve_dtype(dtype)
+        engine = vllm_args(self.model, cpu=on_cpu(), dtype=dtype, max_model_len=max_model_len,
+                           kv_cache_gb=kv_cache_gb)
+        self.dtype = engine["dtype"]
         args = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", self.model,
+            *serve_flags(engine),
             "--served-model-name", self.served_name,
             "--host", "127.0.0.1",
             "--port", str(self.port),
-            "--dtype", self.dtype,
-            "--enable-prefix-caching",
             "--enable-prompt-tokens-details",
-            "--seed", "0",
         ]
-        if max_model_len:
-            args += ["--max-model-len", str(max_model_len)]
-        if on_cpu():
-            args += [
-                "--enforce-eager",
-                "--no-enable-chunked-prefill",
-                "--block-size", str(CPU_BLOCK_SIZE),
-                "--kv-cache-memory-bytes", str(int((kv_cache_gb or CPU_KV_CACHE_GB) * (1 << 30))),
-            ]
-        elif kv_cache_gb:
-            args += ["--kv-cache-memory-bytes", str(int(kv_cache_gb * (1 << 30)))]
         self.args = args + list(extra_args or [])
         self.log_path = Path(log_path) if log_path else None
         self.proc: subprocess.Popen | None = None
         self._reaper: subprocess.Popen | None = None
         self._log = None
 
-    def start(self, timeout: float = 300.0) -> "VLLMServer":
+    def start(self, timeout: float = START_TIMEOUT) -> "VLLMServer":
         """Start the server and wait for /health; on failure stop it and raise with the log tail."""
         env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_ENGINE_READY_TIMEOUT_S=str(int(timeout)))
         self._log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL

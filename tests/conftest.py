@@ -27,7 +27,9 @@ from typing import Any, Callable
 
 import pytest
 
-ENGINE_START_TIMEOUT = float(os.environ.get("PRM_TEST_ENGINE_TIMEOUT", "300"))
+from prm_annotate.engines.defaults import START_TIMEOUT
+
+ENGINE_START_TIMEOUT = float(os.environ.get("PRM_TEST_ENGINE_TIMEOUT", START_TIMEOUT))
 TINY_MAX_MODEL_LEN = 2048
 TINY_SERVED_NAME = "tiny"
 

@@ -178,7 +178,7 @@ class TestVLLMEngine(EngineChecks):
     def test_device_defaults(self, vllm_engine):
         """What the engine hands vLLM when the caller leaves the settings alone: the CPU settings
         on a CPU, vLLM's own on a GPU (where none of the CPU ones may leak in)."""
-        from prm_annotate.engines.vllm_engine import CPU_BLOCK_SIZE, CPU_KV_CACHE_GB
+        from prm_annotate.engines.defaults import CPU_BLOCK_SIZE, CPU_KV_CACHE_GB
 
         args = vllm_engine.engine_args
         assert args["enable_prefix_caching"] is True
@@ -533,6 +533,59 @@ def test_engine_config_and_cli_options():
     assert "dtype" not in build_config(model="m", base_url="http://h/v1").describe()
     with pytest.raises(UsageError, match="concurrency"):
         build_config(model="m", concurrency=0)
+
+
+def test_engine_defaults_come_from_one_place():
+    """`engines/defaults.py` is the one source: the CLI's options, `EngineConfig` and `VLLMEngine`
+    default to its values, and the CPU settings go in on a CPU only, whatever machine runs this."""
+    import dataclasses
+    import inspect
+
+    from prm_annotate.cli.engine_options import EngineOptions
+    from prm_annotate.engines import defaults
+    from prm_annotate.engines.vllm_engine import VLLMEngine
+
+    assert EngineOptions(model="m").config() == EngineConfig(model="m")
+    engine_defaults = {f.name: f.default for f in dataclasses.fields(defaults.VLLMSettings)}
+    engine_defaults["start_timeout"] = inspect.signature(VLLMEngine).parameters["start_timeout"].default
+    config_defaults = {name: f.default for name, f in EngineConfig.model_fields.items() if name in engine_defaults}
+    assert len(config_defaults) >= 8 and engine_defaults == {**engine_defaults, **config_defaults}
+    # What make_engine hands the engine: every setting the config holds, none it does not.
+    settings = EngineConfig(model="m", kv_cache_gb=2.0, seed=3).vllm_settings()
+    assert set(settings) == set(config_defaults) - {"start_timeout"}
+    assert defaults.VLLMSettings(**settings) == defaults.VLLMSettings(kv_cache_gb=2.0, seed=3)
+    with pytest.raises(TypeError, match="blocksize"):
+        VLLMEngine("/m", blocksize=16)  # a misspelt setting, before any engine starts
+
+    cpu_only = {"enforce_eager": True, "kv_cache_memory_bytes": int(defaults.CPU_KV_CACHE_GB * (1 << 30)),
+                "enable_chunked_prefill": False, "block_size": defaults.CPU_BLOCK_SIZE}
+    on_a_cpu = defaults.vllm_args("/m", cpu=True)
+    assert on_a_cpu["dtype"] == "float32" and {k: on_a_cpu[k] for k in cpu_only} == cpu_only
+    on_a_gpu = defaults.vllm_args("/m", cpu=False)
+    assert on_a_gpu["dtype"] == "auto" and not set(cpu_only) & set(on_a_gpu)
+    assert on_a_gpu["gpu_memory_utilization"] == defaults.GPU_MEMORY_UTILIZATION
+    # What the user says wins on either device.
+    for cpu in (True, False):
+        mine = defaults.vllm_args("/m", cpu=cpu, dtype="bfloat16", kv_cache_gb=2, block_size=16,
+                                  enforce_eager=False, enable_chunked_prefill=True)
+        assert (mine["dtype"], mine["kv_cache_memory_bytes"], mine["block_size"], mine["enforce_eager"],
+                mine["enable_chunked_prefill"]) == ("bfloat16", 2 << 30, 16, False, True)
+
+
+def test_test_server_gets_the_engine_settings(tiny_model_dir):
+    """The `vllm serve` the tests start: vLLM's own server parser reads its command line back to
+    the in-process engine's settings (built, not started)."""
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from prm_annotate.engines.defaults import vllm_args
+    from testing.vllm_server import VLLMServer
+
+    server = VLLMServer(tiny_model_dir, max_model_len=2048, kv_cache_gb=0.25)
+    parsed = make_arg_parser(FlexibleArgumentParser()).parse_args(server.args[3:])
+    expected = vllm_args(str(tiny_model_dir), cpu=on_cpu(), max_model_len=2048, kv_cache_gb=0.25)
+    assert {k: getattr(parsed, k) for k in expected} == expected
+    assert parsed.enable_prompt_tokens_details and parsed.port == server.port
 
 
 def test_missing_local_model_path_is_usage_error(tmp_path):

@@ -21,11 +21,12 @@ import pytest
 
 from prm_annotate.engines import on_cpu
 from prm_annotate.records import Consensus, Judged, Rollout
+from conftest import ENGINE_START_TIMEOUT
 from jsonl_files import group_alive, write_jsonl
 from jsonl_files import read_jsonl as read
 
 CLI = [sys.executable, "-m", "prm_annotate"]
-TIMEOUT = float(os.environ.get("PRM_TEST_ENGINE_TIMEOUT", "300"))
+TIMEOUT = ENGINE_START_TIMEOUT
 
 
 def responses(n: int) -> list[dict]:

@@ -111,14 +111,13 @@ WORLD_MODELS = REPO_ROOT / "prm_annotate" / "world" / "models"
 
 def test_shipped_tokenizer_is_rebuilt_bit_for_bit(tmp_path):
     """The one BPE builder (lab/tokenizer.py) on the world's frozen corpus gives the shipped
-    tokenizer, file for file: a change to the builder or the corpus would change every model."""
-    from lab.world.train import JUDGE_TEMPLATE, world_tokenizer
-
-    system_prompt = json.loads((WORLD_MODELS / "policy" / "world.json").read_text())["system_prompt"]
+    tokenizers, file for file (the policy's, and the judge's copy of it): a change to the builder
+    or the corpus would change every model."""
     from transformers import AutoTokenizer
 
-    from lab.world.train import tokenizer_corpus
+    from lab.world.train import JUDGE_TEMPLATE, tokenizer_corpus, world_tokenizer
 
+    system_prompt = json.loads((WORLD_MODELS / "policy" / "world.json").read_text())["system_prompt"]
     tok = world_tokenizer(system_prompt, JUDGE_TEMPLATE)
     # The policy's files as train.py saves them, after its quick evaluation padded batches on the
     # left (tokenizer.json records that; padding is not part of the vocabulary).
@@ -127,12 +126,23 @@ def test_shipped_tokenizer_is_rebuilt_bit_for_bit(tmp_path):
     tok.save_pretrained(tmp_path)
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         assert (tmp_path / name).read_bytes() == (WORLD_MODELS / "policy" / name).read_bytes(), name
-    # The judge's copy went through an older transformers' load-and-save of the policy's (which
-    # added an NFC normalizer): the same vocabulary and merges, the same tokens on the world's text.
-    judge = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
-    shipped, rebuilt = (json.loads(path.read_text())["model"]
-                        for path in (WORLD_MODELS / "judge" / "tokenizer.json", tmp_path / "tokenizer.json"))
-    assert (shipped["vocab"], shipped["merges"]) == (rebuilt["vocab"], rebuilt["merges"])
+    # The judge starts from the policy: train.py loads the policy's tokenizer, its quick evaluation
+    # pads on the left, and it is saved beside the judge's weights. The same of the rebuilt files
+    # gives the judge's, bit for bit (tokenizer_config.json but for `local_files_only`, which
+    # records whether the hub was offline when it was saved: these tests run with HF_HUB_OFFLINE=1).
+    # (The policy's config.json names the model type, qwen2: that makes AutoTokenizer a Qwen2
+    # tokenizer, which adds the NFC normalizer the judge's tokenizer.json records.)
+    (tmp_path / "config.json").write_bytes((WORLD_MODELS / "policy" / "config.json").read_bytes())
+    judge = AutoTokenizer.from_pretrained(tmp_path)
+    judge.padding_side = "left"
+    judge.save_pretrained(tmp_path / "judge")
+    for name in ("tokenizer.json", "chat_template.jinja"):
+        assert (tmp_path / "judge" / name).read_bytes() == (WORLD_MODELS / "judge" / name).read_bytes(), name
+    shipped, rebuilt = (json.loads((folder / "tokenizer_config.json").read_text())
+                        for folder in (WORLD_MODELS / "judge", tmp_path / "judge"))
+    assert shipped.pop("local_files_only") is False
+    rebuilt.pop("local_files_only")
+    assert shipped == rebuilt
     corpus = tokenizer_corpus(system_prompt, JUDGE_TEMPLATE)[::7]
     assert judge(corpus)["input_ids"] == tok(corpus)["input_ids"]
 

@@ -16,11 +16,12 @@ import orjson
 import pytest
 
 from prm_annotate.world.truth import true_first_error
+from conftest import ENGINE_START_TIMEOUT
 from jsonl_files import group_alive
 from jsonl_files import read_jsonl as read
 
 CLI = [sys.executable, "-m", "prm_annotate"]
-TIMEOUT = float(os.environ.get("PRM_TEST_ENGINE_TIMEOUT", "300")) + 120
+TIMEOUT = ENGINE_START_TIMEOUT + 120
 
 
 def processbench(truth: dict[str, int], preds: dict[str, int | None]) -> dict[str, float | None]:

@@ -6,7 +6,8 @@ to turn them into an `EngineConfig`. A command takes the group as one parameter 
     def sample(..., seed: ... = 0, *, engine_opts: EngineOptions, ...):
         config = engine_opts.config(seed=seed)
 
-Defaults live in `EngineConfig`; pass None to keep them.
+Defaults live in `engines/defaults.py` (read by `EngineConfig` and the fields below); pass None
+to keep them.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Annotated, Any, Optional
 import typer
 from pydantic import ValidationError
 
-from prm_annotate.engines import EngineConfig
+from prm_annotate.engines import EngineConfig, defaults
 from prm_annotate.errors import UsageError
 
 _P = "Engine"  # help panel
@@ -52,7 +53,7 @@ EnforceEagerOpt = Annotated[Optional[bool], typer.Option(
     "--enforce-eager/--no-enforce-eager", metavar="", rich_help_panel=_P,
     help="vLLM eager mode (default: on for CPU, vLLM's choice on GPU).")]
 KvCacheOpt = Annotated[Optional[float], typer.Option(
-    "--kv-cache-gb", min=0.01, rich_help_panel=_P, help="vLLM KV-cache size in GiB (default 1 on CPU).")]
+    "--kv-cache-gb", min=0.01, rich_help_panel=_P, help=f"vLLM KV-cache size in GiB (default {defaults.CPU_KV_CACHE_GB:g} on CPU).")]
 StartTimeoutOpt = Annotated[Optional[float], typer.Option(
     "--start-timeout", min=1, rich_help_panel=_P, help="Seconds to wait for the vLLM engine to start.")]
 
@@ -77,15 +78,15 @@ class EngineOptions:
     model: ModelOpt
     base_url: BaseUrlOpt = None
     api_key_env: ApiKeyEnvOpt = None
-    concurrency: ConcurrencyOpt = 16
-    request_timeout: RequestTimeoutOpt = 600.0
-    max_attempts: MaxAttemptsOpt = 5
+    concurrency: ConcurrencyOpt = defaults.CONCURRENCY
+    request_timeout: RequestTimeoutOpt = defaults.REQUEST_TIMEOUT
+    max_attempts: MaxAttemptsOpt = defaults.MAX_ATTEMPTS
     dtype: DtypeOpt = None
     max_model_len: MaxModelLenOpt = None
     enforce_eager: EnforceEagerOpt = None
     kv_cache_gb: KvCacheOpt = None
-    tensor_parallel_size: TensorParallelOpt = 1
-    gpu_memory_utilization: GpuMemOpt = 0.9
+    tensor_parallel_size: TensorParallelOpt = defaults.TENSOR_PARALLEL_SIZE
+    gpu_memory_utilization: GpuMemOpt = defaults.GPU_MEMORY_UTILIZATION
     start_timeout: StartTimeoutOpt = None
 
     def config(self, **extra: Any) -> EngineConfig:

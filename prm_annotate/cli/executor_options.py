@@ -6,7 +6,7 @@ A command takes them as one `ExecutorOptions` parameter (see option_groups) and 
     def grade(..., *, executor_opts: ExecutorOptions):
         ray = executor_opts.ray()
 
-and, when `ray` is set, runs the stage with `run_model_stage_on_ray(config, build, opts, ray, after)`
+and, when `ray` is set, runs the stage through `model_stage.run_model_stage(..., ray=ray)`
 (model stages) or `prm_annotate.executors.ray_executor.run_stage_on_ray(build, None, opts, ray)`
 (stages without a model), and as before otherwise.
 """
@@ -14,16 +14,12 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Callable, NoReturn, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from prm_annotate.errors import UsageError
-from prm_annotate.executors import EXECUTORS, RayOptions, StageFactory
-
-if TYPE_CHECKING:
-    from prm_annotate.engines import EngineConfig
-    from prm_annotate.runner import RunOptions, RunSummary, Stage
+from prm_annotate.executors import EXECUTORS, RayOptions
 
 _P = "Executor"  # help panel
 
@@ -83,20 +79,3 @@ def ray_options(executor: str, actors: int = 2, cpus_per_actor: float = 1.0,
         raise UsageError("--executor ray needs the Python package 'ray', which is not installed: pip install -e '.[ray]' in the repository")
     return RayOptions(actors=actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor)
 
-
-def run_model_stage_on_ray(config: "EngineConfig", build: StageFactory, opts: "RunOptions", ray: RayOptions,
-                           after: "Callable[[Stage, RunSummary], None] | None" = None) -> NoReturn:
-    """`run_model_stage` for `--executor ray`: the engines start in the actors, none here, so the
-    driver leaves normally (no `exit_process`). Exit status as locally: 0, 1 (failed records), 2."""
-    from prm_annotate.cli.app import EXIT_USAGE, handled
-    from prm_annotate.cli.model_stage import finish
-    from prm_annotate.executors.ray_executor import run_stage_on_ray
-
-    code = EXIT_USAGE
-    try:
-        with handled():
-            stage, summary = run_stage_on_ray(build, config, opts, ray)
-            code = finish(stage, summary, after)
-    except typer.Exit as exc:
-        code = exc.exit_code
-    raise typer.Exit(code)

@@ -11,7 +11,7 @@ from prm_annotate.cli.app import EXIT_USAGE, handled
 from prm_annotate.engines import EngineConfig, exit_process, make_engine
 from prm_annotate.engines.base import Engine
 from prm_annotate.records import Record
-from prm_annotate.executors import RayOptions
+from prm_annotate.executors import RayOptions, StageFactory
 from prm_annotate.runner import RunOptions, RunSummary, Stage, close_stage, preflight, report, run_stage
 
 
@@ -23,8 +23,6 @@ def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts
     With `input_model`, a file input is validated whole before the engine starts. `make` starts the
     engine (`score` starts a pooling engine instead of a generating one)."""
     if ray is not None:  # --executor ray: the engines start in Ray actors, none in this process
-        from prm_annotate.cli.executor_options import run_model_stage_on_ray
-
         run_model_stage_on_ray(config, build, opts, ray, after)
     engine: Engine | None = None
     code = EXIT_USAGE
@@ -59,3 +57,19 @@ def finish(stage: Stage, summary: RunSummary, after: Callable[[Stage, RunSummary
     if after is not None:
         after(stage, summary)
     return summary.exit_code
+
+
+def run_model_stage_on_ray(config: EngineConfig, build: StageFactory, opts: RunOptions, ray: RayOptions,
+                           after: Callable[[Stage, RunSummary], None] | None = None) -> NoReturn:
+    """`run_model_stage` for `--executor ray`: the engines start in the actors, none here, so the
+    driver leaves normally (no `exit_process`). Exit status as locally: 0, 1 (failed records), 2."""
+    from prm_annotate.executors.ray_executor import run_stage_on_ray
+
+    code = EXIT_USAGE
+    try:
+        with handled():
+            stage, summary = run_stage_on_ray(build, config, opts, ray)
+            code = finish(stage, summary, after)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    raise typer.Exit(code)

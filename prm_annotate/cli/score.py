@@ -14,9 +14,7 @@ def start_scorer(config):
     """The engine `score` runs: in-process vLLM with the pooling runner."""
     from prm_annotate.engines.vllm_prm import VLLMPRMScorer
 
-    return VLLMPRMScorer(config.model, dtype=config.dtype, max_model_len=config.max_model_len,
-                         enforce_eager=config.enforce_eager, kv_cache_gb=config.kv_cache_gb, seed=config.seed,
-                         start_timeout=config.start_timeout)
+    return VLLMPRMScorer(config.model, start_timeout=config.start_timeout, **config.vllm_settings())
 
 
 @app.command()

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from prm_annotate.cli.app import app
+from prm_annotate.engines.defaults import START_TIMEOUT
 
 world_app = typer.Typer(help="The arithmetic world: a miniature of the method where the truth is known.",
                         no_args_is_help=True)
@@ -21,7 +22,7 @@ def report(
     workdir: Annotated[Path, typer.Option("--workdir", help="Folder for the stage files (emptied of an earlier report's).")] = Path("runs/world"),
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per response and per completion.")] = 128,
     judge_max_tokens: Annotated[int, typer.Option("--judge-max-tokens", min=1, help="Tokens per verdict.")] = 256,
-    start_timeout: Annotated[float, typer.Option("--start-timeout", min=1, help="Seconds to wait for each engine.")] = 300.0,
+    start_timeout: Annotated[float, typer.Option("--start-timeout", min=1, help="Seconds to wait for each engine.")] = START_TIMEOUT,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="vLLM dtype of both models (default: float32 on CPU).")] = None,
     as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print the report as one JSON object.")] = False,
 ) -> None:

@@ -12,13 +12,16 @@ Nothing here imports vLLM; the vLLM engine imports it when it starts.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from prm_annotate.engines import defaults
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult, check_keys
+from prm_annotate.engines.defaults import on_cpu, resolve_dtype
 
 __all__ = [
     "Engine",
@@ -28,32 +31,39 @@ __all__ = [
     "check_keys",
     "exit_process",
     "make_engine",
+    "on_cpu",
+    "resolve_dtype",
 ]
 
 
 class EngineConfig(BaseModel):
-    """Everything needed to start an engine; the CLI builds one from its options."""
+    """Everything needed to start an engine; the CLI builds one from its options. The defaults
+    are `engines/defaults.py`'s."""
 
     model: str
     # OpenAI-compatible server: set `base_url` (then the vLLM options below are unused).
     base_url: str | None = None
     api_key_env: str | None = None
-    concurrency: int = Field(16, ge=1)
-    timeout: float = Field(600.0, gt=0)
-    max_attempts: int = Field(5, ge=1)
+    concurrency: int = Field(defaults.CONCURRENCY, ge=1)
+    timeout: float = Field(defaults.REQUEST_TIMEOUT, gt=0)
+    max_attempts: int = Field(defaults.MAX_ATTEMPTS, ge=1)
     # In-process vLLM. dtype None: float32 on CPU, vLLM's "auto" (the checkpoint's) on GPU.
     dtype: str | None = None
     max_model_len: int | None = Field(None, ge=1)
-    tensor_parallel_size: int = Field(1, ge=1)
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    tensor_parallel_size: int = Field(defaults.TENSOR_PARALLEL_SIZE, ge=1)
+    gpu_memory_utilization: float = Field(defaults.GPU_MEMORY_UTILIZATION, gt=0, le=1)
     enforce_eager: bool | None = None
     kv_cache_gb: float | None = Field(None, gt=0)
-    seed: int = 0
+    seed: int = defaults.SEED
     start_timeout: float | None = Field(None, gt=0)
 
     @property
     def kind(self) -> Literal["openai", "vllm"]:
         return "openai" if self.base_url else "vllm"
+
+    def vllm_settings(self) -> dict:
+        """The in-process engine's settings (keywords of `VLLMEngine`, fields of `VLLMSettings`)."""
+        return self.model_dump(include={f.name for f in dataclasses.fields(defaults.VLLMSettings)})
 
     def describe(self) -> dict:
         """What to record about the engine in output records and manifests (never the key)."""
@@ -63,25 +73,6 @@ class EngineConfig(BaseModel):
         else:
             d["dtype"] = resolve_dtype(self.dtype)
         return d
-
-
-def on_cpu() -> bool:
-    """No CUDA device (or no torch at all): vLLM runs its CPU build."""
-    try:
-        import torch
-
-        return not torch.cuda.is_available()
-    except ImportError:
-        return True
-
-
-def resolve_dtype(dtype: str | None) -> str:
-    """The dtype an in-process engine or `vllm serve` gets: the user's, else float32 on CPU and
-    vLLM's "auto" on GPU. bfloat16 on CPUs with AVX-512-BF16/AMX made SmolLM2 answer nonsense and
-    changed the world demo's counts from one CPU model to another (docs/vllm-cpu.md)."""
-    if dtype:
-        return dtype
-    return "float32" if on_cpu() else "auto"
 
 
 def make_engine(config: EngineConfig) -> Engine:
@@ -99,17 +90,7 @@ def make_engine(config: EngineConfig) -> Engine:
         )
     from prm_annotate.engines.vllm_engine import VLLMEngine
 
-    return VLLMEngine(
-        config.model,
-        dtype=config.dtype,
-        max_model_len=config.max_model_len,
-        tensor_parallel_size=config.tensor_parallel_size,
-        gpu_memory_utilization=config.gpu_memory_utilization,
-        enforce_eager=config.enforce_eager,
-        kv_cache_gb=config.kv_cache_gb,
-        seed=config.seed,
-        start_timeout=config.start_timeout,
-    )
+    return VLLMEngine(config.model, start_timeout=config.start_timeout, **config.vllm_settings())
 
 
 def exit_process(code: int) -> None:

@@ -20,13 +20,10 @@ from typing import Any, Sequence
 
 from prm_annotate.errors import ENGINE_INSTALL, UsageError, require
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
+from prm_annotate.engines.defaults import VLLMSettings
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 
 log = logging.getLogger(__name__)
-
-# CPU defaults measured on this project's machines (see docs/vllm-cpu.md).
-CPU_KV_CACHE_GB = 1.0
-CPU_BLOCK_SIZE = 32  # the CPU default of 128 leaves short prompts out of the prefix cache
 
 
 class EngineStartError(RuntimeError):
@@ -64,27 +61,21 @@ def render_prompt(tokenizer: Any, request: GenerationRequest) -> str:
 class VLLMEngine(Streaming):
     """`Engine` backed by an in-process `vllm.LLM`.
 
-    Options left at None take vLLM's defaults, except on CPU (no CUDA), where the settings known
-    to work here are used: float32, eager mode, an explicit KV-cache budget (`kv_cache_gb`, default 1 GiB),
-    no chunked prefill (it crashes with per-request seeds) and 32-token blocks.
+    `settings` are the fields of `engines.defaults.VLLMSettings` (dtype, max_model_len, seed,
+    kv_cache_gb, ...). Those left at None take vLLM's defaults, except on CPU (no CUDA), where the
+    settings known to work here are used (float32, eager mode, an explicit KV-cache budget, no
+    chunked prefill, 32-token blocks).
     """
 
     def __init__(
         self,
         model: str,
         *,
-        dtype: str | None = None,
-        max_model_len: int | None = None,
-        tensor_parallel_size: int = 1,
-        gpu_memory_utilization: float = 0.9,
-        enforce_eager: bool | None = None,
-        kv_cache_gb: float | None = None,
-        seed: int = 0,
-        block_size: int | None = None,
-        enable_chunked_prefill: bool | None = None,
         start_timeout: float | None = None,
         extra_engine_args: dict[str, Any] | None = None,
+        **settings: Any,
     ) -> None:
+        vllm_settings = VLLMSettings(**settings)  # an unknown setting is a TypeError before anything starts
         model_path, is_local = resolve_model(model)
         if is_local:
             # Never ask the hub about a local checkpoint (a missing file would back off for ~45 s).
@@ -103,33 +94,8 @@ class VLLMEngine(Streaming):
         from vllm import LLM
         from vllm.platforms import current_platform
 
-        on_cpu = current_platform.is_cpu()
-        # float32 on CPU unless asked otherwise: bfloat16 gives wrong outputs on some CPUs.
-        self.dtype = dtype or ("float32" if on_cpu else "auto")
-        args: dict[str, Any] = dict(
-            model=model_path,
-            dtype=self.dtype,
-            tensor_parallel_size=tensor_parallel_size,
-            seed=seed,
-            enable_prefix_caching=True,
-        )
-        if max_model_len is not None:
-            args["max_model_len"] = max_model_len
-        if on_cpu:
-            args["enforce_eager"] = True if enforce_eager is None else enforce_eager
-            args["kv_cache_memory_bytes"] = int((kv_cache_gb or CPU_KV_CACHE_GB) * (1 << 30))
-            args["enable_chunked_prefill"] = bool(enable_chunked_prefill)
-            args["block_size"] = block_size or CPU_BLOCK_SIZE
-        else:
-            args["gpu_memory_utilization"] = gpu_memory_utilization
-            if enforce_eager is not None:
-                args["enforce_eager"] = enforce_eager
-            if kv_cache_gb is not None:
-                args["kv_cache_memory_bytes"] = int(kv_cache_gb * (1 << 30))
-            if enable_chunked_prefill is not None:
-                args["enable_chunked_prefill"] = enable_chunked_prefill
-            if block_size is not None:
-                args["block_size"] = block_size
+        args = vllm_settings.args(model_path, cpu=current_platform.is_cpu())
+        self.dtype = args["dtype"]
         args.update(extra_engine_args or {})
         self.engine_args = args
 

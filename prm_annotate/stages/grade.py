@@ -41,8 +41,7 @@ class GradeStage(StageBase):
                             ("total", "agree", "false_accepts", "false_rejects", "undecided")})
 
     def _count(self, prefix: str, correct: bool | None, reference: bool) -> None:
-        one = Agreement()
-        one.add(correct, reference)
+        one = Agreement.of([correct], [reference])
         for field, value in vars(one).items():
             self.stats[f"{prefix}reference_{field}"] += value
 

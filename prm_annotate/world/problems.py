@@ -122,10 +122,6 @@ def solution_steps(world: World) -> list[str]:
     return steps
 
 
-def solution_text(world: World) -> str:
-    return "\n\n".join(solution_steps(world))
-
-
 def make_problem(split: str, index: int, seed: int) -> dict:
     """Problem `index` of `split` under `seed`: the same arguments always give the same record,
     independent of how many other problems are generated."""

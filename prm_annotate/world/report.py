@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from prm_annotate.engines.defaults import START_TIMEOUT
 from prm_annotate.world import JUDGE_DIR, POLICY_DIR
 from prm_annotate.world.problems import make_problems
 from prm_annotate.world.truth import check_steps
@@ -61,7 +62,7 @@ class ReportConfig:
     # World answers are ~30-60 tokens; the cap only stops a derailed sample.
     max_tokens: int = 128
     judge_max_tokens: int = 256
-    start_timeout: float = 300.0
+    start_timeout: float = START_TIMEOUT
     dtype: str | None = None  # None: the engines' default (float32 on CPU)
     quiet: bool = True
 

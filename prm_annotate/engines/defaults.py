@@ -1,0 +1,105 @@
+"""Engine defaults, in one place. `EngineConfig`, the CLI's engine options, `VLLMEngine`, the
+pooling engine and the `vllm serve` the tests and benchmarks start (testing/vllm_server.py, its
+flags made from the same `vllm_args`) all read them here, so a default changed here changes
+everywhere.
+
+On CPU (no CUDA) vLLM runs with the settings measured to work on this project's machines
+(docs/vllm-cpu.md): float32, eager mode, an explicit KV-cache budget, no chunked prefill (it
+crashes with per-request seeds) and 32-token blocks. On GPU the settings left unset are vLLM's own.
+
+Nothing here imports vLLM.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# The OpenAI-compatible engine (--base-url).
+CONCURRENCY = 16
+REQUEST_TIMEOUT = 600.0  # seconds for one HTTP answer
+MAX_ATTEMPTS = 5
+
+# The in-process engine, on any device.
+TENSOR_PARALLEL_SIZE = 1
+GPU_MEMORY_UTILIZATION = 0.9
+SEED = 0
+# The bound the world report and the tests put on an engine's start; the CLI's stages leave it
+# to vLLM unless --start-timeout is given.
+START_TIMEOUT = 300.0
+
+# CPU only.
+CPU_DTYPE = "float32"  # bfloat16 gave wrong outputs on some CPUs
+CPU_KV_CACHE_GB = 1.0
+CPU_BLOCK_SIZE = 32  # the CPU default of 128 leaves short prompts out of the prefix cache
+
+
+def on_cpu() -> bool:
+    """No CUDA device (or no torch at all): vLLM runs its CPU build."""
+    try:
+        import torch
+
+        return not torch.cuda.is_available()
+    except ImportError:
+        return True
+
+
+def resolve_dtype(dtype: str | None, cpu: bool | None = None) -> str:
+    """The dtype an in-process engine or `vllm serve` gets: the user's, else float32 on CPU and
+    vLLM's "auto" on GPU. bfloat16 on CPUs with AVX-512-BF16/AMX made SmolLM2 answer nonsense and
+    changed the world demo's counts from one CPU model to another (docs/vllm-cpu.md). `cpu`: the
+    caller's own answer to "on a CPU?" (the engine asks vLLM's platform), else `on_cpu()`."""
+    if dtype:
+        return dtype
+    return CPU_DTYPE if (on_cpu() if cpu is None else cpu) else "auto"
+
+
+def kv_cache_bytes(gb: float) -> int:
+    return int(gb * (1 << 30))
+
+
+@dataclass(frozen=True)
+class VLLMSettings:
+    """The in-process engine's settings (the keyword arguments of `VLLMEngine`); None: the
+    device's default (the CPU settings above on a CPU, vLLM's own on a GPU)."""
+
+    dtype: str | None = None
+    max_model_len: int | None = None
+    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
+    enforce_eager: bool | None = None
+    kv_cache_gb: float | None = None
+    seed: int = SEED
+    block_size: int | None = None
+    enable_chunked_prefill: bool | None = None
+
+    def args(self, model: str, cpu: bool) -> dict[str, Any]:
+        """vLLM's engine arguments: what is set, plus the CPU settings on a CPU. Settings left at
+        None on GPU are left out. The key order is part of `score`'s manifest."""
+        args: dict[str, Any] = dict(
+            model=model,
+            dtype=resolve_dtype(self.dtype, cpu),
+            tensor_parallel_size=self.tensor_parallel_size,
+            seed=self.seed,
+            enable_prefix_caching=True,
+        )
+        if self.max_model_len is not None:
+            args["max_model_len"] = self.max_model_len
+        if cpu:
+            args["enforce_eager"] = True if self.enforce_eager is None else self.enforce_eager
+            args["kv_cache_memory_bytes"] = kv_cache_bytes(self.kv_cache_gb or CPU_KV_CACHE_GB)
+            args["enable_chunked_prefill"] = bool(self.enable_chunked_prefill)
+            args["block_size"] = self.block_size or CPU_BLOCK_SIZE
+        else:
+            args["gpu_memory_utilization"] = self.gpu_memory_utilization
+            kv_cache = None if self.kv_cache_gb is None else kv_cache_bytes(self.kv_cache_gb)
+            for name, value in (("enforce_eager", self.enforce_eager), ("kv_cache_memory_bytes", kv_cache),
+                                ("enable_chunked_prefill", self.enable_chunked_prefill),
+                                ("block_size", self.block_size)):
+                if value is not None:
+                    args[name] = value
+        return args
+
+
+def vllm_args(model: str, *, cpu: bool, **settings: Any) -> dict[str, Any]:
+    """vLLM's engine arguments for `model` with `settings` (fields of `VLLMSettings`)."""
+    return VLLMSettings(**settings).args(model, cpu)
