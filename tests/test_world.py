@@ -146,7 +146,7 @@ def test_training_writes_to_a_scratch_folder_unless_told():
 def test_judge_diff_target_copies_up_to_the_first_wrong_token():
     from transformers import AutoTokenizer
 
-    from prm_annotate.prompting import tag_paragraphs
+    from prm_annotate.prompt_files import tag_paragraphs
     from lab.world.train import judge_target_diff
 
     tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
@@ -180,7 +180,7 @@ def test_judge_diff_targets_parse_to_the_truth():
     from transformers import AutoTokenizer
 
     from prm_annotate.judge_parsing import parse_processbench
-    from prm_annotate.prompting import tag_paragraphs
+    from prm_annotate.prompt_files import tag_paragraphs
     from lab.world.train import judge_response, judge_target_diff
 
     tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
@@ -195,7 +195,7 @@ def test_judge_diff_targets_parse_to_the_truth():
 
 def test_training_examples_render_like_the_pipeline():
     """The judge is trained on the exact text render_judge_prompt makes from the prompt file."""
-    from prm_annotate.prompting import render_judge_prompt
+    from prm_annotate.prompt_files import render_judge_prompt
     from lab.world.train import JUDGE_TEMPLATE, judge_example, judge_target_copy, policy_example
 
     template = JUDGE_TEMPLATE

@@ -10,7 +10,7 @@ run is the model of a run with `--steps N` (useful when calibrating).
 
 Examples are rendered exactly as the pipeline renders them: the policy sees the world's system
 prompt and the problem as a ChatML conversation; the judge sees the `processbench` judge prompt
-(loaded as the judge stage loads it, rendered by `prm_annotate.prompting.render_judge_prompt`) as the
+(loaded as the judge stage loads it, rendered by `prm_annotate.prompt_files.render_judge_prompt`) as the
 user message. The loss is on the assistant tokens only.
 """
 from __future__ import annotations
@@ -28,10 +28,7 @@ from typing import Callable
 from prm_annotate.evaluate import SplitMetrics
 from prm_annotate.judge_parsing import read_verdict
 from prm_annotate.labels import Gold, Prediction
-from prm_annotate.prompt_files import load_prompt
-from prm_annotate.prompting import render_judge_prompt, tag_paragraphs
-from prm_annotate.stages.judge import JUDGE_PROMPTS
-from prm_annotate.stages.sample import SYSTEM_PROMPTS
+from prm_annotate.prompt_files import JUDGE_PROMPTS, SYSTEM_PROMPTS, load_prompt, render_judge_prompt, tag_paragraphs
 from lab.world.corrupt import corrupt_solution
 from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps
 from prm_annotate.world.truth import EQUATION, boxed_values, check_steps, true_first_error

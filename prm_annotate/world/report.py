@@ -123,9 +123,9 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     Returns the wall time of each part and the records any stage failed (left out of the files).
     Raises what the engines or stages raise; every engine started here is closed on the way out."""
     from prm_annotate.engines import make_engine
-    from prm_annotate.prompt_files import load_prompt
+    from prm_annotate.prompt_files import JUDGE_PROMPTS, load_prompt
     from prm_annotate.stages.consensus import print_summary, run_consensus
-    from prm_annotate.stages.judge import JUDGE_PROMPTS, JudgeStage
+    from prm_annotate.stages.judge import JudgeStage
     from prm_annotate.stages.rollout import RolloutStage
     from prm_annotate.stages.sample import SampleStage
 
