@@ -249,10 +249,10 @@ def test_hostile_answers_are_never_executed(tmp_path):
     assert not marker.exists()
     assert not any(v.correct for v in against_gold)
     # The worker's comparison, run in this process, does not evaluate either.
-    from prm_annotate.grading_worker import compare
+    from prm_annotate.grading_worker import verify_answer
     for h in hostile:
-        compare(normalize_answer(h), normalize_answer(h))
-        compare("5", normalize_answer(h))
+        verify_answer(normalize_answer(h), normalize_answer(h))
+        verify_answer("5", normalize_answer(h))
     assert not marker.exists()
 
 
