@@ -1,7 +1,7 @@
 """Final-answer extraction and normalisation (pure text, no sympy, nothing evaluated).
 
 `extract_final_answer` finds what a response gives as its final answer, in this order:
-  1. the last `\\boxed{...}` / `\\fbox{...}` (balanced braces), with the boxes right before it
+  1. the last `\\boxed{...}` / `\\fbox{...}` (as `prm_annotate.boxed` reads boxes), with the boxes right before it
      that are items of the same answer ("$x=\\boxed{-1}$ and $x=\\boxed{-9}$" -> "-1, -9");
   2. the last "the answer is X" / "the final answer is X";
   3. the last GSM8K `#### X`;
@@ -34,7 +34,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*(\{)?")
+from prm_annotate.boxed import box_at, find_boxes
+
 _ANSWER_IS_RE = re.compile(r"(?i)\banswer\s+is\b\s*:?\s*")
 _HASHES_RE = re.compile(r"####\s*([^\n]*)")
 _ANSWER_COLON_RE = re.compile(r"(?im)(?:\banswer|^[ \t]*(?-i:A))\s*(?:\*\*)?\s*:\s*(?:\*\*)?[ \t]*([^\n]*)")
@@ -44,8 +45,6 @@ _MATH_START = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n")
 _NUMBER_RE = re.compile(r"-?\d+/\d+(?![\d.,]*\d)|-?\$?\d[\d,]*(?:\.\d+)?%?|-?\\[dt]?frac\{-?\d+\}\{-?\d+\}")
 _MATH_CHARS_RE = re.compile(r"[\\^_{}=+*/()<>\d]")
-# A backslash and the character it escapes (an escaped brace such as \{ does not count), or a brace.
-_BRACE_SCAN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
 _HOPE_RE = re.compile(r"(?i)I hope it is correct\.?\s*$")
 # Model output can be long and degenerate ("\boxed{\boxed{..." thousands of times): every rule
 # looks at a bounded window so extraction stays linear in the length of the text.
@@ -143,22 +142,6 @@ def hedged(answer: str, gold: str = "") -> bool:
     return bool(_qualifiers(_drop_remarks(answer)) - _qualifiers(gold))
 
 
-def _closing_braces(text: str, start: int = 0) -> dict[int, int]:
-    """Index of each opening brace at or after `start` -> index of the brace closing it (unclosed
-    ones are absent). `start` must not be the character right after an escaping backslash (e.g.
-    it is an opening brace that follows `\\boxed`): then the pairs found are exactly those a scan
-    from 0 finds, as braces before `start` never pair with one after it."""
-    pairs: dict[int, int] = {}
-    stack: list[int] = []
-    for m in _BRACE_SCAN_RE.finditer(text, start):
-        c = m.group()
-        if c == "{":
-            stack.append(m.start())
-        elif c == "}" and stack:
-            pairs[stack.pop()] = m.start()
-    return pairs
-
-
 # What may stand between the items of one answer written as several boxes or math environments:
 # "$x=\boxed{-1}$ and $x=\boxed{-9}$", "\(\boxed{2}\), \(\boxed{5}\)", "5, 15 and 25".
 _LIST_GAP_RE = re.compile(
@@ -182,23 +165,9 @@ def _last_boxed(text: str) -> str | None:
     often written as one box per part. Boxes separated only by list punctuation, "and"/"or",
     math delimiters or "x =" are one answer, compared as a list with the gold; boxes separated by
     any other words are successive attempts, and the last one is the answer."""
-    matches = list(_BOX_RE.finditer(text))[-MAX_TRIES:]
-    if not matches:
-        return None
-    # Pair braces from the first candidate's brace on, not from the start of the text: a rollout
-    # text is a long shared prefix plus a completion, and this loop runs in Python.
-    braces = [m.start(1) for m in matches if m.group(1)]
-    closing = _closing_braces(text, braces[0]) if braces else {}
-    boxes: list[tuple[int, int, str]] = []  # (start, end, content) of each readable box, in order
-    for m in matches:
-        if m.group(1):
-            end = closing.get(m.start(1))
-            if end is not None:
-                boxes.append((m.start(), end + 1, text[m.start(1) + 1:end].strip()))
-        else:  # "\boxed 5": the argument is the next token
-            tok = re.match(r"\s*([^\s$.,{}]+)", text[m.end():m.end() + WINDOW])
-            if tok:
-                boxes.append((m.start(), m.end() + tok.end(), tok.group(1)))
+    # (start, end, content) of each readable box of the last MAX_TRIES, in order
+    boxes = [(b.start, b.end, b.content.strip() if b.braced else b.content)
+             for b in find_boxes(text, last=MAX_TRIES) if b.closed]
     if not boxes:
         return None
     start, _, last = boxes[-1]
@@ -394,9 +363,9 @@ def _unwrap(s: str) -> str:
         for opener, closer in (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"), ("**", "**")):
             if len(s) > len(opener) + len(closer) and s.startswith(opener) and s.endswith(closer):
                 s, changed = s[len(opener):-len(closer)], True
-        m = _BOX_RE.match(s)
-        if m and m.group(1) and _closing_braces(s).get(m.start(1)) == len(s) - 1:
-            s, changed = s[m.end():-1], True
+        box = box_at(s)
+        if box and box.braced and box.end == len(s):
+            s, changed = s[box.first:-1], True
         # Markdown and sentence punctuation around an answer are not part of it: "\(1\)**." from
         # "**The answer is \(1\)**." (the bold opened before the phrase the answer was cut from).
         edge = _strip_edge_markup(s)

@@ -94,7 +94,8 @@ def _summary(report_dict: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in report_dict.items() if k not in ("missing_ids", "extra_ids")}
 
 
-def compare(sources: list[Source], gold: dict[str, Gold], *, split_field: str | None = None) -> dict[str, Any]:
+def compare_sources(sources: list[Source], gold: dict[str, Gold], *, split_field: str | None = None) -> dict[str, Any]:
+    """The report of the module docstring: each source against the gold, and their agreement matrix."""
     columns: dict[str, dict[str, int | None]] = {"gold": {rid: g.label for rid, g in gold.items()}}
     report: dict[str, Any] = {"gold_records": len(gold), "sources": {}}
     for s in sources:

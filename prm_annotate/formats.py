@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
+from prm_annotate.boxed import last_boxed
 from prm_annotate.errors import InputError
 from prm_annotate.jsonl import STDIO, OnError, iter_json_array, iter_jsonl
 
@@ -25,22 +26,6 @@ class FieldMap:
     id: str = "id"
     problem: str = "problem"
     answer: str = "answer"
-
-
-def last_boxed(text: str) -> str | None:
-    """Contents of the last `\\boxed{...}` in `text`, braces balanced; None if there is none."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth, i = 0, start + len("\\boxed")
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1 : j]
-    return None
 
 
 def _starts_with_bracket(path: str) -> bool:

@@ -87,7 +87,8 @@ def _parse_answer(answer: str) -> list:
     return _parse(answer)
 
 
-def compare(gold: str, answer: str) -> tuple[bool | None, str | None]:
+def verify_answer(gold: str, answer: str) -> tuple[bool | None, str | None]:
+    """math-verify on an extracted answer: (equal, None), or (None, why it could not tell)."""
     from math_verify import verify
 
     gold_parsed = _parse_gold(gold)
@@ -125,7 +126,7 @@ def main() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
     # Pay the import and the compilation of math-verify's large regexes before "ready", so the
     # first real comparison is not charged for them against its deadline.
-    compare("1", "\\frac{1}{2}")
+    verify_answer("1", "\\frac{1}{2}")
     _parse_gold.cache_clear()
     _parse_answer.cache_clear()
 
@@ -135,7 +136,7 @@ def main() -> None:
         for item in request["items"]:
             try:
                 # [gold, answer], or [gold, response text, "plain"] for the plain math-verify reference
-                verdict = (compare_plain if len(item) > 2 else compare)(item[0], item[1])
+                verdict = (compare_plain if len(item) > 2 else verify_answer)(item[0], item[1])
             except MemoryError:
                 verdict = (None, "out of memory")
             except Exception as e:  # a grader bug must not look like a wrong answer

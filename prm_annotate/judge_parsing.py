@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from prm_annotate.boxed import find_boxes
+
 
 class ParseFailure(ValueError):
     pass
@@ -23,16 +25,10 @@ class ParseFailure(ValueError):
 
 def _boxed_contents(text: str) -> list[str]:
     """Contents of every \\boxed{...}, braces matched (a \\boxed{\\frac{1}{2}} is one answer)."""
-    out = []
-    for m in re.finditer(r"\\boxed\s*\{", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth:
-            raise ParseFailure("an unclosed \\boxed{")
-        out.append(text[m.end(): i - 1].strip())
-    return out
+    boxes = [b for b in find_boxes(text) if b.command == "boxed" and b.braced]
+    if any(not b.closed for b in boxes):
+        raise ParseFailure("an unclosed \\boxed{")
+    return [b.content.strip() for b in boxes]
 
 
 def parse_processbench(text: str, n_steps: int) -> int:
@@ -105,6 +101,15 @@ STYLES = {
     "processbench": Style("processbench", 0, parse_processbench, "\\boxed"),
     "paper": Style("paper", 1, parse_paper, "<conclusion>"),
 }
+
+
+def read_verdict(text: str, n_steps: int, style: str = "processbench") -> int | None:
+    """The first error a verdict gives, by the style's strict parser; None where the judge stage
+    counts a parse failure. For readers that only score verdicts (the world's measurements)."""
+    try:
+        return STYLES[style].parse(text, n_steps)
+    except ParseFailure:
+        return None
 
 
 def aggregate_votes(votes: list[int | None]) -> int | None:

@@ -100,9 +100,9 @@ def test_stats_counts_tokens_spent_not_max_tokens_settings(tmp_path):
 
 def test_system_prompt_none_sends_no_system_message():
     from prm_annotate.errors import UsageError
-    from prm_annotate.prompt_files import load_prompt
+    from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
     from prm_annotate.records import Problem
-    from prm_annotate.stages.sample import SYSTEM_PROMPTS, SampleStage
+    from prm_annotate.stages.sample import SampleStage
 
     engine = ScriptedEngine(lambda r: "\\boxed{8}")
     stage = SampleStage(engine, n=1, system_prompt=load_prompt("none", SYSTEM_PROMPTS, allow_none=True))

@@ -11,7 +11,7 @@ import pytest
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.jsonl import iter_jsonl
 from prm_annotate.records import Consensus
-from prm_annotate.stages.consensus import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, SAME, UNPARSED, compare,
+from prm_annotate.stages.consensus import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, SAME, UNPARSED, confusion_row,
                                            run_consensus)
 
 STEPS = ["a = 1.", "b = 2.", "c = 4.", "\\boxed{4}"]
@@ -55,9 +55,9 @@ CASES = [
 ]
 
 
-def test_compare_rows():
+def test_confusion_rows():
     for _, mc, jd, row in CASES:
-        assert compare(mc, jd) == row
+        assert confusion_row(mc, jd) == row
 
 
 @pytest.fixture

@@ -249,10 +249,10 @@ def test_hostile_answers_are_never_executed(tmp_path):
     assert not marker.exists()
     assert not any(v.correct for v in against_gold)
     # The worker's comparison, run in this process, does not evaluate either.
-    from prm_annotate.grading_worker import compare
+    from prm_annotate.grading_worker import verify_answer
     for h in hostile:
-        compare(normalize_answer(h), normalize_answer(h))
-        compare("5", normalize_answer(h))
+        verify_answer(normalize_answer(h), normalize_answer(h))
+        verify_answer("5", normalize_answer(h))
     assert not marker.exists()
 
 
@@ -350,17 +350,17 @@ def _random_latexish(rng, n: int) -> str:
 def test_brace_pairing_from_an_unescaped_brace_equals_a_full_scan():
     import random
 
-    from prm_annotate import answers
+    from prm_annotate import boxed
 
     rng = random.Random(0)
     for _ in range(3000):
         text = _random_latexish(rng, rng.randrange(1, 40))
         full = _closing_braces_full_scan(text)
-        assert answers._closing_braces(text) == full
+        assert boxed.closing_braces(text) == full
         # Every brace the full scan reads as a brace (not escaped) is a valid place to start.
         opened = [i for i, c in enumerate(text) if c == "{" and not _escaped(text, i)]
         for start in opened:
-            assert answers._closing_braces(text, start) == {a: b for a, b in full.items() if a >= start}, (text, start)
+            assert boxed.closing_braces(text, start) == {a: b for a, b in full.items() if a >= start}, (text, start)
 
 
 def _escaped(text: str, index: int) -> bool:
@@ -374,14 +374,14 @@ def _escaped(text: str, index: int) -> bool:
 def test_boxed_extraction_unchanged_by_the_partial_brace_scan(monkeypatch):
     import random
 
-    from prm_annotate import answers
+    from prm_annotate import answers, boxed
 
     rng = random.Random(1)
     texts = [_random_latexish(rng, rng.randrange(1, 60)) for _ in range(3000)]
     texts += ["Step 1: {a} \\{ 3 + 4 = 7.\n\n" * 20 + "The answer is \\boxed{\\frac{1}{2}}.",
               "\\boxed{1} then \\boxed{\\boxed{2}", "\\\\boxed{5} \\boxed {6}", "\\boxed{a\\}b}"]
     fast = [answers._last_boxed(t) for t in texts]
-    monkeypatch.setattr(answers, "_closing_braces", _closing_braces_full_scan)
+    monkeypatch.setattr(boxed, "closing_braces", _closing_braces_full_scan)
     assert fast == [answers._last_boxed(t) for t in texts]
 
 

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from prm_annotate.judge_parsing import STYLES, ParseFailure, aggregate_votes, parse_paper, parse_processbench
-from prm_annotate.prompt_files import load_prompt
+from prm_annotate.prompt_files import JUDGE_PROMPTS, load_prompt
 from prm_annotate.records import Judged, Response
-from prm_annotate.stages.judge import JUDGE_PROMPTS, JudgeStage
+from prm_annotate.stages.judge import JudgeStage
 from scripted_engine import ScriptedEngine
 
 PB_GOOD = """Let's check each paragraph.
@@ -185,3 +185,34 @@ def test_judge_on_the_tiny_model_with_and_without_constraint(vllm_engine):
                 assert rates[name, True] == 0.0
                 assert all(j.first_error is not None and -1 <= j.first_error < 3 for j in judged)
     print("judge parse-failure rates on the tiny model:", rates)
+
+
+def test_a_judge_template_without_paragraphs_is_refused_everywhere_the_same_way(tmp_path):
+    """One check (prompt_files.check_judge_template) behind the CLI, the stage and the renderer."""
+    import subprocess
+    import sys
+
+    from prm_annotate.errors import UsageError
+    from prm_annotate.prompt_files import PromptFile, render_judge_prompt
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("Problem: {problem}\nFind the first wrong step.\n")
+    message = f"{bad}: a judge prompt needs a {{paragraphs}} placeholder"
+    with pytest.raises(UsageError) as stage_error:
+        JudgeStage(ScriptedEngine(lambda r: ""), prompt=PromptFile("custom", str(bad), bad.read_text()))
+    assert str(stage_error.value) == message
+    with pytest.raises(UsageError, match="needs a {paragraphs} placeholder"):
+        render_judge_prompt(bad.read_text(), "p", ["s"])
+    # A good template passes the same check: the refusal is about the placeholder, nothing else.
+    good = load_prompt("processbench", JUDGE_PROMPTS)
+    assert "{paragraphs}" in good.text and "<paragraph_0>" in render_judge_prompt(good.text, "p", ["s"])
+
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text(rec().model_dump_json() + "\n")
+    out = tmp_path / "judged.jsonl"
+    cli = subprocess.run([sys.executable, "-m", "prm_annotate", "judge", str(responses), "-o", str(out),
+                          "--prompt", str(bad), "--model", str(tmp_path / "no-model")],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 2, cli.stderr
+    assert cli.stderr.strip().splitlines()[-1] == f"prm-annotate: error: {message}"
+    assert not out.exists()

@@ -156,7 +156,7 @@ def test_training_writes_to_a_scratch_folder_unless_told():
 def test_judge_diff_target_copies_up_to_the_first_wrong_token():
     from transformers import AutoTokenizer
 
-    from prm_annotate.prompting import tag_paragraphs
+    from prm_annotate.prompt_files import tag_paragraphs
     from lab.world.train import judge_target_diff
 
     tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
@@ -190,7 +190,7 @@ def test_judge_diff_targets_parse_to_the_truth():
     from transformers import AutoTokenizer
 
     from prm_annotate.judge_parsing import parse_processbench
-    from prm_annotate.prompting import tag_paragraphs
+    from prm_annotate.prompt_files import tag_paragraphs
     from lab.world.train import judge_response, judge_target_diff
 
     tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
@@ -205,7 +205,7 @@ def test_judge_diff_targets_parse_to_the_truth():
 
 def test_training_examples_render_like_the_pipeline():
     """The judge is trained on the exact text render_judge_prompt makes from the prompt file."""
-    from prm_annotate.prompting import render_judge_prompt
+    from prm_annotate.prompt_files import render_judge_prompt
     from lab.world.train import JUDGE_TEMPLATE, judge_example, judge_target_copy, policy_example
 
     template = JUDGE_TEMPLATE
@@ -345,3 +345,32 @@ def test_shipped_judge_answers_in_vllm(world_engine):
     # always names a paragraph, fails one of the two.
     stats = judge_stats(truths, verdicts)
     assert stats["error_acc"] >= 0.2 and stats["correct_acc"] >= 0.3, stats
+
+
+def test_quick_judge_eval_reads_verdicts_with_the_judge_stages_strict_parser(monkeypatch):
+    """Training's quick evaluation scores what the judge stage would parse: a verdict that ends on
+    the right box after a different one is a parse failure, not a hit (a last-box regex took it)."""
+    from lab.world import train
+    from prm_annotate.judge_parsing import parse_processbench
+
+    n = 12
+    probs = [make_problem("judgetest", i, 0) for i in range(n)]
+    responses = [train.judge_response(p, random.Random(f"judgetest/{i}")) for i, p in enumerate(probs)]
+    truths = [true_first_error(p, s) for p, s in zip(probs, responses)]
+
+    def scripted(texts_for):
+        def generate(model, tok, conversations, temperature, max_tokens, seed):
+            assert len(conversations) == n
+            return texts_for
+        return generate
+
+    clean = [f"Paragraph 0: fine.\n\\boxed{{{t}}}" for t in truths]
+    monkeypatch.setattr(train, "generate", scripted(clean))
+    assert train.quick_judge_eval(None, None, train.JUDGE_TEMPLATE, n=n)["accuracy"] == 1.0
+    # Each verdict first boxes a different index, then the true one: the stage's parser refuses them.
+    torn = [f"\\boxed{{{t + 1 if t + 1 < len(s) else -1}}} no, \\boxed{{{t}}}" for t, s in zip(truths, responses)]
+    for text, steps in zip(torn, responses):
+        with pytest.raises(ValueError, match="conflicting"):
+            parse_processbench(text, len(steps))
+    monkeypatch.setattr(train, "generate", scripted(torn))
+    assert train.quick_judge_eval(None, None, train.JUDGE_TEMPLATE, n=n)["accuracy"] == 0.0

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from lab.world.train import JUDGE_TEMPLATE, default_system_prompt, judge_messages, judge_stats, policy_messages
 from prm_annotate.engines import EngineConfig, GenerationRequest, exit_process, make_engine
+from prm_annotate.judge_parsing import read_verdict
 from prm_annotate.world import JUDGE_DIR, POLICY_DIR
 from prm_annotate.world.problems import make_problems
-from prm_annotate.world.truth import BOXED, EQUATION, true_first_error
+from prm_annotate.world.truth import EQUATION, boxed_values, true_first_error
 
 # The KV-cache budget these measurements were taken with (the pipeline's CPU default is larger).
 KV_CACHE_GB = 0.5
@@ -49,8 +50,8 @@ def split(text: str) -> list[str]:
 
 
 def final_answer(text: str) -> str | None:
-    found = BOXED.findall(text)
-    return found[-1].strip() if found else None
+    found = boxed_values(text)
+    return found[-1] if found else None
 
 
 def policy_stats(problems: list[dict], samples: list[list[str]]) -> dict:
@@ -75,16 +76,6 @@ def policy_stats(problems: list[dict], samples: list[list[str]]) -> dict:
             "mixed_prompts": mixed / len(problems)}
 
 
-def parse_index(text: str, n_steps: int) -> int | None:
-    """The judge stage's own strict parser; None where it would count a parse failure."""
-    from prm_annotate.judge_parsing import ParseFailure, parse_processbench
-
-    try:
-        return parse_processbench(text, n_steps)
-    except ParseFailure:
-        return None
-
-
 def measure(policy_dir: Path, judge_dir: Path | None, n_problems: int, n: int, seed: int) -> dict:
     problems = make_problems(n_problems, seed=seed, split="test")
     meta = json.loads((policy_dir / "world.json").read_text())
@@ -101,7 +92,7 @@ def measure(policy_dir: Path, judge_dir: Path | None, n_problems: int, n: int, s
     verdicts = chat(judge_dir, [judge_messages(JUDGE_TEMPLATE, p, steps) for p, steps in pairs],
                     n=1, temperature=0.0, max_tokens=256, seed=seed)
     truths = [true_first_error(p, steps) for p, steps in pairs]
-    result["judge"] = judge_stats(truths, [parse_index(v[0], len(steps)) for v, (_, steps) in zip(verdicts, pairs)])
+    result["judge"] = judge_stats(truths, [read_verdict(v[0], len(steps)) for v, (_, steps) in zip(verdicts, pairs)])
     result["judge"]["truth_error_share"] = sum(t != -1 for t in truths) / len(truths)
     result["judge_seconds"] = round(time.time() - t0, 1)
     return result

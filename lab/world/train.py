@@ -10,7 +10,7 @@ run is the model of a run with `--steps N` (useful when calibrating).
 
 Examples are rendered exactly as the pipeline renders them: the policy sees the world's system
 prompt and the problem as a ChatML conversation; the judge sees the `processbench` judge prompt
-(loaded as the judge stage loads it, rendered by `prm_annotate.prompting.render_judge_prompt`) as the
+(loaded as the judge stage loads it, rendered by `prm_annotate.prompt_files.render_judge_prompt`) as the
 user message. The loss is on the assistant tokens only.
 """
 from __future__ import annotations
@@ -20,21 +20,18 @@ import copy
 import functools
 import json
 import random
-import re
 import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 from prm_annotate.evaluate import SplitMetrics
+from prm_annotate.judge_parsing import read_verdict
 from prm_annotate.labels import Gold, Prediction
-from prm_annotate.prompt_files import load_prompt
-from prm_annotate.prompting import render_judge_prompt, tag_paragraphs
-from prm_annotate.stages.judge import JUDGE_PROMPTS
-from prm_annotate.stages.sample import SYSTEM_PROMPTS
+from prm_annotate.prompt_files import JUDGE_PROMPTS, SYSTEM_PROMPTS, load_prompt, render_judge_prompt, tag_paragraphs
 from lab.world.corrupt import corrupt_solution
 from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps
-from prm_annotate.world.truth import BOXED, EQUATION, check_steps, true_first_error
+from prm_annotate.world.truth import EQUATION, boxed_values, check_steps, true_first_error
 
 # A scratch folder: the shipped models (prm_annotate/world/models) change only when named.
 DEFAULT_OUT = Path("runs") / "world-models"
@@ -73,7 +70,7 @@ def true_next_paragraph(problem: dict, steps: list[str], index: int) -> str | No
     right: the next operation, or the final answer once all are done; None after the answer."""
     world = World.from_json(problem["world"])
     before = steps[:index]
-    if any(BOXED.search(s) for s in before):
+    if any(boxed_values(s) for s in before):
         return None
     done = sum(len(EQUATION.findall(s)) for s in before)
     if done < len(world.ops):
@@ -201,7 +198,7 @@ def _frozen_check_lines(problem: dict, steps: list[str]) -> str:
         elif EQUATION.search(step) and done < len(world.ops):
             op, n = world.ops[done]
             lines.append(f"Paragraph {i}: {values[done]} {OP_SYMBOL[op]} {n} = {values[done + 1]}, {word}.")
-        elif BOXED.search(step) and done == len(world.ops):
+        elif boxed_values(step) and done == len(world.ops):
             lines.append(f"Paragraph {i}: the answer is {world.answer}, {word}.")
         else:
             lines.append(f"Paragraph {i}: {word}.")
@@ -376,8 +373,8 @@ def quick_judge_eval(model, tok, template: str, n: int = 96) -> dict:
     responses = [judge_response(p, random.Random(f"judgetest/{i}")) for i, p in enumerate(probs)]
     texts = generate(model, tok, [judge_messages(template, p, s) for p, s in zip(probs, responses)],
                      0.0, 256, seed=0)
-    last_boxed = [BOXED.findall(t)[-1:] for t in texts]
-    predictions = [int(b[0]) if b and re.fullmatch(r"-?\d+", b[0]) else None for b in last_boxed]
+    # Read as the judge stage reads a verdict (strictly: several different answers are none).
+    predictions = [read_verdict(t, len(s)) for t, s in zip(texts, responses)]
     stats = judge_stats([true_first_error(p, s) for p, s in zip(probs, responses)], predictions)
     # Overall accuracy alone hides a judge that answers -1 to everything (a third of these are right).
     return {key: stats[key] for key in ("accuracy", "error_acc", "correct_acc")}

@@ -8,8 +8,8 @@ import typer
 from prm_annotate.cli.app import app, handled
 
 
-@app.command()
-def compare(
+@app.command("compare")
+def compare_command(
     files: Annotated[List[str], typer.Argument(help="Label sources: rollout, judged, consensus or any file with a first error.")],
     gold: Annotated[str, typer.Option("--gold", help="Gold file: ProcessBench JSON array or JSONL with `label`.")],
     field: Annotated[Optional[List[str]], typer.Option("--field", help="FILE=dotted.path: where FILE keeps its first error (default: detected).")] = None,
@@ -18,12 +18,12 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Agreement matrix of first errors across label sources, and each source's metric against the gold."""
-    from prm_annotate.compare import compare as run, load_sources, parse_fields
+    from prm_annotate.compare import compare_sources, load_sources, parse_fields
     from prm_annotate.labels import load_gold
 
     with handled():
         sources = load_sources(files, parse_fields(field or []))
-        result = run(sources, load_gold(gold, label_field), split_field=split_field)
+        result = compare_sources(sources, load_gold(gold, label_field), split_field=split_field)
     if as_json:
         typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     else:

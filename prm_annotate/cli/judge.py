@@ -34,8 +34,8 @@ def judge(
     from prm_annotate.cli.app import fail
     from prm_annotate.cli.model_stage import run_model_stage
     from prm_annotate.judge_parsing import STYLES
-    from prm_annotate.prompt_files import load_prompt
-    from prm_annotate.stages.judge import JUDGE_PROMPTS, JudgeStage, style_for
+    from prm_annotate.prompt_files import JUDGE_PROMPTS, check_judge_template, load_prompt
+    from prm_annotate.stages.judge import JudgeStage, style_for
 
     with handled():
         if style is not None and style not in STYLES:
@@ -44,8 +44,7 @@ def judge(
         ray = executor_opts.ray()
         config = engine_opts.config(seed=seed)
         template = load_prompt(prompt, JUDGE_PROMPTS)
-        if "{paragraphs}" not in template.text:
-            raise fail(f"{template.path}: a judge prompt needs a {{paragraphs}} placeholder")
+        check_judge_template(template.text, template.path)
         answer_style = style_for(prompt, style)
 
     def report_parsing(stage, summary) -> None:

@@ -44,9 +44,8 @@ def rollout(
     """Monte Carlo estimation: K completions from every step prefix, graded against the gold answer."""
     from prm_annotate.cli.app import fail
     from prm_annotate.cli.model_stage import run_model_stage
-    from prm_annotate.prompt_files import load_prompt
+    from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
     from prm_annotate.stages.rollout import RolloutStage
-    from prm_annotate.stages.sample import SYSTEM_PROMPTS
     from prm_annotate.steps import decode_sep
     from prm_annotate.strategies import get_strategy
 

@@ -37,8 +37,8 @@ def sample(
 ) -> None:
     """Sample n step-by-step responses per problem; split into steps and grade the final answers."""
     from prm_annotate.cli.model_stage import run_model_stage
-    from prm_annotate.prompt_files import load_prompt
-    from prm_annotate.stages.sample import SYSTEM_PROMPTS, SampleStage
+    from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
+    from prm_annotate.stages.sample import SampleStage
     from prm_annotate.steps import decode_sep
 
     with handled():

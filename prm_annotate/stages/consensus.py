@@ -29,7 +29,8 @@ SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED = (
 ROWS = (SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED)
 
 
-def compare(mc_first: int, judge_first: int | None) -> str:
+def confusion_row(mc_first: int, judge_first: int | None) -> str:
+    """The row of the confusion table where this pair of first errors belongs."""
     if judge_first is None:
         return UNPARSED
     if mc_first == judge_first:
@@ -112,7 +113,7 @@ def run_consensus(rollouts_path: str, judged_path: str, output: str, *,
     try:
         for rollout, other in pairs:
             summary.joined += 1
-            row = compare(rollout.mc.first_error, other.judge.first_error)
+            row = confusion_row(rollout.mc.first_error, other.judge.first_error)
             summary.rows[row] += 1
             if row != SAME:
                 continue

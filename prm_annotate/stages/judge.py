@@ -26,8 +26,7 @@ from typing import Any, Callable, Iterable
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.judge_parsing import STYLES, ParseFailure, Style, aggregate_votes
-from prm_annotate.prompt_files import PromptFile, load_prompt
-from prm_annotate.prompting import render_judge_prompt
+from prm_annotate.prompt_files import JUDGE_PROMPTS, PromptFile, check_judge_template, load_prompt, render_judge_prompt
 from prm_annotate.records import Response
 from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
@@ -37,8 +36,6 @@ from prm_annotate.stages.common import ModelStage
 # Room for the longest forced answer ("<conclusion>\nIncorrect: paragraph 1234\n</conclusion>", 52 characters)
 # even with a byte-level tokenizer: a cut answer would not parse.
 FORCED_ANSWER_TOKENS = 80
-
-JUDGE_PROMPTS = {"paper": "judge_paper.txt", "processbench": "judge_processbench.txt"}
 
 
 def style_for(prompt: str, style: str | None) -> Style:
@@ -57,10 +54,7 @@ class JudgeStage(ModelStage):
         self.engine = engine
         self.prompt = prompt or load_prompt("processbench", JUDGE_PROMPTS)
         self.style = style or style_for(self.prompt.name, None)
-        if "{paragraphs}" not in self.prompt.text:
-            from prm_annotate.errors import UsageError
-
-            raise UsageError(f"{self.prompt.path}: a judge prompt needs a {{paragraphs}} placeholder")
+        check_judge_template(self.prompt.text, self.prompt.path)
         self.votes = votes
         self.temperature = temperature if temperature is not None else (0.0 if votes == 1 else 0.7)
         self.top_p, self.max_tokens, self.seed, self.constrained = top_p, max_tokens, seed, constrained

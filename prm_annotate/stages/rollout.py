@@ -47,13 +47,12 @@ from pydantic import Field
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.grading import Grader
-from prm_annotate.prompt_files import PromptFile, load_prompt
+from prm_annotate.prompt_files import SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Response
 from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.scheduler import Job, one_unit_each
 from prm_annotate.stages.common import ModelStage, chat
-from prm_annotate.stages.sample import SYSTEM_PROMPTS
 from prm_annotate.steps import DEFAULT_SEP, join_steps, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, Strategy, get_strategy
 

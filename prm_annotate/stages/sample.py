@@ -17,15 +17,13 @@ from typing import Any, Iterable
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.grading import Grader
-from prm_annotate.prompt_files import PromptFile, load_prompt
+from prm_annotate.prompt_files import SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Problem
 from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.scheduler import Job
 from prm_annotate.stages.common import ModelStage, chat
 from prm_annotate.steps import DEFAULT_SEP, split_steps
-
-SYSTEM_PROMPTS = {"default": "sample_system.txt"}
 
 
 def response_id(problem_id: str, index: int) -> str:

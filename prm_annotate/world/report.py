@@ -6,7 +6,7 @@ Generates problems, runs the real stages through the real runner (sample -> roll
 tiny policy, then judge with the tiny judge and the `processbench` prompt -> consensus), one
 vLLM engine at a time: the policy's engine serves sample and rollout and is shut down before the
 judge's starts. Then it writes the truth (`truth.true_first_error` of every response) as a gold
-file and scores each label source against it with `compare`:
+file and scores each label source against it with `compare.compare_sources`:
 
 - MC (`mc.first_error` of the rollouts), judge (`judge.first_error`), consensus (`first_error`
   of the kept records, with their own step labels);
@@ -124,9 +124,9 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     Returns the wall time of each part and the records any stage failed (left out of the files).
     Raises what the engines or stages raise; every engine started here is closed on the way out."""
     from prm_annotate.engines import make_engine
-    from prm_annotate.prompt_files import load_prompt
+    from prm_annotate.prompt_files import JUDGE_PROMPTS, load_prompt
     from prm_annotate.stages.consensus import print_summary, run_consensus
-    from prm_annotate.stages.judge import JUDGE_PROMPTS, JudgeStage
+    from prm_annotate.stages.judge import JudgeStage
     from prm_annotate.stages.rollout import RolloutStage
     from prm_annotate.stages.sample import SampleStage
 
@@ -193,7 +193,7 @@ def generated_tokens(paths: dict[str, Path]) -> dict[str, int]:
 
 def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
     """Score the files in `cfg.workdir` against the truth; everything the table prints."""
-    from prm_annotate.compare import Source, compare
+    from prm_annotate.compare import Source, compare_sources
     from prm_annotate.engines import resolve_dtype
     from prm_annotate.labels import load_gold, load_predictions
 
@@ -204,7 +204,7 @@ def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: l
     for name, role, fld in SOURCES:
         used, preds = load_predictions(str(paths[role]), fld)
         sources.append(Source(name, str(paths[role]), used, preds))
-    result = compare(sources, gold)
+    result = compare_sources(sources, gold)
     n = len(gold_records)
     consensus_kept = result["sources"]["consensus"]["labelled"]
     return {

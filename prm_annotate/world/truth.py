@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from prm_annotate.boxed import find_boxes
 from prm_annotate.world.problems import World, apply_op
 
 EQUATION = re.compile(r"(-?\d+)\s*([+\-*x×])\s*(-?\d+)\s*=\s*(-?\d+)")
-BOXED = re.compile(r"\\boxed\{\s*([^{}]*?)\s*\}")
 _STEP_LABEL = re.compile(r"^\s*Step\s+\d+\s*:", re.IGNORECASE)
 OPS = {"+": "add", "-": "sub", "*": "mul", "x": "mul", "×": "mul"}
 _COMMUTATIVE = {"add", "mul"}
@@ -36,6 +36,13 @@ class StepVerdict:
     index: int
     ok: bool
     reason: str  # "ok" or why the step is wrong
+
+
+def boxed_values(text: str) -> list[str]:
+    """The answers a text gives, in order: each `\\boxed{v}` written exactly so, `v` stripped. A
+    box holding braces (`\\boxed{{5}}`, `\\boxed{\\frac{1}{2}}`) is no answer in this world."""
+    return [b.content.strip() for b in find_boxes(text)
+            if b.head == "\\boxed{" and b.closed and "{" not in b.content and "}" not in b.content]
 
 
 def _same_number(text: str, value: int) -> bool:
@@ -66,7 +73,7 @@ def check_steps(problem_record: dict, steps: list[str]) -> list[StepVerdict]:
             return wrong(i, "step after the final answer")
         body = _STEP_LABEL.sub("", step, count=1)
         equations = EQUATION.findall(body)
-        boxed = BOXED.findall(body)
+        boxed = boxed_values(body)
         if not equations and not boxed:
             return wrong(i, "no equation and no answer")
         for a_s, sym, b_s, c_s in equations:
