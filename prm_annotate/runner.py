@@ -7,25 +7,22 @@ runs locally or elsewhere.
 """
 from __future__ import annotations
 
-import hashlib
-import os
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
-import orjson
 from pydantic import ValidationError
 
-from prm_annotate import __version__
-from prm_annotate.errors import InputError, UsageError, printable
+from prm_annotate.errors import InputError, printable
 from prm_annotate.formats import FieldMap, read_records
 from prm_annotate.jsonl import STDIO, check_input, is_stream
-from prm_annotate.output import RejectsWriter, ResumableWriter, check_output, set_aside, sidecar
+from prm_annotate.manifest import append_manifest, manifest_run
+from prm_annotate.output import RejectsWriter, ResumableWriter, check_output
+from prm_annotate.progress import Progress
 from prm_annotate.records import Record
+from prm_annotate.sharding import shard_of
 
 
 @dataclass
@@ -96,25 +93,6 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def shard_of(record_id: str, count: int) -> int:
-    """Stable across machines, Python versions and input order (unlike hash())."""
-    digest = hashlib.blake2b(record_id.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % count
-
-
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """`--shard I/N`, I counted from 0."""
-    if text is None:
-        return None
-    try:
-        index, count = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise UsageError(f"--shard takes I/N, such as 0/4; got {text!r}") from None
-    if count < 1 or not 0 <= index < count:
-        raise UsageError(f"--shard {text}: need 0 <= I < N")
-    return index, count
-
-
 def read_validated(path: str, model: type[Record], opts: RunOptions,
                    rejects: RejectsWriter | None) -> Iterator[Record]:
     """Validated records of `path`; duplicate ids are bad input. Stops at `opts.limit` records."""
@@ -158,63 +136,6 @@ def _batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
         raise
     if batch:
         yield batch
-
-
-class Progress:
-    """A rich bar on a terminal; plain lines every few seconds otherwise; nothing with --quiet."""
-
-    def __init__(self, name: str, total: int | None, quiet: bool):
-        self.name, self.total, self.done, self.failed = name, total, 0, 0
-        self._bar = None
-        self._plain = not quiet and not sys.stderr.isatty()
-        self._last = time.monotonic()
-        if not quiet and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import Progress as RichProgress
-
-            self._bar = RichProgress(console=Console(stderr=True), transient=False)
-            self._bar.start()
-            self._task = self._bar.add_task(name, total=total)
-
-    def advance(self, done: int, failed: int) -> None:
-        self.done += done
-        self.failed += failed
-        if self._bar is not None:
-            self._bar.update(self._task, advance=done + failed)
-        elif self._plain and time.monotonic() - self._last >= 10:
-            self._last = time.monotonic()
-            total = f"/{self.total}" if self.total is not None else ""
-            print(f"{self.name}: {self.done}{total} records done, {self.failed} failed", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
-def file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def append_manifest(output: str, run: dict[str, Any]) -> None:
-    """Each run of a stage on an output appends its record to `<output>.manifest.json`.
-
-    A manifest that is not ours (torn, not JSON, JSON of another shape) is never overwritten: it is
-    renamed aside with a note on stderr, and the run goes on (the records are what matters)."""
-    if output == STDIO:
-        return
-    path = sidecar(output, "manifest.json")
-    runs: list[Any] = []
-    if path.exists():
-        try:
-            runs = orjson.loads(path.read_bytes())["runs"]
-            if not isinstance(runs, list):
-                raise TypeError
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            set_aside(path, "the run manifest is not one this program wrote (torn or another shape)")
-            runs = []
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps({"runs": runs + [run]}, option=orjson.OPT_INDENT_2))
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -317,25 +238,8 @@ def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_ma
             summary.rejects = rejects.count
         summary.seconds = time.monotonic() - started
         summary.stats = dict(stage.stats)
-        append_manifest(opts.output, _manifest_run(stage, opts, summary))
+        append_manifest(opts.output, manifest_run(stage, opts, summary))
     return summary
-
-
-def _manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[str, Any]:
-    return {
-        "stage": stage.name,
-        "version": __version__,
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "argv": sys.argv,
-        "input": opts.input,
-        "settings": stage.settings(),
-        "counts": {"read": summary.read, "done": summary.done, "written": summary.written, "skipped": summary.skipped,
-                   "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard},
-        **({"interrupted": summary.interrupted} if summary.interrupted else {}),
-        "failures": dict(list(summary.failures.items())[:100]),
-        "stats": summary.stats,
-        "seconds": round(summary.seconds, 3),
-    }
 
 
 def report(summary: RunSummary) -> None:

@@ -16,7 +16,8 @@ from prm_annotate.formats import read_records
 from prm_annotate.jsonl import dumps, iter_jsonl
 from prm_annotate.output import OutputLocked, ResumableWriter
 from prm_annotate.records import Problem, Response
-from prm_annotate.runner import RunOptions, read_validated, shard_of
+from prm_annotate.runner import RunOptions, read_validated
+from prm_annotate.sharding import shard_of
 from prm_annotate.steps import join_steps, split_steps
 
 SHARED = Path(__file__).resolve().parent / "data"

@@ -20,7 +20,8 @@ from prm_annotate.errors import UsageError
 from prm_annotate.jsonl import check_input
 from prm_annotate.output import ResumableWriter, check_output
 from prm_annotate.records import Consensus, Judged, Rollout
-from prm_annotate.runner import RunOptions, append_manifest, read_validated
+from prm_annotate.manifest import append_manifest
+from prm_annotate.runner import RunOptions, read_validated
 from prm_annotate import __version__
 
 # Rows of the confusion table, in display order.
