@@ -28,40 +28,56 @@ from prm_annotate.sharding import shard_of
 @dataclass
 class Outcome:
     """The result for one input record: its output records (usually one; `sample` makes n), or an
-    error that leaves it for a rerun."""
+    error that leaves it for a rerun. The records are the stage's `output_model`, validated when made."""
 
     id: str
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     error: str | None = None
 
     @classmethod
-    def one(cls, record: dict[str, Any]) -> "Outcome":
-        return cls(record["id"], [record])
+    def one(cls, record: Record) -> "Outcome":
+        return cls(record.id, [record])
 
 
 class Stage(Protocol):
     name: str
-    input_model: type[Record]
+    input_model: type[Record]  # what it reads (validated by the runner)
+    output_model: type[Record]  # what it writes (see docs/contract.md)
     stats: Counter  # token and call counts, summed into the summary and the manifest
 
     def process(self, batch: list[Record]) -> Iterable[Outcome]: ...
 
     def settings(self) -> dict[str, Any]: ...
 
+    def output_ids(self, record: Record) -> list[str]:
+        """Ids a record turns into; it is finished when all are in the output."""
+        ...
 
-def output_ids(stage: Stage, record: Record) -> list[str]:
-    """Ids a record turns into; it is finished when all are in the output. Stages that write
-    several records per input (sample) define `output_ids`."""
-    custom = getattr(stage, "output_ids", None)
-    return custom(record) if custom else [record.id]
+    def close(self) -> None:
+        """Release what the stage holds (a grader's worker process, which an `os._exit` would orphan)."""
+        ...
+
+
+class StageBase:
+    """What most stages share: one output record per input, under the input's id, and nothing
+    to release. A stage derives from it and overrides what differs (sample writes n ids per input)."""
+
+    name: str
+    input_model: type[Record]
+    output_model: type[Record]
+    stats: Counter
+
+    def output_ids(self, record: Record) -> list[str]:
+        return [record.id]
+
+    def close(self) -> None:
+        pass
 
 
 def close_stage(stage: Stage | None) -> None:
-    """Release what a stage holds; stages with a process of their own (the grader's worker, which
-    an `os._exit` would orphan) define `close`."""
-    close = getattr(stage, "close", None)
-    if close is not None:
-        close()
+    """`stage.close()`, for callers whose stage may not have been built yet."""
+    if stage is not None:
+        stage.close()
 
 
 MapBatches = Callable[["Stage", Iterator[list[Record]]], Iterator[list[Outcome]]]
@@ -198,7 +214,7 @@ def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_ma
                 summary.read += 1
                 if opts.shard and shard_of(record.id, opts.shard[1]) != opts.shard[0]:
                     summary.out_of_shard += 1
-                elif all(i in writer.done_ids for i in output_ids(stage, record)):
+                elif all(i in writer.done_ids for i in stage.output_ids(record)):
                     summary.skipped += 1
                 else:
                     yield record
@@ -215,8 +231,8 @@ def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_ma
             for outcome in outcomes:
                 if outcome.error is None:
                     for record in outcome.records:
-                        if record["id"] not in writer.done_ids:  # a partly finished input after a crash
-                            writer.write(record)
+                        if record.id not in writer.done_ids:  # a partly finished input after a crash
+                            writer.write(record.dump())
                             summary.written += 1
                     done += 1
                 else:

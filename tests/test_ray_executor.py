@@ -104,7 +104,7 @@ def test_ray_spreads_batches_over_actors_and_skips_finished_ids(tmp_path, no_ray
         class WhereStage(GradeStage):
             def process(self, batch):
                 for outcome in super().process(batch):
-                    outcome.records[0]["worker_pid"] = os.getpid()
+                    outcome.records[0].worker_pid = os.getpid()
                     yield outcome
 
         return WhereStage()

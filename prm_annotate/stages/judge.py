@@ -28,8 +28,8 @@ from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResul
 from prm_annotate.judge_parsing import STYLES, ParseFailure, Style, aggregate_votes
 from prm_annotate.prompt_files import PromptFile, load_prompt
 from prm_annotate.prompting import render_judge_prompt
-from prm_annotate.records import Response
-from prm_annotate.runner import Outcome
+from prm_annotate.records import Judged, Response
+from prm_annotate.runner import Outcome, StageBase
 from prm_annotate.seeds import derive_seed
 from prm_annotate.stages.common import generate
 
@@ -46,11 +46,12 @@ def style_for(prompt: str, style: str | None) -> Style:
     return STYLES[name]
 
 
-class JudgeStage:
+class JudgeStage(StageBase):
     name = "judge"
     input_model = Response
+    output_model = Judged
 
-    def __init__(self, engine: Engine, *, prompt: PromptFile | None = None, style: Style | None = None,
+    def __init__(self, engine: Engine | None, *, prompt: PromptFile | None = None, style: Style | None = None,
                  votes: int = 1, temperature: float | None = None, top_p: float = 1.0, max_tokens: int = 2048,
                  seed: int = 0, constrained: bool = False, engine_info: dict[str, Any] | None = None):
         self.engine = engine
@@ -117,18 +118,22 @@ class JudgeStage:
                     failures.append(str(exc))
             self.stats["votes"] += len(votes)
             self.stats["parse_failures"] += len(failures)
-            out = record.dump()
-            out["judge"] = {
-                "first_error": aggregate_votes(votes), "votes": votes, "parse_failures": len(failures),
-                "model": self.engine_info.get("model", self.engine.model), "prompt": self.prompt.name,
-                "prompt_sha256": self.prompt.sha256, "style": self.style.name, "constrained": self.constrained,
-                "temperature": self.temperature, "generated_tokens": tokens[record.id],
-                "outputs": [texts[f"{record.id}\x00{v}"] for v in range(self.votes)],
-            }
-            if failures:
-                out["judge"]["parse_errors"] = failures
-            self.stats["no_verdict"] += out["judge"]["first_error"] is None
-            yield Outcome.one(out)
+            yield Outcome.one(self._judged(record, votes, failures, texts, tokens))
+
+    def _judged(self, record: Response, votes: list[int | None], failures: list[str], texts: dict[str, str],
+                tokens: Counter) -> Judged:
+        out = record.dump()
+        out["judge"] = {
+            "first_error": aggregate_votes(votes), "votes": votes, "parse_failures": len(failures),
+            "model": self.engine_info.get("model", self.engine.model), "prompt": self.prompt.name,
+            "prompt_sha256": self.prompt.sha256, "style": self.style.name, "constrained": self.constrained,
+            "temperature": self.temperature, "generated_tokens": tokens[record.id],
+            "outputs": [texts[f"{record.id}\x00{v}"] for v in range(self.votes)],
+        }
+        if failures:
+            out["judge"]["parse_errors"] = failures
+        self.stats["no_verdict"] += out["judge"]["first_error"] is None
+        return Judged.make(out)
 
     def _force_answers(self, jobs: list[tuple[Response, int]], requests: list[GenerationRequest],
                        texts: dict[str, str], tokens: Counter, errors: dict[str, str]) -> None:
