@@ -45,6 +45,7 @@ def manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[st
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "argv": sys.argv,
         "input": opts.input,
+        **({"inputs": stage.inputs()} if stage.inputs() else {}),
         "settings": stage.settings(),
         "counts": {"read": summary.read, "done": summary.done, "written": summary.written, "skipped": summary.skipped,
                    "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard},

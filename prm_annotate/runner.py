@@ -1,9 +1,11 @@
-"""The loop every single-input stage shares: read and validate, skip finished work, process in
-batches, write crash-safely, show progress, summarise, and record a run manifest.
+"""The loop every stage shares: read and validate, skip finished work, process in batches, write
+crash-safely, show progress (progress.py), summarise, and record a run manifest (manifest.py).
 
-A stage only says how to turn a batch of input records into output records (`Stage.process`);
-where and how that batch runs is the executor's business (`map_batches`), so the same stage code
-runs locally or elsewhere.
+A stage only says how to turn a batch of input records into output records (`Stage.process`,
+records of its `output_model`); where and how that batch runs is the executor's business
+(`map_batches`), so the same stage code runs locally or elsewhere. A stage with a second input
+(consensus) reads it itself, beside the runner's input. Commands, and the world report, run a
+stage with `run_and_close`.
 """
 from __future__ import annotations
 
@@ -57,6 +59,10 @@ class Stage(Protocol):
         """Release what the stage holds (a grader's worker process, which an `os._exit` would orphan)."""
         ...
 
+    def inputs(self) -> dict[str, str]:
+        """Every input file by role, for a stage that reads more than its `input` (consensus)."""
+        ...
+
 
 class StageBase:
     """What most stages share: one output record per input, under the input's id, and nothing
@@ -73,11 +79,8 @@ class StageBase:
     def close(self) -> None:
         pass
 
-
-def close_stage(stage: Stage | None) -> None:
-    """`stage.close()`, for callers whose stage may not have been built yet."""
-    if stage is not None:
-        stage.close()
+    def inputs(self) -> dict[str, str]:
+        return {}
 
 
 MapBatches = Callable[["Stage", Iterator[list[Record]]], Iterator[list[Outcome]]]
@@ -255,6 +258,17 @@ def run_stage(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_ma
         summary.seconds = time.monotonic() - started
         summary.stats = dict(stage.stats)
         append_manifest(opts.output, manifest_run(stage, opts, summary))
+    return summary
+
+
+def run_and_close(stage: Stage, opts: RunOptions, map_batches: MapBatches = local_map_batches) -> RunSummary:
+    """What every command does with the stage it built, and the world report too: run it, close it
+    (also when a signal stops the run: the grader's worker), and print its summary line."""
+    try:
+        summary = run_stage(stage, opts, map_batches)
+    finally:
+        stage.close()
+    report(summary)
     return summary
 
 

@@ -113,7 +113,8 @@ def test_a_made_record_is_validated_and_dumps_in_the_order_it_was_made():
                          "steps": ["a", "b"], "mc": {"k": 2, "label": "hard", "strategy": "exhaustive",
                                                      "scores": [0.5, 1.0], "first_error": -1, "completions": 2,
                                                      "shared_completions": 0, "generated_tokens": 5, "model": "m"}})
-    assert list(made.dump()) == ["id", "problem_id", "problem", "answer", "src", "steps", "mc"]
+    # fields the maker left to their defaults come after the ones it gave
+    assert list(made.dump()) == ["id", "problem_id", "problem", "answer", "src", "steps", "mc", "final_answer", "correct"]
     assert list(made.dump()["mc"])[6:] == ["shared_completions", "generated_tokens", "model"]
     # validated as any read record, unlike a dict literal: the same data read back reorders, not changes
     assert Rollout.model_validate(made.dump()).dump() == made.dump()

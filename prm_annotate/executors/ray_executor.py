@@ -46,7 +46,7 @@ from prm_annotate.errors import UsageError
 from prm_annotate.executors import RayOptions, StageFactory
 from prm_annotate.jsonl import dumps
 from prm_annotate.records import Record
-from prm_annotate.runner import MapBatches, Outcome, RunOptions, RunSummary, Stage, run_stage
+from prm_annotate.runner import MapBatches, Outcome, RunOptions, RunSummary, Stage, run_and_close
 
 if TYPE_CHECKING:
     from prm_annotate.engines import EngineConfig
@@ -59,12 +59,12 @@ _ENV_PREFIXES = ("HF_", "VLLM_", "TOKENIZERS_", "OMP_", "PRM_ANNOTATE_")
 
 def run_stage_on_ray(build: StageFactory, config: "EngineConfig | None", opts: RunOptions,
                      options: RayOptions) -> tuple[Stage, RunSummary]:
-    """`run_stage` with the stage's work on Ray actors. Returns the driver's stage (its stats hold
-    the actors' counts) and the summary. No engine starts in this process: the driver's stage is
+    """`run_and_close` with the stage's work on Ray actors. Returns the driver's stage (its stats
+    hold the actors' counts) and the summary (already reported). No engine starts in this process: the driver's stage is
     built without one (`build(None)`), to answer for its name, ids and settings, never to process."""
     stage = build(None)
     _check_picklable(build, config)
-    return stage, run_stage(stage, opts, map_batches=ray_map_batches(build, config, options))
+    return stage, run_and_close(stage, opts, map_batches=ray_map_batches(build, config, options))
 
 
 def _check_picklable(build: StageFactory, config: "EngineConfig | None") -> None:
