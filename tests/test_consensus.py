@@ -170,3 +170,8 @@ def test_skip_invalid_sets_a_bad_rollout_aside_and_a_stream_is_joined_as_read(in
     piped = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", "-", inputs[1], "-o", "-", "-q"],
                            input=good.decode(), capture_output=True, text=True, timeout=120)
     assert piped.returncode == 0 and piped.stdout.encode() == out.read_bytes()
+    # a pair with different steps, met on a stream: bad input there too
+    other = write(tmp_path / "other.jsonl", [rollout("same-error", 2, steps=["x", "y", "z"])])
+    mismatch = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", "-", inputs[1], "-o", "-", "-q"],
+                              input=open(other).read(), capture_output=True, text=True, timeout=120)
+    assert mismatch.returncode == 2 and "different steps for id 'same-error'" in mismatch.stderr

@@ -66,6 +66,17 @@ def test_engine_failure_fails_the_problem_only():
     assert len(out["gsm-1"].records) == 2 and out["gsm-2"].error and "boom" in out["gsm-2"].error
 
 
+def test_the_ray_drivers_copy_builds_without_an_engine():
+    """The Ray driver builds its stage with build(None): it answers for ids and settings as the
+    workers' copies do (which have an engine), the model named by engine_info."""
+    info = {"engine": "vllm", "model": "m", "dtype": "float32"}
+    driver = SampleStage(None, n=3, seed=2, engine_info=info)
+    worker = SampleStage(ScriptedEngine(answer_by_seed, model="m"), n=3, seed=2, engine_info=info)
+    assert driver.settings() == worker.settings() and driver.settings()["model"] == "m"
+    assert driver.output_ids(PROBLEMS[0]) == worker.output_ids(PROBLEMS[0]) == ["gsm-1/0", "gsm-1/1", "gsm-1/2"]
+    driver.close()
+
+
 def test_custom_separator_and_system_prompt(tmp_path):
     from prm_annotate.prompt_files import load_prompt
 
