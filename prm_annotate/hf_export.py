@@ -112,8 +112,12 @@ def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read:
         shown = [f"{k}={settings[k]}" for k in CARD_SETTINGS if settings.get(k) is not None]
         if shown:
             lines.append(f"  - settings: {', '.join(shown)}")
-        counts = run.get("counts") or {}
-        if "kept_percent" in counts:
+        counts, stats = run.get("counts") or {}, run.get("stats") or {}
+        if run.get("stage") == "consensus" and "joined" in stats:
+            kept, joined = stats.get("same", 0), stats["joined"]
+            lines.append(f"  - kept {kept} of {joined} joined responses "
+                         f"({round(100 * kept / joined, 2) if joined else 0.0}%) where MC and the judge agree on the first error")
+        elif "kept_percent" in counts:  # a manifest of a version before consensus ran through the runner
             lines.append(f"  - kept {counts.get('agreed', '?')} of {counts.get('joined', '?')} joined responses "
                          f"({counts['kept_percent']}%) where MC and the judge agree on the first error")
         elif counts:

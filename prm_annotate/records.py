@@ -9,9 +9,9 @@ for the models here and for readers of raw records (evaluate's gold labels).
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 def _answer_to_str(value: Any) -> Any:
     # Gold answers often arrive as JSON numbers (18, 2.5); they are compared as text.
@@ -22,13 +22,40 @@ def _answer_to_str(value: Any) -> Any:
     return value
 
 
+_R = TypeVar("_R", bound="Record")
+
+
 class Record(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
     id: str = Field(min_length=1)
+    # The key order of the data a stage made this record from (see `make`); None: the model's order.
+    _order: dict[str, Any] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def make(cls: type[_R], data: dict[str, Any]) -> _R:
+        """A stage's output record, validated as it is made, so a drift fails in the stage that made
+        it. `dump()` keeps `data`'s key order, nested objects included: pydantic would put declared
+        fields before the ones passed through, and a rerun must write the same bytes as before."""
+        record = cls.model_validate(data)
+        record._order = _key_order(data)
+        return record
 
     def dump(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        data = self.model_dump(mode="json")
+        return data if self._order is None else _in_order(data, self._order)
+
+
+def _key_order(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: _key_order(v) if isinstance(v, dict) else None for k, v in data.items()}
+
+
+def _in_order(data: dict[str, Any], order: dict[str, Any]) -> dict[str, Any]:
+    """`data` with the keys of `order` first, in its order (recursively); any others after them."""
+    out = {k: _in_order(data[k], sub) if sub is not None and isinstance(data[k], dict) else data[k]
+           for k, sub in order.items() if k in data}
+    out.update((k, v) for k, v in data.items() if k not in out)
+    return out
 
 
 class Problem(Record):
@@ -114,6 +141,13 @@ class GradeInput(Record):
         if self.steps is not None:
             _check_steps(self.steps)
         return self
+
+
+class Graded(GradeInput):
+    """What `grade` writes: its input with the grader's verdict (`grade_error` beside a null one)."""
+
+    final_answer: str | None
+    correct: bool | None
 
 
 class MC(BaseModel):

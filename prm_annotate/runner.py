@@ -1,51 +1,51 @@
-"""The loop every single-input stage shares: read and validate, skip finished work, process in
-batches, write crash-safely, show progress, summarise, and record a run manifest.
+"""The loop every stage shares: read and validate, skip finished work, process in batches, write
+crash-safely, show progress (progress.py), summarise, and record a run manifest (manifest.py).
 
-A stage says how to turn input records into output records (`Stage.process` for a batch,
-`Stage.stream` for a stream of records, at most `window` in flight); where they run is the
-executor's business (`local_executor` here, or the Ray executor), so the same stage code runs
-locally or elsewhere. Outcomes are written as they come, in input order.
+A stage says how to turn input records into output records of its `output_model`
+(`Stage.process` for a batch, `Stage.stream` for a stream of records, at most `window` in flight);
+where they run is the executor's business (`local_executor` here, or the Ray executor), so the
+same stage code runs locally or elsewhere. Outcomes are written as they come, in input order. A
+stage with a second input (consensus) reads it itself, beside the runner's input. Commands, and
+the world report, run a stage with `run_and_close`.
 """
 from __future__ import annotations
 
-import hashlib
-import os
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
-import orjson
 from pydantic import ValidationError
 
-from prm_annotate import __version__
-from prm_annotate.errors import InputError, UsageError, printable
+from prm_annotate.errors import InputError, printable
 from prm_annotate.formats import FieldMap, read_records
 from prm_annotate.jsonl import STDIO, check_input, is_stream
-from prm_annotate.output import RejectsWriter, ResumableWriter, check_output, set_aside, sidecar
+from prm_annotate.manifest import append_manifest, manifest_run
+from prm_annotate.output import RejectsWriter, ResumableWriter, check_output
+from prm_annotate.progress import Progress
 from prm_annotate.records import Record
+from prm_annotate.sharding import shard_of
 
 
 @dataclass
 class Outcome:
     """The result for one input record: its output records (usually one; `sample` makes n), or an
-    error that leaves it for a rerun."""
+    error that leaves it for a rerun. The records are the stage's `output_model`, validated when made."""
 
     id: str
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     error: str | None = None
 
     @classmethod
-    def one(cls, record: dict[str, Any]) -> "Outcome":
-        return cls(record["id"], [record])
+    def one(cls, record: Record) -> "Outcome":
+        return cls(record.id, [record])
 
 
 class Stage(Protocol):
     name: str
-    input_model: type[Record]
+    input_model: type[Record]  # what it reads (validated by the runner)
+    output_model: type[Record]  # what it writes (see docs/contract.md)
     stats: Counter  # token and call counts, summed into the summary and the manifest
 
     def process(self, batch: list[Record]) -> Iterable[Outcome]: ...
@@ -54,36 +54,43 @@ class Stage(Protocol):
 
     def settings(self) -> dict[str, Any]: ...
 
-    def output_ids(self, record: Record) -> list[str]: ...
+    def output_ids(self, record: Record) -> list[str]:
+        """Ids a record turns into; it is finished when all are in the output."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the stage holds (a grader's worker process, which an `os._exit` would orphan)."""
+        ...
+
+    def inputs(self) -> dict[str, str]:
+        """Every input file by role, for a stage that reads more than its `input` (consensus)."""
+        ...
 
 
 class StageBase:
-    """What most stages share: one output record per input under the same id, nothing to release,
-    and records handed to `process` in batches of `window`. Model stages stream instead
-    (`stages.common.ModelStage`: many records in flight on the scheduler)."""
+    """What most stages share: one output record per input, under the input's id, nothing to
+    release, and records handed to `process` in batches of `window`. A stage derives from it and
+    overrides what differs (sample writes n ids per input; model stages stream on the scheduler,
+    `stages.common.ModelStage`)."""
+
+    name: str
+    input_model: type[Record]
+    output_model: type[Record]
+    stats: Counter
 
     def output_ids(self, record: Record) -> list[str]:
-        """Ids a record turns into; it is finished when all are in the output."""
         return [record.id]
 
     def close(self) -> None:
-        """Release what the stage holds (a grader's worker process, which `os._exit` would orphan)."""
+        pass
+
+    def inputs(self) -> dict[str, str]:
+        return {}
 
     def stream(self, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
         """Outcomes of `records` in input order, in pieces as they are finished."""
         for batch in batches(records, window):
             yield list(self.process(batch))  # type: ignore[attr-defined]
-
-
-def output_ids(stage: Stage, record: Record) -> list[str]:
-    return stage.output_ids(record)
-
-
-def close_stage(stage: Stage | None) -> None:
-    if stage is not None:
-        stage.close()
 
 
 # (stage, records, window) -> outcomes in pieces. Where a stage's records run: here, or elsewhere
@@ -114,25 +121,6 @@ def describe_validation_error(exc: ValidationError) -> str:
         loc = ".".join(str(x) for x in err["loc"]) or "record"
         parts.append(f"{loc}: {err['msg']}")
     return "; ".join(parts)
-
-
-def shard_of(record_id: str, count: int) -> int:
-    """Stable across machines, Python versions and input order (unlike hash())."""
-    digest = hashlib.blake2b(record_id.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % count
-
-
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """`--shard I/N`, I counted from 0."""
-    if text is None:
-        return None
-    try:
-        index, count = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise UsageError(f"--shard takes I/N, such as 0/4; got {text!r}") from None
-    if count < 1 or not 0 <= index < count:
-        raise UsageError(f"--shard {text}: need 0 <= I < N")
-    return index, count
 
 
 def read_validated(path: str, model: type[Record], opts: RunOptions,
@@ -178,63 +166,6 @@ def batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
         raise
     if batch:
         yield batch
-
-
-class Progress:
-    """A rich bar on a terminal; plain lines every few seconds otherwise; nothing with --quiet."""
-
-    def __init__(self, name: str, total: int | None, quiet: bool):
-        self.name, self.total, self.done, self.failed = name, total, 0, 0
-        self._bar = None
-        self._plain = not quiet and not sys.stderr.isatty()
-        self._last = time.monotonic()
-        if not quiet and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import Progress as RichProgress
-
-            self._bar = RichProgress(console=Console(stderr=True), transient=False)
-            self._bar.start()
-            self._task = self._bar.add_task(name, total=total)
-
-    def advance(self, done: int, failed: int) -> None:
-        self.done += done
-        self.failed += failed
-        if self._bar is not None:
-            self._bar.update(self._task, advance=done + failed)
-        elif self._plain and time.monotonic() - self._last >= 10:
-            self._last = time.monotonic()
-            total = f"/{self.total}" if self.total is not None else ""
-            print(f"{self.name}: {self.done}{total} records done, {self.failed} failed", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
-def file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def append_manifest(output: str, run: dict[str, Any]) -> None:
-    """Each run of a stage on an output appends its record to `<output>.manifest.json`.
-
-    A manifest that is not ours (torn, not JSON, JSON of another shape) is never overwritten: it is
-    renamed aside with a note on stderr, and the run goes on (the records are what matters)."""
-    if output == STDIO:
-        return
-    path = sidecar(output, "manifest.json")
-    runs: list[Any] = []
-    if path.exists():
-        try:
-            runs = orjson.loads(path.read_bytes())["runs"]
-            if not isinstance(runs, list):
-                raise TypeError
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            set_aside(path, "the run manifest is not one this program wrote (torn or another shape)")
-            runs = []
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps({"runs": runs + [run]}, option=orjson.OPT_INDENT_2))
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -297,7 +228,7 @@ def run_stage(stage: Stage, opts: RunOptions, executor: Executor = local_executo
                 summary.read += 1
                 if opts.shard and shard_of(record.id, opts.shard[1]) != opts.shard[0]:
                     summary.out_of_shard += 1
-                elif all(i in writer.done_ids for i in output_ids(stage, record)):
+                elif all(i in writer.done_ids for i in stage.output_ids(record)):
                     summary.skipped += 1
                 else:
                     yield record
@@ -314,8 +245,8 @@ def run_stage(stage: Stage, opts: RunOptions, executor: Executor = local_executo
             for outcome in outcomes:
                 if outcome.error is None:
                     for record in outcome.records:
-                        if record["id"] not in writer.done_ids:  # a partly finished input after a crash
-                            writer.write(record)
+                        if record.id not in writer.done_ids:  # a partly finished input after a crash
+                            writer.write(record.dump())
                             summary.written += 1
                     done += 1
                 else:
@@ -337,25 +268,19 @@ def run_stage(stage: Stage, opts: RunOptions, executor: Executor = local_executo
             summary.rejects = rejects.count
         summary.seconds = time.monotonic() - started
         summary.stats = dict(stage.stats)
-        append_manifest(opts.output, _manifest_run(stage, opts, summary))
+        append_manifest(opts.output, manifest_run(stage, opts, summary))
     return summary
 
 
-def _manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[str, Any]:
-    return {
-        "stage": stage.name,
-        "version": __version__,
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "argv": sys.argv,
-        "input": opts.input,
-        "settings": stage.settings(),
-        "counts": {"read": summary.read, "done": summary.done, "written": summary.written, "skipped": summary.skipped,
-                   "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard},
-        **({"interrupted": summary.interrupted} if summary.interrupted else {}),
-        "failures": dict(list(summary.failures.items())[:100]),
-        "stats": summary.stats,
-        "seconds": round(summary.seconds, 3),
-    }
+def run_and_close(stage: Stage, opts: RunOptions, executor: Executor = local_executor) -> RunSummary:
+    """What every command does with the stage it built, and the world report too: run it, close it
+    (also when a signal stops the run: the grader's worker), and print its summary line."""
+    try:
+        summary = run_stage(stage, opts, executor)
+    finally:
+        stage.close()
+    report(summary)
+    return summary
 
 
 def report(summary: RunSummary) -> None:

@@ -78,7 +78,7 @@ def sample_responses(engine: Engine, problems: list[dict], *, n: int, temperatur
         out = []
         for outcome in stage.process([Problem.model_validate(p) for p in problems]):
             if outcome.error is None:
-                out.extend(outcome.records)
+                out.extend(r.dump() for r in outcome.records)
         return out
     finally:
         stage.close()
@@ -99,7 +99,7 @@ def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: i
             for outcome in outcomes:
                 if outcome.error is not None:
                     raise RuntimeError(f"{outcome.id}: {outcome.error}")
-                first_errors[outcome.id] = outcome.records[0]["mc"]["first_error"]
+                first_errors[outcome.id] = outcome.records[0].mc.first_error
     finally:
         stage.close()
     wall = time.perf_counter() - started

@@ -131,3 +131,47 @@ def test_cli_summary_table_and_exit_status(inputs, tmp_path):
     run = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", str(bad), inputs[1], "-o", "-"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "bad.jsonl:1" in run.stderr
+
+
+def test_a_partial_output_is_resumed_through_the_runner(inputs, tmp_path):
+    """A run stopped after its first kept record: the rerun writes the rest, in the order a whole
+    run writes them, and each run is in the manifest."""
+    whole = tmp_path / "whole.jsonl"
+    run_consensus(*inputs, str(whole))
+    out = tmp_path / "c.jsonl"
+    lines = whole.read_bytes().splitlines(keepends=True)
+    out.write_bytes(lines[0] + lines[1][:15])  # one record, then a torn line
+    summary = run_consensus(*inputs, str(out))
+    assert out.read_bytes() == whole.read_bytes()
+    assert (summary.skipped, summary.written, summary.joined, summary.agreed) == (1, 2, 8, 2)
+    assert summary.only_judged == ["only-j"] and summary.only_rollouts == ["only-r"]
+    runs = orjson.loads(out.with_suffix(".manifest.json").read_bytes())["runs"]
+    assert [r["stage"] for r in runs] == ["consensus"]
+    assert runs[0]["counts"]["skipped"] == 1 and runs[0]["counts"]["written"] == 2
+    assert runs[0]["inputs"] == {"rollouts": inputs[0], "judged": inputs[1]} and runs[0]["stats"]["joined"] == 8
+
+
+def test_skip_invalid_sets_a_bad_rollout_aside_and_a_stream_is_joined_as_read(inputs, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    good = open(inputs[0], "rb").read()
+    bad.write_bytes(good + b'{"id": "broken"}\n')
+    out = tmp_path / "c.jsonl"
+    refused = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", str(bad), inputs[1], "-o", str(out)],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "bad.jsonl:11" in refused.stderr and not out.exists()
+    run = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", str(bad), inputs[1], "-o", str(out),
+                          "--skip-invalid", "-q"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert len(out.read_bytes().splitlines()) == 3 and "3 agreed" in run.stderr
+    rejects = [orjson.loads(line) for line in (tmp_path / "c.rejects.jsonl").read_bytes().splitlines()]
+    assert [(r["where"], r["record"]) for r in rejects] == [("line 11", {"id": "broken"})]
+    assert "1 invalid set aside" in run.stderr
+    # from standard input: the same records
+    piped = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", "-", inputs[1], "-o", "-", "-q"],
+                           input=good.decode(), capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0 and piped.stdout.encode() == out.read_bytes()
+    # a pair with different steps, met on a stream: bad input there too
+    other = write(tmp_path / "other.jsonl", [rollout("same-error", 2, steps=["x", "y", "z"])])
+    mismatch = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", "-", inputs[1], "-o", "-", "-q"],
+                              input=open(other).read(), capture_output=True, text=True, timeout=120)
+    assert mismatch.returncode == 2 and "different steps for id 'same-error'" in mismatch.stderr

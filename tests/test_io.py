@@ -10,13 +10,15 @@ from pathlib import Path
 
 import orjson
 import pytest
+from pydantic import ValidationError
 
 from prm_annotate.errors import InputError
 from prm_annotate.formats import read_records
 from prm_annotate.jsonl import dumps, iter_jsonl
 from prm_annotate.output import OutputLocked, ResumableWriter
-from prm_annotate.records import Problem, Response
-from prm_annotate.runner import RunOptions, read_validated, shard_of
+from prm_annotate.records import Problem, Response, Rollout
+from prm_annotate.runner import RunOptions, read_validated
+from prm_annotate.sharding import shard_of
 from prm_annotate.steps import join_steps, split_steps
 
 SHARED = Path(__file__).resolve().parent / "data"
@@ -103,6 +105,23 @@ def test_numbers_as_gold_answers_are_text_but_booleans_are_not(tmp_path):
 
 
 # --- steps -------------------------------------------------------------------------------------
+
+def test_a_made_record_is_validated_and_dumps_in_the_order_it_was_made():
+    """Stages make their output records with `Model.make`: a drift fails where the record is made,
+    and the key order the stage wrote (passed-through fields in their place) is kept."""
+    made = Rollout.make({"id": "r", "problem_id": "p", "problem": "q", "answer": "3", "src": "t",
+                         "steps": ["a", "b"], "mc": {"k": 2, "label": "hard", "strategy": "exhaustive",
+                                                     "scores": [0.5, 1.0], "first_error": -1, "completions": 2,
+                                                     "shared_completions": 0, "generated_tokens": 5, "model": "m"}})
+    # fields the maker left to their defaults come after the ones it gave
+    assert list(made.dump()) == ["id", "problem_id", "problem", "answer", "src", "steps", "mc", "final_answer", "correct"]
+    assert list(made.dump()["mc"])[6:] == ["shared_completions", "generated_tokens", "model"]
+    # validated as any read record, unlike a dict literal: the same data read back reorders, not changes
+    assert Rollout.model_validate(made.dump()).dump() == made.dump()
+    assert list(Rollout.model_validate(made.dump()).dump())[:3] == ["id", "problem", "steps"]
+    with pytest.raises(ValidationError, match="mc.scores has 1 entries for 2 steps"):
+        Rollout.make({**made.dump(), "mc": {**made.dump()["mc"], "scores": [0.5]}})
+
 
 def test_split_drops_empty_pieces_and_join_rebuilds_text():
     text = "Step one.\n\nStep two\nstill two.\n\n\\boxed{3}"

@@ -139,13 +139,13 @@ def test_votes_are_seeded_parsed_and_aggregated():
     judge = Judged.model_validate(out.records[0]).judge
     assert judge.votes == [1, -1, None, 1, None] and judge.first_error == 1 and judge.parse_failures == 2
     assert stage.temperature == 0.7 and len({r.seed for r in engine.requests}) == 5
-    assert out.records[0]["judge"]["prompt"] == "processbench"
+    assert out.records[0].dump()["judge"]["prompt"] == "processbench"
 
 
 def test_no_parsed_vote_gives_null_and_engine_failure_leaves_record_for_rerun():
     stage = JudgeStage(ScriptedEngine(lambda r: "looks fine to me"), votes=1)
     [out] = list(stage.process([rec()]))
-    assert out.records[0]["judge"]["first_error"] is None and out.records[0]["judge"]["parse_failures"] == 1
+    assert out.records[0].dump()["judge"]["first_error"] is None and out.records[0].dump()["judge"]["parse_failures"] == 1
     assert stage.temperature == 0.0
     failing = JudgeStage(ScriptedEngine(lambda r: RuntimeError("HTTP 500")), votes=2)
     [out] = list(failing.process([rec()]))
@@ -163,7 +163,7 @@ def test_constrained_mode_continues_the_analysis_with_a_forced_answer():
 
     stage = JudgeStage(ScriptedEngine(script), prompt=load_prompt("paper", JUDGE_PROMPTS), constrained=True)
     [out] = list(stage.process([rec()]))
-    assert out.records[0]["judge"]["first_error"] == 1 and out.records[0]["judge"]["constrained"] is True
+    assert out.records[0].dump()["judge"]["first_error"] == 1 and out.records[0].dump()["judge"]["constrained"] is True
 
 
 @pytest.mark.engine

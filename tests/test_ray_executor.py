@@ -104,7 +104,7 @@ def test_ray_spreads_batches_over_actors_and_skips_finished_ids(tmp_path, no_ray
         class WhereStage(GradeStage):
             def process(self, batch):
                 for outcome in super().process(batch):
-                    outcome.records[0]["worker_pid"] = os.getpid()
+                    outcome.records[0].worker_pid = os.getpid()
                     yield outcome
 
         return WhereStage()
@@ -221,7 +221,7 @@ import sys
 from prm_annotate.engines import EngineConfig
 from prm_annotate.executors import RayOptions
 from prm_annotate.executors.ray_executor import run_stage_on_ray
-from prm_annotate.runner import RunOptions, report
+from prm_annotate.runner import RunOptions
 from prm_annotate.stages.sample import SampleStage
 
 
@@ -231,8 +231,7 @@ def main():
     build = lambda engine: SampleStage(engine, n=2, max_tokens=24, seed=1, engine_info=config.describe())
     stage, summary = run_stage_on_ray(build, config, RunOptions(src, out, batch_size=2, quiet=True),
                                       RayOptions(actors=2, cpus_per_actor=1))
-    report(summary)
-    sys.exit(summary.exit_code)
+    sys.exit(summary.exit_code)  # the summary line is already on stderr
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ def test_hard_labels_scores_and_first_error():
     engine = scripted(stage, [rec], {"p/0": {0: {0, 1}, 1: {3}, 2: set()}})
     out = run(stage, [rec])["p/0"]
     assert out.error is None
-    mc = out.records[0]["mc"]
+    mc = out.records[0].dump()["mc"]
     assert mc["scores"] == [0.5, 0.25, 0.0, 0.0]  # the last from the response's own (wrong) answer
     assert mc["first_error"] == 2
     assert mc["completions"] == 12 and mc["k"] == 4 and mc["strategy"] == "exhaustive"
@@ -70,7 +70,7 @@ def test_threshold_moves_the_first_error():
         stage = make(k=4, threshold=threshold)
         rec = response()
         scripted(stage, [rec], {"p/0": {0: {0, 1}, 1: {3}, 2: set()}})
-        assert run(stage, [rec])["p/0"].records[0]["mc"]["first_error"] == expected, threshold
+        assert run(stage, [rec])["p/0"].records[0].dump()["mc"]["first_error"] == expected, threshold
 
 
 def test_last_step_decided_by_the_response_own_answer():
@@ -79,17 +79,17 @@ def test_last_step_decided_by_the_response_own_answer():
     recs = [response("a", correct=True), response("b", correct=False)]
     scripted(stage, recs, right)
     out = run(stage, recs)
-    assert out["a"].records[0]["mc"]["scores"] == [0.5, 1.0, 0.5, 1.0]
-    assert out["a"].records[0]["mc"]["first_error"] == -1
-    assert out["b"].records[0]["mc"]["scores"] == [0.5, 1.0, 0.5, 0.0]
-    assert out["b"].records[0]["mc"]["first_error"] == 3
+    assert out["a"].records[0].dump()["mc"]["scores"] == [0.5, 1.0, 0.5, 1.0]
+    assert out["a"].records[0].dump()["mc"]["first_error"] == -1
+    assert out["b"].records[0].dump()["mc"]["scores"] == [0.5, 1.0, 0.5, 0.0]
+    assert out["b"].records[0].dump()["mc"]["first_error"] == 3
 
 
 def test_ungraded_response_is_graded_here():
     stage = make(k=1)
     rec = response("u", steps=["3 + 5 = 8.", "8 * 2 = 16, so \\boxed{16}."], correct=None)
     scripted(stage, [rec], {"u": {0: {0}}})
-    mc = run(stage, [rec])["u"].records[0]["mc"]
+    mc = run(stage, [rec])["u"].records[0].dump()["mc"]
     assert mc["last_correct"] is True and mc["last_step"] == "graded here" and mc["first_error"] == -1
 
 
@@ -97,7 +97,7 @@ def test_single_step_response_needs_no_rollout():
     stage = make(k=8)
     rec = response("one", steps=["\\boxed{16}"], correct=True)
     engine = scripted(stage, [rec], {})
-    mc = run(stage, [rec])["one"].records[0]["mc"]
+    mc = run(stage, [rec])["one"].records[0].dump()["mc"]
     assert engine.requests == [] and mc["scores"] == [1.0] and mc["first_error"] == -1 and mc["completions"] == 0
 
 
@@ -105,7 +105,7 @@ def test_soft_label_keeps_scores_and_hard_first_error():
     stage = make(k=4, label="soft", threshold=0.0)
     rec = response()
     scripted(stage, [rec], {"p/0": {0: {0, 1}, 1: {3}, 2: set()}})
-    mc = run(stage, [rec])["p/0"].records[0]["mc"]
+    mc = run(stage, [rec])["p/0"].records[0].dump()["mc"]
     assert mc["label"] == "soft" and mc["scores"] == [0.5, 0.25, 0.0, 0.0] and mc["first_error"] == 2
 
 
@@ -114,7 +114,7 @@ def test_a_failed_request_fails_only_its_record_and_never_writes_partial_labels(
     recs = [response("ok", correct=True), response("bad", correct=True)]
     scripted(stage, recs, {"ok": {0: {0}, 1: {0}, 2: {0}}, "bad": {0: {0}, 1: {0}, 2: {0}}}, fail={("bad", 1, 1)})
     out = run(stage, recs)
-    assert out["ok"].error is None and out["ok"].records[0]["mc"]["first_error"] == -1
+    assert out["ok"].error is None and out["ok"].records[0].dump()["mc"]["first_error"] == -1
     assert out["bad"].records == [] and "server said no" in out["bad"].error
 
 
@@ -138,7 +138,7 @@ def test_grader_errors_count_as_not_correct():
     stage = RolloutStage(ScriptedEngine(lambda r: "TIMEOUT" if r.seed % 2 else "\\boxed{16}"), k=4,
                          grader=FlakyGrader())
     rec = response("g", correct=True)
-    mc = run(stage, [rec])["g"].records[0]["mc"]
+    mc = run(stage, [rec])["g"].records[0].dump()["mc"]
     seeds = [[stage.completion_seed("g", s, j) % 2 for j in range(4)] for s in range(3)]
     assert mc["scores"][:3] == [sum(1 for b in row if not b) / 4 for row in seeds]
     assert mc["grade_errors"] == sum(map(sum, seeds))
@@ -190,9 +190,9 @@ def test_strategy_seam_runs_several_rounds():
     engine = scripted(stage, recs, {"a": {0: {0}, 1: {0}, 2: {1}}, "b": {0: set()}})
     out = run(stage, recs)
     assert engine.calls == 2
-    assert out["a"].records[0]["mc"]["scores"] == [0.5, 0.5, 0.5, 1.0]
-    assert out["b"].records[0]["mc"]["scores"] == [0.0, None, None, 1.0]
-    assert out["b"].records[0]["mc"]["first_error"] == 0
+    assert out["a"].records[0].dump()["mc"]["scores"] == [0.5, 0.5, 0.5, 1.0]
+    assert out["b"].records[0].dump()["mc"]["scores"] == [0.0, None, None, 1.0]
+    assert out["b"].records[0].dump()["mc"]["first_error"] == 0
 
 
 def test_unknown_strategy_and_soft_refusal():
@@ -232,7 +232,7 @@ def test_rollout_on_the_tiny_model(vllm_engine, tmp_path):
     out = run(stage, recs)
     seconds = time.monotonic() - started
     for rec in recs:
-        mc = out[rec.id].records[0]["mc"]
+        mc = out[rec.id].records[0].dump()["mc"]
         assert mc["completions"] == 8 and len(mc["scores"]) == 3 and mc["scores"][-1] == 1.0
         assert all(s in (0.0, 0.25, 0.5, 0.75, 1.0) for s in mc["scores"])
         assert mc["first_error"] == first_error_of(mc["scores"], 0.0)
@@ -240,7 +240,7 @@ def test_rollout_on_the_tiny_model(vllm_engine, tmp_path):
     assert stage.stats["cached_prompt_tokens"] > 0
     # The same seeds give the same completions in another batch composition.
     again = RolloutStage(vllm_engine, k=4, max_tokens=24, seed=7)
-    assert run(again, recs[2:3])[recs[2].id].records[0]["mc"] == out[recs[2].id].records[0]["mc"]
+    assert run(again, recs[2:3])[recs[2].id].records[0].dump()["mc"] == out[recs[2].id].records[0].dump()["mc"]
     print(f"tiny rollout: 4 responses x 2 steps x K=4 in {seconds:.2f} s, "
           f"{stage.stats['generated_tokens']} tokens, {stage.stats['cached_prompt_tokens']} of "
           f"{stage.stats['prompt_tokens']} prompt tokens cached")

@@ -52,8 +52,9 @@ def test_blank_text_is_redrawn_with_a_new_seed_and_a_hopeless_problem_fails():
     stage = SampleStage(ScriptedEngine(script), n=2, empty_retries=2)
     out = {o.id: o for o in stage.process(PROBLEMS)}
     ok = out["gsm-1"].records
-    assert [r["generator"]["attempt"] for r in ok] == [0, 1]
-    assert ok[1]["generator"]["seed"] == derive_seed("sample", "gsm-1", 1, 0, "retry", 1)
+    assert all(isinstance(r, Response) for r in ok)  # the stage makes its record model
+    assert [r.generator["attempt"] for r in ok] == [0, 1]
+    assert ok[1].generator["seed"] == derive_seed("sample", "gsm-1", 1, 0, "retry", 1)
     assert out["gsm-2"].records == [] and "blank text in all 3 attempts" in out["gsm-2"].error
     assert stage.stats["blank_samples"] == 1 + 2 * 3
 
@@ -65,6 +66,17 @@ def test_engine_failure_fails_the_problem_only():
     assert len(out["gsm-1"].records) == 2 and out["gsm-2"].error and "boom" in out["gsm-2"].error
 
 
+def test_the_ray_drivers_copy_builds_without_an_engine():
+    """The Ray driver builds its stage with build(None): it answers for ids and settings as the
+    workers' copies do (which have an engine), the model named by engine_info."""
+    info = {"engine": "vllm", "model": "m", "dtype": "float32"}
+    driver = SampleStage(None, n=3, seed=2, engine_info=info)
+    worker = SampleStage(ScriptedEngine(answer_by_seed, model="m"), n=3, seed=2, engine_info=info)
+    assert driver.settings() == worker.settings() and driver.settings()["model"] == "m"
+    assert driver.output_ids(PROBLEMS[0]) == worker.output_ids(PROBLEMS[0]) == ["gsm-1/0", "gsm-1/1", "gsm-1/2"]
+    driver.close()
+
+
 def test_custom_separator_and_system_prompt(tmp_path):
     from prm_annotate.prompt_files import load_prompt
 
@@ -73,7 +85,7 @@ def test_custom_separator_and_system_prompt(tmp_path):
     engine = ScriptedEngine(lambda r: "a\nb\n\\boxed{8}")
     stage = SampleStage(engine, n=1, step_sep="\n", system_prompt=load_prompt(str(path)))
     [out] = list(stage.process(PROBLEMS[:1]))
-    assert out.records[0]["steps"] == ["a", "b", "\\boxed{8}"]
+    assert out.records[0].dump()["steps"] == ["a", "b", "\\boxed{8}"]
     assert engine.requests[0].messages[0]["content"] == "Be brief."
     assert stage.settings()["system_prompt_sha256"] == load_prompt(str(path)).sha256
 
@@ -88,6 +100,6 @@ def test_sample_on_the_tiny_model_is_reproducible_per_seed(vllm_engine):
     assert all(r.dump()["generator"]["generated_tokens"] > 0 for r in rows)
     assert len({tuple(r.steps) for r in rows}) > 1  # different seeds, different texts
     # one problem alone, in a different batch: the same texts for the same ids
-    again = {r["id"]: r["steps"] for o in SampleStage(vllm_engine, n=3, max_tokens=32, seed=5).process(PROBLEMS[1:])
+    again = {r.id: r.steps for o in SampleStage(vllm_engine, n=3, max_tokens=32, seed=5).process(PROBLEMS[1:])
              for r in o.records}
     assert again == {r.id: r.steps for r in rows if r.problem_id == "gsm-2"}

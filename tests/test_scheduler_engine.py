@@ -22,7 +22,7 @@ def records_of(stage, inputs, window, lockstep):
     finally:
         stage.close()
     assert all(o.error is None for o in out), [o.error for o in out if o.error]
-    return b"".join(orjson.dumps(r) + b"\n" for o in out for r in o.records)
+    return b"".join(orjson.dumps(r.dump()) + b"\n" for o in out for r in o.records)
 
 
 @pytest.fixture

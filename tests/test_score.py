@@ -50,7 +50,7 @@ def test_stage_outcomes_without_an_engine():
                Response(id="long", problem="p", steps=["word " * 50]),
                Response(id="three", problem="p", steps=["a", "b", "c"])]
     out = {o.id: o for o in ScoreStage(StubScorer(), threshold=0.5).process(records)}
-    assert out["ok"].records[0]["prm"] == {"scores": [0.9, 0.3], "first_error": 1, "threshold": 0.5, "model": "stub"}
+    assert out["ok"].records[0].dump()["prm"] == {"scores": [0.9, 0.3], "first_error": 1, "threshold": 0.5, "model": "stub"}
     assert "step tag" in out["tagged"].error
     assert "max_model_len is 40" in out["long"].error
     assert out["three"].error == "the PRM returned 2 scores for 3 steps"  # never padded or invented

@@ -61,7 +61,7 @@ def mc_of(stage: RolloutStage, records: list[RolloutInput]) -> dict[str, dict]:
     out = {}
     for o in stage.process(records):
         assert o.error is None, o.error
-        out[o.id] = o.records[0]["mc"]
+        out[o.id] = o.records[0].dump()["mc"]
     return out
 
 
@@ -287,7 +287,7 @@ def test_strategies_on_the_world_policy(heavy):
     def run(strategy):
         stage = RolloutStage(engine, k=4, strategy=strategy, max_tokens=96, seed=1)
         try:
-            return {o.id: o.records[0]["mc"] for o in stage.process(records)}, stage.stats
+            return {o.id: o.records[0].dump()["mc"] for o in stage.process(records)}, stage.stats
         finally:
             stage.close()
 

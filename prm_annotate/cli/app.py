@@ -21,7 +21,8 @@ import typer
 
 from prm_annotate.errors import EnvironmentFailure, UsageError, printable
 from prm_annotate.formats import FORMATS, FieldMap
-from prm_annotate.runner import RunOptions, parse_shard
+from prm_annotate.runner import RunOptions
+from prm_annotate.sharding import parse_shard
 
 app = typer.Typer(
     name="prm-annotate",

@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from prm_annotate.cli.app import LimitOpt, OutputOpt, app, fail, handled
+from prm_annotate.cli.app import LimitOpt, OutputOpt, QuietOpt, SkipInvalidOpt, app, fail, handled
 
 
 @app.command()
@@ -13,6 +13,8 @@ def consensus(
     judged: Annotated[str, typer.Argument(help="Judged JSONL (output of judge).")],
     output: OutputOpt = "-",
     limit: LimitOpt = None,
+    skip_invalid: SkipInvalidOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Keep responses where MC estimation and the judge agree on the first error; label their steps."""
     from prm_annotate.stages.consensus import print_summary, run_consensus
@@ -20,6 +22,5 @@ def consensus(
     with handled():
         if rollouts == "-" and judged == "-":
             raise fail("only one input can be standard input")
-        summary = run_consensus(rollouts, judged, output, limit=limit)
+        summary = run_consensus(rollouts, judged, output, limit=limit, skip_invalid=skip_invalid, quiet=quiet)
         print_summary(summary)
-

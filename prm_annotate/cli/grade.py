@@ -7,7 +7,7 @@ import typer
 from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, StepSepOpt, app, handled
 from prm_annotate.cli.executor_options import GraderExecutorOptions
 from prm_annotate.cli.option_groups import option_groups
-from prm_annotate.runner import close_stage, report, run_stage
+from prm_annotate.runner import run_and_close
 from prm_annotate.steps import decode_sep
 
 
@@ -37,11 +37,7 @@ def grade(
             stage, summary = run_stage_on_ray(lambda _engine: GradeStage(step_sep=sep, reference_field=reference_field, baseline=baseline), None, opts, ray)
         else:
             stage = GradeStage(step_sep=sep, reference_field=reference_field, baseline=baseline)
-            try:
-                summary = run_stage(stage, opts)
-            finally:
-                close_stage(stage)  # the grader's worker, also when a signal stops the run
-        report(summary)
+            summary = run_and_close(stage, opts)
         graded, stats = summary.done, stage.stats
         if graded:
             print(f"grade: {stats['correct']} of {graded} correct "

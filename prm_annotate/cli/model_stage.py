@@ -12,7 +12,7 @@ from prm_annotate.engines import EngineConfig, exit_process, make_engine
 from prm_annotate.engines.base import Engine
 from prm_annotate.records import Record
 from prm_annotate.executors import RayOptions, StageFactory
-from prm_annotate.runner import RunOptions, RunSummary, Stage, close_stage, preflight, report, run_stage
+from prm_annotate.runner import RunOptions, RunSummary, Stage, preflight, run_and_close
 
 
 def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts: RunOptions,
@@ -36,13 +36,11 @@ def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts
             except Exception as exc:  # a bad model path or an engine that did not come up
                 print(f"prm-annotate: error: cannot start the engine for {config.model}: {exc}", file=sys.stderr)
                 raise typer.Exit(EXIT_USAGE) from None
-            stage = None
             try:
                 stage = build(engine)
-                summary = run_stage(stage, opts)
+                summary = run_and_close(stage, opts)
             finally:
                 engine.close()
-                close_stage(stage)
             code = finish(stage, summary, after)
     except typer.Exit as exc:
         code = exc.exit_code
@@ -52,8 +50,7 @@ def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts
 
 
 def finish(stage: Stage, summary: RunSummary, after: Callable[[Stage, RunSummary], None] | None) -> int:
-    """The run's summary line, the command's own epilogue (`after`), and the exit status."""
-    report(summary)
+    """After the run's summary line: the command's own epilogue (`after`), and the exit status."""
     if after is not None:
         after(stage, summary)
     return summary.exit_code

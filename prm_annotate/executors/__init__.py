@@ -4,17 +4,18 @@ cluster (`ray`). The stage code is the same either way; an executor only decides
 
 A model stage is described to an executor as a *factory*, `build(engine) -> Stage`, plus the
 `EngineConfig` to start that engine with, so a remote worker can build its own stage around its
-own engine. The driver still needs a stage of its own (its name, input model, output ids and
-stats): it is built around `DriverEngine`, a stand-in that never starts a model.
+own engine. The driver still needs a stage of its own (its name, input and output models, output
+ids, settings and stats): it calls `build(None)`, so a factory's stage must build without an
+engine (a model stage then takes its model's name from `engine_info`, as the CLI passes it).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
-from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.engines.base import Engine
 
-# build(engine) -> Stage; engine is None for stages that use no model (grade).
+# build(engine) -> Stage; engine is None for stages that use no model (grade) and for the driver's copy.
 StageFactory = Callable[[Optional[Engine]], Any]
 
 EXECUTORS = ("local", "ray")
@@ -31,20 +32,3 @@ class RayOptions:
     gpus_per_actor: float | None = None
     # Optional overrides; by default RAY_ADDRESS decides (set: that cluster; unset: a local Ray).
     address: str | None = None
-
-
-class DriverEngine:
-    """The driver-side stand-in for an engine that lives in remote workers.
-
-    The driver's copy of a stage only answers questions about the stage (name, settings, ids);
-    if it ever tried to generate, work meant for the workers would run here, so that is an error.
-    """
-
-    def __init__(self, model: str):
-        self.model = model
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
-        raise RuntimeError("the driver's stage must not generate: its engine lives in the executor's workers")
-
-    def close(self) -> None:
-        pass

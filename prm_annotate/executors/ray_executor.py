@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 import orjson
 
 from prm_annotate.errors import UsageError
-from prm_annotate.executors import DriverEngine, RayOptions, StageFactory
+from prm_annotate.executors import RayOptions, StageFactory
 from prm_annotate.jsonl import dumps
 from prm_annotate.records import Record
-from prm_annotate.runner import Executor, Outcome, RunOptions, RunSummary, Stage, batches, run_stage
+from prm_annotate.runner import Executor, Outcome, RunOptions, RunSummary, Stage, batches, run_and_close
 
 if TYPE_CHECKING:
     from prm_annotate.engines import EngineConfig
@@ -59,11 +59,12 @@ _ENV_PREFIXES = ("HF_", "VLLM_", "TOKENIZERS_", "OMP_", "PRM_ANNOTATE_")
 
 def run_stage_on_ray(build: StageFactory, config: "EngineConfig | None", opts: RunOptions,
                      options: RayOptions) -> tuple[Stage, RunSummary]:
-    """`run_stage` with the stage's work on Ray actors. Returns the driver's stage (its stats hold
-    the actors' counts) and the summary. No engine starts in this process."""
-    stage = build(DriverEngine(config.model) if config is not None else None)
+    """`run_and_close` with the stage's work on Ray actors. Returns the driver's stage (its stats
+    hold the actors' counts) and the summary (already reported). No engine starts in this process: the driver's stage is
+    built without one (`build(None)`), to answer for its name, ids and settings, never to process."""
+    stage = build(None)
     _check_picklable(build, config)
-    return stage, run_stage(stage, opts, ray_executor(build, config, options))
+    return stage, run_and_close(stage, opts, ray_executor(build, config, options))
 
 
 def _check_picklable(build: StageFactory, config: "EngineConfig | None") -> None:
@@ -119,7 +120,9 @@ def _run(stage: Stage, batches: Iterator[list[Record]], build: StageFactory,
             for row in dataset.iter_rows():
                 for key, value in orjson.loads(row["stats"]).items():
                     stage.stats[key] += value
-                yield [Outcome(rid, records, error) for rid, records, error in orjson.loads(row["outcomes"])]
+                # Validated again as the stage's records: what the driver writes is what a local run would.
+                yield [Outcome(rid, [stage.output_model.make(r) for r in records], error)
+                       for rid, records, error in orjson.loads(row["outcomes"])]
         except ray.exceptions.ActorDiedError as exc:
             if "creation task" not in str(exc):
                 raise
@@ -200,7 +203,7 @@ class StageWorker:
         for blob in batch["batch"]:
             records = [self.stage.input_model.model_validate(obj) for obj in orjson.loads(blob)]
             before = dict(self.stage.stats)
-            done = [[o.id, o.records, o.error] for o in self.stage.process(records)]
+            done = [[o.id, [r.dump() for r in o.records], o.error] for o in self.stage.process(records)]
             delta = {k: v - before.get(k, 0) for k, v in self.stage.stats.items() if v != before.get(k, 0)}
             # The same serialiser as the output writer, so what the driver writes is byte-identical.
             outcomes.append(dumps(done))

@@ -1,27 +1,29 @@
 """consensus: keep the steps where MC estimation and the LLM judge agree on the first error.
 
-Both inputs are read and validated whole before anything is written (a bad line or a duplicate
-id in either is bad input, exit 2). Records are joined by id; a record is kept when
-`mc.first_error == judge.first_error` (both -1 agrees; a null judge verdict never agrees). The
-kept record is the rollout record plus the judge's fields, with the steps truncated after the
+It runs through the shared runner (`run_stage`) like every stage: the rollouts are its input, the
+judged records are read beside them into a dict by id. Both inputs are validated whole before
+anything is written (a bad line or a duplicate id in either is bad input, exit 2; with
+--skip-invalid, bad rollout lines are set aside as in every stage); so is the join for a file
+input: a pair holding different steps is bad usage. Records are joined by id; a record is kept
+when `mc.first_error == judge.first_error` (both -1 agrees; a null judge verdict never agrees).
+The kept record is the rollout record plus the judge's fields, with the steps truncated after the
 first error and one label per kept step (True before the first error, False at it; all True when
 -1). Records found in only one input are counted and named in the summary, never silently
-dropped. The output is resumable like every stage's: ids already written are skipped.
+dropped. The output is resumable like every stage's: ids already written are skipped (and, as in
+every stage, not counted again in this run's table).
 """
 from __future__ import annotations
 
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from prm_annotate.errors import UsageError
-from prm_annotate.jsonl import check_input
-from prm_annotate.output import ResumableWriter, check_output
+from prm_annotate.jsonl import STDIO, check_input, is_stream, iter_jsonl
+from prm_annotate.output import check_output
 from prm_annotate.records import Consensus, Judged, Rollout
-from prm_annotate.runner import RunOptions, append_manifest, read_validated
-from prm_annotate import __version__
+from prm_annotate.runner import Outcome, RunOptions, StageBase, read_validated, run_stage
 
 # Rows of the confusion table, in display order.
 SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED = (
@@ -40,7 +42,7 @@ def confusion_row(mc_first: int, judge_first: int | None) -> str:
     return JUDGE_EARLIER if judge_first < mc_first else JUDGE_LATER
 
 
-def consensus_record(rollout: Rollout, judged: Judged) -> dict[str, Any]:
+def consensus_record(rollout: Rollout, judged: Judged) -> Consensus:
     """The kept record for an agreeing pair."""
     first_error = rollout.mc.first_error
     out = {**judged.dump(), **rollout.dump()}  # the rollout's copy of shared fields wins; they are equal
@@ -50,7 +52,8 @@ def consensus_record(rollout: Rollout, judged: Judged) -> dict[str, Any]:
     out["labels"] = [i != first_error for i in range(kept)]
     out["first_error"] = first_error
     out["steps_total"] = len(rollout.steps)
-    return Consensus.model_validate(out).dump()
+    # Written in the model's field order (not `make`'s): the order consensus has always written.
+    return Consensus.model_validate(out)
 
 
 @dataclass
@@ -63,6 +66,7 @@ class ConsensusSummary:
     rows: Counter = field(default_factory=Counter)
     only_rollouts: list[str] = field(default_factory=list)
     only_judged: list[str] = field(default_factory=list)
+    rejects: int = 0  # bad rollout lines set aside (--skip-invalid)
     seconds: float = 0.0
 
     @property
@@ -76,60 +80,79 @@ class ConsensusSummary:
         return (f"consensus: {self.joined} joined, {self.agreed} agreed ({self.kept_percent():.1f}% kept), "
                 f"{self.joined - self.agreed} disagreed, {self.written} records written, "
                 f"{self.skipped} already done, {len(self.only_rollouts)} only in rollouts, "
-                f"{len(self.only_judged)} only in judged in {self.seconds:.1f} s")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"rollouts": self.rollouts, "judged": self.judged, "joined": self.joined, "agreed": self.agreed,
-                "disagreed": self.joined - self.agreed, "kept_percent": round(self.kept_percent(), 2),
-                "written": self.written, "skipped": self.skipped, "rows": {r: self.rows[r] for r in ROWS},
-                "only_in_rollouts": len(self.only_rollouts), "only_in_judged": len(self.only_judged),
-                "only_in_rollouts_ids": self.only_rollouts[:100], "only_in_judged_ids": self.only_judged[:100]}
+                f"{len(self.only_judged)} only in judged"
+                + (f", {self.rejects} invalid set aside" if self.rejects else "") + f" in {self.seconds:.1f} s")
 
 
-def run_consensus(rollouts_path: str, judged_path: str, output: str, *,
-                  limit: int | None = None) -> ConsensusSummary:
-    started = time.monotonic()
-    summary = ConsensusSummary()
+class ConsensusStage(StageBase):
+    """The rollouts are the runner's input; each is joined with its judged record by id."""
+
+    name = "consensus"
+    input_model = Rollout
+    output_model = Consensus
+
+    def __init__(self, judged: dict[str, Judged], rollouts_path: str, judged_path: str):
+        self.judged, self.rollouts_path, self.judged_path = judged, rollouts_path, judged_path
+        self.seen: set[str] = set()  # rollout ids this run joined or found alone
+        self.only_rollouts: list[str] = []
+        self.stats: Counter = Counter()  # pairs joined, the rows of the table, ids only in the rollouts
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def inputs(self) -> dict[str, str]:
+        return {"rollouts": self.rollouts_path, "judged": self.judged_path}
+
+    def check(self, rollout: Rollout) -> None:
+        other = self.judged.get(rollout.id)
+        if other is not None and other.steps != rollout.steps:
+            raise UsageError(f"{self.rollouts_path} and {self.judged_path} hold different steps for id "
+                             f"{rollout.id!r}: they are not the same response")
+
+    def process(self, batch: list[Rollout]) -> Iterable[Outcome]:
+        for rollout in batch:
+            self.check(rollout)
+            self.seen.add(rollout.id)
+            other = self.judged.get(rollout.id)
+            if other is None:
+                self.only_rollouts.append(rollout.id)
+                self.stats["only in rollouts"] += 1
+                yield Outcome(rollout.id)  # done, nothing to write
+                continue
+            row = confusion_row(rollout.mc.first_error, other.judge.first_error)
+            self.stats["joined"] += 1
+            self.stats[row] += 1
+            yield Outcome.one(consensus_record(rollout, other)) if row == SAME else Outcome(rollout.id)
+
+
+class _Dropped:
+    """Rejects of a check that only looks: the runner's own read sets them aside."""
+
+    def write(self, *args: Any) -> None:
+        pass
+
+
+def run_consensus(rollouts_path: str, judged_path: str, output: str, *, limit: int | None = None,
+                  skip_invalid: bool = False, quiet: bool = False) -> ConsensusSummary:
     for path in (rollouts_path, judged_path):
         check_input(path)
     check_output(output, [rollouts_path, judged_path])
-    rollouts = list(read_validated(rollouts_path, Rollout, RunOptions(rollouts_path, output, limit=limit), None))
+    opts = RunOptions(rollouts_path, output, limit=limit, skip_invalid=skip_invalid, quiet=quiet)
     judged = {r.id: r for r in read_validated(judged_path, Judged, RunOptions(judged_path, output), None)}
-    summary.rollouts, summary.judged = len(rollouts), len(judged)
-    pairs = []
-    for rollout in rollouts:
-        other = judged.get(rollout.id)
-        if other is None:
-            summary.only_rollouts.append(rollout.id)
-            continue
-        if other.steps != rollout.steps:
-            raise UsageError(f"{rollouts_path} and {judged_path} hold different steps for id {rollout.id!r}: "
-                             "they are not the same response")
-        pairs.append((rollout, other))
+    stage = ConsensusStage(judged, rollouts_path, judged_path)
+    if not is_stream(rollouts_path):
+        # The join is checked whole before anything is written (a stream is checked as it is read).
+        for rollout in read_validated(rollouts_path, Rollout, opts, _Dropped() if skip_invalid else None):
+            stage.check(rollout)
+    run = run_stage(stage, opts)
+    summary = ConsensusSummary(rollouts=run.read, judged=len(judged), joined=stage.stats["joined"],
+                               written=run.written, skipped=run.skipped, rejects=run.rejects, seconds=run.seconds,
+                               rows=Counter({r: stage.stats[r] for r in ROWS if stage.stats[r]}),
+                               only_rollouts=stage.only_rollouts)
     if limit is None:  # with --limit, judged records past the limit are simply not looked at
-        in_rollouts = {r.id for r in rollouts}
-        summary.only_judged = [rid for rid in judged if rid not in in_rollouts]
-    writer = ResumableWriter(output)
-    try:
-        for rollout, other in pairs:
-            summary.joined += 1
-            row = confusion_row(rollout.mc.first_error, other.judge.first_error)
-            summary.rows[row] += 1
-            if row != SAME:
-                continue
-            if rollout.id in writer.done_ids:
-                summary.skipped += 1
-                continue
-            writer.write(consensus_record(rollout, other))
-            summary.written += 1
-    finally:
-        writer.close()
-        summary.seconds = time.monotonic() - started
-        append_manifest(output, {
-            "stage": "consensus", "version": __version__, "argv": sys.argv,
-            "inputs": {"rollouts": rollouts_path, "judged": judged_path}, "limit": limit,
-            "counts": summary.as_dict(), "seconds": round(summary.seconds, 3),
-        })
+        # Ids skipped as already done were joined by an earlier run: they are in the output.
+        done = set() if output == STDIO else {obj["id"] for _, obj in iter_jsonl(output)}
+        summary.only_judged = [rid for rid in judged if rid not in stage.seen and rid not in done]
     return summary
 
 

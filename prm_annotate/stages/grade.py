@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from prm_annotate.grading import Agreement, Grader
-from prm_annotate.records import GradeInput
+from prm_annotate.records import GradeInput, Graded
 from prm_annotate.runner import Outcome, StageBase
 from prm_annotate.steps import DEFAULT_SEP, join_steps
 
@@ -22,6 +22,7 @@ from prm_annotate.steps import DEFAULT_SEP, join_steps
 class GradeStage(StageBase):
     name = "grade"
     input_model = GradeInput
+    output_model = Graded
 
     def __init__(self, grader: Grader | None = None, step_sep: str = DEFAULT_SEP,
                  reference_field: str = "final_answer_correct", baseline: bool = True):
@@ -68,4 +69,7 @@ class GradeStage(StageBase):
             self.stats["correct"] += verdict.correct is True
             if isinstance(reference, bool):
                 self._count("", verdict.correct, reference)
-            yield Outcome.one(out)
+            yield Outcome.one(Graded.make(out))
+
+    def close(self) -> None:
+        self.grader.close()

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.judge_parsing import STYLES, ParseFailure, Style, aggregate_votes
 from prm_annotate.prompt_files import JUDGE_PROMPTS, PromptFile, check_judge_template, load_prompt, render_judge_prompt
-from prm_annotate.records import Response
+from prm_annotate.records import Judged, Response
 from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.scheduler import Job
@@ -47,8 +47,9 @@ def style_for(prompt: str, style: str | None) -> Style:
 class JudgeStage(ModelStage):
     name = "judge"
     input_model = Response
+    output_model = Judged
 
-    def __init__(self, engine: Engine, *, prompt: PromptFile | None = None, style: Style | None = None,
+    def __init__(self, engine: Engine | None, *, prompt: PromptFile | None = None, style: Style | None = None,
                  votes: int = 1, temperature: float | None = None, top_p: float = 1.0, max_tokens: int = 2048,
                  seed: int = 0, constrained: bool = False, engine_info: dict[str, Any] | None = None):
         self.engine = engine
@@ -117,6 +118,10 @@ class JudgeStage(ModelStage):
                 failures.append(str(exc))
         self.stats["votes"] += len(votes)
         self.stats["parse_failures"] += len(failures)
+        return [Outcome.one(self._judged(record, votes, failures, texts, tokens))]
+
+    def _judged(self, record: Response, votes: list[int | None], failures: list[str], texts: dict[str, str],
+                tokens: int) -> Judged:
         out = record.dump()
         out["judge"] = {
             "first_error": aggregate_votes(votes), "votes": votes, "parse_failures": len(failures),
@@ -128,7 +133,7 @@ class JudgeStage(ModelStage):
         if failures:
             out["judge"]["parse_errors"] = failures
         self.stats["no_verdict"] += out["judge"]["first_error"] is None
-        return [Outcome.one(out)]
+        return Judged.make(out)
 
     def _forced_answer(self, record: Response, vote: int, request: GenerationRequest,
                        analysis: str) -> GenerationRequest:

@@ -48,7 +48,7 @@ from pydantic import Field
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.grading import Grader
 from prm_annotate.prompt_files import SYSTEM_PROMPTS, PromptFile, load_prompt
-from prm_annotate.records import Response
+from prm_annotate.records import Response, Rollout
 from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.scheduler import Job, one_unit_each
@@ -80,8 +80,9 @@ class _Work:
 class RolloutStage(ModelStage):
     name = "rollout"
     input_model = RolloutInput
+    output_model = Rollout
 
-    def __init__(self, engine: Engine, *, k: int = 8, label: str = "hard", strategy: str | Strategy = "exhaustive",
+    def __init__(self, engine: Engine | None, *, k: int = 8, label: str = "hard", strategy: str | Strategy = "exhaustive",
                  threshold: float = 0.0, temperature: float = 0.7, top_p: float = 1.0, max_tokens: int = 1024,
                  seed: int = 0, step_sep: str = DEFAULT_SEP, system_prompt: PromptFile | None = None,
                  grader: Grader | None = None, engine_info: dict[str, Any] | None = None,
@@ -230,7 +231,7 @@ class RolloutStage(ModelStage):
     def close(self) -> None:
         self.grader.close()
 
-    def _rollout(self, w: _Work) -> dict[str, Any]:
+    def _rollout(self, w: _Work) -> Rollout:
         result = w.plan.result()
         self.stats["completions"] += w.completions
         self.stats["grade_errors"] += w.grade_errors
@@ -252,4 +253,4 @@ class RolloutStage(ModelStage):
             "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens, "seed": self.seed,
             "share_prefixes": self.share_prefixes, **extra_mc,
         }
-        return out
+        return Rollout.make(out)

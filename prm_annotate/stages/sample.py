@@ -18,7 +18,7 @@ from typing import Any, Iterable
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.grading import Grader
 from prm_annotate.prompt_files import SYSTEM_PROMPTS, PromptFile, load_prompt
-from prm_annotate.records import Problem
+from prm_annotate.records import Problem, Response
 from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.scheduler import Job
@@ -33,8 +33,9 @@ def response_id(problem_id: str, index: int) -> str:
 class SampleStage(ModelStage):
     name = "sample"
     input_model = Problem
+    output_model = Response
 
-    def __init__(self, engine: Engine, *, n: int = 8, temperature: float = 0.7, top_p: float = 1.0,
+    def __init__(self, engine: Engine | None, *, n: int = 8, temperature: float = 0.7, top_p: float = 1.0,
                  max_tokens: int = 1024, seed: int = 0, step_sep: str = DEFAULT_SEP,
                  system_prompt: PromptFile | None = None, grader: Grader | None = None,
                  empty_retries: int = 2, engine_info: dict[str, Any] | None = None):
@@ -101,7 +102,7 @@ class SampleStage(ModelStage):
                                      for i, (text, verdict) in enumerate(zip(texts, verdicts))])]
 
     def _response(self, problem: Problem, index: int, text: str, verdict: Any, result: GenerationResult,
-                  attempt: int) -> dict[str, Any]:
+                  attempt: int) -> Response:
         out = problem.dump()
         out.pop("id")
         finish = result.finish_reasons[0] if result.finish_reasons else None
@@ -126,7 +127,7 @@ class SampleStage(ModelStage):
         if verdict.error:  # as `grade` writes it ("no answer" included), so a re-grade changes nothing
             record["grade_error"] = verdict.error
         self.stats["grade_errors"] += verdict.correct is None
-        return record
+        return Response.make(record)
 
     def close(self) -> None:
         self.grader.close()

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from prm_annotate.prm import prm_token_ids, tag_in_text
-from prm_annotate.records import Response
+from prm_annotate.records import Response, Scored
 from prm_annotate.runner import Outcome, StageBase
 
 
@@ -23,6 +23,7 @@ def first_below(scores: list[float], threshold: float) -> int:
 class ScoreStage(StageBase):
     name = "score"
     input_model = Response
+    output_model = Scored
 
     def __init__(self, scorer: Any, threshold: float = 0.5):
         self.scorer = scorer
@@ -63,4 +64,4 @@ class ScoreStage(StageBase):
             out = r.dump()
             out["prm"] = {"scores": scores, "first_error": first_below(scores, self.threshold),
                           "threshold": self.threshold, "model": self.scorer.model}
-            yield Outcome.one(out)
+            yield Outcome.one(Scored.make(out))

@@ -105,16 +105,12 @@ def _engine_config(model: Path, cfg: ReportConfig):
 
 def _run(stage: Any, input_path: Path, output_path: Path, cfg: ReportConfig, failures: list[str],
          timings: Timings) -> None:
-    """Run one stage over a file, timed under the stage's name; close it after (the grader's worker)."""
-    from prm_annotate.runner import RunOptions, close_stage, report, run_stage
+    """Run one stage over a file as its command does, timed under the stage's name."""
+    from prm_annotate.runner import RunOptions, run_and_close
 
     t = time.monotonic()
-    try:
-        summary = run_stage(stage, RunOptions(input=str(input_path), output=str(output_path), quiet=cfg.quiet))
-        report(summary)  # the stage's own one-line summary, on stderr
-        failures.extend(f"{stage.name} {rid}: {err}" for rid, err in summary.failures.items())
-    finally:
-        close_stage(stage)
+    summary = run_and_close(stage, RunOptions(input=str(input_path), output=str(output_path), quiet=cfg.quiet))
+    failures.extend(f"{stage.name} {rid}: {err}" for rid, err in summary.failures.items())
     timings.add(stage.name, t)
 
 
@@ -161,7 +157,8 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
         engine.close()
 
     t = time.monotonic()
-    print_summary(run_consensus(str(paths["rollouts"]), str(paths["judged"]), str(paths["consensus"])))
+    print_summary(run_consensus(str(paths["rollouts"]), str(paths["judged"]), str(paths["consensus"]),
+                                quiet=cfg.quiet))
     timings.add("consensus", t)
     return timings, failures
 

@@ -1,0 +1,56 @@
+"""The run manifest: `<output>.manifest.json`, one entry per run of a stage on that output."""
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from prm_annotate import __version__
+from prm_annotate.jsonl import STDIO
+from prm_annotate.output import set_aside, sidecar
+
+if TYPE_CHECKING:
+    from prm_annotate.runner import RunOptions, RunSummary, Stage
+
+
+def append_manifest(output: str, run: dict[str, Any]) -> None:
+    """Each run of a stage on an output appends its record to `<output>.manifest.json`.
+
+    A manifest that is not ours (torn, not JSON, JSON of another shape) is never overwritten: it is
+    renamed aside with a note on stderr, and the run goes on (the records are what matters)."""
+    if output == STDIO:
+        return
+    path = sidecar(output, "manifest.json")
+    runs: list[Any] = []
+    if path.exists():
+        try:
+            runs = orjson.loads(path.read_bytes())["runs"]
+            if not isinstance(runs, list):
+                raise TypeError
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            set_aside(path, "the run manifest is not one this program wrote (torn or another shape)")
+            runs = []
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps({"runs": runs + [run]}, option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)
+
+
+def manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[str, Any]:
+    return {
+        "stage": stage.name,
+        "version": __version__,
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "argv": sys.argv,
+        "input": opts.input,
+        **({"inputs": stage.inputs()} if stage.inputs() else {}),
+        "settings": stage.settings(),
+        "counts": {"read": summary.read, "done": summary.done, "written": summary.written, "skipped": summary.skipped,
+                   "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard},
+        **({"interrupted": summary.interrupted} if summary.interrupted else {}),
+        "failures": dict(list(summary.failures.items())[:100]),
+        "stats": summary.stats,
+        "seconds": round(summary.seconds, 3),
+    }
