@@ -2,18 +2,12 @@
 from __future__ import annotations
 
 import os
-import sys
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from prm_annotate import __version__
 from prm_annotate.jsonl import STDIO
 from prm_annotate.output import set_aside, sidecar
-
-if TYPE_CHECKING:
-    from prm_annotate.runner import RunOptions, RunSummary, Stage
 
 
 def append_manifest(output: str, run: dict[str, Any]) -> None:
@@ -36,21 +30,3 @@ def append_manifest(output: str, run: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(orjson.dumps({"runs": runs + [run]}, option=orjson.OPT_INDENT_2))
     os.replace(tmp, path)
-
-
-def manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[str, Any]:
-    return {
-        "stage": stage.name,
-        "version": __version__,
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "argv": sys.argv,
-        "input": opts.input,
-        **({"inputs": stage.inputs()} if stage.inputs() else {}),
-        "settings": stage.settings(),
-        "counts": {"read": summary.read, "done": summary.done, "written": summary.written, "skipped": summary.skipped,
-                   "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard},
-        **({"interrupted": summary.interrupted} if summary.interrupted else {}),
-        "failures": dict(list(summary.failures.items())[:100]),
-        "stats": summary.stats,
-        "seconds": round(summary.seconds, 3),
-    }

@@ -14,14 +14,16 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from pydantic import ValidationError
 
+from prm_annotate import __version__
 from prm_annotate.errors import InputError, printable
 from prm_annotate.formats import FieldMap, read_records
 from prm_annotate.jsonl import STDIO, check_input, is_stream
-from prm_annotate.manifest import append_manifest, manifest_run
+from prm_annotate.manifest import append_manifest
 from prm_annotate.output import RejectsWriter, ResumableWriter, check_output
 from prm_annotate.progress import Progress
 from prm_annotate.records import Record
@@ -270,6 +272,24 @@ def run_stage(stage: Stage, opts: RunOptions, executor: Executor = local_executo
         summary.stats = dict(stage.stats)
         append_manifest(opts.output, manifest_run(stage, opts, summary))
     return summary
+
+
+def manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[str, Any]:
+    return {
+        "stage": stage.name,
+        "version": __version__,
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "argv": sys.argv,
+        "input": opts.input,
+        **({"inputs": stage.inputs()} if stage.inputs() else {}),
+        "settings": stage.settings(),
+        "counts": {"read": summary.read, "done": summary.done, "written": summary.written, "skipped": summary.skipped,
+                   "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard},
+        **({"interrupted": summary.interrupted} if summary.interrupted else {}),
+        "failures": dict(list(summary.failures.items())[:100]),
+        "stats": summary.stats,
+        "seconds": round(summary.seconds, 3),
+    }
 
 
 def run_and_close(stage: Stage, opts: RunOptions, executor: Executor = local_executor) -> RunSummary:
