@@ -137,10 +137,15 @@ class VLLMEngine(Streaming):
         from vllm.sampling_params import RequestOutputKind
 
         check_keys(requests)
+        # The K completions of a rollout step share one prompt: render and tokenize it once.
+        prompts: dict[tuple, list[int]] = {}
         for r in requests:
             if r.key in self._keys:
                 raise ValueError(f"duplicate request key {r.key!r}: a request with this key is in flight")
-            ids = self._tokenizer.encode(self.render(r), add_special_tokens=False)
+            conversation = (r.continue_final, tuple(tuple(sorted(m.items())) for m in r.messages))
+            ids = prompts.get(conversation)
+            if ids is None:
+                ids = prompts[conversation] = self._tokenizer.encode(self.render(r), add_special_tokens=False)
             room = self.max_model_len - len(ids)
             if room < 1:
                 self._keys.add(r.key)
@@ -157,7 +162,7 @@ class VLLMEngine(Streaming):
             request_id = str(next(self._counter))
             self._keys.add(r.key)
             try:
-                self._llm.llm_engine.add_request(request_id, self._engine_input(TokensPrompt(prompt_token_ids=ids)),
+                self._llm.llm_engine.add_request(request_id, self._engine_input(TokensPrompt(prompt_token_ids=list(ids))),
                                                  params)
             except ValueError as exc:  # vLLM refused this request's parameters; the others go on
                 self._ready.append(GenerationResult(key=r.key, prompt_tokens=len(ids), error=f"refused: {exc}"))
