@@ -107,7 +107,6 @@ class OpenAIEngine(Streaming):
         self._loop: _LoopThread | None = None
         self._finalizer: weakref.finalize | None = None
         self._pending: set[str] = set()  # keys submitted and not yet returned by poll
-        self._done: queue.SimpleQueue[GenerationResult | _Failed] = queue.SimpleQueue()
         self._failure: Exception | None = None
 
     # -- the protocol -------------------------------------------------------------------------
@@ -135,10 +134,11 @@ class OpenAIEngine(Streaming):
             if not self._pending:
                 return []
             loop = self._loop
+            assert loop is not None  # requests are pending
         done = [self._next_done(loop)]
         while True:
             try:
-                done.append(self._done.get_nowait())
+                done.append(loop.done.get_nowait())
             except queue.Empty:
                 break
         with self._lock:
@@ -159,7 +159,6 @@ class OpenAIEngine(Streaming):
         with self._lock:
             loop, self._loop = self._loop, None
             self._pending.clear()
-            self._done = queue.SimpleQueue()
             self._failure = None
         if loop is not None:
             self._finalizer()  # loop.stop, once
@@ -168,14 +167,14 @@ class OpenAIEngine(Streaming):
         if self._failure is not None:
             raise RuntimeError(f"the HTTP engine failed earlier: {self._failure!r}") from self._failure
 
-    def _next_done(self, loop: _LoopThread | None) -> GenerationResult | _Failed:
+    def _next_done(self, loop: _LoopThread) -> GenerationResult | _Failed:
         """The next finished request; raises rather than waits forever once the loop has stopped
         (closed from another thread)."""
         while True:
             try:
-                return self._done.get(timeout=1.0)
+                return loop.done.get(timeout=1.0)
             except queue.Empty:
-                if loop is None or not loop.thread.is_alive():
+                if not loop.thread.is_alive():
                     raise RuntimeError("the HTTP engine was closed with requests in flight") from None
 
     def _client_args(self) -> dict[str, Any]:
@@ -189,7 +188,7 @@ class OpenAIEngine(Streaming):
             result: GenerationResult | _Failed = await self._one(loop.client, loop.semaphore, r, body)
         except Exception as exc:  # not a failed request (those are results): a fault of the engine
             result = _Failed(r.key, exc)
-        self._done.put(result)
+        loop.done.put(result)
 
     # -- one request --------------------------------------------------------------------------
 
@@ -312,12 +311,14 @@ class _Failed:
 
 
 class _LoopThread:
-    """An asyncio event loop running in a daemon thread, with the engine's one HTTP client and the
-    semaphore that bounds its requests. It holds no reference to the engine (only its tasks do)."""
+    """An asyncio event loop running in a daemon thread, with the engine's one HTTP client, the
+    semaphore that bounds its requests and the queue of finished ones (a closed engine's late
+    results cannot reach a new loop). It holds no reference to the engine (only its tasks do)."""
 
     def __init__(self, client_args: dict[str, Any], concurrency: int) -> None:
         self.client = httpx.AsyncClient(**client_args)
         self.semaphore = asyncio.Semaphore(concurrency)
+        self.done: queue.SimpleQueue[GenerationResult | _Failed] = queue.SimpleQueue()
         self.tasks: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="openai-engine", daemon=True)
