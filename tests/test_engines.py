@@ -557,8 +557,9 @@ def stream_engine(fault_server):
     engine.close()
 
 
-def engine_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "openai-engine"]
+def engine_threads(before: frozenset = frozenset()) -> list[threading.Thread]:
+    """The engines' loop threads alive now, but for those in `before`."""
+    return [t for t in threading.enumerate() if t.name == "openai-engine" and t not in before]
 
 
 def test_streaming_keeps_concurrency_outstanding_without_waves(stream_engine, fault_server):
@@ -609,25 +610,24 @@ def test_streaming_returns_results_as_they_finish(stream_engine, fault_server):
 
 
 def test_close_leaves_no_thread(fault_server):
-    gc.collect()  # engines other tests dropped without close() (their threads stop, see the end)
-    assert engine_threads() == []
+    before = frozenset(engine_threads())
     engine = OpenAIEngine(fault_server.base_url, "m", concurrency=2, timeout=30, max_attempts=1)
-    assert engine_threads() == []  # started by the first submit, not before
+    assert engine_threads(before) == []  # started by the first submit, not before
     engine.submit([chat("h", content="hold:h"), chat("o", content="ok")])
     fault_server.wait_until(lambda: "hold:h" in fault_server.started, "the held request")
-    assert len(engine_threads()) == 1
+    assert len(engine_threads(before)) == 1
     engine.close()  # with a request still in flight: it is cancelled
-    assert engine_threads() == [] and engine.in_flight() == 0 and engine.poll() == []
+    assert engine_threads(before) == [] and engine.in_flight() == 0 and engine.poll() == []
     engine.close()  # idempotent
     # A closed engine starts afresh on the next submit, and closes again.
     assert engine.generate([chat("a", content="ok")])["a"].ok
-    assert len(engine_threads()) == 1
+    assert len(engine_threads(before)) == 1
     engine.close()
-    assert engine_threads() == []
+    assert engine_threads(before) == []
     # An engine dropped without close() stops its thread too.
     engine = OpenAIEngine(fault_server.base_url, "m")
     assert engine.generate([chat("b", content="ok")])["b"].ok
-    (thread,) = engine_threads()
+    (thread,) = engine_threads(before)
     del engine
     gc.collect()
     assert not thread.is_alive()
