@@ -11,8 +11,10 @@ Streaming over HTTP (the server only): 32 records x 4 rounds of one chat request
 4 to 64, so completions differ in length), every record sending its next request when its last one
 is back, as the scheduler drives an engine. The same driver runs the engine streaming, then
 `LockStep(engine)` (each round one whole batch, waiting for its slowest completion), twice each
-in turn; the ratio of the best wall times is what streaming gains (3 pairs measured here, Nov
-2026, bfloat16, --concurrency 64: 2.9x to 4.0x faster).
+in turn; the ratio of the best wall times is what streaming gains. Measured here (Nov 2026,
+bfloat16, --concurrency 64, one pair at a time on the shared 2-core machine): 2.9x to 4.2x in 4
+pairs, and once 0.54x, when that streaming run alone took 10 s against 1.8 s the run before
+(no retries) — hence the best of two.
 
     .venv/bin/python benchmarks/bench_engines.py [--dtype bfloat16]
 """
