@@ -416,13 +416,12 @@ class FaultServer:
                     return self.send(200, '{"choices": []}')
                 if what.startswith("hold:"):
                     outer.gate(what[5:]).wait()
-                usage = {"prompt_tokens": 11, "completion_tokens": 2 * body.get("n", 1),
-                         "prompt_tokens_details": {"cached_tokens": 8}}
-                if what == "badusage":
-                    usage["prompt_tokens"] = "many"
                 if what == "slow":
                     time.sleep(0.1)
                 n = body.get("n", 1)
+                usage = {"prompt_tokens": 11, "completion_tokens": 2 * n, "prompt_tokens_details": {"cached_tokens": 8}}
+                if what == "badusage":
+                    usage["prompt_tokens"] = "many"
                 return self.send(200, json.dumps({
                     "choices": [{"index": i, "message": {"role": "assistant", "content": f"answer {i}"},
                                  "finish_reason": "stop"} for i in range(n)],
