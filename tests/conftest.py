@@ -134,7 +134,9 @@ def vllm_server(tiny_model_dir, tmp_path_factory):
 def openai_engine(vllm_server):
     from prm_annotate.engines.openai_engine import OpenAIEngine
 
-    return OpenAIEngine(vllm_server.base_url, TINY_SERVED_NAME, concurrency=8, timeout=120, max_attempts=2)
+    engine = OpenAIEngine(vllm_server.base_url, TINY_SERVED_NAME, concurrency=8, timeout=120, max_attempts=2)
+    yield engine
+    engine.close()
 
 
 @pytest.fixture(scope="session")

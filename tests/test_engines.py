@@ -3,6 +3,8 @@ model made in a fixture; the retry path against a local fault-injecting HTTP ser
 (slow) through both engines."""
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import logging
 import re
@@ -345,15 +347,19 @@ def test_vllm_processes_die_with_a_sigkilled_owner(heavy, tiny_model_dir, tmp_pa
 
 class FaultServer:
     """OpenAI-shaped server on 127.0.0.1 whose behaviour is chosen by the user message:
-    "ok", "500", "429", "hang", "drop", "badjson", "nochoices", "400", "flaky:N" (N failures,
-    then success), "slow" (0.1 s, for the concurrency bound). Counts attempts per message."""
+    "ok", "500", "429", "hang", "drop", "badjson", "nochoices", "badusage", "400", "flaky:N" (N
+    failures, then success), "slow" (0.1 s, for the concurrency bound), "hold:NAME" (answers once
+    the test calls `release(NAME)`: the test decides the order in which requests finish). Counts
+    attempts per message and the requests it is answering at once (`inflight`, `max_inflight`)."""
 
     def __init__(self) -> None:
         self.attempts: dict[str, int] = {}
         self.auth: list[str | None] = []
         self.inflight = 0
         self.max_inflight = 0
-        self.lock = threading.Lock()
+        self.started: list[str] = []  # messages in the order their requests arrived
+        self.lock = threading.Condition()
+        self.gates: dict[str, threading.Event] = {}
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -369,11 +375,22 @@ class FaultServer:
                     outer.auth.append(self.headers.get("Authorization"))
                     outer.inflight += 1
                     outer.max_inflight = max(outer.max_inflight, outer.inflight)
+                    outer.started.append(what)
+                    outer.lock.notify_all()
+                self.answering = True
                 try:
                     self.answer(what, attempt, body)
                 finally:
+                    self.done()
+
+            def done(self):
+                # Counted before the answer is written: the client may start its next request as
+                # soon as it has read this one, and the server must not count both at once.
+                if self.answering:
+                    self.answering = False
                     with outer.lock:
                         outer.inflight -= 1
+                        outer.lock.notify_all()
 
             def answer(self, what, attempt, body):
                 if what.startswith("flaky:"):
@@ -397,17 +414,22 @@ class FaultServer:
                     return self.send(200, '{"choices": [')
                 if what == "nochoices":
                     return self.send(200, '{"choices": []}')
+                if what.startswith("hold:"):
+                    outer.gate(what[5:]).wait()
                 if what == "slow":
                     time.sleep(0.1)
                 n = body.get("n", 1)
+                usage = {"prompt_tokens": 11, "completion_tokens": 2 * n, "prompt_tokens_details": {"cached_tokens": 8}}
+                if what == "badusage":
+                    usage["prompt_tokens"] = "many"
                 return self.send(200, json.dumps({
                     "choices": [{"index": i, "message": {"role": "assistant", "content": f"answer {i}"},
                                  "finish_reason": "stop"} for i in range(n)],
-                    "usage": {"prompt_tokens": 11, "completion_tokens": 2 * n,
-                              "prompt_tokens_details": {"cached_tokens": 8}},
+                    "usage": usage,
                 }))
 
             def send(self, status, text, headers=None):
+                self.done()
                 data = text.encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -422,11 +444,34 @@ class FaultServer:
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
+    def gate(self, name: str) -> threading.Event:
+        with self.lock:
+            return self.gates.setdefault(name, threading.Event())
+
+    def release(self, name: str) -> None:
+        self.gate(name).set()
+
+    def wait_until(self, condition, what: str, *, settle: float = 0.0) -> None:
+        """Wait for `condition()` (checked under the lock); the timeout only keeps a broken engine
+        from hanging the test run. With `settle`, the condition must still hold that much later:
+        a request the client should not have sent has had time to arrive (this can miss a broken
+        engine on a slow day, never fail a correct one)."""
+        with self.lock:
+            if not self.lock.wait_for(condition, timeout=30):
+                raise AssertionError(f"the server never saw {what}")
+        if settle:
+            time.sleep(settle)
+            with self.lock:
+                assert condition(), f"the server saw {what}, then more"
+
     def __enter__(self):
         self.thread.start()
         return self
 
     def __exit__(self, *exc):
+        with self.lock:
+            for gate in self.gates.values():
+                gate.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -443,11 +488,13 @@ SECRET = "sk-test-5ecret-value"
 @pytest.fixture
 def fault_engine(fault_server, monkeypatch):
     monkeypatch.setenv("PRM_TEST_KEY", SECRET)
-    return OpenAIEngine(fault_server.base_url, "m", api_key_env="PRM_TEST_KEY", concurrency=4,
-                        timeout=0.5, max_attempts=3, backoff_initial=0.01, backoff_max=0.05)
+    engine = OpenAIEngine(fault_server.base_url, "m", api_key_env="PRM_TEST_KEY", concurrency=4,
+                          timeout=0.5, max_attempts=3, backoff_initial=0.01, backoff_max=0.05)
+    yield engine
+    engine.close()
 
 
-@pytest.mark.parametrize("fault", ["500", "429", "hang", "drop", "badjson", "nochoices"])
+@pytest.mark.parametrize("fault", ["500", "429", "hang", "drop", "badjson", "nochoices", "badusage"])
 def test_faults_are_retried_then_reported_failed(fault_engine, fault_server, fault, caplog):
     caplog.set_level(logging.DEBUG)
     res = fault_engine.generate([chat("f", content=fault, max_tokens=4), chat("ok", content="ok", n=2)])
@@ -498,6 +545,114 @@ def test_concurrency_is_bounded(fault_server):
     res = engine.generate([chat(f"s{i}", content="slow") for i in range(12)])
     assert all(g.ok for g in res.values())
     assert 2 <= fault_server.max_inflight <= 3
+
+
+# -- streaming over HTTP: submit / poll / in_flight ---------------------------------------------
+
+@pytest.fixture
+def stream_engine(fault_server):
+    engine = OpenAIEngine(fault_server.base_url, "m", concurrency=3, timeout=30, max_attempts=1)
+    yield engine
+    engine.close()
+
+
+def engine_threads(before: frozenset = frozenset()) -> list[threading.Thread]:
+    """The engines' loop threads alive now, but for those in `before`."""
+    return [t for t in threading.enumerate() if t.name == "openai-engine" and t not in before]
+
+
+def test_streaming_keeps_concurrency_outstanding_without_waves(stream_engine, fault_server):
+    """3 x concurrency requests, finished one at a time by the test: every finished request's slot
+    goes to the next waiting one while the rest of its wave is still held at the server, so
+    exactly `concurrency` requests are outstanding until fewer than that remain."""
+    c, total = stream_engine.concurrency, 3 * stream_engine.concurrency
+    stream_engine.submit([chat(f"k{i}", content=f"hold:{i}") for i in range(total)])
+    assert stream_engine.in_flight() == total
+    for i in range(total):
+        arrived = min(i + c, total)
+        fault_server.wait_until(lambda: len(fault_server.started) == arrived
+                                and fault_server.inflight == arrived - i, f"{arrived} requests",
+                                settle=0.1)
+        # First come, first served: the server has the oldest `concurrency` of the unfinished
+        # (the order of arrival within them is the network's).
+        assert sorted(fault_server.started) == sorted(f"hold:{j}" for j in range(arrived))
+        fault_server.release(str(i))
+        assert [g.key for g in stream_engine.poll()] == [f"k{i}"]
+        assert stream_engine.in_flight() == total - i - 1
+    assert fault_server.max_inflight == c
+    assert stream_engine.poll() == []
+
+
+def test_streaming_returns_results_as_they_finish(stream_engine, fault_server):
+    """A request submitted after a slow one, while it is in flight, comes back first."""
+    stream_engine.submit([chat("slow", content="hold:slow")])
+    fault_server.wait_until(lambda: fault_server.started == ["hold:slow"], "the slow request")
+    stream_engine.submit([chat("fast", content="ok", n=2)])
+    (fast,) = stream_engine.poll()
+    assert fast.key == "fast" and fast.texts == ["answer 0", "answer 1"]
+    assert stream_engine.in_flight() == 1
+    # A key still in flight is refused, and nothing is sent for it.
+    with pytest.raises(ValueError, match="duplicate request key 'slow'"):
+        stream_engine.submit([chat("slow", content="hold:slow")])
+    with pytest.raises(ValueError, match="duplicate request key 'x'"):
+        stream_engine.submit([chat("x"), chat("x")])
+    assert stream_engine.in_flight() == 1
+    with pytest.raises(RuntimeError, match="idle engine"):
+        stream_engine.generate([chat("other")])
+    fault_server.release("slow")
+    (slow,) = stream_engine.poll()
+    assert slow.key == "slow" and slow.ok
+    assert stream_engine.in_flight() == 0 and stream_engine.poll() == []
+    assert fault_server.attempts["hold:slow"] == 1
+    # Once polled, a key may be used again.
+    assert stream_engine.generate([chat("slow", content="ok")])["slow"].ok
+
+
+def test_close_leaves_no_thread(fault_server):
+    before = frozenset(engine_threads())
+    engine = OpenAIEngine(fault_server.base_url, "m", concurrency=2, timeout=30, max_attempts=1)
+    assert engine_threads(before) == []  # started by the first submit, not before
+    engine.submit([chat("h", content="hold:h"), chat("o", content="ok")])
+    fault_server.wait_until(lambda: "hold:h" in fault_server.started, "the held request")
+    assert len(engine_threads(before)) == 1
+    engine.close()  # with a request still in flight: it is cancelled
+    assert engine_threads(before) == [] and engine.in_flight() == 0 and engine.poll() == []
+    engine.close()  # idempotent
+    # A closed engine starts afresh on the next submit, and closes again.
+    assert engine.generate([chat("a", content="ok")])["a"].ok
+    assert len(engine_threads(before)) == 1
+    engine.close()
+    assert engine_threads(before) == []
+    # An engine dropped without close() stops its thread too.
+    engine = OpenAIEngine(fault_server.base_url, "m")
+    assert engine.generate([chat("b", content="ok")])["b"].ok
+    (thread,) = engine_threads(before)
+    del engine
+    gc.collect()
+    assert not thread.is_alive()
+
+
+def test_generate_inside_a_running_event_loop(stream_engine):
+    async def caller():
+        return stream_engine.generate([chat("a", content="ok"), chat("b", content="ok", n=2)])
+
+    res = asyncio.run(caller())
+    assert res["a"].texts == ["answer 0"] and res["b"].texts == ["answer 0", "answer 1"]
+
+
+def test_engine_failure_is_raised_by_poll(stream_engine, fault_server):
+    """A request the engine cannot even send (its body is not JSON) is a fault of the caller or the
+    engine, not a failed request: poll raises it, and every call after it, until close()."""
+    unsendable = GenerationRequest(key="bad", messages=({"role": "user", "content": {1, 2}},))
+    stream_engine.submit([unsendable])
+    with pytest.raises(TypeError, match="JSON serializable"):
+        stream_engine.poll()
+    with pytest.raises(RuntimeError, match="failed earlier"):
+        stream_engine.submit([chat("a", content="ok")])
+    with pytest.raises(RuntimeError, match="failed earlier"):
+        stream_engine.poll()
+    stream_engine.close()
+    assert stream_engine.generate([chat("a", content="ok")])["a"].ok
 
 
 def test_unreachable_server_fails_cleanly():

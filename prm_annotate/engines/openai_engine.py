@@ -13,20 +13,33 @@ The cost: the server must implement the extension (vLLM and SGLang do). A server
 would open a new assistant turn; use `vllm serve` for rollouts.
 Likewise `guided_regex` is sent as vLLM's `structured_outputs: {"regex": ...}`.
 
-Requests run concurrently (bounded by `concurrency`) on one asyncio loop; `generate` is the
-synchronous wrapper. Connection errors, timeouts, 429, 5xx and malformed JSON are retried with
-exponential backoff and full jitter (tenacity), at most `max_attempts` times; then the request's
-result carries `error` and no texts — a completion is never invented or left empty. Other 4xx
-answers (a prompt too long, a bad parameter) are not retried. The API key is read from the
-environment variable named by `api_key_env` and never appears in logs or error messages.
+Requests stream (the protocol in base.py): the engine owns one asyncio event loop in a daemon
+thread, started by the first `submit` and stopped by `close`, and one `httpx.AsyncClient` on it, so
+connections are reused across calls. `submit` makes each request a task on that loop; a semaphore
+of `concurrency` keeps exactly that many HTTP requests outstanding while more are waiting, and a
+freed slot goes at once to the longest-waiting request: no waves, one slow answer holds up nobody
+but itself. A finished request puts its result on a thread-safe queue that `poll` drains. The
+caller's thread never runs the loop, so the engine works the same when called from inside a
+running event loop (an async program, a notebook). `generate` is `Streaming.generate`.
+
+Connection errors, timeouts, 429, 5xx and malformed answers are retried with exponential backoff
+and full jitter (tenacity), at most `max_attempts` times, the request giving its slot up while it
+waits; then its result carries `error` and no texts — a completion is never invented or left
+empty. Other 4xx answers (a prompt too long, a bad parameter) are not retried. A failure of the
+engine itself (not of one request) is raised by `poll`, and by every call after it until
+`close`. The API key is read from the environment variable named by `api_key_env` and never
+appears in logs or error messages.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import queue
 import threading
-from typing import Any, Sequence
+import weakref
+from dataclasses import dataclass
+from typing import Any, Coroutine, Sequence
 
 import httpx
 from tenacity import (
@@ -38,7 +51,7 @@ from tenacity import (
 )
 
 from prm_annotate.errors import UsageError, printable
-from prm_annotate.engines.base import GenerationRequest, GenerationResult, check_keys
+from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +68,7 @@ class PermanentError(Exception):
     """A failure another attempt would repeat (4xx other than 429)."""
 
 
-class OpenAIEngine:
+class OpenAIEngine(Streaming):
     """`Engine` over an OpenAI-compatible `/v1/chat/completions` endpoint."""
 
     def __init__(
@@ -90,42 +103,92 @@ class OpenAIEngine:
             if not key:
                 raise UsageError(f"environment variable {api_key_env} (the API key) is not set")
             self._api_key = key
+        self._lock = threading.Lock()
+        self._loop: _LoopThread | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._pending: set[str] = set()  # keys submitted and not yet returned by poll
+        self._failure: Exception | None = None
 
     # -- the protocol -------------------------------------------------------------------------
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
+    def submit(self, requests: Sequence[GenerationRequest]) -> None:
+        requests = list(requests)
         check_keys(requests)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.agenerate(requests))
-        # Called from inside an event loop (a notebook, an async caller): run on a fresh loop in
-        # a thread rather than fail.
-        box: dict[str, Any] = {}
+        # Build every body first: a malformed request is refused before any of the batch starts.
+        bodies = [self.body(r) for r in requests]
+        with self._lock:
+            self._raise_if_failed()
+            for r in requests:
+                if r.key in self._pending:
+                    raise ValueError(f"duplicate request key {r.key!r}: a request with it is in flight")
+            if self._loop is None:
+                self._loop = _LoopThread(self._client_args(), self.concurrency)
+                # An engine dropped without close() still stops its thread.
+                self._finalizer = weakref.finalize(self, self._loop.stop)
+            self._pending.update(r.key for r in requests)
+            self._loop.spawn([self._run(self._loop, r, body) for r, body in zip(requests, bodies)])
 
-        def run() -> None:
+    def poll(self) -> list[GenerationResult]:
+        with self._lock:
+            self._raise_if_failed()
+            if not self._pending:
+                return []
+            loop = self._loop
+            assert loop is not None  # requests are pending
+        done = [self._next_done(loop)]
+        while True:
             try:
-                box["value"] = asyncio.run(self.agenerate(requests))
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["error"] = exc
+                done.append(loop.done.get_nowait())
+            except queue.Empty:
+                break
+        with self._lock:
+            self._pending.difference_update(item.key for item in done)
+            failed = next((item for item in done if isinstance(item, _Failed)), None)
+            if failed is not None:
+                # Other results taken in this call are lost with it: the engine is broken now.
+                self._failure = failed.error
+                raise failed.error
+        return done  # type: ignore[return-value]
 
-        t = threading.Thread(target=run)
-        t.start()
-        t.join()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
-
-    async def agenerate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-        semaphore = asyncio.Semaphore(self.concurrency)
-        async with httpx.AsyncClient(headers=headers, timeout=self.timeout, limits=limits) as client:
-            results = await asyncio.gather(*(self._one(client, semaphore, r) for r in requests))
-        return {r.key: r for r in results}
+    def in_flight(self) -> int:
+        return len(self._pending)
 
     def close(self) -> None:
-        """Nothing to release: each `generate` call opens and closes its own connection pool."""
+        """Cancel what is in flight, close the connections and stop the loop's thread. Idempotent;
+        a later `submit` starts afresh."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+            self._pending.clear()
+            self._failure = None
+        if loop is not None:
+            self._finalizer()  # loop.stop, once
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise RuntimeError(f"the HTTP engine failed earlier: {self._failure!r}") from self._failure
+
+    def _next_done(self, loop: _LoopThread) -> GenerationResult | _Failed:
+        """The next finished request; raises rather than waits forever once the loop has stopped
+        (closed from another thread)."""
+        while True:
+            try:
+                return loop.done.get(timeout=1.0)
+            except queue.Empty:
+                if not loop.thread.is_alive():
+                    raise RuntimeError("the HTTP engine was closed with requests in flight") from None
+
+    def _client_args(self) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        return {"headers": headers, "timeout": self.timeout, "limits": limits}
+
+    async def _run(self, loop: _LoopThread, r: GenerationRequest, body: dict[str, Any]) -> None:
+        """One request on the loop thread; its result, or the engine's own failure, goes to `poll`."""
+        try:
+            result: GenerationResult | _Failed = await self._one(loop.client, loop.semaphore, r, body)
+        except Exception as exc:  # not a failed request (those are results): a fault of the engine
+            result = _Failed(r.key, exc)
+        loop.done.put(result)
 
     # -- one request --------------------------------------------------------------------------
 
@@ -153,9 +216,9 @@ class OpenAIEngine:
         return body
 
     async def _one(
-        self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore, r: GenerationRequest
+        self, client: httpx.AsyncClient, semaphore: asyncio.Semaphore, r: GenerationRequest,
+        body: dict[str, Any],
     ) -> GenerationResult:
-        body = self.body(r)
         attempts = 0
         try:
             retrying = AsyncRetrying(
@@ -220,20 +283,77 @@ class OpenAIEngine:
             texts.append(content)
             reasons.append(str(c.get("finish_reason")))
         usage = data.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        return GenerationResult(
-            key=r.key,
-            texts=texts,
-            finish_reasons=reasons,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            cached_prompt_tokens=int(cached) if cached is not None else None,
-            generated_tokens=int(usage.get("completion_tokens") or 0),
-        )
+        try:
+            details = usage.get("prompt_tokens_details") or {}
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            return GenerationResult(
+                key=r.key,
+                texts=texts,
+                finish_reasons=reasons,
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                cached_prompt_tokens=int(cached) if cached is not None else None,
+                generated_tokens=int(usage.get("completion_tokens") or 0),
+            )
+        except (AttributeError, TypeError, ValueError):
+            raise RetryableError(f"malformed answer: usage {_snippet(repr(usage))}") from None
 
     def _redact(self, text: str) -> str:
         # Belt and braces: a server could echo the Authorization header in an error body.
         return text.replace(self._api_key, "***") if self._api_key else text
+
+
+@dataclass
+class _Failed:
+    """What `poll` gets instead of a result when the engine itself failed on a request."""
+
+    key: str
+    error: Exception
+
+
+class _LoopThread:
+    """An asyncio event loop running in a daemon thread, with the engine's one HTTP client, the
+    semaphore that bounds its requests and the queue of finished ones (a closed engine's late
+    results cannot reach a new loop). It holds no reference to the engine (only its tasks do)."""
+
+    def __init__(self, client_args: dict[str, Any], concurrency: int) -> None:
+        self.client = httpx.AsyncClient(**client_args)
+        self.semaphore = asyncio.Semaphore(concurrency)
+        self.done: queue.SimpleQueue[GenerationResult | _Failed] = queue.SimpleQueue()
+        self.tasks: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="openai-engine", daemon=True)
+        self.thread.start()
+
+    def spawn(self, coros: list[Coroutine[Any, Any, None]]) -> None:
+        """Start `coros` as tasks, in this order (the semaphore then serves them first come, first served)."""
+
+        def start() -> None:
+            for coro in coros:
+                task = self.loop.create_task(coro)
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+
+        self.loop.call_soon_threadsafe(start)
+
+    def stop(self) -> None:
+        """Cancel the tasks, close the client, stop the loop and join its thread."""
+
+        async def shutdown() -> None:
+            for task in list(self.tasks):
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+            await self.client.aclose()
+
+        if threading.current_thread() is self.thread:
+            # The engine was dropped by one of its own tasks: the thread cannot join itself.
+            self.loop.create_task(shutdown()).add_done_callback(lambda _: self.loop.stop())
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout=30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join()
+            self.loop.close()
 
 
 def _snippet(text: str, limit: int = 300) -> str:
