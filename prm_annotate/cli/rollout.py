@@ -37,7 +37,7 @@ def rollout(
         "--system-prompt", help="System prompt file, or none, as given to sample (default: prompts/sample_system.txt).")] = None,
     step_sep: StepSepOpt = r"\n\n",
     *,
-    run_opts: CommonRunOptions = CommonRunOptions(batch_size=8),
+    run_opts: CommonRunOptions = CommonRunOptions(batch_size=256),
     engine_opts: EngineOptions,
     executor_opts: ExecutorOptions,
 ) -> None:
