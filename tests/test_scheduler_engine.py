@@ -58,7 +58,8 @@ def test_rollout_streams_the_same_records_as_lockstep(world_policy, world_respon
     # The window changes nothing either (3 responses per problem: windows cut through problems).
     assert run(window=1, lockstep=False)[0] == baseline
     assert stats["generated_tokens"] == base_stats["generated_tokens"]
-    assert b'"first_error":-1' in baseline and b'"first_error":0' in baseline or b'"first_error":1' in baseline
+    firsts = {orjson.loads(line)["mc"]["first_error"] for line in baseline.splitlines()}
+    assert -1 in firsts and max(firsts) >= 0  # some responses with a first error, some without
 
 
 def test_sample_and_judge_votes_stream_the_same_records_as_lockstep(world_policy, tiny_model_dir, heavy):
