@@ -9,9 +9,9 @@ for the models here and for readers of raw records (evaluate's gold labels).
 """
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 def _answer_to_str(value: Any) -> Any:
     # Gold answers often arrive as JSON numbers (18, 2.5); they are compared as text.
@@ -156,16 +156,11 @@ class MC(BaseModel):
     k: int = Field(ge=1)
     label: Literal["hard", "soft"]
     strategy: str
-    scores: list[float | None]
+    scores: Annotated[list[float | None], AfterValidator(_check_probabilities)]
     first_error: int
     completions: int = Field(ge=0)
     generated_tokens: int = Field(ge=0)
     model: str
-
-    @field_validator("scores")
-    @classmethod
-    def _scores_in_range(cls, scores: list) -> list:
-        return _check_probabilities(scores)
 
 
 class Rollout(Response):
@@ -218,15 +213,10 @@ class PRMScores(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True)
 
-    scores: list[float]
+    scores: Annotated[list[float], AfterValidator(_check_probabilities)]
     first_error: int
     threshold: float
     model: str
-
-    @field_validator("scores")
-    @classmethod
-    def _scores_in_range(cls, scores: list) -> list:
-        return _check_probabilities(scores)
 
 
 class Scored(Response):
