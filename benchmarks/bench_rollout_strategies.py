@@ -2,7 +2,8 @@
 
 Workload 1 (always): the arithmetic world. Problems from `make_problems`, responses sampled by the
 shipped tiny policy (T=0.7), rolled out with K=8 by every strategy, with and without prefix
-sharing. Prints generated tokens, completions and wall time as ratios to exhaustive, agreement of
+sharing. Prints generated tokens, completions, wall time (fastest of --repeats runs, taken in turns) and
+the engine's busy share as ratios to exhaustive, lock-step rows as the pre-scheduler baseline, agreement of
 first_error with exhaustive, and accuracy against the world's true first error.
 Workload 2 (`--smollm2`, slow: ~150 tokens/s here): SmolLM2-135M-Instruct on a few GSM8K problems.
 
@@ -49,7 +50,7 @@ def world_workload(args) -> str:
         baselines = [lockstep(v) for v in chosen if v.label in ("exhaustive", "binary +share")]
         rows = compare_strategies(engine, responses, chosen + baselines, k=args.k, max_tokens=128,
                                   window=args.window, truth=lambda r: truth[r["id"]], seed=args.seed,
-                                  progress=log)
+                                  progress=log, repeats=args.repeats)
     finally:
         engine.close()
     head = (f"Arithmetic world: {args.problems} problems x {args.n} responses (shipped policy, T=0.7), "
@@ -82,7 +83,7 @@ def smollm2_workload(args) -> str:
         chosen.append(lockstep(chosen[0]))
         rows = compare_strategies(engine, responses, chosen, k=args.smollm2_k,
                                   max_tokens=args.smollm2_max_tokens, window=args.window, seed=args.seed,
-                                  progress=log, step_sep=sep)
+                                  progress=log, step_sep=sep, repeats=args.repeats)
     finally:
         engine.close()
     head = (f"SmolLM2-135M-Instruct on GSM8K test: {len(problems)} problems x {args.smollm2_n} responses, "
@@ -98,7 +99,8 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=4, help="responses per problem")
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--window", type=int, default=32,
+    parser.add_argument("--repeats", type=int, default=2, help="runs of every row, in turns; the fastest is shown")
+    parser.add_argument("--window", type=int, default=256,
                         help="records in flight (lock-step rows: records per batch), as rollout's --batch-size")
     parser.add_argument("--smollm2", action="store_true", help="also run the (slow) SmolLM2 GSM8K workload")
     parser.add_argument("--smollm2-only", action="store_true")
