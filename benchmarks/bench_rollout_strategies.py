@@ -46,7 +46,7 @@ def world_workload(args) -> str:
         flawed = sum(1 for r in responses if r["correct"] and truth[r["id"]] >= 0)
         steps = sum(len(r["steps"]) for r in responses) / len(responses)
         log(f"world: {len(responses)} responses in {time.perf_counter() - t0:.1f} s")
-        chosen = variants()
+        chosen = [v for v in variants() if not args.variants or v.label in args.variants]
         baselines = [lockstep(v) for v in chosen if v.label in ("exhaustive", "binary +share")]
         rows = compare_strategies(engine, responses, chosen + baselines, k=args.k, max_tokens=128,
                                   window=args.window, truth=lambda r: truth[r["id"]], seed=args.seed,
@@ -99,6 +99,9 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=4, help="responses per problem")
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--variants", type=lambda text: text.split(","), default=None,
+                        help="only these rows of the world workload, comma-separated (exhaustive first), "
+                             "e.g. 'exhaustive,binary +share'")
     parser.add_argument("--repeats", type=int, default=2, help="runs of every row, in turns; the fastest is shown")
     parser.add_argument("--window", type=int, default=256,
                         help="records in flight (lock-step rows: records per batch), as rollout's --batch-size")
