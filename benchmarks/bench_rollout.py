@@ -82,7 +82,7 @@ def measure(engine, model: str, responses: list[dict], tmp: Path, args, save_pai
         stats.subtract(before_stats)
         grader = Counter(stage.grader.stats)
         grader.subtract(before_grader)
-        passes.append({"wall": wall, "engine": stats["engine_ms"] / 1000, "written": summary.written,
+        passes.append({"wall": wall, "engine": stats["engine_busy_ms"] / 1000, "written": summary.written,
                        "stats": stats, "grader": {k: v for k, v in grader.items() if v}})
     stage.close()
     if save_pairs:
