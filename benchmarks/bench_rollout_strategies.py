@@ -33,7 +33,7 @@ def log(msg: str) -> None:
 def world_workload(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,
-                                       sample_responses, variants)
+                                       sample_responses, speculative, variants)
     from prm_annotate.world import POLICY_DIR, make_problems, true_first_error
 
     problems = make_problems(args.problems, seed=args.seed, split="bench")
@@ -48,7 +48,8 @@ def world_workload(args) -> str:
         log(f"world: {len(responses)} responses in {time.perf_counter() - t0:.1f} s")
         chosen = [v for v in variants() if not args.variants or v.label in args.variants]
         baselines = [lockstep(v) for v in chosen if v.label in ("exhaustive", "binary +share")]
-        rows = compare_strategies(engine, responses, chosen + baselines, k=args.k, max_tokens=128,
+        ahead = [speculative(v) for v in chosen if v.label in ("binary +share",)]
+        rows = compare_strategies(engine, responses, chosen + ahead + baselines, k=args.k, max_tokens=128,
                                   window=args.window, truth=lambda r: truth[r["id"]], seed=args.seed,
                                   progress=log, repeats=args.repeats)
     finally:
@@ -65,7 +66,7 @@ def smollm2_workload(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.formats import read_records
     from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,
-                                       sample_responses, variants)
+                                       sample_responses, speculative, variants)
 
     problems = [rec for _, rec in read_records(args.gsm8k, "gsm8k")][: args.smollm2_problems]
     # SmolLM2 mostly breaks lines with a single newline: "\n" gives it steps of about a sentence.
@@ -80,7 +81,7 @@ def smollm2_workload(args) -> str:
         right = sum(bool(r["correct"]) for r in responses)
         steps = sum(len(r["steps"]) for r in responses) / len(responses)
         chosen = [v for v in variants(shared=False) if v.label != "scan verify"]
-        chosen.append(lockstep(chosen[0]))
+        chosen += [speculative(v) for v in chosen[1:]] + [lockstep(chosen[0])]
         rows = compare_strategies(engine, responses, chosen, k=args.smollm2_k,
                                   max_tokens=args.smollm2_max_tokens, window=args.window, seed=args.seed,
                                   progress=log, step_sep=sep, repeats=args.repeats)

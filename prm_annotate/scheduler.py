@@ -38,7 +38,18 @@ from prm_annotate.engines.base import BatchEngine, Engine, GenerationRequest, Ge
 from prm_annotate.errors import InputError
 from prm_annotate.runner import Outcome
 
-Job = Generator[list[GenerationRequest], dict[str, GenerationResult], list[Outcome]]
+@dataclass(frozen=True)
+class Round:
+    """A round with speculation: the job waits for `requests`; `ahead` are requests it expects to
+    ask for in a later round. While the engine has room (`run_jobs(speculate=N)`: fewer than N
+    requests in flight) they are started now; one the job then asks for is handed over (at once
+    if it has finished), and those still running when the job ends are cancelled."""
+
+    requests: list[GenerationRequest]
+    ahead: list[GenerationRequest] = field(default_factory=list)
+
+
+Job = Generator["list[GenerationRequest] | Round", dict[str, GenerationResult], list[Outcome]]
 Unit = TypeVar("Unit")
 
 # Finished units waiting for an earlier one, as a multiple of the window.
@@ -53,6 +64,11 @@ class _Slot:
     waiting: dict[str, GenerationRequest] = field(default_factory=dict)
     results: dict[str, GenerationResult] = field(default_factory=dict)
     outcomes: list[Outcome] | None = None
+    ahead: dict[str, GenerationRequest] = field(default_factory=dict)  # started early, not asked for yet
+    kept: dict[str, GenerationResult] = field(default_factory=dict)  # finished early, not asked for yet
+
+    def sent_key(self, key: str) -> str:
+        return f"{self.number}\x1f{key}"
 
 
 class EngineClock:
@@ -80,10 +96,12 @@ class EngineClock:
 
 
 def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job], *, window: int,
-             size: Callable[[Unit], int] = len, lockstep: bool = False,
+             size: Callable[[Unit], int] = len, lockstep: bool = False, speculate: int = 0,
              stats: Counter | None = None) -> Iterator[list[Outcome]]:
     """Run `start(unit)` for every unit on `engine`; yield finished outcomes in input order, as
-    soon as they are next in line. `stats` receives the engine's busy and the run's wall time."""
+    soon as they are next in line. `speculate`: start a `Round`'s `ahead` requests while fewer
+    than this many requests are in flight (0: never). `stats` receives the engine's busy and the
+    run's wall time, and the requests started ahead, used and cancelled."""
     if window < 1:
         raise ValueError("window must be at least 1")
     if lockstep:
@@ -115,45 +133,88 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             active += slot.size
             advance(slot, None)
 
+    counts: Counter = Counter()
+
     def advance(slot: _Slot, results: dict[str, GenerationResult] | None) -> None:
         nonlocal active
         while True:
             try:
-                requests = next(slot.job) if results is None else slot.job.send(results)
+                step = next(slot.job) if results is None else slot.job.send(results)
             except StopIteration as stop:
                 slot.outcomes = list(stop.value)
                 active -= slot.size
+                cancel_ahead(slot)
                 return
-            if requests:
-                submit(slot, requests)
+            if submit(slot, step if isinstance(step, Round) else Round(step)):
                 return
-            results = {}  # an empty round: the job goes on at once
+            results = slot.results  # nothing to wait for (an empty round, or all started ahead and done)
 
-    def submit(slot: _Slot, requests: list[GenerationRequest]) -> None:
-        check_keys(requests)
-        slot.waiting = {r.key: r for r in requests}
-        slot.results = {}
-        sent = [replace(r, key=f"{slot.number}\x1f{r.key}") for r in requests]
-        for r, s in zip(requests, sent):
+    def submit(slot: _Slot, step: Round) -> bool:
+        """Start the round; False when it has nothing to wait for."""
+        check_keys(step.requests)
+        slot.waiting, slot.results = {}, {}
+        send: list[GenerationRequest] = []
+        for r in step.requests:
+            if r.key in slot.kept:
+                slot.results[r.key] = slot.kept.pop(r.key)
+                counts["ahead_used"] += 1
+            elif r.key in slot.ahead:  # started ahead, still running: now awaited
+                slot.waiting[r.key] = slot.ahead.pop(r.key)
+                counts["ahead_used"] += 1
+            else:
+                slot.waiting[r.key] = r
+                send.append(r)
+        room = speculate - engine.in_flight() - len(send)
+        for r in step.ahead:
+            if room <= 0:
+                break
+            if r.key not in slot.waiting and r.key not in slot.results and r.key not in slot.ahead \
+                    and r.key not in slot.kept:
+                slot.ahead[r.key] = r
+                send.append(r)
+                counts["ahead_started"] += 1
+                room -= 1
+        sent = [replace(r, key=slot.sent_key(r.key)) for r in send]
+        for r, s in zip(send, sent):
             outstanding[s.key] = (slot, r)
         try:
             engine.submit(sent)
         except Exception as exc:  # the engine's own failure: these requests fail, their records are left for a rerun
             for s in sent:
-                deliver(GenerationResult(key=s.key, error=f"engine failed: {type(exc).__name__}: {exc}"))
+                deliver(GenerationResult(key=s.key, error=f"engine failed: {type(exc).__name__}: {exc}"),
+                        advancing=False)
         clock.set(clock.streams and engine.in_flight() > 0)
+        return bool(slot.waiting)
 
-    def deliver(result: GenerationResult) -> None:
+    def cancel_ahead(slot: _Slot) -> None:
+        """The job is done: what it started ahead and never asked for is not needed."""
+        keys = [slot.sent_key(k) for k in slot.ahead]
+        for key in keys:
+            outstanding.pop(key, None)
+        if keys:
+            counts["ahead_cancelled"] += len(keys)
+            engine.cancel(keys)
+        # Finished but never asked for: generated for nothing (a cancelled one's partial tokens
+        # are not known here).
+        counts["ahead_unused_tokens"] += sum(r.generated_tokens for r in slot.kept.values())
+        slot.ahead.clear()
+        slot.kept.clear()
+
+    def deliver(result: GenerationResult, advancing: bool = True) -> None:
         got = outstanding.pop(result.key, None)
-        if got is None:  # already failed (an engine that raised, then answered after all)
+        if got is None:  # already failed (an engine that raised, then answered after all), or cancelled
             return
         slot, request = got
         result = replace(result, key=request.key)
         if result.ok and len(result.texts) != request.n:
             result = GenerationResult(key=request.key, error=f"the engine returned {len(result.texts)} of {request.n} texts")
+        if request.key in slot.ahead:  # started ahead and not asked for yet: kept for when it is
+            del slot.ahead[request.key]
+            slot.kept[request.key] = result
+            return
         slot.results[request.key] = result
         del slot.waiting[request.key]
-        if not slot.waiting:
+        if not slot.waiting and advancing:
             advance(slot, slot.results)
 
     try:
@@ -188,6 +249,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             slot.job.close()
         if stats is not None:
             clock.record(stats)
+            stats.update(counts)
 
 
 def one_unit_each(records: Iterable[Any]) -> Iterator[list[Any]]:

@@ -228,3 +228,67 @@ def test_busy_share_counts_time_with_requests_in_flight():
     run(SlowBatch(), list("abcd"), start, window=4, stats=stepped, lockstep=True)
     assert stepped["engine_busy_ms"] >= 3 * 5 - 1  # three rounds, one generate call each
     assert stepped["scheduler_ms"] - stepped["engine_busy_ms"] >= 4 * 3 * 5 - 1  # all grading idle
+
+
+class Cancelling(Streaming):
+    def __init__(self):
+        super().__init__()
+        self.cancelled: list[str] = []
+
+    def cancel(self, keys):
+        self.cancelled.extend(keys)
+        self.running = [r for r in self.running if r.key not in set(keys)]
+
+
+def speculating_job(asked_later: list[str]):
+    """Round 1 asks "a" and names "b", "c", "d" ahead; round 2 asks `asked_later`."""
+    from prm_annotate.scheduler import Round
+
+    def start(unit):
+        first = yield Round([request("a", "a", 5)], [request(k, k, d) for k, d in (("b", 1), ("c", 2), ("d", 50))])
+        later = yield [request(k, k, 1) for k in asked_later]
+        return [Outcome(unit[0], [{"id": unit[0], "texts": [first["a"].texts[0]] + [later[k].texts[0] for k in asked_later]}])]
+
+    return start
+
+
+def test_requests_started_ahead_are_handed_over_and_the_rest_cancelled():
+    engine = Cancelling()
+    stats: Counter = Counter()
+    out = run(engine, ["x"], speculating_job(["b", "c"]), window=1, speculate=10, stats=stats)
+    assert out[0].records[0]["texts"] == ["a", "b", "c"]
+    submitted = [k for what, k in engine.log if what == "submit"]
+    assert submitted == ["0\x1fa", "0\x1fb", "0\x1fc", "0\x1fd"]  # b, c, d went with round 1; nothing twice
+    assert engine.cancelled == ["0\x1fd"]  # d was never asked for: stopped when the job ended
+    assert stats["ahead_started"] == 3 and stats["ahead_used"] == 2 and stats["ahead_cancelled"] == 1
+
+
+def test_speculation_off_or_without_room_starts_nothing_ahead():
+    engine = Cancelling()
+    out = run(engine, ["x"], speculating_job(["b"]), window=1)
+    assert [k for what, k in engine.log if what == "submit"] == ["0\x1fa", "0\x1fb"] and engine.cancelled == []
+    assert out[0].records[0]["texts"] == ["a", "b"]
+    engine = Cancelling()
+    run(engine, ["x"], speculating_job(["b"]), window=1, speculate=3)  # room for 2 beside "a"
+    assert [k for what, k in engine.log if what == "submit"] == ["0\x1fa", "0\x1fb", "0\x1fc"]
+    assert engine.cancelled == [] and engine.peak <= 3  # "c" had finished before the job ended
+
+
+def test_speculation_changes_no_outcome():
+    durations = {name: [(i * 7) % 5 + 1 for i in range(n)] for n, name in zip([1, 3, 2, 4], "abcd")}
+
+    def start(unit):
+        from prm_annotate.scheduler import Round
+
+        name = unit[0]
+        texts = []
+        rounds = durations[name]
+        for i, d in enumerate(rounds):
+            ahead = [request(f"r{j}", f"{name}:{j}", rounds[j]) for j in range(i + 1, len(rounds))]
+            results = yield Round([request(f"r{i}", f"{name}:{i}", d)], ahead)
+            texts.append(results[f"r{i}"].texts[0])
+        return [Outcome(name, [{"id": name, "texts": texts}])]
+
+    plain = run(Cancelling(), list("abcd"), start, window=2)
+    ahead = run(Cancelling(), list("abcd"), start, window=2, speculate=100)
+    assert [(o.id, o.records) for o in plain] == [(o.id, o.records) for o in ahead]

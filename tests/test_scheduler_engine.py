@@ -41,23 +41,27 @@ def world_responses(world_policy):
     return sample_responses(world_policy, make_problems(6, seed=5, split="scheduler"), n=3, max_tokens=96)
 
 
-@pytest.mark.parametrize("strategy,share", [("exhaustive", False), ("early-stop", False), ("binary", False),
-                                            ("binary", True), ("scan", True)])
-def test_rollout_streams_the_same_records_as_lockstep(world_policy, world_responses, strategy, share):
+@pytest.mark.parametrize("strategy,share,speculate", [
+    ("exhaustive", False, 0), ("early-stop", False, 0), ("binary", False, 0), ("binary", True, 0), ("scan", True, 0),
+    ("early-stop", False, 64), ("binary", True, 64)])
+def test_rollout_streams_the_same_records_as_lockstep(world_policy, world_responses, strategy, share, speculate):
     inputs = [RolloutInput.model_validate(r) for r in world_responses]
     assert {r.correct for r in inputs} == {True, False}  # real right and wrong responses
 
-    def run(window, lockstep):
+    def run(window, lockstep, ahead=0):
         stage = RolloutStage(world_policy, k=4, strategy=get_strategy(strategy, "hard"), max_tokens=96, seed=2,
-                             share_prefixes=share)
+                             share_prefixes=share, speculate=ahead)
         return records_of(stage, inputs, window, lockstep), stage.stats
 
     baseline, base_stats = run(window=len(inputs), lockstep=True)
-    streamed, stats = run(window=4, lockstep=False)
+    streamed, stats = run(window=4, lockstep=False, ahead=speculate)
     assert streamed == baseline
     # The window changes nothing either (3 responses per problem: windows cut through problems).
     assert run(window=1, lockstep=False)[0] == baseline
-    assert stats["generated_tokens"] == base_stats["generated_tokens"]
+    if speculate:  # completions started ahead (some cancelled in vLLM) change no record
+        assert stats["ahead_started"] > 0
+    else:
+        assert stats["generated_tokens"] == base_stats["generated_tokens"]
     firsts = {orjson.loads(line)["mc"]["first_error"] for line in baseline.splitlines()}
     assert -1 in firsts and max(firsts) >= 0  # some responses with a first error, some without
 

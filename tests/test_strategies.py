@@ -308,3 +308,30 @@ def test_strategies_on_the_world_policy(heavy):
                 assert mc["completions"] == 0 and mc["first_error"] == -1
             assert all(s is None for s, n in zip(mc["scores"][:-1], mc["sampled"][:-1]) if n == 0)
         assert stats["generated_tokens"] < early_stats["generated_tokens"] < ref_stats["generated_tokens"]
+
+
+@pytest.mark.parametrize("name", list(CHEAP))
+@pytest.mark.parametrize("share", [False, True])
+def test_speculation_changes_no_label_and_is_counted_apart(name, share):
+    """With `speculate`, a step's remaining completions start ahead of the round that asks for
+    them; the records are the same as without (the plan only sees what it asked for), the engine
+    did more, and the stage's stats say how much was started ahead and used."""
+    cases = list(monotone_cases())[:12] + [([1, 0, 1, 0], False), ([0, 1, 1], True)]
+    records, right = [], {}
+    for n, (labels, correct) in enumerate(cases):
+        rid = f"r{n}"
+        records.append(response(rid, len(labels) + 1, correct))
+        right.update(rules(rid, labels, first_right=n % K))
+    plain_stage, plain_engine = stage_for(CHEAP[name](), right, share=share)
+    plain = mc_of(plain_stage, records)
+    stage, engine = stage_for(CHEAP[name](), right, share=share)
+    stage.speculate = 1000
+    ahead = mc_of(stage, records)
+    assert ahead == plain
+    assert len(engine.requests) >= len(plain_engine.requests)
+    assert stage.stats["ahead_started"] > 0
+    assert stage.stats["ahead_used"] <= stage.stats["ahead_started"]
+    # The job receives only what it asked for; the engine ran that plus what started ahead unasked
+    # (a batch-only engine runs everything queued, so nothing is cancelled before it runs).
+    assert stage.stats["engine_completions"] == len(plain_engine.requests)
+    assert len(engine.requests) == len(plain_engine.requests) + stage.stats["ahead_started"] - stage.stats["ahead_used"]

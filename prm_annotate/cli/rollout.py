@@ -27,6 +27,11 @@ def rollout(
     share_prefixes: Annotated[bool, typer.Option("--share-prefixes/--no-share-prefixes", metavar="", help=(
         "Roll out identical step prefixes of one problem's responses once (seeds from the prefix, not the "
         "response id); with binary/scan also take prefixes of right solutions as 1 without sampling."))] = False,
+    speculate: Annotated[int, typer.Option("--speculate", min=0, help=(
+        "With early-stop, binary or scan: while fewer than this many requests are in flight, start a step's "
+        "remaining completions ahead of the round that may ask for them; those never asked for are "
+        "cancelled. Spends tokens to save rounds when the engine has room (few records); the labels are "
+        "the same. 0: off."))] = 0,
     threshold: Annotated[float, typer.Option("--threshold", min=0.0, max=1.0,
                                              help="Hard label = score > threshold (0: any right completion).")] = 0.0,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.7,
@@ -70,5 +75,5 @@ def rollout(
     run_model_stage(config, lambda engine: RolloutStage(
         engine, k=k, label=label, strategy=chosen, threshold=threshold, temperature=temperature, top_p=top_p,
         max_tokens=max_tokens, seed=seed, step_sep=sep, system_prompt=prompt,
-        engine_info=config.describe(), share_prefixes=share_prefixes), opts, report_labels, ray=ray,
+        engine_info=config.describe(), share_prefixes=share_prefixes, speculate=speculate), opts, report_labels, ray=ray,
         input_model=RolloutStage.input_model)

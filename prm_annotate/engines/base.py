@@ -68,6 +68,10 @@ class Engine(Protocol):
         """Requests submitted and not yet returned by `poll`."""
         ...
 
+    def cancel(self, keys: Sequence[str]) -> None:
+        """Stop these in-flight requests where the engine can; their results are never returned."""
+        ...
+
     def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
         """Submit `requests` and wait for all of them (nothing else may be in flight)."""
         ...
@@ -109,6 +113,10 @@ class BatchEngine:
 
     def in_flight(self) -> int:
         return len(self._queued)
+
+    def cancel(self, keys: Sequence[str]) -> None:
+        dropped = set(keys)
+        self._queued = [r for r in self._queued if r.key not in dropped]
 
     def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
         raise NotImplementedError

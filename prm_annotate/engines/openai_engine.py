@@ -107,6 +107,7 @@ class OpenAIEngine(Streaming):
         self._loop: _LoopThread | None = None
         self._finalizer: weakref.finalize | None = None
         self._pending: set[str] = set()  # keys submitted and not yet returned by poll
+        self._cancelled: set[str] = set()  # keys whose answers are dropped when they come
         self._failure: Exception | None = None
 
     # -- the protocol -------------------------------------------------------------------------
@@ -148,10 +149,21 @@ class OpenAIEngine(Streaming):
                 # Other results taken in this call are lost with it: the engine is broken now.
                 self._failure = failed.error
                 raise failed.error
-        return done  # type: ignore[return-value]
+            kept = [item for item in done if item.key not in self._cancelled]
+            self._cancelled.difference_update(item.key for item in done)
+        return kept  # type: ignore[return-value]
 
     def in_flight(self) -> int:
         return len(self._pending)
+
+    def cancel(self, keys: Sequence[str]) -> None:
+        """The requests run to their end on the server (an HTTP request already sent is not
+        stopped); their answers are dropped."""
+        with self._lock:
+            for key in keys:
+                if key in self._pending:
+                    self._pending.discard(key)
+                    self._cancelled.add(key)
 
     def close(self) -> None:
         """Cancel what is in flight, close the connections and stop the loop's thread. Idempotent;
@@ -159,6 +171,7 @@ class OpenAIEngine(Streaming):
         with self._lock:
             loop, self._loop = self._loop, None
             self._pending.clear()
+            self._cancelled.clear()
             self._failure = None
         if loop is not None:
             self._finalizer()  # loop.stop, once

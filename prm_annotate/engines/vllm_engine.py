@@ -193,6 +193,16 @@ class VLLMEngine(Streaming):
     def in_flight(self) -> int:
         return len(self._keys)
 
+    def cancel(self, keys: Sequence[str]) -> None:
+        dropped = set(keys)
+        ids = [rid for rid, key in self._running.items() if key in dropped]
+        if ids:
+            self._llm.llm_engine.abort_request(ids)
+        for rid in ids:
+            del self._running[rid]
+        self._ready = [r for r in self._ready if r.key not in dropped]
+        self._keys.difference_update(dropped)
+
     def close(self) -> None:
         """Stop vLLM's EngineCore and worker processes (they outlive `os._exit` otherwise)."""
         if self._closed:

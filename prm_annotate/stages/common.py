@@ -18,6 +18,7 @@ class ModelStage(StageBase):
     engine: Engine
     stats: Counter
     lockstep: bool = False
+    speculate: int = 0  # start a round's `ahead` requests while fewer than this many are in flight
 
     def units(self, records: Iterable[Record]) -> Iterator[list[Any]]:
         """The input cut into units that run as one job; by default every record alone."""
@@ -28,7 +29,7 @@ class ModelStage(StageBase):
 
     def stream(self, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
         return run_jobs(self.engine, self.units(records), self.job, window=window, lockstep=self.lockstep,
-                        stats=self.stats)
+                        speculate=self.speculate, stats=self.stats)
 
     def process(self, batch: list[Any]) -> list[Outcome]:
         return [o for outcomes in self.stream(iter(batch), max(1, len(batch))) for o in outcomes]

@@ -51,7 +51,7 @@ from prm_annotate.prompt_files import SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Response, Rollout
 from prm_annotate.runner import Outcome
 from prm_annotate.seeds import derive_seed
-from prm_annotate.scheduler import Job, one_unit_each
+from prm_annotate.scheduler import Job, Round, one_unit_each
 from prm_annotate.stages.common import ModelStage, chat
 from prm_annotate.steps import DEFAULT_SEP, join_steps, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, Strategy, get_strategy
@@ -86,7 +86,7 @@ class RolloutStage(ModelStage):
                  threshold: float = 0.0, temperature: float = 0.7, top_p: float = 1.0, max_tokens: int = 1024,
                  seed: int = 0, step_sep: str = DEFAULT_SEP, system_prompt: PromptFile | None = None,
                  grader: Grader | None = None, engine_info: dict[str, Any] | None = None,
-                 share_prefixes: bool = False):
+                 share_prefixes: bool = False, speculate: int = 0):
         if label not in ("hard", "soft"):
             raise ValueError(f"label must be hard or soft, not {label!r}")
         if not 0.0 <= threshold < 1.0:
@@ -97,6 +97,7 @@ class RolloutStage(ModelStage):
         self.temperature, self.top_p, self.max_tokens, self.seed = temperature, top_p, max_tokens, seed
         self.step_sep = step_sep
         self.share_prefixes = share_prefixes
+        self.speculate = speculate
         self.system_prompt = system_prompt or load_prompt("default", SYSTEM_PROMPTS)
         self.grader = grader or Grader()
         self.engine_info = engine_info or {"model": engine.model}
@@ -107,7 +108,7 @@ class RolloutStage(ModelStage):
                 "threshold": self.threshold, "temperature": self.temperature, "top_p": self.top_p,
                 "max_tokens": self.max_tokens, "seed": self.seed, "step_sep": self.step_sep,
                 "system_prompt": self.system_prompt.name, "system_prompt_sha256": self.system_prompt.sha256,
-                "share_prefixes": self.share_prefixes}
+                "share_prefixes": self.share_prefixes, "speculate": self.speculate}
 
     def completion_seed(self, response_id: str, step: int, index: int) -> int:
         return derive_seed("rollout", response_id, step, index, self.seed)
@@ -184,7 +185,8 @@ class RolloutStage(ModelStage):
             if not asks and not by_work:
                 break
             self.stats["rounds"] += 1
-            results = (yield list(requests.values())) if requests else {}
+            ahead = self._ahead(work, requests, done, witnesses if use_witnesses else None) if self.speculate else []
+            results = (yield Round(list(requests.values()), ahead)) if requests else {}
             ok_keys: list[str] = []
             for key, result in results.items():
                 self.stats["prompt_tokens"] += result.prompt_tokens
@@ -219,6 +221,21 @@ class RolloutStage(ModelStage):
                     w.plan.observe(by_work.get(id(w), []))
         return [Outcome(w.record.id, error=w.error) if w.error is not None else Outcome.one(self._rollout(w))
                 for w in work]
+
+    def _ahead(self, work: list[_Work], requests: dict[str, GenerationRequest], done: dict[str, Any],
+               witnesses: set | None) -> list[GenerationRequest]:
+        """Requests the plans may ask for in later rounds, for the scheduler to start early while
+        the engine has room (`speculate`)."""
+        ahead: dict[str, GenerationRequest] = {}
+        for w in work:
+            if w.error is None:
+                for probe in w.plan.ahead():
+                    if witnesses is not None and self._witness_key(w.record, w.record.steps[: probe.step + 1]) in witnesses:
+                        continue
+                    request = self._request(w.record, probe)
+                    if request.key not in requests and request.key not in done:
+                        ahead.setdefault(request.key, request)
+        return list(ahead.values())
 
     def _witness_key(self, record: RolloutInput, steps: list[str]) -> tuple[str, str, str]:
         return record.problem, record.answer, join_steps(steps, self.step_sep)

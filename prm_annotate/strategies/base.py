@@ -59,6 +59,11 @@ class Plan(Protocol):
         """Results of the probes of the last round (all of them, in any order)."""
         ...
 
+    def ahead(self) -> list[Probe]:
+        """Probes a later round may ask for: the stage may start them early (speculation) while
+        the engine has room. Never changes what the plan asks for or decides."""
+        ...
+
     def result(self) -> PlanResult:
         ...
 

@@ -26,6 +26,9 @@ class EarlyStopPlan:
         for r in results:
             self.samplers[r.probe.step].observe(r.correct)
 
+    def ahead(self) -> list[Probe]:
+        return [p for s in self.samplers for p in s.ahead()]
+
     def result(self) -> PlanResult:
         scores: list[float | None] = [s.score for s in self.samplers] + [last_step_score(self.last_correct)]
         return PlanResult(scores=scores, first_error=first_error_of(scores, self.threshold),

@@ -19,6 +19,9 @@ class ExhaustivePlan:
         self._sent = True
         return [Probe(step, j) for step in range(self.n_steps - 1) for j in range(self.k)]
 
+    def ahead(self) -> list[Probe]:
+        return []  # one round asks for everything
+
     def observe(self, results: Sequence[ProbeResult]) -> None:
         for r in results:
             self._seen[r.probe.step] += 1

@@ -58,6 +58,9 @@ class MonotonePlan:
         for r in results:
             self.samplers[r.probe.step].observe(r.correct, r.witness)
 
+    def ahead(self) -> list[Probe]:
+        return self.current.ahead() if self.current is not None else []
+
     def result(self) -> PlanResult:
         scores: list[float | None] = [None] * self.n_steps
         sampled: list[int] = [0] * self.n_steps

@@ -28,6 +28,7 @@ class StepSampler:
         # Right completions needed for label 1: the smallest r with r / k > threshold.
         self.needed = math.floor(threshold * k) + 1
         self.sampled = 0
+        self.asked = 0
         self.right = 0
         self.rounds = 0
         self.witnessed = False
@@ -50,7 +51,14 @@ class StepSampler:
         size = min(size, self.k - self.sampled)
         self.rounds += 1
         start = self.sampled
+        self.asked = max(self.asked, start + size)
         return [Probe(self.step, j) for j in range(start, start + size)]
+
+    def ahead(self) -> list[Probe]:
+        """The completions a later round of this step may ask for (none once it is decided)."""
+        if self.label is not None:
+            return []
+        return [Probe(self.step, j) for j in range(self.asked, self.k)]
 
     def observe(self, correct: bool | None, witness: bool = False) -> None:
         if witness:  # known to reach the answer without sampling (monotone strategies only)
