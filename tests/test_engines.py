@@ -608,6 +608,28 @@ def test_streaming_returns_results_as_they_finish(stream_engine, fault_server):
     assert stream_engine.generate([chat("slow", content="ok")])["slow"].ok
 
 
+def test_a_cancelled_request_is_never_returned(stream_engine, fault_server):
+    """Over HTTP a cancelled request runs to its end on the server; its answer is dropped."""
+    stream_engine.submit([chat("spare", content="hold:spare"), chat("kept", content="ok")])
+    fault_server.wait_until(lambda: "hold:spare" in fault_server.started, "the held request")
+    stream_engine.cancel(["spare", "unknown"])
+    assert stream_engine.in_flight() == 1
+    (kept,) = stream_engine.poll()
+    assert kept.key == "kept" and kept.ok
+    with pytest.raises(ValueError, match="duplicate request key 'spare'"):  # taken until its answer came
+        stream_engine.submit([chat("spare", content="ok")])
+    fault_server.release("spare")
+    assert stream_engine.in_flight() == 0 and stream_engine.poll() == []
+    # Its answer is dropped when it comes; then its key is free again.
+    for _ in range(600):  # only bounds a broken engine
+        try:
+            result = stream_engine.generate([chat("spare", content="ok")])["spare"]
+            break
+        except ValueError:
+            time.sleep(0.05)
+    assert result.ok and result.texts == ["answer 0"]
+
+
 def test_close_leaves_no_thread(fault_server):
     before = frozenset(engine_threads())
     engine = OpenAIEngine(fault_server.base_url, "m", concurrency=2, timeout=30, max_attempts=1)

@@ -108,6 +108,7 @@ class OpenAIEngine(Streaming):
         self._finalizer: weakref.finalize | None = None
         self._pending: set[str] = set()  # keys submitted and not yet returned by poll
         self._cancelled: set[str] = set()  # keys whose answers are dropped when they come
+        self._held: list[Any] = []  # answers taken off the queue early, returned by the next poll
         self._failure: Exception | None = None
 
     # -- the protocol -------------------------------------------------------------------------
@@ -119,8 +120,9 @@ class OpenAIEngine(Streaming):
         bodies = [self.body(r) for r in requests]
         with self._lock:
             self._raise_if_failed()
+            self._drop_cancelled()
             for r in requests:
-                if r.key in self._pending:
+                if r.key in self._pending or r.key in self._cancelled:
                     raise ValueError(f"duplicate request key {r.key!r}: a request with it is in flight")
             if self._loop is None:
                 self._loop = _LoopThread(self._client_args(), self.concurrency)
@@ -133,32 +135,48 @@ class OpenAIEngine(Streaming):
         with self._lock:
             self._raise_if_failed()
             if not self._pending:
+                self._drop_cancelled()
                 return []
             loop = self._loop
             assert loop is not None  # requests are pending
-        done = [self._next_done(loop)]
+            held, self._held = self._held, []
+        done = held or [self._next_done(loop)]
         while True:
             try:
                 done.append(loop.done.get_nowait())
             except queue.Empty:
                 break
         with self._lock:
-            self._pending.difference_update(item.key for item in done)
+            kept = [item for item in done if item.key not in self._cancelled]
+            self._cancelled.difference_update(item.key for item in done)
+            self._pending.difference_update(item.key for item in kept)
             failed = next((item for item in done if isinstance(item, _Failed)), None)
             if failed is not None:
                 # Other results taken in this call are lost with it: the engine is broken now.
                 self._failure = failed.error
                 raise failed.error
-            kept = [item for item in done if item.key not in self._cancelled]
-            self._cancelled.difference_update(item.key for item in done)
         return kept  # type: ignore[return-value]
 
     def in_flight(self) -> int:
         return len(self._pending)
 
+    def _drop_cancelled(self) -> None:
+        """Take the answers of cancelled requests that have come; their keys are free again."""
+        if self._loop is None:
+            return
+        while self._cancelled:
+            try:
+                item = self._loop.done.get_nowait()
+            except queue.Empty:
+                return
+            if item.key in self._cancelled:
+                self._cancelled.discard(item.key)
+            else:
+                self._held.append(item)
+
     def cancel(self, keys: Sequence[str]) -> None:
         """The requests run to their end on the server (an HTTP request already sent is not
-        stopped); their answers are dropped."""
+        stopped); their answers are dropped, and their keys stay taken until then."""
         with self._lock:
             for key in keys:
                 if key in self._pending:
@@ -172,6 +190,7 @@ class OpenAIEngine(Streaming):
             loop, self._loop = self._loop, None
             self._pending.clear()
             self._cancelled.clear()
+            self._held.clear()
             self._failure = None
         if loop is not None:
             self._finalizer()  # loop.stop, once
