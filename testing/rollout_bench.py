@@ -187,8 +187,10 @@ def check_targets(rows: list[Row]) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
     if "exhaustive (lock-step)" in by:
         lock = by["exhaustive (lock-step)"]
-        out.append((f"exhaustive no slower than lock-step: {ex.wall:.1f} s vs {lock.wall:.1f} s",
-                    ex.wall <= lock.wall))
+        # With a window as large as the workload, exhaustive is one round in either mode: the same
+        # work, so the two differ only by the machine's noise (several % between identical runs here).
+        out.append((f"exhaustive no slower than lock-step (5% for noise): {ex.wall:.1f} s vs {lock.wall:.1f} s",
+                    ex.wall <= 1.05 * lock.wall))
     out.append((f"exhaustive keeps the engine busy >= 90%: {ex.busy:.0%}", ex.busy >= 0.9))
     for r in rows:
         if not r.label.startswith("exhaustive") and "lock-step" not in r.label:
