@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator
 
-from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.engines.base import Engine
 from prm_annotate.records import Record
 from prm_annotate.runner import Outcome, StageBase
 from prm_annotate.scheduler import Job, one_unit_each, run_jobs
@@ -33,25 +33,6 @@ class ModelStage(StageBase):
 
     def process(self, batch: list[Any]) -> list[Outcome]:
         return [o for outcomes in self.stream(iter(batch), max(1, len(batch))) for o in outcomes]
-
-
-def generate(engine: Engine, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
-    """Every request gets a result; a request the engine failed (or left out, or an engine call
-    that raised) gets one with `error` set, so the stage leaves its record for a rerun."""
-    if not requests:
-        return {}
-    try:
-        results = dict(engine.generate(requests))
-    except Exception as exc:  # the engine's own failure: no record of this call is finished
-        message = f"engine failed: {type(exc).__name__}: {exc}"
-        return {r.key: GenerationResult(key=r.key, error=message) for r in requests}
-    for r in requests:
-        got = results.get(r.key)
-        if got is None:
-            results[r.key] = GenerationResult(key=r.key, error="the engine returned no result")
-        elif got.ok and len(got.texts) != r.n:
-            results[r.key] = GenerationResult(key=r.key, error=f"the engine returned {len(got.texts)} of {r.n} texts")
-    return results
 
 
 def chat(system_prompt: str | None, problem: str, partial: str | None = None) -> tuple[dict, ...]:

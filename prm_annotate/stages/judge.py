@@ -22,7 +22,7 @@ votes would make voting pointless.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.judge_parsing import STYLES, ParseFailure, Style, aggregate_votes

@@ -13,7 +13,7 @@ having fewer than n responses written: an input is finished only when all n of i
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable
+from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.grading import Grader
