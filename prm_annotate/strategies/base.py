@@ -2,9 +2,10 @@
 
 A strategy decides WHICH (step, completion index) probes to run; the stage runs them. For each
 response the stage asks the strategy for a `Plan`; then, in rounds, it collects `next_round()`
-from every unfinished plan of a batch, sends all those probes to the engine at once (so vLLM
-schedules the whole batch together and shares prefixes), grades the completions, and hands each
-plan its results with `observe()`. A plan with an empty round is finished; `result()` then gives
+from the record's plan (with shared prefixes: the plans of one problem's responses), sends those
+probes to the engine as one round of the record's job on the scheduler (other records' rounds
+generate beside it, sharing the prefix cache), grades the completions, and hands each plan its
+results with `observe()`. A plan with an empty round is finished; `result()` then gives
 the scores and the first error. Exhaustive sampling is one round; cheaper strategies (early
 stopping, bisection) use several rounds and look at earlier results.
 
