@@ -258,7 +258,7 @@ def run_stage(stage: Stage, opts: RunOptions, executor: Executor = local_executo
             summary.done += done
             summary.failed += failed
             progress.advance(done, failed)
-    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM/SIGHUP (cli.app.Stopped): the batch in flight is dropped
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM/SIGHUP (cli.app.Stopped): records in flight are dropped
         summary.interrupted = str(exc) or "SIGINT"
         raise
     finally:
