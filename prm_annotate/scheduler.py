@@ -32,7 +32,7 @@ import itertools
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Generator, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Container, Generator, Iterable, Iterator, TypeVar
 
 from prm_annotate.engines.base import BatchEngine, Engine, GenerationRequest, GenerationResult, LockStep, check_keys
 from prm_annotate.errors import InputError
@@ -40,10 +40,12 @@ from prm_annotate.runner import Outcome
 
 @dataclass(frozen=True)
 class Round:
-    """A round with speculation: the job waits for `requests`; `ahead` are requests it expects to
-    ask for in a later round. While the engine has room (`run_jobs(speculate=N)`: fewer than N
-    requests in flight) they are started now; one the job then asks for is handed over (at once
-    if it has finished), and those still running when the job ends are cancelled."""
+    """A round with speculation: the job waits for `requests`; `ahead` are the requests it may
+    still ask for in a later round (all of them, every round). While the engine has room
+    (`run_jobs(speculate=N)`: fewer than N requests in flight) they are started now; one the job
+    then asks for is handed over (at once if it has finished). One started earlier that a round
+    no longer names, or that is still unused when the job ends, is not needed: it is cancelled
+    at once, so the engine stops spending on it."""
 
     requests: list[GenerationRequest]
     ahead: list[GenerationRequest] = field(default_factory=list)
@@ -143,7 +145,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             except StopIteration as stop:
                 slot.outcomes = list(stop.value)
                 active -= slot.size
-                cancel_ahead(slot)
+                drop_ahead(slot)
                 return
             if submit(slot, step if isinstance(step, Round) else Round(step)):
                 return
@@ -164,6 +166,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             else:
                 slot.waiting[r.key] = r
                 send.append(r)
+        drop_ahead(slot, keep={r.key for r in step.ahead})
         room = speculate - engine.in_flight() - len(send)
         for r in step.ahead:
             if room <= 0:
@@ -181,29 +184,30 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             engine.submit(sent)
         except Exception as exc:  # the engine's own failure: these requests fail, their records are left for a rerun
             for s in sent:
-                deliver(GenerationResult(key=s.key, error=f"engine failed: {type(exc).__name__}: {exc}"),
-                        advancing=False)
+                deliver(GenerationResult(key=s.key, error=f"engine failed: {type(exc).__name__}: {exc}"))
         clock.set(clock.streams and engine.in_flight() > 0)
         return bool(slot.waiting)
 
-    def cancel_ahead(slot: _Slot) -> None:
-        """The job is done: what it started ahead and never asked for is not needed."""
-        keys = [slot.sent_key(k) for k in slot.ahead]
-        for key in keys:
-            outstanding.pop(key, None)
-        if keys:
-            counts["ahead_cancelled"] += len(keys)
-            engine.cancel(keys)
+    def drop_ahead(slot: _Slot, keep: Container[str] = frozenset()) -> None:
+        """What the job started ahead and no longer may ask for (all of it when the job is done)
+        is not needed: cancelled if still running, dropped if finished."""
+        running = [k for k in slot.ahead if k not in keep]
+        for key in running:
+            outstanding.pop(slot.sent_key(key), None)
+            del slot.ahead[key]
+        if running:
+            counts["ahead_cancelled"] += len(running)
+            engine.cancel([slot.sent_key(k) for k in running])
         # Finished but never asked for: generated for nothing (a cancelled one's partial tokens
         # are not known here).
-        counts["ahead_unused_tokens"] += sum(r.generated_tokens for r in slot.kept.values())
-        slot.ahead.clear()
-        slot.kept.clear()
+        for key in [k for k in slot.kept if k not in keep]:
+            counts["ahead_unused_tokens"] += slot.kept.pop(key).generated_tokens
 
-    def deliver(result: GenerationResult, advancing: bool = True) -> None:
+    def deliver(result: GenerationResult) -> _Slot | None:
+        """File a result with its job; the job's slot when that completes its round."""
         got = outstanding.pop(result.key, None)
         if got is None:  # already failed (an engine that raised, then answered after all), or cancelled
-            return
+            return None
         slot, request = got
         result = replace(result, key=request.key)
         if result.ok and len(result.texts) != request.n:
@@ -211,11 +215,10 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
         if request.key in slot.ahead:  # started ahead and not asked for yet: kept for when it is
             del slot.ahead[request.key]
             slot.kept[request.key] = result
-            return
+            return None
         slot.results[request.key] = result
         del slot.waiting[request.key]
-        if not slot.waiting and advancing:
-            advance(slot, slot.results)
+        return None if slot.waiting else slot
 
     try:
         admit()
@@ -239,8 +242,11 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             clock.set(clock.streams and engine.in_flight() > 0)
             if not results and not engine.in_flight():
                 results = [GenerationResult(key=k, error="the engine returned no result") for k in list(outstanding)]
-            for result in results:
-                deliver(result)
+            # Every result of the poll is filed before any job moves on, so no job cancels a
+            # request whose answer is already here.
+            ready = [slot for slot in map(deliver, results) if slot is not None]
+            for slot in ready:
+                advance(slot, slot.results)
             admit()
         if bad_input is not None:
             raise bad_input

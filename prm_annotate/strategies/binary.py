@@ -14,14 +14,14 @@ from prm_annotate.strategies.monotone import MonotonePlan
 
 
 class BinaryPlan(MonotonePlan):
-    def _choose(self) -> int | None:
-        if self.bad >= self.n_steps:
+    def _choose(self, good: int, bad: int) -> int | None:
+        if bad >= self.n_steps:
             # No 0 known (a correct response scanned with trust_correct=False): walk from the front.
-            nxt = self.good + 1
+            nxt = good + 1
             return nxt if nxt < self.n_steps - 1 else None
-        if self.bad - self.good <= 1:
+        if bad - good <= 1:
             return None
-        return (self.good + self.bad) // 2
+        return (good + bad) // 2
 
 
 class Binary:

@@ -34,13 +34,14 @@ class MonotonePlan:
         if last_correct and trust_correct:
             self.good = n_steps - 1  # decided: first_error = -1
 
-    def _choose(self) -> int | None:
+    def _choose(self, good: int, bad: int) -> int | None:
+        """The step to probe next when every step <= good is 1 and step bad is 0 (None: done)."""
         raise NotImplementedError
 
     def next_round(self) -> list[Probe]:
         while True:
             if self.current is None:
-                step = self._choose()
+                step = self._choose(self.good, self.bad)
                 if step is None:
                     return []
                 self.current = self.samplers[step] = StepSampler(step, self.k, self.threshold)
@@ -59,7 +60,15 @@ class MonotonePlan:
             self.samplers[r.probe.step].observe(r.correct, r.witness)
 
     def ahead(self) -> list[Probe]:
-        return self.current.ahead() if self.current is not None else []
+        """The first probes of the step chosen next, for either label of the current step, then
+        the rest of the current step's completions."""
+        if self.current is None:
+            return []
+        m = self.current.step
+        after = {self._choose(max(self.good, m), self.bad), self._choose(self.good, min(self.bad, m))}
+        nxt = [p for step in sorted(s for s in after if s is not None and s not in self.samplers)
+               for p in StepSampler(step, self.k, self.threshold).next_probes()]
+        return nxt + self.current.ahead()
 
     def result(self) -> PlanResult:
         scores: list[float | None] = [None] * self.n_steps

@@ -16,9 +16,9 @@ from prm_annotate.strategies.monotone import MonotonePlan
 
 
 class ScanPlan(MonotonePlan):
-    def _choose(self) -> int | None:
-        nxt = self.good + 1
-        return nxt if nxt < min(self.bad, self.n_steps - 1) else None
+    def _choose(self, good: int, bad: int) -> int | None:
+        nxt = good + 1
+        return nxt if nxt < min(bad, self.n_steps - 1) else None
 
 
 class Scan:
