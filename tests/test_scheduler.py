@@ -237,6 +237,7 @@ class Cancelling(Streaming):
 
     def cancel(self, keys):
         self.cancelled.extend(keys)
+        self.log.extend(("cancel", k) for k in keys)
         self.running = [r for r in self.running if r.key not in set(keys)]
 
 
@@ -261,6 +262,24 @@ def test_requests_started_ahead_are_handed_over_and_the_rest_cancelled():
     assert submitted == ["0\x1fa", "0\x1fb", "0\x1fc", "0\x1fd"]  # b, c, d went with round 1; nothing twice
     assert engine.cancelled == ["0\x1fd"]  # d was never asked for: stopped when the job ended
     assert stats["ahead_started"] == 3 and stats["ahead_used"] == 2 and stats["ahead_cancelled"] == 1
+
+
+def test_a_request_started_ahead_is_cancelled_as_soon_as_a_round_no_longer_names_it():
+    """Not at the job's end: the engine stops spending on it at once."""
+    from prm_annotate.scheduler import Round
+
+    def start(unit):
+        yield Round([request("a", "a", 5)], [request("b", "b", 50), request("c", "c", 1)])
+        yield Round([request("c", "c", 1)], [])  # b is no longer wanted
+        last = yield [request("x", "x", 1)]
+        return [Outcome(unit[0], [{"id": unit[0], "texts": [last["x"].texts[0]]}])]
+
+    engine = Cancelling()
+    stats: Counter = Counter()
+    run(engine, ["j"], start, window=1, speculate=10, stats=stats)
+    assert engine.log == [("submit", "0\x1fa"), ("submit", "0\x1fb"), ("submit", "0\x1fc"), ("done", "0\x1fc"),
+                          ("done", "0\x1fa"), ("cancel", "0\x1fb"), ("submit", "0\x1fx"), ("done", "0\x1fx")]
+    assert stats["ahead_started"] == 2 and stats["ahead_used"] == 1 and stats["ahead_cancelled"] == 1
 
 
 def test_speculation_off_or_without_room_starts_nothing_ahead():

@@ -336,3 +336,23 @@ def test_speculation_changes_no_label_and_is_counted_apart(name, share):
     assert stage.stats["engine_completions"] == len(plain_engine.requests)
     assert len(engine.requests) == len(plain_engine.requests) + stage.stats["ahead_started"] \
         - stage.stats["ahead_used"] - stage.stats["ahead_cancelled"]
+
+
+def test_monotone_plans_look_one_choice_ahead():
+    """`ahead` names the first probe of the step probed next for either label of the current one
+    (binary: both halves; scan: the next step, as a 0 ends the scan), then the rest of the
+    current step's completions; what the plan then asks for is among them."""
+    from prm_annotate.strategies.base import Probe, ProbeResult
+
+    plan = Binary().plan(9, 8, 0.0, last_correct=False)
+    assert plan.next_round() == [Probe(3, 0)]
+    assert plan.ahead() == [Probe(1, 0), Probe(5, 0)] + [Probe(3, j) for j in range(1, 8)]
+    plan.observe([ProbeResult(Probe(3, 0), True)])  # step 3 is 1: the search goes right
+    assert plan.next_round() == [Probe(5, 0)]
+    assert plan.ahead() == [Probe(4, 0), Probe(6, 0)] + [Probe(5, j) for j in range(1, 8)]
+
+    plan = Scan().plan(5, 4, 0.0, last_correct=False)
+    assert plan.next_round() == [Probe(0, 0)]
+    assert plan.ahead() == [Probe(1, 0)] + [Probe(0, j) for j in range(1, 4)]
+    plan = Scan().plan(5, 4, 0.0, last_correct=True)  # trusted: nothing to probe, nothing ahead
+    assert plan.next_round() == [] and plan.ahead() == []
