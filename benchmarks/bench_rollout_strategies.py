@@ -46,10 +46,12 @@ def world_workload(args) -> str:
         flawed = sum(1 for r in responses if r["correct"] and truth[r["id"]] >= 0)
         steps = sum(len(r["steps"]) for r in responses) / len(responses)
         log(f"world: {len(responses)} responses in {time.perf_counter() - t0:.1f} s")
-        chosen = [v for v in variants() if not args.variants or v.label in args.variants]
-        baselines = [lockstep(v) for v in chosen if v.label in ("exhaustive", "binary +share")]
-        ahead = [speculative(v) for v in chosen if v.label in ("binary +share",)]
-        rows = compare_strategies(engine, responses, chosen + ahead + baselines, k=args.k, max_tokens=128,
+        plain = variants()
+        chosen = plain + [speculative(v) for v in plain if v.label in ("binary +share", "scan +share")] \
+            + [lockstep(v) for v in plain if v.label in ("exhaustive", "binary +share")]
+        if args.variants:
+            chosen = [v for v in chosen if v.label == "exhaustive" or v.label in args.variants]
+        rows = compare_strategies(engine, responses, chosen, k=args.k, max_tokens=128,
                                   window=args.window, truth=lambda r: truth[r["id"]], seed=args.seed,
                                   progress=log, repeats=args.repeats)
     finally:
@@ -82,6 +84,8 @@ def smollm2_workload(args) -> str:
         steps = sum(len(r["steps"]) for r in responses) / len(responses)
         chosen = [v for v in variants(shared=False) if v.label != "scan verify"]
         chosen += [speculative(v) for v in chosen[1:]] + [lockstep(chosen[0])]
+        if args.variants:
+            chosen = [v for v in chosen if v.label == "exhaustive" or v.label in args.variants]
         rows = compare_strategies(engine, responses, chosen, k=args.smollm2_k,
                                   max_tokens=args.smollm2_max_tokens, window=args.window, seed=args.seed,
                                   progress=log, step_sep=sep, repeats=args.repeats)
@@ -101,8 +105,8 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--variants", type=lambda text: text.split(","), default=None,
-                        help="only these rows of the world workload, comma-separated (exhaustive first), "
-                             "e.g. 'exhaustive,binary +share'")
+                        help="only these rows (exhaustive always), comma-separated, "
+                             "e.g. 'binary +share,binary +share +ahead'")
     parser.add_argument("--repeats", type=int, default=2, help="runs of every row, in turns; the fastest is shown")
     parser.add_argument("--window", type=int, default=256,
                         help="records in flight (lock-step rows: records per batch), as rollout's --batch-size")

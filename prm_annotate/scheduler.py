@@ -197,9 +197,9 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             del slot.ahead[key]
         if running:
             counts["ahead_cancelled"] += len(running)
-            engine.cancel([slot.sent_key(k) for k in running])
-        # Finished but never asked for: generated for nothing (a cancelled one's partial tokens
-        # are not known here).
+            # Tokens generated before the stop: spent for nothing, like an unused finished one's.
+            counts["ahead_unused_tokens"] += engine.cancel([slot.sent_key(k) for k in running]) or 0
+        # Finished but never asked for: generated for nothing.
         for key in [k for k in slot.kept if k not in keep]:
             counts["ahead_unused_tokens"] += slot.kept.pop(key).generated_tokens
 

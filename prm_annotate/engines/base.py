@@ -68,8 +68,9 @@ class Engine(Protocol):
         """Requests submitted and not yet returned by `poll`."""
         ...
 
-    def cancel(self, keys: Sequence[str]) -> None:
-        """Stop these in-flight requests where the engine can; their results are never returned."""
+    def cancel(self, keys: Sequence[str]) -> int:
+        """Stop these in-flight requests where the engine can; their results are never returned.
+        Returns the tokens they had generated, as far as the engine knows (0 when it cannot tell)."""
         ...
 
     def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
@@ -114,9 +115,10 @@ class BatchEngine:
     def in_flight(self) -> int:
         return len(self._queued)
 
-    def cancel(self, keys: Sequence[str]) -> None:
+    def cancel(self, keys: Sequence[str]) -> int:
         dropped = set(keys)
         self._queued = [r for r in self._queued if r.key not in dropped]
+        return 0  # queued requests have not run
 
     def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
         raise NotImplementedError

@@ -174,14 +174,16 @@ class OpenAIEngine(Streaming):
             else:
                 self._held.append(item)
 
-    def cancel(self, keys: Sequence[str]) -> None:
+    def cancel(self, keys: Sequence[str]) -> int:
         """The requests run to their end on the server (an HTTP request already sent is not
-        stopped); their answers are dropped, and their keys stay taken until then."""
+        stopped); their answers are dropped, and their keys stay taken until then. What they
+        generate is not known when this returns: 0."""
         with self._lock:
             for key in keys:
                 if key in self._pending:
                     self._pending.discard(key)
                     self._cancelled.add(key)
+        return 0
 
     def close(self) -> None:
         """Cancel what is in flight, close the connections and stop the loop's thread. Idempotent;

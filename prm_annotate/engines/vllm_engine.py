@@ -193,15 +193,29 @@ class VLLMEngine(Streaming):
     def in_flight(self) -> int:
         return len(self._keys)
 
-    def cancel(self, keys: Sequence[str]) -> None:
+    def cancel(self, keys: Sequence[str]) -> int:
         dropped = set(keys)
         ids = [rid for rid, key in self._running.items() if key in dropped]
+        spent = self._generated_so_far(ids)
         if ids:
             self._llm.llm_engine.abort_request(ids)
         for rid in ids:
             del self._running[rid]
         self._ready = [r for r in self._ready if r.key not in dropped]
         self._keys.difference_update(dropped)
+        return spent
+
+    def _generated_so_far(self, request_ids: list[str]) -> int:
+        """Tokens these running requests have generated, as far as this process has seen (a few
+        engine steps may still be on their way). vLLM's output processor is internal: a version
+        without these fields counts 0."""
+        try:
+            outputs = self._llm.llm_engine.output_processor
+            return sum(outputs.request_states[internal].detokenizer.num_output_tokens()
+                       for rid in request_ids for internal in outputs.external_req_ids.get(rid, ())
+                       if internal in outputs.request_states)
+        except (AttributeError, TypeError):
+            return 0
 
     def close(self) -> None:
         """Stop vLLM's EngineCore and worker processes (they outlive `os._exit` otherwise)."""
