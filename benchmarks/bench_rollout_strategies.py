@@ -47,7 +47,7 @@ def world_workload(args) -> str:
         steps = sum(len(r["steps"]) for r in responses) / len(responses)
         log(f"world: {len(responses)} responses in {time.perf_counter() - t0:.1f} s")
         plain = variants()
-        chosen = plain + [speculative(v) for v in plain if v.label in ("binary +share", "scan +share")] \
+        chosen = plain + [speculative(v, args.speculate) for v in plain if v.label in ("binary +share", "scan +share")] \
             + [lockstep(v) for v in plain if v.label in ("exhaustive", "binary +share")]
         if args.variants:
             chosen = [v for v in chosen if v.label == "exhaustive" or v.label in args.variants]
@@ -83,7 +83,7 @@ def smollm2_workload(args) -> str:
         right = sum(bool(r["correct"]) for r in responses)
         steps = sum(len(r["steps"]) for r in responses) / len(responses)
         chosen = [v for v in variants(shared=False) if v.label != "scan verify"]
-        chosen += [speculative(v) for v in chosen[1:]] + [lockstep(chosen[0])]
+        chosen += [speculative(v, args.speculate) for v in chosen[1:]] + [lockstep(chosen[0])]
         if args.variants:
             chosen = [v for v in chosen if v.label == "exhaustive" or v.label in args.variants]
         rows = compare_strategies(engine, responses, chosen, k=args.smollm2_k,
@@ -110,6 +110,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs of every row, in turns; the fastest is shown")
     parser.add_argument("--window", type=int, default=256,
                         help="records in flight (lock-step rows: records per batch), as rollout's --batch-size")
+    parser.add_argument("--speculate", type=int, default=256,
+                        help="+ahead rows: start requests ahead while fewer than this many are in flight")
     parser.add_argument("--smollm2", action="store_true", help="also run the (slow) SmolLM2 GSM8K workload")
     parser.add_argument("--smollm2-only", action="store_true")
     parser.add_argument("--gsm8k", type=Path, default=GSM8K, help="GSM8K-format problems for the SmolLM2 workload")

@@ -60,29 +60,17 @@ class MonotonePlan:
             self.samplers[r.probe.step].observe(r.correct, r.witness)
 
     def ahead(self) -> list[Probe]:
-        """Every probe a later round may ask for, the likeliest first: the steps the search may
-        choose next, level by level over the current step's possible labels (each level's first
-        probes, then the rest of the level before it, starting with the current step's)."""
+        """The first probes of the step the search chooses next, for either label of the current
+        step, then the rest of the current step's completions. One choice deep: looking further
+        starts nearly all of exhaustive's work at once, which costs as much as exhaustive where
+        the engine has no idle capacity (measured: docs/rollout-strategies.md)."""
         if self.current is None:
             return []
-        out: list[Probe] = []
-        rest = self.current.ahead()
-        level = [(self.good, self.bad, self.current.step)]
-        seen = set(self.samplers)
-        while level:
-            following = []
-            for good, bad, step in level:
-                for g, b in ((max(good, step), bad), (good, min(bad, step))):  # step is 1, or 0
-                    nxt = self._choose(g, b)
-                    if nxt is not None and nxt not in seen:
-                        seen.add(nxt)
-                        following.append((g, b, nxt))
-            samplers = [StepSampler(step, self.k, self.threshold) for _, _, step in following]
-            firsts = [s.next_probes() for s in samplers]
-            out += [p for probes in firsts for p in probes] + rest
-            rest = [p for s in samplers for p in s.ahead()]
-            level = following
-        return out + rest
+        m = self.current.step
+        after = {self._choose(max(self.good, m), self.bad), self._choose(self.good, min(self.bad, m))}
+        nxt = [p for step in sorted(s for s in after if s is not None and s not in self.samplers)
+               for p in StepSampler(step, self.k, self.threshold).next_probes()]
+        return nxt + self.current.ahead()
 
     def result(self) -> PlanResult:
         scores: list[float | None] = [None] * self.n_steps
