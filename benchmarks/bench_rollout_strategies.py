@@ -33,7 +33,7 @@ def log(msg: str) -> None:
 def world_workload(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,
-                                       sample_responses, speculative, variants)
+                                       sample_responses, speculative, throughput_curve, variants)
     from prm_annotate.world import POLICY_DIR, make_problems, true_first_error
 
     problems = make_problems(args.problems, seed=args.seed, split="bench")
@@ -51,6 +51,7 @@ def world_workload(args) -> str:
             + [lockstep(v) for v in plain if v.label in ("exhaustive", "binary +share")]
         if args.variants:
             chosen = [v for v in chosen if v.label == "exhaustive" or v.label in args.variants]
+        curve = throughput_curve(engine, [p["problem"] for p in problems], (1, 8, 32, 64, 128, 256))
         rows = compare_strategies(engine, responses, chosen, k=args.k, max_tokens=128,
                                   window=args.window, truth=lambda r: truth[r["id"]], seed=args.seed,
                                   progress=log, repeats=args.repeats)
@@ -60,7 +61,8 @@ def world_workload(args) -> str:
             f"K={args.k}, {steps:.1f} steps per response; {right} of {len(responses)} final answers right "
             f"({flawed} of them with a wrong step); {sum(v >= 0 for v in truth.values())} responses have a "
             f"true first error.")
-    return head + "\n\n" + format_table(rows) + "\n\nTargets:\n" + format_targets(rows)
+    return (head + "\n\n" + format_table(rows) + "\n\nTargets:\n" + format_targets(rows)
+            + "\n\nThe engine's throughput by requests at once (32-token completions):\n\n" + curve)
 
 
 def smollm2_workload(args) -> str:
@@ -68,7 +70,7 @@ def smollm2_workload(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.formats import read_records
     from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,
-                                       sample_responses, speculative, variants)
+                                       sample_responses, speculative, throughput_curve, variants)
 
     problems = [rec for _, rec in read_records(args.gsm8k, "gsm8k")][: args.smollm2_problems]
     # SmolLM2 mostly breaks lines with a single newline: "\n" gives it steps of about a sentence.
@@ -86,6 +88,7 @@ def smollm2_workload(args) -> str:
         chosen += [speculative(v, args.speculate) for v in chosen[1:]] + [lockstep(chosen[0])]
         if args.variants:
             chosen = [v for v in chosen if v.label == "exhaustive" or v.label in args.variants]
+        curve = throughput_curve(engine, [p["problem"] for p in problems], (1, 4, 16, 32, 64))
         rows = compare_strategies(engine, responses, chosen, k=args.smollm2_k,
                                   max_tokens=args.smollm2_max_tokens, window=args.window, seed=args.seed,
                                   progress=log, step_sep=sep, repeats=args.repeats)
@@ -95,7 +98,8 @@ def smollm2_workload(args) -> str:
             f"K={args.smollm2_k}, max {args.smollm2_max_tokens} tokens, steps split on {sep!r}, "
             f"{steps:.1f} steps per response; "
             f"{right} of {len(responses)} final answers right (no true first error: accuracy not measured).")
-    return head + "\n\n" + format_table(rows) + "\n\nTargets:\n" + format_targets(rows)
+    return (head + "\n\n" + format_table(rows) + "\n\nTargets:\n" + format_targets(rows)
+            + "\n\nThe engine's throughput by requests at once (32-token completions):\n\n" + curve)
 
 
 def main() -> None:

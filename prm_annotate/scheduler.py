@@ -75,26 +75,32 @@ class _Slot:
 
 class EngineClock:
     """The engine's busy time: time with requests in flight (a batch-only engine: time inside
-    its `generate` call), against the wall time of the run."""
+    its `generate` call), against the wall time of the run; and the requests in flight over
+    time (a streaming engine), whose mean says how full the engine's batches were."""
 
     def __init__(self, streams: bool):
         self.streams = streams
         self.started = time.perf_counter()
         self.busy = 0.0
         self._since: float | None = None
+        self.request_seconds = 0.0  # integral of requests in flight over time
+        self._count, self._count_since = 0, self.started
 
-    def set(self, busy: bool) -> None:
+    def set(self, busy: bool, in_flight: int = 0) -> None:
         now = time.perf_counter()
         if busy and self._since is None:
             self._since = now
         elif not busy and self._since is not None:
             self.busy += now - self._since
             self._since = None
+        self.request_seconds += self._count * (now - self._count_since)
+        self._count, self._count_since = in_flight, now
 
     def record(self, stats: Counter) -> None:
         self.set(False)
         stats["engine_busy_ms"] += round(self.busy * 1000)
         stats["scheduler_ms"] += round((time.perf_counter() - self.started) * 1000)
+        stats["requests_in_flight_ms"] += round(self.request_seconds * 1000)
 
 
 def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job], *, window: int,
@@ -103,7 +109,8 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
     """Run `start(unit)` for every unit on `engine`; yield finished outcomes in input order, as
     soon as they are next in line. `speculate`: start a `Round`'s `ahead` requests while fewer
     than this many requests are in flight (0: never). `stats` receives the engine's busy and the
-    run's wall time, and the requests started ahead, used and cancelled."""
+    run's wall time, the requests in flight over time (`requests_in_flight_ms`), and the requests
+    started ahead, used and cancelled."""
     if window < 1:
         raise ValueError("window must be at least 1")
     if lockstep:
@@ -185,7 +192,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
         except Exception as exc:  # the engine's own failure: these requests fail, their records are left for a rerun
             for s in sent:
                 deliver(GenerationResult(key=s.key, error=f"engine failed: {type(exc).__name__}: {exc}"))
-        clock.set(clock.streams and engine.in_flight() > 0)
+        clock.set(clock.streams and engine.in_flight() > 0, engine.in_flight())
         return bool(slot.waiting)
 
     def drop_ahead(slot: _Slot, keep: Container[str] = frozenset()) -> None:
@@ -232,14 +239,14 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
                 continue
             if not outstanding:  # the front job has nothing in flight, yet is not finished
                 raise RuntimeError("scheduler stalled: a job neither finished nor asked for anything")
-            clock.set(True)
+            clock.set(True, engine.in_flight())
             try:
                 results = engine.poll()
             except Exception as exc:
                 message = f"engine failed: {type(exc).__name__}: {exc}"
                 results = [GenerationResult(key=k, error=message) for k in list(outstanding)]
             # While the results are graded, the engine is busy only with what it still runs.
-            clock.set(clock.streams and engine.in_flight() > 0)
+            clock.set(clock.streams and engine.in_flight() > 0, engine.in_flight())
             if not results and not engine.in_flight():
                 results = [GenerationResult(key=k, error="the engine returned no result") for k in list(outstanding)]
             # Every result of the poll is filed before any job moves on, so no job cancels a

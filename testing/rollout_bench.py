@@ -70,6 +70,7 @@ class Row:
     wall: float
     first_errors: dict[str, int]
     busy: float  # the engine's busy share: time with requests in flight / the stage's wall time
+    in_flight: float = 0.0  # requests in flight, on average over the stage's wall time
     agree: float | None = None  # with exhaustive of the same seed scheme
     accuracy: float | None = None  # vs the true first error
     accuracy_correct: float | None = None  # on responses with a right final answer
@@ -114,6 +115,7 @@ def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: i
     return Row(variant.label, variant.share_prefixes, stage.stats["generated_tokens"] + stage.stats["ahead_unused_tokens"],
                stage.stats["engine_completions"], wall, first_errors,
                busy=stage.stats["engine_busy_ms"] / max(1, stage.stats["scheduler_ms"]),
+               in_flight=stage.stats["requests_in_flight_ms"] / max(1, stage.stats["scheduler_ms"]),
                extra={"rounds": stage.stats["rounds"], "records_completions": stage.stats["completions"],
                       "ahead": {k: stage.stats[k] for k in ("ahead_started", "ahead_used", "ahead_cancelled")}})
 
@@ -150,7 +152,8 @@ def compare_strategies(engine: Engine, responses: list[dict], chosen: list[Varia
                               seed=seed, step_sep=step_sep)
             if progress:
                 progress(f"{variant.label} (run {turn + 1}/{repeats}): {row.generated_tokens:,} tokens, "
-                         f"{row.completions:,} completions, {row.wall:.1f} s, engine busy {row.busy:.0%}")
+                         f"{row.completions:,} completions, {row.wall:.1f} s, engine busy {row.busy:.0%}, "
+                         f"{row.in_flight:,.0f} requests in flight on average")
             seen = best.get(variant.label)
             if seen is not None and seen.first_errors != row.first_errors:
                 raise RuntimeError(f"{variant.label}: a repeat gave other labels")
@@ -169,13 +172,13 @@ def format_table(rows: list[Row]) -> str:
     """A Markdown table; costs also as ratios to the first (exhaustive) row."""
     base = rows[0]
     lines = ["| strategy | generated tokens | x fewer | completions | x fewer | wall s | x faster | engine busy | "
-             "agree w/ exhaustive | acc vs truth | acc (right answer) | acc (wrong answer) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "mean in flight | agree w/ exhaustive | acc vs truth | acc (right answer) | acc (wrong answer) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
             f"| {r.label} | {r.generated_tokens:,} | {base.generated_tokens / max(1, r.generated_tokens):.2f} | "
             f"{r.completions:,} | {base.completions / max(1, r.completions):.2f} | {r.wall:.1f} | "
-            f"{base.wall / max(1e-9, r.wall):.2f} | {r.busy:.0%} | {_pct(r.agree)} | {_pct(r.accuracy)} | "
+            f"{base.wall / max(1e-9, r.wall):.2f} | {r.busy:.0%} | {r.in_flight:,.0f} | {_pct(r.agree)} | {_pct(r.accuracy)} | "
             f"{_pct(r.accuracy_correct)} | {_pct(r.accuracy_wrong)} |")
     return "\n".join(lines)
 
@@ -205,3 +208,22 @@ def check_targets(rows: list[Row]) -> list[tuple[str, bool]]:
 
 def format_targets(rows: list[Row]) -> str:
     return "\n".join(f"- [{'met' if ok else 'NOT met'}] {text}" for text, ok in check_targets(rows))
+
+
+def throughput_curve(engine: Engine, prompts: list[str], sizes: tuple[int, ...], max_tokens: int = 32) -> str:
+    """Generated tokens/s of `engine` with N requests at once, for each N in `sizes`: why a
+    strategy whose rounds hold few requests gains less wall time than tokens (a Markdown table)."""
+    from prm_annotate.engines.base import GenerationRequest
+
+    lines = ["| requests at once | tokens/s | x of the largest |", "|---:|---:|---:|"]
+    rates = []
+    for size in sizes:
+        requests = [GenerationRequest(key=f"{size}:{i}", messages=({"role": "user", "content": prompts[i % len(prompts)]},),
+                                      max_tokens=max_tokens, temperature=0.7, seed=i) for i in range(size)]
+        engine.generate(requests[:1])  # the prompt's prefix cache, as in a rollout
+        started = time.perf_counter()
+        results = engine.generate(requests)
+        rates.append(sum(r.generated_tokens for r in results.values()) / (time.perf_counter() - started))
+    for size, rate in zip(sizes, rates):
+        lines.append(f"| {size} | {rate:,.0f} | {rate / rates[-1]:.2f} |")
+    return "\n".join(lines)
