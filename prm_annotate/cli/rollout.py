@@ -28,10 +28,10 @@ def rollout(
         "Roll out identical step prefixes of one problem's responses once (seeds from the prefix, not the "
         "response id); with binary/scan also take prefixes of right solutions as 1 without sampling."))] = False,
     speculate: Annotated[int, typer.Option("--speculate", min=0, help=(
-        "With early-stop, binary or scan: while fewer than this many requests are in flight, start a step's "
-        "remaining completions ahead of the round that may ask for them; those never asked for are "
-        "cancelled. Spends tokens to save rounds when the engine has room (few records); the labels are "
-        "the same. 0: off."))] = 0,
+        "With early-stop, binary or scan: while fewer than this many requests are in flight, start probes "
+        "ahead of the round that may ask for them (the rest of a step's completions; binary/scan also the "
+        "next step's first one); each is cancelled as soon as it is no longer needed. Spends tokens to save "
+        "rounds when the engine has room (few records); the labels are the same. 0: off."))] = 0,
     threshold: Annotated[float, typer.Option("--threshold", min=0.0, max=1.0,
                                              help="Hard label = score > threshold (0: any right completion).")] = 0.0,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.7,
