@@ -112,7 +112,7 @@ def main() -> None:
                         help="only these rows (exhaustive always), comma-separated, "
                              "e.g. 'binary +share,binary +share +ahead'")
     parser.add_argument("--repeats", type=int, default=2, help="runs of every row, in turns; the fastest is shown")
-    parser.add_argument("--window", type=int, default=256,
+    parser.add_argument("--window", type=int, default=1024,
                         help="records in flight (lock-step rows: records per batch), as rollout's --batch-size")
     parser.add_argument("--speculate", type=int, default=256,
                         help="+ahead rows: start requests ahead while fewer than this many are in flight")

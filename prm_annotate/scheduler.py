@@ -10,10 +10,10 @@ returns the unit's outcomes:
         results = yield [next_request, ...]  # a round built from what came back
         return [Outcome(...), ...]
 
-The scheduler keeps up to `window` records' jobs in flight. As soon as the last request of a
-job's round comes back, that job runs (it grades, decides its next round) and its next requests
-join the engine while the other jobs' requests are still generating; a finished job's place is
-taken by the next unit of the input. So the engine never waits for the slowest request of a
+The scheduler keeps up to `window` records' jobs in flight (fewer while the engine already has
+`max_requests` requests). As soon as the last request of a job's round comes back, that job runs
+(it grades, decides its next round) and its next requests join the engine while the other jobs'
+requests are still generating; a finished job's place is taken by the next unit of the input. So the engine never waits for the slowest request of a
 round, nor for grading (an engine that streams, such as vLLM's engine loop or the HTTP engine,
 keeps generating the other jobs' requests meanwhile), and later rounds are not smaller batches.
 
@@ -56,6 +56,11 @@ Unit = TypeVar("Unit")
 
 # Finished units waiting for an earlier one, as a multiple of the window.
 _WAITING = 4
+# No new unit is admitted while this many requests are in flight: several times the batch any
+# engine runs at once (vLLM's max_num_seqs: 256 on CPU, up to 1024 on large GPUs), so the engine
+# stays full, yet the prompts waiting in its queue stay bounded when each record brings many
+# requests (exhaustive: K per step).
+MAX_REQUESTS = 4096
 
 
 @dataclass
@@ -105,9 +110,11 @@ class EngineClock:
 
 def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job], *, window: int,
              size: Callable[[Unit], int] = len, lockstep: bool = False, speculate: int = 0,
-             stats: Counter | None = None) -> Iterator[list[Outcome]]:
+             max_requests: int = MAX_REQUESTS, stats: Counter | None = None) -> Iterator[list[Outcome]]:
     """Run `start(unit)` for every unit on `engine`; yield finished outcomes in input order, as
-    soon as they are next in line. `speculate`: start a `Round`'s `ahead` requests while fewer
+    soon as they are next in line. A new unit starts while fewer than `window` records are in
+    flight and fewer than `max_requests` requests (a running job's next rounds are never held
+    back). `speculate`: start a `Round`'s `ahead` requests while fewer
     than this many requests are in flight (0: never). `stats` receives the engine's busy and the
     run's wall time, the requests in flight over time (`requests_in_flight_ms`), and the requests
     started ahead, used and cancelled."""
@@ -128,7 +135,8 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
         nonlocal exhausted, active, bad_input
         if lockstep and queue:
             return
-        while not exhausted and active < window and sum(s.size for s in queue) < _WAITING * window:
+        while (not exhausted and active < window and sum(s.size for s in queue) < _WAITING * window
+               and (lockstep or not queue or engine.in_flight() < max_requests)):
             try:
                 unit = next(pending)
             except StopIteration:

@@ -136,6 +136,24 @@ def test_the_window_bounds_the_records_in_flight(window):
     assert len(out) == 20 and peak == window
 
 
+def test_no_record_is_admitted_while_the_engine_holds_max_requests():
+    """Records that bring many requests each (exhaustive) are admitted only while the engine has
+    fewer than `max_requests`; a running job's later rounds are not held back, and every record
+    is done."""
+    def start(unit):
+        first = yield [request(f"a{j}", unit[0], 3) for j in range(10)]
+        later = yield [request(f"b{j}", unit[0], 1) for j in range(10)]
+        return [Outcome(unit[0], [{"id": unit[0], "n": len(first) + len(later)}])]
+
+    engine = Streaming()
+    out = run(engine, [f"r{i}" for i in range(12)], start, window=100, max_requests=25)
+    assert [o.id for o in out] == [f"r{i}" for i in range(12)] and all(o.records[0]["n"] == 20 for o in out)
+    assert 25 <= engine.peak <= 25 + 10 + 10  # admitted below 25, then one more record and its next round
+    wide = Streaming()
+    run(wide, [f"r{i}" for i in range(12)], start, window=100)
+    assert wide.peak == 120  # the default cap is far above: every record at once
+
+
 def test_waiting_outcomes_are_bounded_too():
     # The first record never finishes until the end; the others finish at once. Admission must
     # stop once 4 x window records wait behind it, instead of reading the whole input.

@@ -26,7 +26,7 @@ def judge(
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per verdict.")] = 2048,
     seed: Annotated[int, typer.Option("--seed", help="Run seed; each vote's seed derives from it.")] = 0,
     *,
-    run_opts: CommonRunOptions = CommonRunOptions(batch_size=64),
+    run_opts: CommonRunOptions = CommonRunOptions(batch_size=256),
     engine_opts: EngineOptions,
     executor_opts: ExecutorOptions,
 ) -> None:

@@ -42,7 +42,7 @@ def rollout(
         "--system-prompt", help="System prompt file, or none, as given to sample (default: prompts/sample_system.txt).")] = None,
     step_sep: StepSepOpt = r"\n\n",
     *,
-    run_opts: CommonRunOptions = CommonRunOptions(batch_size=256),
+    run_opts: CommonRunOptions = CommonRunOptions(batch_size=1024),
     engine_opts: EngineOptions,
     executor_opts: ExecutorOptions,
 ) -> None:

@@ -31,7 +31,7 @@ def sample(
     problem_field: ProblemFieldOpt = "problem",
     answer_field: AnswerFieldOpt = "answer",
     *,
-    run_opts: CommonRunOptions = CommonRunOptions(batch_size=64),
+    run_opts: CommonRunOptions = CommonRunOptions(batch_size=256),
     engine_opts: EngineOptions,
     executor_opts: ExecutorOptions,
 ) -> None:
