@@ -13,9 +13,10 @@ returns the unit's outcomes:
 The scheduler keeps up to `window` records' jobs in flight (fewer while the engine already has
 `max_requests` requests). As soon as the last request of a job's round comes back, that job runs
 (it grades, decides its next round) and its next requests join the engine while the other jobs'
-requests are still generating; a finished job's place is taken by the next unit of the input. So the engine never waits for the slowest request of a
-round, nor for grading (an engine that streams, such as vLLM's engine loop or the HTTP engine,
-keeps generating the other jobs' requests meanwhile), and later rounds are not smaller batches.
+requests are still generating; a finished job's place is taken by the next unit of the input.
+So the engine never waits for the slowest request of a round, nor for grading (an engine that
+streams, such as vLLM's engine loop or the HTTP engine, keeps generating the other jobs'
+requests meanwhile), and later rounds are not smaller batches.
 
 Outcomes come out in input order (a unit finished early waits for the ones before it), so an
 output file is the same whatever the timing; at most `4 * window` records wait that way, so
@@ -112,12 +113,12 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
              size: Callable[[Unit], int] = len, lockstep: bool = False, speculate: int = 0,
              max_requests: int = MAX_REQUESTS, stats: Counter | None = None) -> Iterator[list[Outcome]]:
     """Run `start(unit)` for every unit on `engine`; yield finished outcomes in input order, as
-    soon as they are next in line. A new unit starts while fewer than `window` records are in
-    flight and fewer than `max_requests` requests (a running job's next rounds are never held
-    back). `speculate`: start a `Round`'s `ahead` requests while fewer
-    than this many requests are in flight (0: never). `stats` receives the engine's busy and the
-    run's wall time, the requests in flight over time (`requests_in_flight_ms`), and the requests
-    started ahead, used and cancelled."""
+    soon as they are next in line. A new unit starts while fewer than `window` records and fewer
+    than `max_requests` requests are in flight (a running job's next rounds are never held back).
+    `speculate`: start a `Round`'s `ahead` requests while fewer than this many requests are in
+    flight (0: never). `stats` receives the engine's busy and the run's wall time, the requests
+    in flight over time (`requests_in_flight_ms`), and the requests started ahead, used and
+    cancelled."""
     if window < 1:
         raise ValueError("window must be at least 1")
     if lockstep:
