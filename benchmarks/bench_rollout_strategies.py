@@ -33,7 +33,7 @@ def log(msg: str) -> None:
 def world_workload(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,
-                                       sample_responses, speculative, throughput_curve, variants)
+                                       sample_responses, throughput_curve, variants, without_speculation)
     from prm_annotate.world import POLICY_DIR, make_problems, true_first_error
 
     problems = make_problems(args.problems, seed=args.seed, split="bench")
@@ -46,8 +46,8 @@ def world_workload(args) -> str:
         flawed = sum(1 for r in responses if r["correct"] and truth[r["id"]] >= 0)
         steps = sum(len(r["steps"]) for r in responses) / len(responses)
         log(f"world: {len(responses)} responses in {time.perf_counter() - t0:.1f} s")
-        plain = variants()
-        chosen = plain + [speculative(v, args.speculate) for v in plain if v.label in ("binary +share", "scan +share")] \
+        plain = variants(speculate=args.speculate)
+        chosen = plain + [without_speculation(v) for v in plain if v.label in ("binary +share", "scan +share")] \
             + [lockstep(v) for v in plain if v.label in ("exhaustive", "binary +share")]
         if args.variants:
             chosen = [v for v in chosen if v.label == "exhaustive" or v.label in args.variants]
@@ -70,7 +70,7 @@ def smollm2_workload(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.formats import read_records
     from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,
-                                       sample_responses, speculative, throughput_curve, variants)
+                                       sample_responses, throughput_curve, variants, without_speculation)
 
     problems = [rec for _, rec in read_records(args.gsm8k, "gsm8k")][: args.smollm2_problems]
     # SmolLM2 mostly breaks lines with a single newline: "\n" gives it steps of about a sentence.
@@ -84,8 +84,8 @@ def smollm2_workload(args) -> str:
             Path(args.save_responses).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in responses))
         right = sum(bool(r["correct"]) for r in responses)
         steps = sum(len(r["steps"]) for r in responses) / len(responses)
-        chosen = [v for v in variants(shared=False) if v.label != "scan verify"]
-        chosen += [speculative(v, args.speculate) for v in chosen[1:]] + [lockstep(chosen[0])]
+        chosen = [v for v in variants(shared=False, speculate=args.speculate) if v.label != "scan verify"]
+        chosen += [without_speculation(v) for v in chosen[1:]] + [lockstep(chosen[0])]
         if args.variants:
             chosen = [v for v in chosen if v.label == "exhaustive" or v.label in args.variants]
         curve = throughput_curve(engine, [p["problem"] for p in problems], (1, 4, 16, 32, 64))
@@ -103,6 +103,8 @@ def smollm2_workload(args) -> str:
 
 
 def main() -> None:
+    from prm_annotate.engines.defaults import SPECULATE_IN_PROCESS
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", type=int, default=60)
     parser.add_argument("-n", type=int, default=4, help="responses per problem")
@@ -114,8 +116,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs of every row, in turns; the fastest is shown")
     parser.add_argument("--window", type=int, default=1024,
                         help="records in flight (lock-step rows: records per batch), as rollout's --batch-size")
-    parser.add_argument("--speculate", type=int, default=256,
-                        help="+ahead rows: start requests ahead while fewer than this many are in flight")
+    parser.add_argument("--speculate", type=int, default=SPECULATE_IN_PROCESS,
+                        help="rollout's --speculate for every row but the '--speculate 0' and lock-step ones")
     parser.add_argument("--smollm2", action="store_true", help="also run the (slow) SmolLM2 GSM8K workload")
     parser.add_argument("--smollm2-only", action="store_true")
     parser.add_argument("--gsm8k", type=Path, default=GSM8K, help="GSM8K-format problems for the SmolLM2 workload")

@@ -43,7 +43,8 @@ from prm_annotate.runner import Outcome
 class Round:
     """A round with speculation: the job waits for `requests`; `ahead` are the requests it may
     still ask for in a later round (all of them, every round). While the engine has room
-    (`run_jobs(speculate=N)`: fewer than N requests in flight) they are started now; one the job
+    (`run_jobs(speculate=N)`: fewer than N requests in flight) and no new unit can start (the
+    input is used up, or the window is full) they are started now; one the job
     then asks for is handed over (at once if it has finished). One started earlier that a round
     no longer names, or that is still unused when the job ends, is not needed: it is cancelled
     at once, so the engine stops spending on it."""
@@ -74,6 +75,7 @@ class _Slot:
     outcomes: list[Outcome] | None = None
     ahead: dict[str, GenerationRequest] = field(default_factory=dict)  # started early, not asked for yet
     kept: dict[str, GenerationResult] = field(default_factory=dict)  # finished early, not asked for yet
+    may_ask: list[GenerationRequest] = field(default_factory=list)  # the last round's `ahead`
 
     def sent_key(self, key: str) -> str:
         return f"{self.number}\x1f{key}"
@@ -116,7 +118,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
     soon as they are next in line. A new unit starts while fewer than `window` records and fewer
     than `max_requests` requests are in flight (a running job's next rounds are never held back).
     `speculate`: start a `Round`'s `ahead` requests while fewer than this many requests are in
-    flight (0: never). `stats` receives the engine's busy and the run's wall time, the requests
+    flight and no new unit can start (the end of the input; 0: never). `stats` receives the engine's busy and the run's wall time, the requests
     in flight over time (`requests_in_flight_ms`), and the requests started ahead, used and
     cancelled."""
     if window < 1:
@@ -132,12 +134,15 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
     numbers = itertools.count()
     bad_input: InputError | None = None
 
+    def room_for_a_record() -> bool:
+        return (not exhausted and active < window and sum(s.size for s in queue) < _WAITING * window
+                and (lockstep or not queue or engine.in_flight() < max_requests))
+
     def admit() -> None:
         nonlocal exhausted, active, bad_input
         if lockstep and queue:
             return
-        while (not exhausted and active < window and sum(s.size for s in queue) < _WAITING * window
-               and (lockstep or not queue or engine.in_flight() < max_requests)):
+        while room_for_a_record():
             try:
                 unit = next(pending)
             except StopIteration:
@@ -183,16 +188,32 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
                 slot.waiting[r.key] = r
                 send.append(r)
         drop_ahead(slot, keep={r.key for r in step.ahead})
-        room = speculate - engine.in_flight() - len(send)
-        for r in step.ahead:
-            if room <= 0:
+        slot.may_ask = step.ahead
+        send_to_engine(slot, send)
+        start_ahead(slot)
+        return bool(slot.waiting)
+
+    def start_ahead(slot: _Slot) -> None:
+        """Start what the job may ask for later while fewer than `speculate` requests are in
+        flight; not while a new record could start (its requests are all needed, a guess may
+        not be)."""
+        room = speculate - engine.in_flight()
+        if room <= 0 or not slot.may_ask or room_for_a_record():
+            return
+        send = []
+        for r in slot.may_ask:
+            if len(send) >= room:
                 break
             if r.key not in slot.waiting and r.key not in slot.results and r.key not in slot.ahead \
                     and r.key not in slot.kept:
                 slot.ahead[r.key] = r
                 send.append(r)
-                counts["ahead_started"] += 1
-                room -= 1
+        counts["ahead_started"] += len(send)
+        send_to_engine(slot, send)
+
+    def send_to_engine(slot: _Slot, send: list[GenerationRequest]) -> None:
+        if not send:
+            return
         sent = [replace(r, key=slot.sent_key(r.key)) for r in send]
         for r, s in zip(send, sent):
             outstanding[s.key] = (slot, r)
@@ -202,7 +223,6 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             for s in sent:
                 deliver(GenerationResult(key=s.key, error=f"engine failed: {type(exc).__name__}: {exc}"))
         clock.set(clock.streams and engine.in_flight() > 0, engine.in_flight())
-        return bool(slot.waiting)
 
     def drop_ahead(slot: _Slot, keep: Container[str] = frozenset()) -> None:
         """What the job started ahead and no longer may ask for (all of it when the job is done)
@@ -218,6 +238,8 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
         # Finished but never asked for: generated for nothing.
         for key in [k for k in slot.kept if k not in keep]:
             counts["ahead_unused_tokens"] += slot.kept.pop(key).generated_tokens
+        if not keep:
+            slot.may_ask = []
 
     def deliver(result: GenerationResult) -> _Slot | None:
         """File a result with its job; the job's slot when that completes its round."""
@@ -264,6 +286,10 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             for slot in ready:
                 advance(slot, slot.results)
             admit()
+            if speculate:  # room freed by finished requests goes to the jobs' guesses, front first
+                for slot in queue:
+                    if slot.outcomes is None:
+                        start_ahead(slot)
         if bad_input is not None:
             raise bad_input
     finally:

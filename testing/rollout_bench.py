@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from prm_annotate.engines.base import Engine
+from prm_annotate.engines.defaults import SPECULATE_IN_PROCESS
 from prm_annotate.records import Problem
 from prm_annotate.stages.rollout import RolloutInput, RolloutStage
 from prm_annotate.stages.sample import SampleStage
@@ -37,27 +38,31 @@ class Variant:
     share_prefixes: bool = False
     # The pre-scheduler baseline: batches of `window` records in lock-step rounds.
     lockstep: bool = False
-    # Start a step's remaining completions ahead while fewer than this many requests are in flight.
-    speculate: int = 0
+    # rollout --speculate: start probes ahead while fewer than this many requests are in flight
+    # (and no new record can start).
+    speculate: int = SPECULATE_IN_PROCESS
 
 
 def lockstep(variant: Variant) -> Variant:
-    return Variant(f"{variant.label} (lock-step)", variant.make, variant.share_prefixes, True)
+    return Variant(f"{variant.label} (lock-step)", variant.make, variant.share_prefixes, True, speculate=0)
 
 
-def speculative(variant: Variant, speculate: int = 256) -> Variant:
-    return Variant(f"{variant.label} +ahead", variant.make, variant.share_prefixes, speculate=speculate)
+def without_speculation(variant: Variant) -> Variant:
+    return Variant(f"{variant.label} --speculate 0", variant.make, variant.share_prefixes, speculate=0)
 
 
-def variants(shared: bool = True) -> list[Variant]:
-    """The baseline first. `binary`/`scan` trust a correct final answer (the monotonic assumption);
-    the `verify` variants probe correct responses too (see docs/rollout-strategies.md)."""
-    out = [Variant("exhaustive", Exhaustive), Variant("early-stop", EarlyStop), Variant("binary", Binary),
-           Variant("scan", Scan), Variant("scan verify", lambda: Scan(trust_correct=False))]
+def variants(shared: bool = True, speculate: int = SPECULATE_IN_PROCESS) -> list[Variant]:
+    """The baseline first; every row as `rollout` runs it in process (`--speculate` 256 unless
+    given). `binary`/`scan` trust a correct final answer (the monotonic assumption); the `verify`
+    variants probe correct responses too (see docs/rollout-strategies.md)."""
+    out = [Variant("exhaustive", Exhaustive, speculate=speculate), Variant("early-stop", EarlyStop, speculate=speculate),
+           Variant("binary", Binary, speculate=speculate), Variant("scan", Scan, speculate=speculate),
+           Variant("scan verify", lambda: Scan(trust_correct=False), speculate=speculate)]
     if shared:
         # Not "scan verify": with sharing a correct response's own prefixes are witnesses, so it
         # is scan exactly.
-        out += [Variant(f"{v.label} +share", v.make, True) for v in list(out) if v.label != "scan verify"]
+        out += [Variant(f"{v.label} +share", v.make, True, speculate=speculate) for v in list(out)
+                if v.label != "scan verify"]
     return out
 
 

@@ -307,8 +307,23 @@ def test_speculation_off_or_without_room_starts_nothing_ahead():
     assert out[0].records[0]["texts"] == ["a", "b"]
     engine = Cancelling()
     run(engine, ["x"], speculating_job(["b"]), window=1, speculate=3)  # room for 2 beside "a"
-    assert [k for what, k in engine.log if what == "submit"] == ["0\x1fa", "0\x1fb", "0\x1fc"]
-    assert engine.cancelled == [] and engine.peak <= 3  # "c" had finished before the job ended
+    # "d" starts when "b" has made room; never more than 3 in flight; unused "d" is stopped.
+    assert engine.log == [("submit", "0\x1fa"), ("submit", "0\x1fb"), ("submit", "0\x1fc"), ("done", "0\x1fb"),
+                          ("submit", "0\x1fd"), ("done", "0\x1fc"), ("done", "0\x1fa"), ("cancel", "0\x1fd")]
+    assert engine.peak <= 3
+
+
+def test_no_guess_starts_while_a_record_could_start():
+    """A new record's requests are all needed: while one can start, nothing starts ahead; once
+    none can (the input is used up, or the window is full), the jobs' guesses fill the room."""
+    engine = Cancelling()
+    stats: Counter = Counter()
+    run(engine, ["x", "y", "z"], speculating_job(["b"]), window=3, speculate=100, stats=stats)
+    submitted = [k for what, k in engine.log if what == "submit"]
+    # x and y start with their first request only; z, the last, fills the window: its guesses
+    # start at once, and x's and y's after the next result.
+    assert submitted[:6] == ["0\x1fa", "1\x1fa", "2\x1fa", "2\x1fb", "2\x1fc", "2\x1fd"]
+    assert {"0\x1fb", "1\x1fb"} <= set(submitted[6:]) and stats["ahead_started"] == 9
 
 
 def test_speculation_changes_no_outcome():

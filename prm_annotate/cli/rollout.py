@@ -27,11 +27,13 @@ def rollout(
     share_prefixes: Annotated[bool, typer.Option("--share-prefixes/--no-share-prefixes", metavar="", help=(
         "Roll out identical step prefixes of one problem's responses once (seeds from the prefix, not the "
         "response id); with binary/scan also take prefixes of right solutions as 1 without sampling."))] = False,
-    speculate: Annotated[int, typer.Option("--speculate", min=0, help=(
-        "With early-stop, binary or scan: while fewer than this many requests are in flight, start probes "
-        "ahead of the round that may ask for them (the rest of a step's completions; binary/scan also the "
-        "next step's first one); each is cancelled as soon as it is no longer needed. Spends tokens to save "
-        "rounds when the engine has room (few records); the labels are the same. 0: off."))] = 0,
+    speculate: Annotated[Optional[int], typer.Option("--speculate", min=0, show_default=False, help=(
+        "With early-stop, binary or scan: once no new record can start (the end of the input, or a full "
+        "window) and while fewer than this many requests are in flight, start probes ahead of the round that "
+        "may ask for them (the rest of a step's completions; binary/scan also the next step's first one); "
+        "each is cancelled as soon as it is no longer needed. Spends a few tokens to save rounds where the "
+        "engine has room; the labels are the same. 0: off. Default: 256 in process, 0 over HTTP (a "
+        "cancelled HTTP request still runs on the server)."))] = None,
     threshold: Annotated[float, typer.Option("--threshold", min=0.0, max=1.0,
                                              help="Hard label = score > threshold (0: any right completion).")] = 0.0,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.7,
@@ -49,6 +51,7 @@ def rollout(
     """Monte Carlo estimation: K completions from every step prefix, graded against the gold answer."""
     from prm_annotate.cli.app import fail
     from prm_annotate.cli.model_stage import run_model_stage
+    from prm_annotate.engines.defaults import SPECULATE_IN_PROCESS
     from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
     from prm_annotate.stages.rollout import RolloutStage
     from prm_annotate.steps import decode_sep
@@ -65,6 +68,7 @@ def rollout(
         chosen = get_strategy(strategy, label)
         prompt = load_prompt(system_prompt or "default", SYSTEM_PROMPTS, allow_none=True)
         sep = decode_sep(step_sep)
+        ahead = speculate if speculate is not None else (SPECULATE_IN_PROCESS if config.kind == "vllm" else 0)
 
     def report_labels(stage, summary) -> None:
         if summary.written:
@@ -75,5 +79,5 @@ def rollout(
     run_model_stage(config, lambda engine: RolloutStage(
         engine, k=k, label=label, strategy=chosen, threshold=threshold, temperature=temperature, top_p=top_p,
         max_tokens=max_tokens, seed=seed, step_sep=sep, system_prompt=prompt,
-        engine_info=config.describe(), share_prefixes=share_prefixes, speculate=speculate), opts, report_labels, ray=ray,
+        engine_info=config.describe(), share_prefixes=share_prefixes, speculate=ahead), opts, report_labels, ray=ray,
         input_model=RolloutStage.input_model)

@@ -16,6 +16,10 @@ from typing import Any
 
 # The OpenAI-compatible engine (--base-url).
 CONCURRENCY = 16
+# rollout --speculate with the in-process engine: guesses fill the engine up to vLLM's batch on
+# CPU (max_num_seqs 256), and only once no new record can start. Over HTTP none (0): a
+# cancelled request still runs to its end on the server, and is billed.
+SPECULATE_IN_PROCESS = 256
 REQUEST_TIMEOUT = 600.0  # seconds for one HTTP answer
 MAX_ATTEMPTS = 5
 
