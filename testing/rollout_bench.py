@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from prm_annotate.engines.base import Engine
 from prm_annotate.engines.defaults import SPECULATE_IN_PROCESS
+from prm_annotate.engines.vllm_engine import VLLMEngine
 from prm_annotate.records import Problem
 from prm_annotate.stages.rollout import RolloutInput, RolloutStage
 from prm_annotate.stages.sample import SampleStage
@@ -106,6 +107,8 @@ def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: i
     stage.speculate = variant.speculate
     records = [RolloutInput.model_validate(r) for r in responses]
     first_errors: dict[str, int] = {}
+    if isinstance(engine, VLLMEngine):  # every row starts with a cold prefix cache, not the last row's
+        engine.reset_prefix_cache()
     started = time.perf_counter()
     try:
         for outcomes in stage.stream(iter(records), window):
