@@ -130,16 +130,17 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
     exhausted = False
     queue: deque[_Slot] = deque()
     active = 0  # records whose jobs are running
+    queued = 0  # records in the queue: running, or finished and waiting for an earlier one
     outstanding: dict[str, tuple[_Slot, GenerationRequest]] = {}
     numbers = itertools.count()
     bad_input: InputError | None = None
 
     def room_for_a_record() -> bool:
-        return (not exhausted and active < window and sum(s.size for s in queue) < _WAITING * window
+        return (not exhausted and active < window and queued < _WAITING * window
                 and (lockstep or not queue or engine.in_flight() < max_requests))
 
     def admit() -> None:
-        nonlocal exhausted, active, bad_input
+        nonlocal exhausted, active, queued, bad_input
         if lockstep and queue:
             return
         while room_for_a_record():
@@ -153,6 +154,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
                 return
             slot = _Slot(start(unit), size(unit), next(numbers))
             queue.append(slot)
+            queued += slot.size
             active += slot.size
             advance(slot, None)
 
@@ -263,7 +265,9 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
         while queue:
             done: list[Outcome] = []
             while queue and queue[0].outcomes is not None:
-                done.extend(queue.popleft().outcomes or [])
+                slot = queue.popleft()
+                queued -= slot.size
+                done.extend(slot.outcomes or [])
             if done:
                 yield done
                 admit()
@@ -286,8 +290,8 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             for slot in ready:
                 advance(slot, slot.results)
             admit()
-            if speculate:  # room freed by finished requests goes to the jobs' guesses, front first
-                for slot in queue:
+            if speculate and speculate > engine.in_flight() and not room_for_a_record():
+                for slot in queue:  # room freed by finished requests goes to the jobs' guesses, front first
                     if slot.outcomes is None:
                         start_ahead(slot)
         if bad_input is not None:
