@@ -112,7 +112,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--variants", type=lambda text: text.split(","), default=None,
                         help="only these rows (exhaustive always), comma-separated, "
-                             "e.g. 'binary +share,binary +share +ahead'")
+                             "e.g. 'binary +share,binary +share --speculate 0'")
     parser.add_argument("--repeats", type=int, default=2, help="runs of every row, in turns; the fastest is shown")
     parser.add_argument("--window", type=int, default=1024,
                         help="records in flight (lock-step rows: records per batch), as rollout's --batch-size")
