@@ -44,10 +44,10 @@ class Round:
     """A round with speculation: the job waits for `requests`; `ahead` are the requests it may
     still ask for in a later round (all of them, every round). While the engine has room
     (`run_jobs(speculate=N)`: fewer than N requests in flight) and no new unit can start (the
-    input is used up, or the window is full) they are started now; one the job
-    then asks for is handed over (at once if it has finished). One started earlier that a round
-    no longer names, or that is still unused when the job ends, is not needed: it is cancelled
-    at once, so the engine stops spending on it."""
+    input is used up, or the window is full) they are started now; one the job then asks for is
+    handed over (at once if it has finished). One started earlier that a round no longer names,
+    or that is still unused when the job ends, is not needed: it is cancelled at once, so the
+    engine stops spending on it."""
 
     requests: list[GenerationRequest]
     ahead: list[GenerationRequest] = field(default_factory=list)
@@ -94,8 +94,11 @@ class EngineClock:
         self.request_seconds = 0.0  # integral of requests in flight over time
         self._count, self._count_since = 0, self.started
 
-    def set(self, busy: bool, in_flight: int = 0) -> None:
+    def set(self, in_flight: int, polling: bool = False) -> None:
+        """`in_flight` requests from now on; busy while `polling` (a batch-only engine works only
+        then) or, for a streaming engine, while any request is in flight."""
         now = time.perf_counter()
+        busy = polling or (self.streams and in_flight > 0)
         if busy and self._since is None:
             self._since = now
         elif not busy and self._since is not None:
@@ -105,7 +108,7 @@ class EngineClock:
         self._count, self._count_since = in_flight, now
 
     def record(self, stats: Counter) -> None:
-        self.set(False)
+        self.set(0)
         stats["engine_busy_ms"] += round(self.busy * 1000)
         stats["scheduler_ms"] += round((time.perf_counter() - self.started) * 1000)
         stats["requests_in_flight_ms"] += round(self.request_seconds * 1000)
@@ -118,9 +121,9 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
     soon as they are next in line. A new unit starts while fewer than `window` records and fewer
     than `max_requests` requests are in flight (a running job's next rounds are never held back).
     `speculate`: start a `Round`'s `ahead` requests while fewer than this many requests are in
-    flight and no new unit can start (the end of the input; 0: never). `stats` receives the engine's busy and the run's wall time, the requests
-    in flight over time (`requests_in_flight_ms`), and the requests started ahead, used and
-    cancelled."""
+    flight and no new unit can start (0: never). `stats` receives the engine's busy and the run's
+    wall time, the requests in flight over time (`requests_in_flight_ms`), and the requests
+    started ahead, used and cancelled."""
     if window < 1:
         raise ValueError("window must be at least 1")
     if lockstep:
@@ -168,6 +171,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             except StopIteration as stop:
                 slot.outcomes = list(stop.value)
                 active -= slot.size
+                slot.may_ask = []
                 drop_ahead(slot)
                 return
             if submit(slot, step if isinstance(step, Round) else Round(step)):
@@ -224,7 +228,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
         except Exception as exc:  # the engine's own failure: these requests fail, their records are left for a rerun
             for s in sent:
                 deliver(GenerationResult(key=s.key, error=f"engine failed: {type(exc).__name__}: {exc}"))
-        clock.set(clock.streams and engine.in_flight() > 0, engine.in_flight())
+        clock.set(engine.in_flight())
 
     def drop_ahead(slot: _Slot, keep: Container[str] = frozenset()) -> None:
         """What the job started ahead and no longer may ask for (all of it when the job is done)
@@ -240,8 +244,6 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
         # Finished but never asked for: generated for nothing.
         for key in [k for k in slot.kept if k not in keep]:
             counts["ahead_unused_tokens"] += slot.kept.pop(key).generated_tokens
-        if not keep:
-            slot.may_ask = []
 
     def deliver(result: GenerationResult) -> _Slot | None:
         """File a result with its job; the job's slot when that completes its round."""
@@ -274,14 +276,14 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
                 continue
             if not outstanding:  # the front job has nothing in flight, yet is not finished
                 raise RuntimeError("scheduler stalled: a job neither finished nor asked for anything")
-            clock.set(True, engine.in_flight())
+            clock.set(engine.in_flight(), polling=True)
             try:
                 results = engine.poll()
             except Exception as exc:
                 message = f"engine failed: {type(exc).__name__}: {exc}"
                 results = [GenerationResult(key=k, error=message) for k in list(outstanding)]
             # While the results are graded, the engine is busy only with what it still runs.
-            clock.set(clock.streams and engine.in_flight() > 0, engine.in_flight())
+            clock.set(engine.in_flight())
             if not results and not engine.in_flight():
                 results = [GenerationResult(key=k, error="the engine returned no result") for k in list(outstanding)]
             # Every result of the poll is filed before any job moves on, so no job cancels a

@@ -56,9 +56,9 @@ def variants(shared: bool = True, speculate: int = SPECULATE_IN_PROCESS) -> list
     """The baseline first; every row as `rollout` runs it in process (`--speculate` 256 unless
     given). `binary`/`scan` trust a correct final answer (the monotonic assumption); the `verify`
     variants probe correct responses too (see docs/rollout-strategies.md)."""
-    out = [Variant("exhaustive", Exhaustive, speculate=speculate), Variant("early-stop", EarlyStop, speculate=speculate),
-           Variant("binary", Binary, speculate=speculate), Variant("scan", Scan, speculate=speculate),
-           Variant("scan verify", lambda: Scan(trust_correct=False), speculate=speculate)]
+    strategies = [("exhaustive", Exhaustive), ("early-stop", EarlyStop), ("binary", Binary), ("scan", Scan),
+                  ("scan verify", lambda: Scan(trust_correct=False))]
+    out = [Variant(label, make, speculate=speculate) for label, make in strategies]
     if shared:
         # Not "scan verify": with sharing a correct response's own prefixes are witnesses, so it
         # is scan exactly.
@@ -107,8 +107,9 @@ def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: i
     stage.speculate = variant.speculate
     records = [RolloutInput.model_validate(r) for r in responses]
     first_errors: dict[str, int] = {}
-    if isinstance(engine, VLLMEngine):  # every row starts with a cold prefix cache, not the last row's
-        engine.reset_prefix_cache()
+    # Every row starts with a cold prefix cache, not the last row's.
+    if isinstance(engine, VLLMEngine) and not engine.reset_prefix_cache():
+        raise RuntimeError("vLLM did not clear its prefix cache")
     started = time.perf_counter()
     try:
         for outcomes in stage.stream(iter(records), window):
