@@ -174,10 +174,18 @@ class _Worker:
         self._buf = b""
         self._sel = selectors.DefaultSelector()
         self._sel.register(self.proc.stdout, selectors.EVENT_READ)
+        # The import of sympy and math-verify (0.5 s and more) runs in the child while the caller
+        # goes on; the first comparison waits for what is left of it.
+        self.ready = False
+
+    def wait_ready(self) -> None:
+        if self.ready:
+            return
         line = self._readline(STARTUP_TIMEOUT)
         if line is None or json.loads(line) != {"ready": True}:
             self.kill()
             raise GraderUnavailable("the math-verify worker did not start (is math-verify installed?)")
+        self.ready = True
 
     def _readline(self, timeout: float) -> bytes | None:
         """The next line, or None on timeout or when the worker died."""
@@ -196,6 +204,7 @@ class _Worker:
     def run(self, items: Sequence[tuple[str, str]], timeout: float) -> tuple[list[tuple[bool | None, str | None]], bool]:
         """Compare items in order. Returns the verdicts obtained and whether the worker survived;
         on an overrun the overrunning item is the last verdict and the worker is dead."""
+        self.wait_ready()
         payload = json.dumps({"items": [list(i) for i in items]}).encode() + b"\n"
         try:
             self.proc.stdin.write(payload)
@@ -319,13 +328,20 @@ class Grader:
         reference the grader's agreement is reported beside (no extraction or rules of ours, no cache)."""
         return [Verdict(None, *result) for result in self._compare([(g, t, "plain") for g, t in pairs])]
 
-    def start(self) -> None:
-        """Start every worker process now (otherwise each starts when first needed)."""
+    def start(self, wait: bool = True) -> None:
+        """Start every worker process now (otherwise each starts when first needed). `wait=False`
+        returns at once: the workers load math-verify while the caller goes on (a stage starts
+        them so, and its first comparison does not hold the engine up for the import)."""
         slots = [self._idle.get() for _ in range(self.workers)]
         try:
             for i, w in enumerate(slots):
                 if w is None:
                     slots[i] = _Worker()
+                if wait:
+                    slots[i].wait_ready()
+        except GraderUnavailable:
+            slots[i] = None
+            raise
         finally:
             for w in slots:
                 self._idle.put(w)
@@ -407,10 +423,15 @@ class Grader:
                 if worker is None:
                     worker = _Worker()
                 chunk = keys[len(out):len(out) + CHUNK]
-                got, alive = worker.run(chunk, self.timeout)
+                try:
+                    got, alive = worker.run(chunk, self.timeout)
+                except GraderUnavailable:
+                    worker = None
+                    raise
                 out.extend(got)
                 if not alive:
-                    worker = None  # killed on overrun; the next chunk starts a fresh one
+                    # Killed on overrun: its replacement starts loading now, not when next needed.
+                    worker = _Worker()
         finally:
             self._idle.put(worker)
         return out

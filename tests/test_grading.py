@@ -149,6 +149,9 @@ def test_pathological_comparison_times_out():
         took = time.monotonic() - start
         assert v == Verdict("(x+y+z)^{100}", None, "timeout")
         assert took < 1.0 + 10  # the deadline, plus killing the worker (generous on a loaded machine)
+        # Its replacement was started at once (it loads math-verify before it is needed).
+        [replacement] = list(g._idle.queue)
+        assert replacement is not None and replacement.proc.poll() is None
         # The worker was replaced: the next comparison works, and the timeout is cached.
         assert g.grade("\\frac{1}{2}", "\\boxed{0.5}").correct is True
         start = time.monotonic()
@@ -195,6 +198,30 @@ def test_timeout_inside_a_worker_process(tmp_path):
                          cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[(None, 'timeout'), (True, None)]"
+
+
+def test_a_worker_started_without_waiting_grades_and_stops():
+    g = Grader(timeout=5.0)
+    g.start(wait=False)
+    [worker] = list(g._idle.queue)
+    assert worker is not None and worker.proc.poll() is None  # running while math-verify loads
+    assert g.grade("\\frac12", "\\boxed{0.5}").correct is True  # waits for the rest of the import
+    assert [w for w in g._idle.queue] == [worker] and worker.ready
+    g.close()
+    assert worker.proc.poll() is not None
+
+
+def test_a_model_stage_starts_its_grader_with_the_stream():
+    from prm_annotate.stages.rollout import RolloutStage
+    from scripted_engine import ScriptedEngine
+
+    stage = RolloutStage(ScriptedEngine(lambda r: "\\boxed{1}"), k=2)
+    assert all(w is None for w in stage.grader._idle.queue)
+    stage.stream(iter([]), 4)
+    [worker] = list(stage.grader._idle.queue)
+    assert worker is not None and worker.proc.poll() is None
+    stage.close()
+    assert worker.proc.poll() is not None
 
 
 def test_no_worker_left_behind():

@@ -130,6 +130,9 @@ def test_engine_exception_fails_the_batch_not_the_run():
 
 def test_grader_errors_count_as_not_correct():
     class FlakyGrader:
+        def start(self, wait=True):
+            pass
+
         def grade_many(self, pairs):
             from types import SimpleNamespace as V
             return [V(final_answer=None, correct=None, error="timeout") if "TIMEOUT" in t

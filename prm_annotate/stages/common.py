@@ -5,6 +5,7 @@ from collections import Counter
 from typing import Any, Iterable, Iterator
 
 from prm_annotate.engines.base import Engine
+from prm_annotate.grading import Grader
 from prm_annotate.records import Record
 from prm_annotate.runner import Outcome, StageBase
 from prm_annotate.scheduler import Job, one_unit_each, run_jobs
@@ -19,6 +20,7 @@ class ModelStage(StageBase):
     stats: Counter
     lockstep: bool = False
     speculate: int = 0  # start a round's `ahead` requests while fewer than this many are in flight
+    grader: Grader | None = None  # grades what the engine writes (sample, rollout)
 
     def units(self, records: Iterable[Record]) -> Iterator[list[Any]]:
         """The input cut into units that run as one job; by default every record alone."""
@@ -28,6 +30,8 @@ class ModelStage(StageBase):
         raise NotImplementedError
 
     def stream(self, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
+        if self.grader is not None:
+            self.grader.start(wait=False)  # math-verify loads while the first requests generate
         return run_jobs(self.engine, self.units(records), self.job, window=window, lockstep=self.lockstep,
                         speculate=self.speculate, stats=self.stats)
 
