@@ -276,6 +276,12 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
                 continue
             if not outstanding:  # the front job has nothing in flight, yet is not finished
                 raise RuntimeError("scheduler stalled: a job neither finished nor asked for anything")
+            # Room freed by finished requests (or left by the last admission, before the first
+            # poll) goes to the jobs' guesses, front first.
+            if speculate and speculate > engine.in_flight() and not room_for_a_record():
+                for slot in queue:
+                    if slot.outcomes is None:
+                        start_ahead(slot)
             clock.set(engine.in_flight(), polling=True)
             try:
                 results = engine.poll()
@@ -292,10 +298,6 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             for slot in ready:
                 advance(slot, slot.results)
             admit()
-            if speculate and speculate > engine.in_flight() and not room_for_a_record():
-                for slot in queue:  # room freed by finished requests goes to the jobs' guesses, front first
-                    if slot.outcomes is None:
-                        start_ahead(slot)
         if bad_input is not None:
             raise bad_input
     finally:
