@@ -98,7 +98,7 @@ def smollm2_workload(args) -> str:
             f"K={args.smollm2_k}, max {args.smollm2_max_tokens} tokens, steps split on {sep!r}, "
             f"{steps:.1f} steps per response; "
             f"{right} of {len(responses)} final answers right (no true first error: accuracy not measured).")
-    return (head + "\n\n" + format_table(rows) + "\n\nTargets:\n" + format_targets(rows)
+    return (head + "\n\n" + format_table(rows) + "\n\nTargets:\n" + format_targets(rows, adaptive_faster=False)
             + "\n\nThe engine's throughput by requests at once (32-token completions):\n\n" + curve)
 
 

@@ -356,3 +356,22 @@ def test_monotone_plans_look_one_choice_ahead():
     assert plan.ahead() == [Probe(1, 0)] + [Probe(0, j) for j in range(1, 4)]
     plan = Scan().plan(5, 4, 0.0, last_correct=True)  # trusted: nothing to probe, nothing ahead
     assert plan.next_round() == [] and plan.ahead() == []
+
+
+def test_benchmark_targets_judge_default_rows_and_show_the_rest():
+    from testing.rollout_bench import Row, check_targets
+
+    def row(label, wall, tokens=100):
+        return Row(label, "+share" in label, tokens, 10, wall, {}, busy=1.0)
+
+    rows = [row("exhaustive", 10.0), row("early-stop", 10.4), row("binary", 11.0, 50),
+            row("binary --speculate 0", 20.0, 40), row("exhaustive (lock-step)", 10.2)]
+    strict = dict(check_targets(rows))
+    assert strict["exhaustive no slower than lock-step (5% for noise): 10.0 s vs 10.2 s"] is True
+    assert strict["early-stop faster than exhaustive: x0.96"] is False
+    assert strict["binary --speculate 0 vs exhaustive: x0.50"] is None  # shown, not a target
+    parity = dict(check_targets(rows, adaptive_faster=False))
+    assert parity["early-stop no slower than exhaustive (5% for noise): x0.96"] is True
+    assert parity["binary no slower than exhaustive (5% for noise): x0.91"] is False
+    rows.append(row("binary +share", 2.0, 10))
+    assert dict(check_targets(rows))["binary +share wall ratio >= 0.8 x its token ratio: x5.00 vs 0.8 x 10.00 = 8.00"] is False
