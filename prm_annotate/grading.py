@@ -240,7 +240,8 @@ class Grader:
     """Thread-safe answer grader. See the module docstring for the decision order.
 
     timeout: hard limit in seconds for one math-verify comparison (parse included).
-    workers: child processes for math-verify comparisons (started on first need).
+    workers: child processes for math-verify comparisons (started when first needed, or by
+        `start`: a model stage starts them with its stream).
     cache_size: verdicts kept, keyed by (normalised gold, normalised answer).
     """
 
