@@ -432,6 +432,7 @@ class Grader:
                 out.extend(got)
                 if not alive:
                     # Killed on overrun: its replacement starts loading now, not when next needed.
+                    worker = None
                     worker = _Worker()
         finally:
             self._idle.put(worker)
