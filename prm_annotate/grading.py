@@ -431,9 +431,8 @@ class Grader:
                     raise
                 out.extend(got)
                 if not alive:
-                    # Killed on overrun: its replacement starts loading now, not when next needed.
-                    worker = None
-                    worker = _Worker()
+                    worker = None  # killed on overrun (the slot stays empty if no replacement starts)
+                    worker = _Worker()  # the replacement loads math-verify now, not when next needed
         finally:
             self._idle.put(worker)
         return out
