@@ -63,6 +63,13 @@ _WAITING = 4
 # stays full, yet the prompts waiting in its queue stay bounded when each record brings many
 # requests (exhaustive: K per step).
 MAX_REQUESTS = 4096
+# The budget for guesses follows how many turn out needed: `speculate / wasted share`, so the
+# guesses in flight that end up unneeded stay about `speculate` however many are started. Where
+# a step's remaining completions are nearly always needed (a weak policy: most steps 0), the
+# budget grows until every guess can start, as exhaustive starts every completion at once; where
+# most guesses are cancelled (most steps 1) it stays near `speculate`. It starts as if this many
+# guesses had been wasted, so a few lucky ones do not open it wide.
+_GUESS_PRIOR = 32
 
 
 @dataclass
@@ -121,9 +128,11 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
     soon as they are next in line. A new unit starts while fewer than `window` records and fewer
     than `max_requests` requests are in flight (a running job's next rounds are never held back).
     `speculate`: start a `Round`'s `ahead` requests while fewer than this many requests are in
-    flight and no new unit can start (0: never). `stats` receives the engine's busy and the run's
-    wall time, the requests in flight over time (`requests_in_flight_ms`), and the requests
-    started ahead, used and cancelled."""
+    flight and no new unit can start (0: never); the budget grows as the guesses prove needed
+    (see `_GUESS_PRIOR`), up to `max_requests`. `stats` receives the engine's busy and the run's
+    wall time, the requests in flight over time (`requests_in_flight_ms`), the requests started
+    ahead, used, cancelled while running and dropped when finished unused, and the largest
+    budget reached (`ahead_budget_max`)."""
     if window < 1:
         raise ValueError("window must be at least 1")
     if lockstep:
@@ -199,11 +208,19 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
         start_ahead(slot)
         return bool(slot.waiting)
 
+    def guess_budget() -> int:
+        if not speculate:
+            return 0
+        wasted = counts["ahead_cancelled"] + counts["ahead_dropped"] + _GUESS_PRIOR
+        budget = min(max_requests, max(speculate, round(speculate * (wasted + counts["ahead_used"]) / wasted)))
+        counts["ahead_budget_max"] = max(counts["ahead_budget_max"], budget)
+        return budget
+
     def start_ahead(slot: _Slot) -> None:
-        """Start what the job may ask for later while fewer than `speculate` requests are in
-        flight; not while a new record could start (its requests are all needed, a guess may
+        """Start what the job may ask for later while fewer requests than the guess budget are
+        in flight; not while a new record could start (its requests are all needed, a guess may
         not be)."""
-        room = speculate - engine.in_flight()
+        room = guess_budget() - engine.in_flight()
         if room <= 0 or not slot.may_ask or room_for_a_record():
             return
         send = []
@@ -243,6 +260,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             counts["ahead_unused_tokens"] += engine.cancel([slot.sent_key(k) for k in running]) or 0
         # Finished but never asked for: generated for nothing.
         for key in [k for k in slot.kept if k not in keep]:
+            counts["ahead_dropped"] += 1
             counts["ahead_unused_tokens"] += slot.kept.pop(key).generated_tokens
 
     def deliver(result: GenerationResult) -> _Slot | None:
@@ -278,7 +296,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
                 raise RuntimeError("scheduler stalled: a job neither finished nor asked for anything")
             # Room freed by finished requests (or left by the last admission, before the first
             # poll) goes to the jobs' guesses, front first.
-            if speculate and speculate > engine.in_flight() and not room_for_a_record():
+            if speculate and guess_budget() > engine.in_flight() and not room_for_a_record():
                 for slot in queue:
                     if slot.outcomes is None:
                         start_ahead(slot)

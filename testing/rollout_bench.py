@@ -126,7 +126,7 @@ def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: i
                busy=stage.stats["engine_busy_ms"] / max(1, stage.stats["scheduler_ms"]),
                in_flight=stage.stats["requests_in_flight_ms"] / max(1, stage.stats["scheduler_ms"]),
                extra={"rounds": stage.stats["rounds"], "records_completions": stage.stats["completions"],
-                      "ahead": {k: stage.stats[k] for k in ("ahead_started", "ahead_used", "ahead_cancelled")}})
+                      "ahead": {k: stage.stats[k] for k in ("ahead_started", "ahead_used", "ahead_cancelled", "ahead_dropped", "ahead_budget_max")}})
 
 
 def score_rows(rows: list[Row], responses: list[dict], truth: Callable[[dict], int] | None) -> None:
@@ -181,13 +181,17 @@ def format_table(rows: list[Row]) -> str:
     """A Markdown table; costs also as ratios to the first (exhaustive) row."""
     base = rows[0]
     lines = ["| strategy | generated tokens | x fewer | completions | x fewer | wall s | x faster | engine busy | "
-             "mean in flight | agree w/ exhaustive | acc vs truth | acc (right answer) | acc (wrong answer) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "mean in flight | guesses used/started (budget) | agree w/ exhaustive | acc vs truth | acc (right answer) | "
+             "acc (wrong answer) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        ahead = r.extra.get("ahead") or {}
+        guesses = (f"{ahead['ahead_used']:,}/{ahead['ahead_started']:,} ({ahead['ahead_budget_max']:,})"
+                   if ahead.get("ahead_started") else "-")
         lines.append(
             f"| {r.label} | {r.generated_tokens:,} | {base.generated_tokens / max(1, r.generated_tokens):.2f} | "
             f"{r.completions:,} | {base.completions / max(1, r.completions):.2f} | {r.wall:.1f} | "
-            f"{base.wall / max(1e-9, r.wall):.2f} | {r.busy:.0%} | {r.in_flight:,.0f} | {_pct(r.agree)} | {_pct(r.accuracy)} | "
+            f"{base.wall / max(1e-9, r.wall):.2f} | {r.busy:.0%} | {r.in_flight:,.0f} | {guesses} | {_pct(r.agree)} | {_pct(r.accuracy)} | "
             f"{_pct(r.accuracy_correct)} | {_pct(r.accuracy_wrong)} |")
     return "\n".join(lines)
 

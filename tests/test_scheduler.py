@@ -329,6 +329,30 @@ def test_no_guess_starts_while_a_record_could_start():
     assert stats["ahead_started"] == 9
 
 
+def test_the_guess_budget_grows_as_guesses_prove_needed_and_not_when_they_are_wasted():
+    """`speculate` is where the budget starts: a job whose guesses are all asked for later gets
+    more of them in flight as it goes; one whose guesses are never asked for stays at it."""
+    from prm_annotate.scheduler import Round
+
+    def job(needed: bool):
+        def start(unit):
+            for i in range(120):
+                later = [request(f"r{j}" if needed else f"w{i}.{j}", "x", 1) for j in range(i + 1, 120)]
+                yield Round([request(f"r{i}", "x", 1)], later)
+            return [Outcome(unit[0], [{"id": unit[0], "texts": []}])]
+        return start
+
+    for needed in (True, False):
+        engine, stats = Cancelling(), Counter()
+        run(engine, ["x"], job(needed), window=1, speculate=2, stats=stats)
+        if needed:
+            assert stats["ahead_cancelled"] == 0 and stats["ahead_used"] > 100
+            assert engine.peak > 4 and stats["ahead_budget_max"] == engine.peak
+        else:
+            assert stats["ahead_used"] == 0 and stats["ahead_cancelled"] > 100
+            assert engine.peak <= 2 and stats["ahead_budget_max"] == 2
+
+
 def test_speculation_changes_no_outcome():
     durations = {name: [(i * 7) % 5 + 1 for i in range(n)] for n, name in zip([1, 3, 2, 4], "abcd")}
 
