@@ -47,10 +47,13 @@ class Round:
     input is used up, or the window is full) they are started now; one the job then asks for is
     handed over (at once if it has finished). One started earlier that a round no longer names,
     or that is still unused when the job ends, is not needed: it is cancelled at once, so the
-    engine stops spending on it."""
+    engine stops spending on it. `spare` are requests it may ask for, but less likely: they
+    start only while fewer than N requests are in flight (the engine has idle capacity), after
+    the `ahead` ones, whatever the guess budget has grown to."""
 
     requests: list[GenerationRequest]
     ahead: list[GenerationRequest] = field(default_factory=list)
+    spare: list[GenerationRequest] = field(default_factory=list)
 
 
 Job = Generator["list[GenerationRequest] | Round", dict[str, GenerationResult], list[Outcome]]
@@ -83,6 +86,7 @@ class _Slot:
     ahead: dict[str, GenerationRequest] = field(default_factory=dict)  # started early, not asked for yet
     kept: dict[str, GenerationResult] = field(default_factory=dict)  # finished early, not asked for yet
     may_ask: list[GenerationRequest] = field(default_factory=list)  # the last round's `ahead`
+    may_ask_spare: list[GenerationRequest] = field(default_factory=list)  # the last round's `spare`
 
     def sent_key(self, key: str) -> str:
         return f"{self.number}\x1f{key}"
@@ -180,7 +184,7 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             except StopIteration as stop:
                 slot.outcomes = list(stop.value)
                 active -= slot.size
-                slot.may_ask = []
+                slot.may_ask, slot.may_ask_spare = [], []
                 drop_ahead(slot)
                 return
             if submit(slot, step if isinstance(step, Round) else Round(step)):
@@ -202,8 +206,8 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
             else:
                 slot.waiting[r.key] = r
                 send.append(r)
-        drop_ahead(slot, keep={r.key for r in step.ahead})
-        slot.may_ask = step.ahead
+        drop_ahead(slot, keep={r.key for r in step.ahead} | {r.key for r in step.spare})
+        slot.may_ask, slot.may_ask_spare = step.ahead, step.spare
         send_to_engine(slot, send)
         start_ahead(slot)
         return bool(slot.waiting)
@@ -218,21 +222,22 @@ def run_jobs(engine: Engine, units: Iterable[Unit], start: Callable[[Unit], Job]
 
     def start_ahead(slot: _Slot) -> None:
         """Start what the job may ask for later while fewer requests than the guess budget are
-        in flight; not while a new record could start (its requests are all needed, a guess may
-        not be)."""
-        room = guess_budget() - engine.in_flight()
-        if room <= 0 or not slot.may_ask or room_for_a_record():
+        in flight (its spare guesses: fewer than `speculate`); not while a new record could start
+        (its requests are all needed, a guess may not be)."""
+        if not (slot.may_ask or slot.may_ask_spare) or room_for_a_record():
             return
-        send = []
-        for r in slot.may_ask:
-            if len(send) >= room:
-                break
-            if r.key not in slot.waiting and r.key not in slot.results and r.key not in slot.ahead \
-                    and r.key not in slot.kept:
-                slot.ahead[r.key] = r
-                send.append(r)
-        counts["ahead_started"] += len(send)
-        send_to_engine(slot, send)
+        for guesses, budget in ((slot.may_ask, guess_budget()), (slot.may_ask_spare, speculate)):
+            room = budget - engine.in_flight()
+            send = []
+            for r in guesses:
+                if len(send) >= room:
+                    break
+                if r.key not in slot.waiting and r.key not in slot.results and r.key not in slot.ahead \
+                        and r.key not in slot.kept:
+                    slot.ahead[r.key] = r
+                    send.append(r)
+            counts["ahead_started"] += len(send)
+            send_to_engine(slot, send)
 
     def send_to_engine(slot: _Slot, send: list[GenerationRequest]) -> None:
         if not send:

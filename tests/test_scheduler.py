@@ -353,6 +353,37 @@ def test_the_guess_budget_grows_as_guesses_prove_needed_and_not_when_they_are_wa
             assert engine.peak <= 2 and stats["ahead_budget_max"] == 2
 
 
+def test_spare_guesses_use_only_idle_capacity_whatever_the_budget_has_grown_to():
+    """`Round.spare` starts only while fewer than `speculate` requests are in flight, though
+    every guess is used and the budget for `ahead` grows far past it."""
+    from prm_annotate.scheduler import Round
+
+    engine, stats = Cancelling(), Counter()
+
+    def start(unit):
+        for i in range(120):
+            engine.log.append(("round", f"{i}"))
+            near = [request(f"r{j}", "x", 1) for j in range(i + 1, min(i + 2, 120))]
+            far = [request(f"r{j}", "x", 1) for j in range(i + 2, 120)]
+            yield Round([request(f"r{i}", "x", 1)], near, far)
+        return [Outcome(unit[0], [{"id": unit[0], "texts": []}])]
+
+    run(engine, ["x"], start, window=1, speculate=3, stats=stats)
+    in_flight, spare_started, current = 0, 0, 0
+    for what, key in engine.log:
+        if what == "round":
+            current = int(key)
+        elif what == "submit":
+            if int(key.split("\x1fr")[1]) > current + 1:  # neither asked nor named `ahead` by this round
+                assert in_flight < 3
+                spare_started += 1
+            in_flight += 1
+        else:
+            in_flight -= 1
+    assert spare_started > 10 and stats["ahead_used"] > 100 and stats["ahead_budget_max"] > 3
+    assert engine.peak <= 3
+
+
 def test_speculation_changes_no_outcome():
     durations = {name: [(i * 7) % 5 + 1 for i in range(n)] for n, name in zip([1, 3, 2, 4], "abcd")}
 

@@ -341,19 +341,26 @@ def test_speculation_changes_no_label_and_is_counted_apart(name, share):
 def test_monotone_plans_look_one_choice_ahead():
     """`ahead` names the first probe of the step probed next for either label of the current one
     (binary: both halves; scan: the next step, as a 0 ends the scan), then the rest of the
-    current step's completions; what the plan then asks for is among them."""
+    current step's completions; `spare` the rest of the step probed next if the current one is 0
+    (binary: the left half's; scan has none); what the plan then asks for is among them."""
     from prm_annotate.strategies.base import Probe, ProbeResult
 
     plan = Binary().plan(9, 8, 0.0, last_correct=False)
     assert plan.next_round() == [Probe(3, 0)]
     assert plan.ahead() == [Probe(1, 0), Probe(5, 0)] + [Probe(3, j) for j in range(1, 8)]
+    assert plan.spare() == [Probe(1, j) for j in range(1, 8)]
     plan.observe([ProbeResult(Probe(3, 0), True)])  # step 3 is 1: the search goes right
     assert plan.next_round() == [Probe(5, 0)]
     assert plan.ahead() == [Probe(4, 0), Probe(6, 0)] + [Probe(5, j) for j in range(1, 8)]
+    assert plan.spare() == [Probe(4, j) for j in range(1, 8)]
+    guesses = plan.ahead() + plan.spare()
+    plan.observe([ProbeResult(Probe(5, 0), False)])  # undecided: the next round asks among the guesses
+    asked = plan.next_round()
+    assert asked == [Probe(5, 1), Probe(5, 2)] and set(asked) <= set(guesses)
 
     plan = Scan().plan(5, 4, 0.0, last_correct=False)
     assert plan.next_round() == [Probe(0, 0)]
-    assert plan.ahead() == [Probe(1, 0)] + [Probe(0, j) for j in range(1, 4)]
+    assert plan.ahead() == [Probe(1, 0)] + [Probe(0, j) for j in range(1, 4)] and plan.spare() == []
     plan = Scan().plan(5, 4, 0.0, last_correct=True)  # trusted: nothing to probe, nothing ahead
     assert plan.next_round() == [] and plan.ahead() == []
 

@@ -31,7 +31,8 @@ def rollout(
         "With early-stop, binary or scan: once no new record can start (the end of the input, or a full "
         "window) and while fewer than this many requests are in flight, start probes ahead of the round that "
         "may ask for them (the rest of a step's completions; binary/scan also the next step's first one); "
-        "each is cancelled as soon as it is no longer needed. Spends a few tokens to save rounds where the "
+        "the limit grows as such probes prove needed (this / the share wasted, up to 4096); each is "
+        "cancelled as soon as it is no longer needed. Spends a few tokens to save rounds where the "
         "engine has room; the labels are the same. 0: off. Default: 256 in process, 0 over HTTP (a "
         "cancelled HTTP request still runs on the server)."))] = None,
     threshold: Annotated[float, typer.Option("--threshold", min=0.0, max=1.0,

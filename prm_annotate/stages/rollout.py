@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 from pydantic import Field
@@ -185,8 +185,11 @@ class RolloutStage(ModelStage):
             if not asks and not by_work:
                 break
             self.stats["rounds"] += 1
-            ahead = self._ahead(work, requests, done, witnesses if use_witnesses else None) if self.speculate else []
-            results = (yield Round(list(requests.values()), ahead)) if requests else {}
+            guess = self.speculate and requests
+            known = witnesses if use_witnesses else None
+            ahead = self._ahead(work, requests, done, known, lambda plan: plan.ahead()) if guess else []
+            spare = self._ahead(work, requests, done, known, lambda plan: plan.spare()) if guess else []
+            results = (yield Round(list(requests.values()), ahead, spare)) if requests else {}
             ok_keys: list[str] = []
             for key, result in results.items():
                 self.stats["prompt_tokens"] += result.prompt_tokens
@@ -223,13 +226,13 @@ class RolloutStage(ModelStage):
                 for w in work]
 
     def _ahead(self, work: list[_Work], requests: dict[str, GenerationRequest], done: dict[str, Any],
-               witnesses: set | None) -> list[GenerationRequest]:
-        """Requests the plans may ask for in later rounds, for the scheduler to start early while
-        the engine has room (`speculate`)."""
+               witnesses: set | None, guesses: Callable[[Plan], list[Probe]]) -> list[GenerationRequest]:
+        """Requests the plans may ask for in later rounds (`guesses`: a plan's `ahead` or `spare`
+        probes), for the scheduler to start early while the engine has room (`speculate`)."""
         ahead: dict[str, GenerationRequest] = {}
         for w in work:
             if w.error is None:
-                for probe in w.plan.ahead():
+                for probe in guesses(w.plan):
                     if witnesses is not None and self._witness_key(w.record, w.record.steps[: probe.step + 1]) in witnesses:
                         continue
                     request = self._request(w.record, probe)

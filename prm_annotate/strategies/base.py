@@ -65,6 +65,11 @@ class Plan(Protocol):
         the engine has room. Never changes what the plan asks for or decides."""
         ...
 
+    def spare(self) -> list[Probe]:
+        """Probes a later round may ask for, but less likely than `ahead`'s: started early only
+        while the engine has idle capacity."""
+        ...
+
     def result(self) -> PlanResult:
         ...
 

@@ -29,6 +29,9 @@ class EarlyStopPlan:
     def ahead(self) -> list[Probe]:
         return [p for s in self.samplers for p in s.ahead()]
 
+    def spare(self) -> list[Probe]:
+        return []
+
     def result(self) -> PlanResult:
         scores: list[float | None] = [s.score for s in self.samplers] + [last_step_score(self.last_correct)]
         return PlanResult(scores=scores, first_error=first_error_of(scores, self.threshold),

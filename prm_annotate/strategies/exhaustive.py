@@ -22,6 +22,9 @@ class ExhaustivePlan:
     def ahead(self) -> list[Probe]:
         return []  # one round asks for everything
 
+    def spare(self) -> list[Probe]:
+        return []
+
     def observe(self, results: Sequence[ProbeResult]) -> None:
         for r in results:
             self._seen[r.probe.step] += 1

@@ -59,6 +59,14 @@ class MonotonePlan:
         for r in results:
             self.samplers[r.probe.step].observe(r.correct, r.witness)
 
+    def _next(self) -> tuple[list[StepSampler], int | None]:
+        """Samplers of the steps the search chooses next, for either label of the current step,
+        and the step it chooses if the current one is 0."""
+        m = self.current.step
+        after_one, after_zero = self._choose(max(self.good, m), self.bad), self._choose(self.good, min(self.bad, m))
+        steps = sorted({after_one, after_zero} - {None} - set(self.samplers))
+        return [StepSampler(step, self.k, self.threshold) for step in steps], after_zero
+
     def ahead(self) -> list[Probe]:
         """The first probes of the step the search chooses next, for either label of the current
         step, then the rest of the current step's completions. One choice deep: looking further
@@ -66,11 +74,23 @@ class MonotonePlan:
         the engine has no idle capacity (measured: docs/rollout-strategies.md)."""
         if self.current is None:
             return []
-        m = self.current.step
-        after = {self._choose(max(self.good, m), self.bad), self._choose(self.good, min(self.bad, m))}
-        nxt = [p for step in sorted(s for s in after if s is not None and s not in self.samplers)
-               for p in StepSampler(step, self.k, self.threshold).next_probes()]
-        return nxt + self.current.ahead()
+        nxt, _ = self._next()
+        return [p for s in nxt for p in s.next_probes()] + self.current.ahead()
+
+    def spare(self) -> list[Probe]:
+        """The rest of the completions of the step chosen next if the current one is 0 (binary:
+        the left half's; scan stops at a 0: none). That step comes before a 0, so it is more
+        often 0 itself and then needs all k (a weak policy: nearly always); without them, a
+        response whose first error lies left of the middle waits two full rounds where
+        exhaustive waits one."""
+        if self.current is None:
+            return []
+        nxt, after_zero = self._next()
+        for s in nxt:
+            if s.step == after_zero:
+                s.next_probes()
+                return s.ahead()
+        return []
 
     def result(self) -> PlanResult:
         scores: list[float | None] = [None] * self.n_steps
