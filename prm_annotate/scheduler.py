@@ -43,7 +43,8 @@ from prm_annotate.runner import Outcome
 class Round:
     """A round with speculation: the job waits for `requests`; `ahead` are the requests it may
     still ask for in a later round (all of them, every round). While the engine has room
-    (`run_jobs(speculate=N)`: fewer than N requests in flight) and no new unit can start (the
+    (`run_jobs(speculate=N)`: fewer requests in flight than a budget that starts at N and grows
+    as guesses prove needed, see `_GUESS_PRIOR`) and no new unit can start (the
     input is used up, or the window is full) they are started now; one the job then asks for is
     handed over (at once if it has finished). One started earlier that a round no longer names,
     or that is still unused when the job ends, is not needed: it is cancelled at once, so the

@@ -119,8 +119,11 @@ def _slow_grade(tmp_path: Path, n: int = 6) -> tuple[subprocess.Popen, Path]:
     src = write(tmp_path / "in.jsonl", [{"id": f"s{i}", "answer": "5", "response": SLOW % (100 + i)}
                                        for i in range(n)])
     out = tmp_path / "out.jsonl"
+    # A job started in the background by a non-interactive shell (a CI runner, `cmd &`) ignores
+    # SIGINT, and so does every process it starts: the stage is started as from a terminal.
     proc = subprocess.Popen([*CLI, "grade", str(src), "-o", str(out), "--batch-size", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return proc, out
 
 
