@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import orjson
 from pydantic import Field
@@ -185,10 +185,8 @@ class RolloutStage(ModelStage):
             if not asks and not by_work:
                 break
             self.stats["rounds"] += 1
-            guess = self.speculate and requests
-            known = witnesses if use_witnesses else None
-            ahead = self._ahead(work, requests, done, known, lambda plan: plan.ahead()) if guess else []
-            spare = self._ahead(work, requests, done, known, lambda plan: plan.spare()) if guess else []
+            ahead, spare = (self._guesses(work, requests, done, witnesses if use_witnesses else None)
+                            if self.speculate and requests else ([], []))
             results = (yield Round(list(requests.values()), ahead, spare)) if requests else {}
             ok_keys: list[str] = []
             for key, result in results.items():
@@ -225,20 +223,23 @@ class RolloutStage(ModelStage):
         return [Outcome(w.record.id, error=w.error) if w.error is not None else Outcome.one(self._rollout(w))
                 for w in work]
 
-    def _ahead(self, work: list[_Work], requests: dict[str, GenerationRequest], done: dict[str, Any],
-               witnesses: set | None, guesses: Callable[[Plan], list[Probe]]) -> list[GenerationRequest]:
-        """Requests the plans may ask for in later rounds (`guesses`: a plan's `ahead` or `spare`
-        probes), for the scheduler to start early while the engine has room (`speculate`)."""
-        ahead: dict[str, GenerationRequest] = {}
+    def _guesses(self, work: list[_Work], requests: dict[str, GenerationRequest], done: dict[str, Any],
+                 witnesses: set | None) -> tuple[list[GenerationRequest], list[GenerationRequest]]:
+        """Requests the plans may ask for in later rounds, for the scheduler to start early while
+        the engine has room (`speculate`): their `ahead` probes, and their `spare` ones not
+        already among those."""
+        found: tuple[dict[str, GenerationRequest], dict[str, GenerationRequest]] = ({}, {})
         for w in work:
             if w.error is None:
-                for probe in guesses(w.plan):
-                    if witnesses is not None and self._witness_key(w.record, w.record.steps[: probe.step + 1]) in witnesses:
-                        continue
-                    request = self._request(w.record, probe)
-                    if request.key not in requests and request.key not in done:
-                        ahead.setdefault(request.key, request)
-        return list(ahead.values())
+                for kind, probes in zip(found, (w.plan.ahead(), w.plan.spare())):
+                    for probe in probes:
+                        if witnesses is not None and self._witness_key(w.record, w.record.steps[: probe.step + 1]) in witnesses:
+                            continue
+                        request = self._request(w.record, probe)
+                        if request.key not in requests and request.key not in done:
+                            kind.setdefault(request.key, request)
+        ahead, spare = found
+        return list(ahead.values()), [r for key, r in spare.items() if key not in ahead]
 
     def _witness_key(self, record: RolloutInput, steps: list[str]) -> tuple[str, str, str]:
         return record.problem, record.answer, join_steps(steps, self.step_sep)

@@ -59,13 +59,12 @@ class MonotonePlan:
         for r in results:
             self.samplers[r.probe.step].observe(r.correct, r.witness)
 
-    def _next(self) -> tuple[list[StepSampler], int | None]:
-        """Samplers of the steps the search chooses next, for either label of the current step,
-        and the step it chooses if the current one is 0."""
+    def _chosen_after(self, label: bool) -> int | None:
+        """The step the search probes next if the current step's label is `label` (None: none,
+        or one already probed)."""
         m = self.current.step
-        after_one, after_zero = self._choose(max(self.good, m), self.bad), self._choose(self.good, min(self.bad, m))
-        steps = sorted({after_one, after_zero} - {None} - set(self.samplers))
-        return [StepSampler(step, self.k, self.threshold) for step in steps], after_zero
+        step = self._choose(max(self.good, m), self.bad) if label else self._choose(self.good, min(self.bad, m))
+        return None if step in self.samplers else step
 
     def ahead(self) -> list[Probe]:
         """The first probes of the step the search chooses next, for either label of the current
@@ -74,8 +73,9 @@ class MonotonePlan:
         the engine has no idle capacity (measured: docs/rollout-strategies.md)."""
         if self.current is None:
             return []
-        nxt, _ = self._next()
-        return [p for s in nxt for p in s.next_probes()] + self.current.ahead()
+        steps = sorted({self._chosen_after(True), self._chosen_after(False)} - {None})
+        return [p for step in steps for p in StepSampler(step, self.k, self.threshold).next_probes()] \
+            + self.current.ahead()
 
     def spare(self) -> list[Probe]:
         """The rest of the completions of the step chosen next if the current one is 0 (binary:
@@ -83,14 +83,12 @@ class MonotonePlan:
         often 0 itself and then needs all k (a weak policy: nearly always); without them, a
         response whose first error lies left of the middle waits two full rounds where
         exhaustive waits one."""
-        if self.current is None:
+        step = self._chosen_after(False) if self.current is not None else None
+        if step is None:
             return []
-        nxt, after_zero = self._next()
-        for s in nxt:
-            if s.step == after_zero:
-                s.next_probes()
-                return s.ahead()
-        return []
+        sampler = StepSampler(step, self.k, self.threshold)
+        sampler.next_probes()  # its first probes are in `ahead`
+        return sampler.ahead()
 
     def result(self) -> PlanResult:
         scores: list[float | None] = [None] * self.n_steps
