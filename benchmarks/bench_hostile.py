@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from prm_annotate import grading  # noqa: E402
-from prm_annotate.grading import Grader  # noqa: E402
+from prm_annotate.grading import grader as grading  # noqa: E402
+from prm_annotate.grading.grader import Grader  # noqa: E402
 
 
 def hostile_answers(n: int, slipping: int = 0, seed: int = 0) -> list[str]:

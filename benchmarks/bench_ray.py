@@ -15,8 +15,8 @@ from pathlib import Path
 
 import orjson
 
-from prm_annotate.executors import RayOptions
-from prm_annotate.runner import RunOptions, run_stage
+from prm_annotate.pipeline.executors import RayOptions
+from prm_annotate.pipeline.runner import RunOptions, run_stage
 from prm_annotate.stages.grade import GradeStage
 
 RECORDS = 3000
@@ -33,7 +33,7 @@ def main() -> None:
         return
     import ray
 
-    from prm_annotate.executors.ray_executor import run_stage_on_ray
+    from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "in.jsonl"

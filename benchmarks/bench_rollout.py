@@ -49,7 +49,7 @@ def measure(engine, model: str, responses: list[dict], tmp: Path, args, save_pai
     pass (seed 1: other completions, as later batches of a long run see). Per pass: wall and
     engine seconds, stats, and how the grader decided."""
     from prm_annotate.engines import EngineConfig
-    from prm_annotate.runner import RunOptions, run_stage
+    from prm_annotate.pipeline.runner import RunOptions, run_stage
     from prm_annotate.stages.rollout import RolloutStage
 
     src = tmp / "responses.jsonl"

@@ -66,9 +66,9 @@ def world_workload(args) -> str:
 
 
 def smollm2_workload(args) -> str:
-    from prm_annotate.demo_models import prepare_smollm2
+    from prm_annotate.engines.local_models import prepare_smollm2
     from prm_annotate.engines.vllm_engine import VLLMEngine
-    from prm_annotate.formats import read_records
+    from prm_annotate.io.inputs import read_records
     from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,
                                        sample_responses, throughput_curve, variants, without_speculation)
 

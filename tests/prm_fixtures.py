@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from prm_annotate.labels import step_labels
+from prm_annotate.reports.labels import step_labels
 from lab.world.corrupt import corrupt_solution
 from prm_annotate.world.problems import World, make_problems, solution_steps
 from prm_annotate.world.truth import true_first_error

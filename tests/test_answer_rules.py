@@ -1,4 +1,4 @@
-"""The grader's answer rules (prm_annotate/answers.py), each kind in both directions: answers that
+"""The grader's answer rules (prm_annotate/grading/answers.py), each kind in both directions: answers that
 qualify their value, several-part answers, percentages, markup around an answer, families of
 solutions with an integer parameter. Every case is written here from the rule it checks."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from verdict_files import verdict_files
 
-from prm_annotate.answers import comparison_forms, extract_final_answer, hedged, normalize_answer
-from prm_annotate.grading import Agreement, Grader
+from prm_annotate.grading.answers import comparison_forms, extract_final_answer, hedged, normalize_answer
+from prm_annotate.grading.grader import Agreement, Grader
 
 
 @pytest.fixture(scope="module")

@@ -110,7 +110,7 @@ def test_stdin_to_stdout_and_resume_skips_finished_ids(tmp_path):
 def test_concurrent_writer_is_refused_with_exit_2(tmp_path):
     out = tmp_path / "out.jsonl"
     holder = subprocess.Popen([sys.executable, "-c",
-                               "import time; from prm_annotate.output import ResumableWriter as W; "
+                               "import time; from prm_annotate.io.output import ResumableWriter as W; "
                                f"w = W({str(out)!r}); print('ok', flush=True); time.sleep(60)"],
                               stdout=subprocess.PIPE)
     try:

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.jsonl import iter_jsonl
+from prm_annotate.io.jsonl import iter_jsonl
 from prm_annotate.records import Consensus
 from prm_annotate.stages.consensus import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, SAME, UNPARSED, confusion_row,
                                            run_consensus)

@@ -810,7 +810,7 @@ def test_smollm2_server(heavy, smollm2_dir, tmp_path_factory):
 def test_prepare_smollm2_is_idempotent_and_crash_safe(tmp_path, monkeypatch):
     """The cache logic, with the (slow) conversion replaced by a stub; the real conversion is
     exercised by `smollm2_dir`."""
-    from prm_annotate import demo_models as models
+    from prm_annotate.engines import local_models as models
 
     calls = []
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from labelled_fixtures import PROCESSBENCH, processbench, reference_metric, write_jsonl
 from prm_annotate.cli import app
-from prm_annotate.evaluate import evaluate
-from prm_annotate.labels import load_gold, load_predictions
+from prm_annotate.reports.evaluate import evaluate
+from prm_annotate.reports.labels import load_gold, load_predictions
 
 runner = CliRunner()
 
@@ -111,7 +111,7 @@ def test_diagnostics_early_late_missed_and_step_labels():
     # gold first errors 2, 2, 2, 2, -1; predictions exact, early, late, missed, false alarm
     gold_rows = [{"id": f"s-{i}", "steps": ["a"] * 5, "label": lab} for i, lab in enumerate([2, 2, 2, 2, -1])]
     pred_values = [2, 0, 4, -1, 3]
-    from prm_annotate.labels import Gold, Prediction
+    from prm_annotate.reports.labels import Gold, Prediction
 
     gold = {r["id"]: Gold(r["id"], r["label"], 5, r) for r in gold_rows}
     preds = {r["id"]: Prediction(r["id"], p, 5, None, {}) for r, p in zip(gold_rows, pred_values)}

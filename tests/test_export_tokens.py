@@ -274,7 +274,7 @@ def test_hf_format_is_a_dataset_dict_split_by_problem_with_a_card(tmp_path):
     every run; load_from_disk reads it; no problem is on both sides."""
     from datasets import load_from_disk
 
-    from prm_annotate.manifest import append_manifest
+    from prm_annotate.io.manifest import append_manifest
 
     base = mixed_records(24)
     rows = base + [{**r, "id": r["id"] + "-b"} for r in base]  # two responses per problem

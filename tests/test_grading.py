@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from prm_annotate import grading
-from prm_annotate.answers import extract_final_answer, normalize_answer
-from prm_annotate.grading import Grader, Verdict
+from prm_annotate.grading import grader as grading
+from prm_annotate.grading.answers import extract_final_answer, normalize_answer
+from prm_annotate.grading.grader import Grader, Verdict
 
 SHARED = Path(__file__).resolve().parent / "data"
 GRADING_FILES = [SHARED / "grading" / "processbench-gsm8k-gold.jsonl",
@@ -188,7 +188,7 @@ def test_timeout_inside_a_worker_process(tmp_path):
     script.write_text(
         "import multiprocessing as mp\n"
         "def job(_):\n"
-        "    from prm_annotate.grading import Grader\n"
+        "    from prm_annotate.grading.grader import Grader\n"
         "    with Grader(timeout=1.0) as g:\n"
         f"        return [(v.correct, v.error) for v in g.grade_many([('5', {SLOW!r}), ('2', 'A: 2')])]\n"
         "if __name__ == '__main__':\n"
@@ -276,7 +276,7 @@ def test_hostile_answers_are_never_executed(tmp_path):
     assert not marker.exists()
     assert not any(v.correct for v in against_gold)
     # The worker's comparison, run in this process, does not evaluate either.
-    from prm_annotate.grading_worker import verify_answer
+    from prm_annotate.grading.worker import verify_answer
     for h in hostile:
         verify_answer(normalize_answer(h), normalize_answer(h))
         verify_answer("5", normalize_answer(h))
@@ -284,7 +284,7 @@ def test_hostile_answers_are_never_executed(tmp_path):
 
 
 def test_grading_module_does_not_load_sympy():
-    code = "import sys, prm_annotate.grading; print('sympy' in sys.modules)"
+    code = "import sys, prm_annotate.grading.grader; print('sympy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "False", out.stderr
@@ -401,7 +401,8 @@ def _escaped(text: str, index: int) -> bool:
 def test_boxed_extraction_unchanged_by_the_partial_brace_scan(monkeypatch):
     import random
 
-    from prm_annotate import answers, boxed
+    from prm_annotate import boxed
+    from prm_annotate.grading import answers
 
     rng = random.Random(1)
     texts = [_random_latexish(rng, rng.randrange(1, 60)) for _ in range(3000)]
@@ -421,7 +422,7 @@ def test_boxed_extraction_unchanged_by_the_partial_brace_scan(monkeypatch):
     "+".join(["1"] * 600),
 ])
 def test_costly_answers_are_spotted(answer):
-    from prm_annotate.grading_cost import too_costly
+    from prm_annotate.grading.cost import too_costly
 
     assert too_costly(answer) is not None
 
@@ -429,7 +430,7 @@ def test_costly_answers_are_spotted(answer):
 @pytest.mark.parametrize("answer", ["10^{10^{6}}", "2^{100000}", "3^{3^{3}}", "e^{-x^{2}}", "(x+1)^{2}",
                                     "\\binom{10}{3}", "5!", "\\frac{\\sqrt{3}}{2}", "1.5^{3}", "x^2+2x+1"])
 def test_affordable_answers_pass(answer):
-    from prm_annotate.grading_cost import too_costly
+    from prm_annotate.grading.cost import too_costly
 
     assert too_costly(answer) is None
 
@@ -437,7 +438,7 @@ def test_affordable_answers_pass(answer):
 def test_no_real_answer_is_too_costly():
     # Every gold and final answer of the shipped data (GSM8K, MATH-500, ProcessBench): none is
     # refused, so the pre-check changes no verdict on real data.
-    from prm_annotate.grading_cost import too_costly
+    from prm_annotate.grading.cost import too_costly
 
     root = Path(__file__).resolve().parent / "data"
     answers = [json.loads(line)["answer"] for line in (root / "math500" / "test.jsonl").read_text().splitlines()]

@@ -40,7 +40,7 @@ def jsonl(records: list) -> bytes:
 
 def workers_of(proc: psutil.Process) -> list[psutil.Process]:
     try:
-        return [c for c in proc.children(recursive=True) if "prm_annotate.grading_worker" in " ".join(c.cmdline())]
+        return [c for c in proc.children(recursive=True) if "prm_annotate.grading.worker" in " ".join(c.cmdline())]
     except psutil.Error:
         return []
 
@@ -70,7 +70,7 @@ def wait_computing(worker: psutil.Process, timeout: float = 120.0) -> None:
 
 LIBRARY_USER = """
 import sys, threading
-from prm_annotate.grading import Grader
+from prm_annotate.grading.grader import Grader
 g = Grader(timeout=600)
 if sys.argv[1] == "thread":  # the worker forked from a thread that then ends
     t = threading.Thread(target=g.start); t.start(); t.join()
@@ -102,7 +102,7 @@ def test_worker_dies_with_a_killed_parent_mid_comparison(sig, started_on):
 
 def test_a_worker_started_by_a_thread_outlives_the_thread():
     # PR_SET_PDEATHSIG fires when the forking *thread* ends: the grader forks from a lasting one.
-    from prm_annotate.grading import Grader
+    from prm_annotate.grading.grader import Grader
     import threading
 
     with Grader(timeout=30) as g:
@@ -404,7 +404,7 @@ def test_skip_invalid_sets_each_bad_line_aside_once_and_byte_for_byte(tmp_path):
 
 
 def test_failure_lines_carry_no_control_characters():
-    from prm_annotate.runner import RunSummary, report
+    from prm_annotate.pipeline.runner import RunSummary, report
     import contextlib
     import io
 

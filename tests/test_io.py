@@ -13,12 +13,12 @@ import pytest
 from pydantic import ValidationError
 
 from prm_annotate.errors import InputError
-from prm_annotate.formats import read_records
-from prm_annotate.jsonl import dumps, iter_jsonl
-from prm_annotate.output import OutputLocked, ResumableWriter
+from prm_annotate.io.inputs import read_records
+from prm_annotate.io.jsonl import dumps, iter_jsonl
+from prm_annotate.io.output import OutputLocked, ResumableWriter
 from prm_annotate.records import Problem, Response, Rollout
-from prm_annotate.runner import RunOptions, read_validated
-from prm_annotate.sharding import shard_of
+from prm_annotate.pipeline.runner import RunOptions, read_validated
+from prm_annotate.io.sharding import shard_of
 from prm_annotate.steps import join_steps, split_steps
 
 SHARED = Path(__file__).resolve().parent / "data"
@@ -60,7 +60,7 @@ def test_processbench_reader_reads_the_json_array():
 
 
 def test_generic_reader_with_field_mapping(tmp_path):
-    from prm_annotate.formats import FieldMap
+    from prm_annotate.io.inputs import FieldMap
 
     path = write_lines(tmp_path / "p.jsonl", [orjson.dumps({"qid": "q1", "text": "2+2?", "gold": 4, "extra": [1]})])
     rec = list(read_records(path, "generic", FieldMap(id="qid", problem="text", answer="gold")))[0][1]
@@ -148,7 +148,7 @@ def test_second_writer_on_same_output_is_refused(tmp_path):
     out = tmp_path / "out.jsonl"
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from prm_annotate.output import ResumableWriter
+        from prm_annotate.io.output import ResumableWriter
         w = ResumableWriter({str(out)!r})
         print("locked", flush=True)
         time.sleep(60)
@@ -166,7 +166,7 @@ def test_second_writer_on_same_output_is_refused(tmp_path):
 
 WRITER_SCRIPT = """
 import sys, time
-from prm_annotate.output import ResumableWriter
+from prm_annotate.io.output import ResumableWriter
 w = ResumableWriter(sys.argv[1], flush_every=1)
 for i in range(200):
     if "r%03d" % i in w.done_ids:

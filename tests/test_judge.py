@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from prm_annotate.judge_parsing import STYLES, ParseFailure, aggregate_votes, parse_paper, parse_processbench
+from prm_annotate.judging.parsing import STYLES, ParseFailure, aggregate_votes, parse_paper, parse_processbench
 from prm_annotate.prompt_files import JUDGE_PROMPTS, load_prompt
 from prm_annotate.records import Judged, Response
 from prm_annotate.stages.judge import JudgeStage

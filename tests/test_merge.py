@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from prm_annotate.errors import UsageError
-from prm_annotate.merge import merge
+from prm_annotate.io.merge import merge
 from jsonl_files import read_jsonl, write_jsonl
 
 CLI = [sys.executable, "-m", "prm_annotate"]

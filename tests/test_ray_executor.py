@@ -88,9 +88,9 @@ def test_grade_on_ray_gives_the_local_records(tmp_path, no_ray_left):
 def test_ray_spreads_batches_over_actors_and_skips_finished_ids(tmp_path, no_ray_left):
     import ray
 
-    from prm_annotate.executors import RayOptions
-    from prm_annotate.executors.ray_executor import run_stage_on_ray
-    from prm_annotate.runner import RunOptions
+    from prm_annotate.pipeline.executors import RayOptions
+    from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
+    from prm_annotate.pipeline.runner import RunOptions
     from prm_annotate.stages.grade import GradeStage
 
     src = write_jsonl(tmp_path / "in.jsonl", responses(40))
@@ -160,9 +160,9 @@ NOISY_DRIVER = """
 import os
 import sys
 
-from prm_annotate.executors import RayOptions
-from prm_annotate.executors.ray_executor import run_stage_on_ray
-from prm_annotate.runner import RunOptions
+from prm_annotate.pipeline.executors import RayOptions
+from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
+from prm_annotate.pipeline.runner import RunOptions
 from prm_annotate.stages.grade import GradeStage
 
 
@@ -219,9 +219,9 @@ SAMPLE_DRIVER = """
 import sys
 
 from prm_annotate.engines import EngineConfig
-from prm_annotate.executors import RayOptions
-from prm_annotate.executors.ray_executor import run_stage_on_ray
-from prm_annotate.runner import RunOptions
+from prm_annotate.pipeline.executors import RayOptions
+from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
+from prm_annotate.pipeline.runner import RunOptions
 from prm_annotate.stages.sample import SampleStage
 
 
@@ -255,7 +255,7 @@ def test_sample_on_ray_with_two_engines_matches_local_and_resumes_after_kill(
         tmp_path, tiny_model_dir, vllm_engine, heavy, no_ray_left):
     from conftest import ENGINE_START_TIMEOUT, TINY_MAX_MODEL_LEN
 
-    from prm_annotate.runner import RunOptions, run_stage
+    from prm_annotate.pipeline.runner import RunOptions, run_stage
     from prm_annotate.stages.sample import SampleStage
 
     problems = [{"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(24)]
@@ -318,7 +318,7 @@ def test_a_grader_travels_to_another_process_as_its_settings():
 
     from ray import cloudpickle
 
-    from prm_annotate.grading import Grader
+    from prm_annotate.grading.grader import Grader
 
     grader = Grader(timeout=3.0, workers=2)
     try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from prm_annotate.runner import RunOptions, run_stage
-from prm_annotate.jsonl import iter_jsonl
+from prm_annotate.pipeline.runner import RunOptions, run_stage
+from prm_annotate.io.jsonl import iter_jsonl
 from prm_annotate.seeds import derive_seed
 from prm_annotate.stages.rollout import RolloutInput, RolloutStage
 from prm_annotate.strategies import PlanResult, first_error_of, get_strategy
@@ -211,7 +211,7 @@ def test_unknown_strategy_and_soft_refusal():
 
 def test_run_stage_writes_valid_rollouts(tmp_path):
     from prm_annotate.records import Rollout
-    from prm_annotate.jsonl import dumps
+    from prm_annotate.io.jsonl import dumps
 
     src = tmp_path / "responses.jsonl"
     src.write_bytes(b"".join(dumps(response(f"p/{i}", correct=bool(i % 2)).dump()) for i in range(5)))

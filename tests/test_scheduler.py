@@ -8,8 +8,8 @@ import pytest
 
 from prm_annotate.engines.base import GenerationRequest, GenerationResult
 from prm_annotate.errors import InputError
-from prm_annotate.runner import Outcome
-from prm_annotate.scheduler import run_jobs
+from prm_annotate.pipeline.runner import Outcome
+from prm_annotate.pipeline.scheduler import run_jobs
 
 
 class Streaming:
@@ -261,7 +261,7 @@ class Cancelling(Streaming):
 
 def speculating_job(asked_later: list[str]):
     """Round 1 asks "a" and names "b", "c", "d" ahead; round 2 asks `asked_later`."""
-    from prm_annotate.scheduler import Round
+    from prm_annotate.pipeline.scheduler import Round
 
     def start(unit):
         first = yield Round([request("a", "a", 5)], [request(k, k, d) for k, d in (("b", 1), ("c", 2), ("d", 50))])
@@ -284,7 +284,7 @@ def test_requests_started_ahead_are_handed_over_and_the_rest_cancelled():
 
 def test_a_request_started_ahead_is_cancelled_as_soon_as_a_round_no_longer_names_it():
     """Not at the job's end: the engine stops spending on it at once."""
-    from prm_annotate.scheduler import Round
+    from prm_annotate.pipeline.scheduler import Round
 
     def start(unit):
         yield Round([request("a", "a", 5)], [request("b", "b", 50), request("c", "c", 1)])
@@ -332,7 +332,7 @@ def test_no_guess_starts_while_a_record_could_start():
 def test_the_guess_budget_grows_as_guesses_prove_needed_and_not_when_they_are_wasted():
     """`speculate` is where the budget starts: a job whose guesses are all asked for later gets
     more of them in flight as it goes; one whose guesses are never asked for stays at it."""
-    from prm_annotate.scheduler import Round
+    from prm_annotate.pipeline.scheduler import Round
 
     def job(needed: bool):
         def start(unit):
@@ -356,7 +356,7 @@ def test_the_guess_budget_grows_as_guesses_prove_needed_and_not_when_they_are_wa
 def test_spare_guesses_use_only_idle_capacity_whatever_the_budget_has_grown_to():
     """`Round.spare` starts only while fewer than `speculate` requests are in flight, though
     every guess is used and the budget for `ahead` grows far past it."""
-    from prm_annotate.scheduler import Round
+    from prm_annotate.pipeline.scheduler import Round
 
     engine, stats = Cancelling(), Counter()
 
@@ -388,7 +388,7 @@ def test_speculation_changes_no_outcome():
     durations = {name: [(i * 7) % 5 + 1 for i in range(n)] for n, name in zip([1, 3, 2, 4], "abcd")}
 
     def start(unit):
-        from prm_annotate.scheduler import Round
+        from prm_annotate.pipeline.scheduler import Round
 
         name = unit[0]
         texts = []

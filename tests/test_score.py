@@ -14,8 +14,8 @@ import pytest
 
 from jsonl_files import read_jsonl, write_jsonl
 from prm_fixtures import trl_rows, world_responses
-from prm_annotate.output import sidecar
-from prm_annotate.prm import PRMFormat
+from prm_annotate.io.output import sidecar
+from prm_annotate.prm.checkpoint import PRMFormat
 from prm_annotate.records import Response
 from prm_annotate.stages.score import ScoreStage, first_below
 from prm_annotate.world import POLICY_DIR
@@ -58,7 +58,7 @@ def test_stage_outcomes_without_an_engine():
 
 @pytest.fixture(scope="module")
 def trained_prm(tmp_path_factory):
-    from prm_annotate.train_prm import TrainConfig, train
+    from prm_annotate.prm.train import TrainConfig, train
 
     tmp = tmp_path_factory.mktemp("prm")
     data = write_jsonl(tmp / "train.jsonl", trl_rows(world_responses(8, seed=2)))
@@ -70,7 +70,7 @@ def trained_prm(tmp_path_factory):
 @pytest.mark.engine
 @pytest.mark.slow
 def test_vllm_scores_equal_transformers(trained_prm, tmp_path, heavy):
-    from prm_annotate.prm import load_model, transformers_step_scores
+    from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
 
     heavy.release()  # one engine at a time on this machine: this one runs in a child process
     held_out = world_responses(10, seed=7, split="test")

@@ -50,7 +50,7 @@ def test_checkpoint_is_a_qwen2_process_reward_model(trained):
 
 @pytest.mark.slow
 def test_it_learns_the_set(trained):
-    from prm_annotate.prm import build_model, load_model, transformers_step_scores
+    from prm_annotate.prm.checkpoint import build_model, load_model, transformers_step_scores
 
     rows, out, result = trained
     assert result["examples"] == len(rows) and result["labels"] == sum(len(r["labels"]) for r in rows)
@@ -91,7 +91,7 @@ def test_refuses_a_non_empty_output(tmp_path):
 
 
 def test_soft_targets_are_the_scores(tmp_path):
-    from prm_annotate.train_prm import read_trl
+    from prm_annotate.prm.train import read_trl
 
     row = {"id": "a", "prompt": "p", "completions": ["s1", "s2"], "labels": [True, False], "scores": [0.75, 0]}
     data = write_jsonl(tmp_path / "d.jsonl", [row])

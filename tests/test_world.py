@@ -189,7 +189,7 @@ def test_judge_diff_targets_parse_to_the_truth():
     from the target, and the copied part is the prompt's own tokens (the copy is exact)."""
     from transformers import AutoTokenizer
 
-    from prm_annotate.judge_parsing import parse_processbench
+    from prm_annotate.judging.parsing import parse_processbench
     from prm_annotate.prompt_files import tag_paragraphs
     from lab.world.train import judge_response, judge_target_diff
 
@@ -323,7 +323,7 @@ def test_shipped_policy_answers_in_vllm(world_engine):
 @pytest.mark.engine
 def test_shipped_judge_answers_in_vllm(world_engine):
     from prm_annotate.engines.base import GenerationRequest
-    from prm_annotate.judge_parsing import parse_processbench
+    from prm_annotate.judging.parsing import parse_processbench
     from lab.world.train import JUDGE_TEMPLATE, judge_messages, judge_response, judge_stats
 
     engine = world_engine("judge")
@@ -351,7 +351,7 @@ def test_quick_judge_eval_reads_verdicts_with_the_judge_stages_strict_parser(mon
     """Training's quick evaluation scores what the judge stage would parse: a verdict that ends on
     the right box after a different one is a parse failure, not a hit (a last-box regex took it)."""
     from lab.world import train
-    from prm_annotate.judge_parsing import parse_processbench
+    from prm_annotate.judging.parsing import parse_processbench
 
     n = 12
     probs = [make_problem("judgetest", i, 0) for i in range(n)]

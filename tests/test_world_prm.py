@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from jsonl_files import read_jsonl, write_jsonl
 from prm_fixtures import world_responses
 from prm_annotate.cli import app
-from prm_annotate.labels import step_labels
+from prm_annotate.reports.labels import step_labels
 
 runner = CliRunner()
 

@@ -25,7 +25,7 @@ TIMEOUT = ENGINE_START_TIMEOUT + 120
 
 
 def processbench(truth: dict[str, int], preds: dict[str, int | None]) -> dict[str, float | None]:
-    """Error acc, correct acc, F1 (percent), written out independently of prm_annotate.evaluate."""
+    """Error acc, correct acc, F1 (percent), written out independently of prm_annotate.reports.evaluate."""
     err = [rid for rid, t in truth.items() if t != -1]
     ok = [rid for rid, t in truth.items() if t == -1]
     error_acc = 100.0 * sum(preds.get(r) == truth[r] for r in err) / len(err) if err else None

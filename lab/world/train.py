@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from prm_annotate.evaluate import SplitMetrics
-from prm_annotate.judge_parsing import read_verdict
-from prm_annotate.labels import Gold, Prediction
+from prm_annotate.reports.evaluate import SplitMetrics
+from prm_annotate.judging.parsing import read_verdict
+from prm_annotate.reports.labels import Gold, Prediction
 from prm_annotate.prompt_files import JUDGE_PROMPTS, SYSTEM_PROMPTS, load_prompt, render_judge_prompt, tag_paragraphs
 from lab.world.corrupt import corrupt_solution
 from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps
@@ -353,7 +353,7 @@ def quick_policy_eval(model, tok, system_prompt: str, problems: int = 64, sample
 
 
 def judge_stats(truths: list[int], predictions: list[int | None]) -> dict:
-    """ProcessBench's accuracies and F1 (`prm_annotate.evaluate`, as fractions) of first-error
+    """ProcessBench's accuracies and F1 (`prm_annotate.reports.evaluate`, as fractions) of first-error
     predictions (None: unparsed) against the true first errors."""
     metrics = SplitMetrics()
     for i, (truth, pred) in enumerate(zip(truths, predictions)):

@@ -20,9 +20,9 @@ from typing import Annotated, Iterator, Optional
 import typer
 
 from prm_annotate.errors import EnvironmentFailure, UsageError, printable
-from prm_annotate.formats import FORMATS, FieldMap
-from prm_annotate.runner import RunOptions
-from prm_annotate.sharding import parse_shard
+from prm_annotate.io.inputs import FORMATS, FieldMap
+from prm_annotate.pipeline.runner import RunOptions
+from prm_annotate.io.sharding import parse_shard
 
 app = typer.Typer(
     name="prm-annotate",

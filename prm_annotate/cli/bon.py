@@ -16,8 +16,8 @@ def bon(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
     """Best-of-N accuracy of PRM aggregations (min, last, prod, mean) against majority vote and pass@N."""
-    from prm_annotate.bon import best_of_n, read_scored
-    from prm_annotate.labels import load_gold
+    from prm_annotate.reports.bon import best_of_n, read_scored
+    from prm_annotate.reports.labels import load_gold
 
     with handled():
         truth = load_gold(gold, label_field) if gold else None
@@ -27,7 +27,7 @@ def bon(
     if as_json:
         typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     else:
-        from prm_annotate.bon import bon_table
-        from prm_annotate.tables import show
+        from prm_annotate.reports.bon import bon_table
+        from prm_annotate.reports.tables import show
 
         show(bon_table(result))

@@ -18,8 +18,8 @@ def compare_command(
     as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Agreement matrix of first errors across label sources, and each source's metric against the gold."""
-    from prm_annotate.compare import compare_sources, load_sources, parse_fields
-    from prm_annotate.labels import load_gold
+    from prm_annotate.reports.compare import compare_sources, load_sources, parse_fields
+    from prm_annotate.reports.labels import load_gold
 
     with handled():
         sources = load_sources(files, parse_fields(field or []))
@@ -27,6 +27,6 @@ def compare_command(
     if as_json:
         typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     else:
-        from prm_annotate.tables import compare_table, show
+        from prm_annotate.reports.tables import compare_table, show
 
         show(compare_table(result))

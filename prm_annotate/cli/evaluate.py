@@ -19,8 +19,8 @@ def evaluate(
 ) -> None:
     """ProcessBench metric (error acc, correct acc, F1 per split, average F1) of first-error predictions."""
     from prm_annotate.errors import UsageError
-    from prm_annotate.evaluate import evaluate as run
-    from prm_annotate.labels import load_gold, load_predictions
+    from prm_annotate.reports.evaluate import evaluate as run
+    from prm_annotate.reports.labels import load_gold, load_predictions
 
     with handled():
         gold_labels = load_gold(gold, label_field)
@@ -34,6 +34,6 @@ def evaluate(
     if as_json:
         typer.echo(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())
     else:
-        from prm_annotate.tables import evaluate_table, show
+        from prm_annotate.reports.tables import evaluate_table, show
 
         show(evaluate_table(report))

@@ -7,7 +7,7 @@ A command takes them as one `ExecutorOptions` parameter (see option_groups) and 
         ray = executor_opts.ray()
 
 and, when `ray` is set, runs the stage through `model_stage.run_model_stage(..., ray=ray)`
-(model stages) or `prm_annotate.executors.ray_executor.run_stage_on_ray(build, None, opts, ray)`
+(model stages) or `prm_annotate.pipeline.executors.ray_executor.run_stage_on_ray(build, None, opts, ray)`
 (stages without a model), and as before otherwise.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Annotated, Optional
 import typer
 
 from prm_annotate.errors import UsageError
-from prm_annotate.executors import EXECUTORS, RayOptions
+from prm_annotate.pipeline.executors import EXECUTORS, RayOptions
 
 _P = "Executor"  # help panel
 

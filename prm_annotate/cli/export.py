@@ -26,9 +26,9 @@ def export(
 ) -> None:
     """Consensus (or rollout, judged, ProcessBench) records -> a PRM training set."""
     from prm_annotate.errors import UsageError
-    from prm_annotate.export import ExportOptions, build_rows, check_truncation, load_tokenizer, write_rows
-    from prm_annotate.jsonl import check_input
-    from prm_annotate.output import check_output
+    from prm_annotate.export.rows import ExportOptions, build_rows, check_truncation, load_tokenizer, write_rows
+    from prm_annotate.io.jsonl import check_input
+    from prm_annotate.io.output import check_output
     from prm_annotate.steps import decode_sep
 
     with handled():
@@ -62,7 +62,7 @@ def export(
             raise UsageError(f"export: no {format} rows from {summary.read} records of {input}"
                              + (f" (skipped: {skipped})" if skipped else "") + f"; {output} not written")
         if format == "hf":
-            from prm_annotate.hf_export import dataset_card, split_by_problem, write_hf
+            from prm_annotate.export.hf import dataset_card, split_by_problem, write_hf
 
             splits = split_by_problem(rows, test_split)
             write_hf(splits, output, dataset_card(splits, input, summary.read, ["prm-annotate", *sys.argv[1:]]))

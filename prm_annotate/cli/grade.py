@@ -7,7 +7,7 @@ import typer
 from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, StepSepOpt, app, handled
 from prm_annotate.cli.executor_options import GraderExecutorOptions
 from prm_annotate.cli.option_groups import option_groups
-from prm_annotate.runner import run_and_close
+from prm_annotate.pipeline.runner import run_and_close
 from prm_annotate.steps import decode_sep
 
 
@@ -32,7 +32,7 @@ def grade(
         sep = decode_sep(step_sep)
         ray = executor_opts.ray()
         if ray is not None:
-            from prm_annotate.executors.ray_executor import run_stage_on_ray
+            from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
 
             stage, summary = run_stage_on_ray(lambda _engine: GradeStage(step_sep=sep, reference_field=reference_field, baseline=baseline), None, opts, ray)
         else:

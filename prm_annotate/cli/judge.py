@@ -33,7 +33,7 @@ def judge(
     """LLM-as-a-judge: find the first wrong step of each response (strictly parsed, never guessed)."""
     from prm_annotate.cli.app import fail
     from prm_annotate.cli.model_stage import run_model_stage
-    from prm_annotate.judge_parsing import STYLES
+    from prm_annotate.judging.parsing import STYLES
     from prm_annotate.prompt_files import JUDGE_PROMPTS, check_judge_template, load_prompt
     from prm_annotate.stages.judge import JudgeStage, style_for
 

@@ -21,8 +21,8 @@ def merge(
     id_field: IdFieldOpt = "id",
 ) -> None:
     """Join shard outputs; every id exactly once (a duplicate is an error), missing input ids listed."""
-    from prm_annotate.formats import FieldMap
-    from prm_annotate.merge import merge as merge_files
+    from prm_annotate.io.inputs import FieldMap
+    from prm_annotate.io.merge import merge as merge_files
 
     with handled():
         report = merge_files(shards, output, input=input, input_format=format, fields=FieldMap(id=id_field),

@@ -11,8 +11,8 @@ from prm_annotate.cli.app import EXIT_USAGE, handled
 from prm_annotate.engines import EngineConfig, exit_process, make_engine
 from prm_annotate.engines.base import Engine
 from prm_annotate.records import Record
-from prm_annotate.executors import RayOptions, StageFactory
-from prm_annotate.runner import RunOptions, RunSummary, Stage, preflight, run_and_close
+from prm_annotate.pipeline.executors import RayOptions, StageFactory
+from prm_annotate.pipeline.runner import RunOptions, RunSummary, Stage, preflight, run_and_close
 
 
 def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts: RunOptions,
@@ -60,7 +60,7 @@ def run_model_stage_on_ray(config: EngineConfig, build: StageFactory, opts: RunO
                            after: Callable[[Stage, RunSummary], None] | None = None) -> NoReturn:
     """`run_model_stage` for `--executor ray`: the engines start in the actors, none here, so the
     driver leaves normally (no `exit_process`). Exit status as locally: 0, 1 (failed records), 2."""
-    from prm_annotate.executors.ray_executor import run_stage_on_ray
+    from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
 
     code = EXIT_USAGE
     try:

@@ -23,7 +23,7 @@ def prepare(
 ) -> None:
     """Make a vLLM-loadable checkpoint (once) and print its folder."""
     from prm_annotate.cli.app import fail
-    from prm_annotate.demo_models import prepare_smollm2
+    from prm_annotate.engines.local_models import prepare_smollm2
 
     if name not in KNOWN:
         raise fail(f"unknown model {name!r}; known: {', '.join(KNOWN)}")

@@ -12,7 +12,7 @@ from prm_annotate.cli.option_groups import option_groups
 
 def start_scorer(config):
     """The engine `score` runs: in-process vLLM with the pooling runner."""
-    from prm_annotate.engines.vllm_prm import VLLMPRMScorer
+    from prm_annotate.prm.vllm_scorer import VLLMPRMScorer
 
     return VLLMPRMScorer(config.model, start_timeout=config.start_timeout, **config.vllm_settings())
 

@@ -14,13 +14,13 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Counts, steps per response, first-error histograms, MC scores, judge parse failures, tokens."""
-    from prm_annotate.stats import file_stats
+    from prm_annotate.reports.stats import file_stats
 
     with handled():
         result = file_stats(input)
     if as_json:
         typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
     else:
-        from prm_annotate.tables import show, stats_tables
+        from prm_annotate.reports.tables import show, stats_tables
 
         show(stats_tables(result))

@@ -8,7 +8,7 @@ import orjson
 import typer
 
 from prm_annotate.cli.app import app, handled
-from prm_annotate.prm import PRMFormat
+from prm_annotate.prm.checkpoint import PRMFormat
 
 
 @app.command()
@@ -29,7 +29,7 @@ def train(
     as_json: Annotated[bool, typer.Option("--json", help="Print the run's summary as JSON.")] = False,
 ) -> None:
     """Train a Process Reward Model (Qwen2ForProcessRewardModel) on an export, with transformers and torch."""
-    from prm_annotate.train_prm import TrainConfig, train as run
+    from prm_annotate.prm.train import TrainConfig, train as run
 
     with handled():
         result = run(TrainConfig(data=data, base=str(base), output=str(output), steps=steps, batch_size=batch_size,

@@ -2,7 +2,7 @@
 
 Requests stream: `submit` hands requests to the engine at any time, `poll` returns the results
 that have finished since the last call (each carries its `request.key`, so nothing relies on the
-order of results). The scheduler (prm_annotate/scheduler.py) keeps the engine full this way,
+order of results). The scheduler (prm_annotate/pipeline/scheduler.py) keeps the engine full this way,
 submitting a record's next requests while other records' requests are still generating.
 `generate` is the one-batch convenience built on the two: submit a batch, wait for all of it.
 

@@ -5,15 +5,15 @@ from collections import Counter
 from typing import Any, Iterable, Iterator
 
 from prm_annotate.engines.base import Engine
-from prm_annotate.grading import Grader
+from prm_annotate.grading.grader import Grader
 from prm_annotate.records import Record
-from prm_annotate.runner import Outcome, StageBase
-from prm_annotate.scheduler import Job, one_unit_each, run_jobs
+from prm_annotate.pipeline.runner import Outcome, StageBase
+from prm_annotate.pipeline.scheduler import Job, one_unit_each, run_jobs
 
 
 class ModelStage(StageBase):
     """A stage whose work is rounds of generation. It says what one unit of input does (`job`, a
-    generator of request rounds: see prm_annotate/scheduler.py); the scheduler keeps many units
+    generator of request rounds: see prm_annotate/pipeline/scheduler.py); the scheduler keeps many units
     in flight on the engine. `lockstep` runs the pre-scheduler baseline instead (benchmarks)."""
 
     engine: Engine

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from prm_annotate.errors import UsageError
-from prm_annotate.jsonl import STDIO, check_input, is_stream, iter_jsonl
-from prm_annotate.output import check_output
+from prm_annotate.io.jsonl import STDIO, check_input, is_stream, iter_jsonl
+from prm_annotate.io.output import check_output
 from prm_annotate.records import Consensus, Judged, Rollout
-from prm_annotate.runner import Outcome, RunOptions, StageBase, read_validated, run_stage
+from prm_annotate.pipeline.runner import Outcome, RunOptions, StageBase, read_validated, run_stage
 
 # Rows of the confusion table, in display order.
 SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED = (

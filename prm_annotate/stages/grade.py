@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable
 
-from prm_annotate.grading import Agreement, Grader
+from prm_annotate.grading.grader import Agreement, Grader
 from prm_annotate.records import GradeInput, Graded
-from prm_annotate.runner import Outcome, StageBase
+from prm_annotate.pipeline.runner import Outcome, StageBase
 from prm_annotate.steps import DEFAULT_SEP, join_steps
 
 

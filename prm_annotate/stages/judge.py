@@ -3,7 +3,7 @@
 The response's steps are shown as tagged paragraphs in a judge prompt (prompts/judge_paper.txt,
 numbered from 1, or prompts/judge_processbench.txt, numbered from 0, or the user's own file with
 one of those two answer styles). Each of `votes` verdicts is its own request with a seed from
-(record id, vote, --seed); the verdicts are parsed strictly (prm_annotate/judge_parsing.py) and the
+(record id, vote, --seed); the verdicts are parsed strictly (prm_annotate/judging/parsing.py) and the
 majority wins, ties going to the earliest error. A vote that cannot be parsed is None in `votes`
 and counted in `parse_failures`; with no parsed vote, `first_error` is null. Such a record is
 final, like any written record: the judge answered, and a rerun with the same seeds would get the
@@ -25,12 +25,12 @@ from collections import Counter
 from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
-from prm_annotate.judge_parsing import STYLES, ParseFailure, Style, aggregate_votes
+from prm_annotate.judging.parsing import STYLES, ParseFailure, Style, aggregate_votes
 from prm_annotate.prompt_files import JUDGE_PROMPTS, PromptFile, check_judge_template, load_prompt, render_judge_prompt
 from prm_annotate.records import Judged, Response
-from prm_annotate.runner import Outcome
+from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
-from prm_annotate.scheduler import Job
+from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
 
 # Room for the longest forced answer ("<conclusion>\nIncorrect: paragraph 1234\n</conclusion>", 52 characters)

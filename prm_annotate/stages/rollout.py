@@ -46,12 +46,12 @@ import orjson
 from pydantic import Field
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
-from prm_annotate.grading import Grader
+from prm_annotate.grading.grader import Grader
 from prm_annotate.prompt_files import SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Response, Rollout
-from prm_annotate.runner import Outcome
+from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
-from prm_annotate.scheduler import Job, Round, one_unit_each
+from prm_annotate.pipeline.scheduler import Job, Round, one_unit_each
 from prm_annotate.stages.common import ModelStage, chat
 from prm_annotate.steps import DEFAULT_SEP, join_steps, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, Strategy, get_strategy

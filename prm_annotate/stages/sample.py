@@ -16,12 +16,12 @@ from collections import Counter
 from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
-from prm_annotate.grading import Grader
+from prm_annotate.grading.grader import Grader
 from prm_annotate.prompt_files import SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Problem, Response
-from prm_annotate.runner import Outcome
+from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
-from prm_annotate.scheduler import Job
+from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage, chat
 from prm_annotate.steps import DEFAULT_SEP, split_steps
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable
 
-from prm_annotate.prm import prm_token_ids, tag_in_text
+from prm_annotate.prm.checkpoint import prm_token_ids, tag_in_text
 from prm_annotate.records import Response, Scored
-from prm_annotate.runner import Outcome, StageBase
+from prm_annotate.pipeline.runner import Outcome, StageBase
 
 
 def first_below(scores: list[float], threshold: float) -> int:

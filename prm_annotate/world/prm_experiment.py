@@ -47,7 +47,7 @@ class ExperimentConfig:
 
 def _training_sets(cfg: ExperimentConfig, train_problems: set[str], out: Path) -> dict[str, Path]:
     """One trl export per label source, of the training problems' responses only."""
-    from prm_annotate.export import ExportOptions, build_rows
+    from prm_annotate.export.rows import ExportOptions, build_rows
 
     sets: dict[str, list[dict[str, Any]]] = {}
     for name, role in SOURCES.items():
@@ -63,7 +63,7 @@ def _training_sets(cfg: ExperimentConfig, train_problems: set[str], out: Path) -
 
 
 def _score(prm_dir: Path, responses: list[dict[str, Any]], threshold: float, path: Path) -> None:
-    from prm_annotate.prm import load_model, transformers_step_scores
+    from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
     from prm_annotate.stages.score import first_below
 
     model, tokenizer, fmt = load_model(prm_dir)
@@ -76,10 +76,10 @@ def _score(prm_dir: Path, responses: list[dict[str, Any]], threshold: float, pat
 
 
 def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
-    from prm_annotate.bon import best_of_n, read_scored
-    from prm_annotate.evaluate import evaluate
-    from prm_annotate.labels import load_gold, load_predictions
-    from prm_annotate.train_prm import TrainConfig, train
+    from prm_annotate.reports.bon import best_of_n, read_scored
+    from prm_annotate.reports.evaluate import evaluate
+    from prm_annotate.reports.labels import load_gold, load_predictions
+    from prm_annotate.prm.train import TrainConfig, train
 
     for role in ("problems", "responses", "gold", *SOURCES.values()):
         if not (cfg.workdir / FILES[role]).exists():
@@ -122,7 +122,7 @@ def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
 def print_experiment(result: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from prm_annotate.tables import pct, show
+    from prm_annotate.reports.tables import pct, show
 
     any_bon = next(iter(result["prms"].values()))["bon"]
     n = str(any_bon["n"][-1])

@@ -106,7 +106,7 @@ def _engine_config(model: Path, cfg: ReportConfig):
 def _run(stage: Any, input_path: Path, output_path: Path, cfg: ReportConfig, failures: list[str],
          timings: Timings) -> None:
     """Run one stage over a file as its command does, timed under the stage's name."""
-    from prm_annotate.runner import RunOptions, run_and_close
+    from prm_annotate.pipeline.runner import RunOptions, run_and_close
 
     t = time.monotonic()
     summary = run_and_close(stage, RunOptions(input=str(input_path), output=str(output_path), quiet=cfg.quiet))
@@ -190,9 +190,9 @@ def generated_tokens(paths: dict[str, Path]) -> dict[str, int]:
 
 def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
     """Score the files in `cfg.workdir` against the truth; everything the table prints."""
-    from prm_annotate.compare import Source, compare_sources
+    from prm_annotate.reports.compare import Source, compare_sources
     from prm_annotate.engines import resolve_dtype
-    from prm_annotate.labels import load_gold, load_predictions
+    from prm_annotate.reports.labels import load_gold, load_predictions
 
     paths = cfg.paths()
     gold_records = write_gold(paths["problems"], paths["responses"], paths["gold"])

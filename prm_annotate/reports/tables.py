@@ -7,7 +7,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from prm_annotate.evaluate import Report
+from prm_annotate.reports.evaluate import Report
 
 
 def pct(value: float | None) -> str:

@@ -33,10 +33,10 @@ from typing import Any, Callable, Iterable
 from pydantic import ValidationError
 
 from prm_annotate.errors import InputError
-from prm_annotate.grading import Grader
-from prm_annotate.labels import Gold, read_raw
+from prm_annotate.grading.grader import Grader
+from prm_annotate.reports.labels import Gold, read_raw
 from prm_annotate.records import Scored
-from prm_annotate.runner import describe_validation_error
+from prm_annotate.pipeline.runner import describe_validation_error
 from prm_annotate.steps import DEFAULT_SEP, join_steps
 
 AGGREGATIONS: dict[str, Callable[[list[float]], float]] = {
@@ -195,7 +195,7 @@ def bon_table(result: dict[str, Any]) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    from prm_annotate.tables import pct
+    from prm_annotate.reports.tables import pct
 
     table = Table(title=f"Best-of-N accuracy (% of {result['problems']} problems, "
                         f"{result['responses']} responses; the first N responses of each problem)")

@@ -6,8 +6,8 @@ from typing import Any
 
 import orjson
 
-from prm_annotate.jsonl import STDIO
-from prm_annotate.output import set_aside, sidecar
+from prm_annotate.io.jsonl import STDIO
+from prm_annotate.io.output import set_aside, sidecar
 
 
 def append_manifest(output: str, run: dict[str, Any]) -> None:

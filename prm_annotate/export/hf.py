@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from prm_annotate.errors import UsageError, require
-from prm_annotate.output import sidecar
+from prm_annotate.io.output import sidecar
 
 # What the card shows of each run's settings (the rest stays in the manifests).
 CARD_SETTINGS = ("model", "k", "label", "strategy", "threshold", "n", "prompt", "prompt_sha256", "votes",

@@ -20,7 +20,7 @@ How a comparison is decided, cheapest first:
   3. a look at the cost (`grading_cost.too_costly`): a tower of powers, a huge factorial or a deeply
      nested answer is "too costly" (undecided) at once instead of costing a timeout and a restart;
   4. math-verify `verify(gold, answer)` -- gold first -- in a child process
-     (`prm_annotate.grading_worker`) with math-verify's signal timeouts off. The parent waits at
+     (`prm_annotate.grading.worker`) with math-verify's signal timeouts off. The parent waits at
      most `timeout` seconds per comparison and kills and replaces a worker that overruns, so the
      bound holds on any thread and inside worker processes (no signals, no multiprocessing).
 The worker dies with the process that started it, by any signal (see `grading_worker`).
@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Iterable, Sequence
 
-from prm_annotate.answers import comparison_forms, extract_final_answer, hedged, normalize_answer
-from prm_annotate.grading_cost import too_costly
+from prm_annotate.grading.answers import comparison_forms, extract_final_answer, hedged, normalize_answer
+from prm_annotate.grading.cost import too_costly
 
 __all__ = ["Agreement", "Verdict", "Grader", "extract_final_answer", "normalize_answer"]
 
@@ -163,12 +163,12 @@ def _spawn(*args, **kwargs) -> subprocess.Popen:
 
 
 class _Worker:
-    """One child process running prm_annotate.grading_worker."""
+    """One child process running prm_annotate.grading.worker."""
 
     def __init__(self) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1", PRM_GRADER_PARENT=str(os.getpid()))
         self.proc = _spawn(
-            [sys.executable, "-m", "prm_annotate.grading_worker"],
+            [sys.executable, "-m", "prm_annotate.grading.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=env, close_fds=True, start_new_session=True)
         self._buf = b""

@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any, Iterator
 
 from prm_annotate.errors import InputError, UsageError, require
-from prm_annotate.labels import MISSING, get_path, read_raw
+from prm_annotate.reports.labels import MISSING, get_path, read_raw
 
 FIRST_ERROR_FIELDS = ("label", "first_error", "mc.first_error", "judge.first_error")
 STEP_BINS = ((1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 7), (8, 10), (11, 15), (16, 20), (21, 30), (31, None))

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, Iterable
 import orjson
 
 from prm_annotate.errors import EnvironmentFailure, UsageError
-from prm_annotate.jsonl import STDIO, dumps
+from prm_annotate.io.jsonl import STDIO, dumps
 
 
 class OutputLocked(UsageError):

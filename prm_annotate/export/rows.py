@@ -38,10 +38,10 @@ from typing import Any, Iterable, Iterator
 from pydantic import ValidationError
 
 from prm_annotate.errors import InputError, UsageError, require
-from prm_annotate.jsonl import STDIO, dumps
-from prm_annotate.labels import read_raw, step_labels
+from prm_annotate.io.jsonl import STDIO, dumps
+from prm_annotate.reports.labels import read_raw, step_labels
 from prm_annotate.records import Consensus, Judged, Rollout
-from prm_annotate.runner import describe_validation_error
+from prm_annotate.pipeline.runner import describe_validation_error
 
 FORMATS = ("trl", "openrlhf", "qwen", "math-shepherd", "tokens", "hf")
 SOFT_FORMATS = ("qwen", "tokens")
@@ -184,7 +184,7 @@ class TokenCheck:
 
 
 def token_check(opts: ExportOptions, tokenizer: Any) -> TokenCheck:
-    from prm_annotate.placement import consumer_ids, default_step_end, single_token_id
+    from prm_annotate.export.placement import consumer_ids, default_step_end, single_token_id
 
     if opts.format == "tokens":
         step_end = opts.step_end if opts.step_end is not None else default_step_end(tokenizer, opts.sep)
@@ -214,7 +214,7 @@ def to_row(example: Example, opts: ExportOptions, check: TokenCheck | None = Non
     if opts.format in ("trl", "hf"):
         row.update(prompt=example.problem, completions=steps, labels=values)
     elif opts.format == "tokens":
-        from prm_annotate.placement import tokens_row
+        from prm_annotate.export.placement import tokens_row
 
         if check is None or check.step_end is None:
             raise UsageError("--format tokens needs --tokenizer")
@@ -243,7 +243,7 @@ def build_rows(path: str, opts: ExportOptions, tokenizer: Any = None) -> tuple[l
     """The rows of `path` in the format; with a tokenizer, every label is placed as the format's
     consumer will place it, and the first row where it would not land on the token ending its
     step stops the export (exit 2, nothing written)."""
-    from prm_annotate.placement import Misplaced, check_row
+    from prm_annotate.export.placement import Misplaced, check_row
 
     summary = ExportSummary()
     check = token_check(opts, tokenizer) if tokenizer is not None else None

@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 import orjson
 
 from prm_annotate.errors import UsageError
-from prm_annotate.executors import RayOptions, StageFactory
-from prm_annotate.jsonl import dumps
+from prm_annotate.pipeline.executors import RayOptions, StageFactory
+from prm_annotate.io.jsonl import dumps
 from prm_annotate.records import Record
-from prm_annotate.runner import Executor, Outcome, RunOptions, RunSummary, Stage, batches, run_and_close
+from prm_annotate.pipeline.runner import Executor, Outcome, RunOptions, RunSummary, Stage, batches, run_and_close
 
 if TYPE_CHECKING:
     from prm_annotate.engines import EngineConfig

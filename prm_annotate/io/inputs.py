@@ -13,7 +13,7 @@ from typing import Any, Iterator, Literal
 
 from prm_annotate.boxed import last_boxed
 from prm_annotate.errors import InputError
-from prm_annotate.jsonl import STDIO, OnError, iter_json_array, iter_jsonl
+from prm_annotate.io.jsonl import STDIO, OnError, iter_json_array, iter_jsonl
 
 Format = Literal["auto", "generic", "gsm8k", "math", "processbench"]
 FORMATS: tuple[str, ...] = ("auto", "generic", "gsm8k", "math", "processbench")

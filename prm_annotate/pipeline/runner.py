@@ -21,13 +21,13 @@ from pydantic import ValidationError
 
 from prm_annotate import __version__
 from prm_annotate.errors import InputError, printable
-from prm_annotate.formats import FieldMap, read_records
-from prm_annotate.jsonl import STDIO, check_input, is_stream
-from prm_annotate.manifest import append_manifest
-from prm_annotate.output import RejectsWriter, ResumableWriter, check_output
-from prm_annotate.progress import Progress
+from prm_annotate.io.inputs import FieldMap, read_records
+from prm_annotate.io.jsonl import STDIO, check_input, is_stream
+from prm_annotate.io.manifest import append_manifest
+from prm_annotate.io.output import RejectsWriter, ResumableWriter, check_output
+from prm_annotate.pipeline.progress import Progress
 from prm_annotate.records import Record
-from prm_annotate.sharding import shard_of
+from prm_annotate.io.sharding import shard_of
 
 
 @dataclass

@@ -1,8 +1,8 @@
-"""The math-verify side of the grader, run as a child process: `python -m prm_annotate.grading_worker`.
+"""The math-verify side of the grader, run as a child process: `python -m prm_annotate.grading.worker`.
 
 math-verify (sympy underneath) can run for ever on answers such as `10^{10^{10}}`, and its own
 timeouts use SIGALRM, which only works on the main thread of the main process. So the parent
-(`prm_annotate.grading.Grader`) turns those off and runs every comparison here, in a process it
+(`prm_annotate.grading.grader.Grader`) turns those off and runs every comparison here, in a process it
 can kill when a comparison overruns its deadline.
 
 Protocol, one JSON document per line. The parent writes `{"items": [[gold, answer], ...]}` (both

@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-from prm_annotate.labels import MISSING, Gold, Prediction, get_path, step_labels
+from prm_annotate.reports.labels import MISSING, Gold, Prediction, get_path, step_labels
 
 
 def accuracy(hits: int, total: int) -> float | None:

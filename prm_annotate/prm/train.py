@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.labels import read_raw
-from prm_annotate.prm import ARCHITECTURE, PRMFormat, build_model, prm_token_ids, step_tag_id, tag_in_text
+from prm_annotate.reports.labels import read_raw
+from prm_annotate.prm.checkpoint import ARCHITECTURE, PRMFormat, build_model, prm_token_ids, step_tag_id, tag_in_text
 
 
 @dataclass

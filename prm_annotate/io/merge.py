@@ -23,9 +23,9 @@ from typing import Any
 import orjson
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.formats import FieldMap, read_records
-from prm_annotate.jsonl import STDIO, check_input, open_input
-from prm_annotate.output import check_output
+from prm_annotate.io.inputs import FieldMap, read_records
+from prm_annotate.io.jsonl import STDIO, check_input, open_input
+from prm_annotate.io.output import check_output
 
 
 @dataclass

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from prm_annotate.errors import UsageError
-from prm_annotate.evaluate import evaluate
-from prm_annotate.labels import Gold, Prediction, load_predictions, step_labels
+from prm_annotate.reports.evaluate import evaluate
+from prm_annotate.reports.labels import Gold, Prediction, load_predictions, step_labels
 
 
 @dataclass

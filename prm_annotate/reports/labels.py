@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from prm_annotate.errors import InputError
-from prm_annotate.formats import read_records
+from prm_annotate.io.inputs import read_records
 from prm_annotate.records import check_first_error, step_labels  # noqa: F401  (step_labels: read from here too)
 
 MISSING = object()

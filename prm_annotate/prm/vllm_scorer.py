@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from prm_annotate.engines.vllm_engine import VLLMEngine
-from prm_annotate.prm import PRMFormat, step_tag_id
+from prm_annotate.prm.checkpoint import PRMFormat, step_tag_id
 
 
 class VLLMPRMScorer(VLLMEngine):

@@ -37,7 +37,7 @@ from typing import Any, Callable, Container, Generator, Iterable, Iterator, Type
 
 from prm_annotate.engines.base import BatchEngine, Engine, GenerationRequest, GenerationResult, LockStep, check_keys
 from prm_annotate.errors import InputError
-from prm_annotate.runner import Outcome
+from prm_annotate.pipeline.runner import Outcome
 
 @dataclass(frozen=True)
 class Round:
