@@ -27,10 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from verdict_files import verdict_files  # noqa: E402
-
 from prm_annotate.grading.answers import normalize_answer  # noqa: E402
 from prm_annotate.grading.grader import Agreement, Grader  # noqa: E402
+from testing.verdict_files import verdict_files  # noqa: E402
 
 MATH_VERIFY_CASES = ROOT / "tests" / "data" / "math_verify" / "published_cases.jsonl"
 

@@ -124,8 +124,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         if args.only in (None, "world"):
-            from testing.rollout_bench import sample_responses
             from prm_annotate.world import POLICY_DIR, make_problems
+            from testing.rollout_bench import sample_responses
 
             engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
             try:

@@ -32,9 +32,17 @@ def log(msg: str) -> None:
 
 def world_workload(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
-    from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,
-                                       sample_responses, throughput_curve, variants, without_speculation)
     from prm_annotate.world import POLICY_DIR, make_problems, true_first_error
+    from testing.rollout_bench import (
+        compare_strategies,
+        format_table,
+        format_targets,
+        lockstep,
+        sample_responses,
+        throughput_curve,
+        variants,
+        without_speculation,
+    )
 
     problems = make_problems(args.problems, seed=args.seed, split="bench")
     engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
@@ -69,8 +77,16 @@ def smollm2_workload(args) -> str:
     from prm_annotate.engines.local_models import prepare_smollm2
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.io.inputs import read_records
-    from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,
-                                       sample_responses, throughput_curve, variants, without_speculation)
+    from testing.rollout_bench import (
+        compare_strategies,
+        format_table,
+        format_targets,
+        lockstep,
+        sample_responses,
+        throughput_curve,
+        variants,
+        without_speculation,
+    )
 
     problems = [rec for _, rec in read_records(args.gsm8k, "gsm8k")][: args.smollm2_problems]
     # SmolLM2 mostly breaks lines with a single newline: "\n" gives it steps of about a sentence.

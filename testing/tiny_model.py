@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+
 def _corpus(seed: int) -> list[str]:
     """Generated sentences to train the BPE merges on (words, arithmetic, step layout)."""
     rng = random.Random(seed)

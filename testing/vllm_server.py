@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 
 from prm_annotate.engines.defaults import START_TIMEOUT, on_cpu, vllm_args
-from prm_annotate.errors import ENGINE_INSTALL, require
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 from prm_annotate.engines.vllm_engine import resolve_model
+from prm_annotate.errors import ENGINE_INSTALL, require
 
 
 def free_port() -> int:

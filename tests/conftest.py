@@ -20,45 +20,20 @@ threads free memory, and CI must not depend on luck.
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
-from prm_annotate.engines.defaults import START_TIMEOUT
+from testing.heavy import SLOT as _SLOT
+from testing.heavy import (
+    TINY_MAX_MODEL_LEN,
+    TINY_SERVED_NAME,
+    HeavySlot,
+    start_server,
+    start_vllm_engine,
+)
 
-ENGINE_START_TIMEOUT = float(os.environ.get("PRM_TEST_ENGINE_TIMEOUT", START_TIMEOUT))
-TINY_MAX_MODEL_LEN = 2048
-TINY_SERVED_NAME = "tiny"
-
-
-class HeavySlot:
-    """At most one heavy resource (engine or server) alive at a time."""
-
-    def __init__(self) -> None:
-        self.name: str | None = None
-        self.value: Any = None
-        self._stop: Callable[[Any], None] | None = None
-        self.started_in_process_vllm = False
-
-    def get(self, name: str, start: Callable[[], Any], stop: Callable[[Any], None]) -> Any:
-        if self.name == name:
-            return self.value
-        self.release()
-        self.value = start()
-        self.name, self._stop = name, stop
-        return self.value
-
-    def release(self) -> None:
-        if self.name is not None:
-            stop, value = self._stop, self.value
-            self.name, self.value, self._stop = None, None, None
-            stop(value)
-
-
-_SLOT = HeavySlot()
 _EXIT_STATUS: list[int] = []
 
 # Engine tests run last, grouped by the engine they use, so each engine starts once.
@@ -98,21 +73,6 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 
 
-def start_vllm_engine(model_dir: Path, **kwargs):
-    from prm_annotate.engines.vllm_engine import VLLMEngine
-
-    _SLOT.started_in_process_vllm = True
-    return VLLMEngine(str(model_dir), start_timeout=ENGINE_START_TIMEOUT, **kwargs)
-
-
-def start_server(model_dir: Path, served_name: str, log_dir: Path, **kwargs):
-    from testing.vllm_server import VLLMServer
-
-    server = VLLMServer(model_dir, served_name=served_name, log_path=log_dir / f"{served_name}-server.log",
-                        **kwargs)
-    return server.start(timeout=ENGINE_START_TIMEOUT)
-
-
 @pytest.fixture
 def vllm_engine(tiny_model_dir):
     return _SLOT.get("vllm:tiny",
@@ -137,6 +97,13 @@ def openai_engine(vllm_server):
     engine = OpenAIEngine(vllm_server.base_url, TINY_SERVED_NAME, concurrency=8, timeout=120, max_attempts=2)
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from prm_annotate.grading.answers import extract_final_answer
 from prm_annotate.boxed import box_at, find_boxes, last_boxed
+from prm_annotate.grading.answers import extract_final_answer
 from prm_annotate.judging.parsing import ParseFailure, parse_processbench, read_verdict
 from prm_annotate.world.truth import boxed_values
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from labelled_fixtures import DATA, mixed_records, write_all
+from testing.labelled_fixtures import DATA, mixed_records, write_all
 
 REPO = Path(__file__).resolve().parents[1]
 

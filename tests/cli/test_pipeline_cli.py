@@ -1,0 +1,120 @@
+"""The four pipeline commands as real processes.
+
+- rollout killed with SIGKILL mid-run (whole process group, so vLLM's EngineCore dies too) and
+  rerun gives exactly the output of an uninterrupted run of the same command;
+- `sample | rollout` through a real shell pipe, then judge and consensus on the results, all
+  against one vLLM server (two in-process engines starting at once on 2 cores starve each other).
+Each engine start costs ~15 s, so the checks are combined into few processes.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from prm_annotate.engines import on_cpu
+from prm_annotate.records import Consensus, Judged, Rollout
+from testing.heavy import ENGINE_START_TIMEOUT
+from testing.jsonl_files import group_alive, write_jsonl
+from testing.jsonl_files import read_jsonl as read
+
+CLI = [sys.executable, "-m", "prm_annotate"]
+TIMEOUT = ENGINE_START_TIMEOUT
+
+
+def responses(n: int) -> list[dict]:
+    return [{"id": f"p{i}/0", "problem_id": f"p{i}", "problem": f"Tom has {i} apples. Then gets 2 more. How many?",
+             "answer": str(i + 2), "steps": [f"Tom has {i} apples.", f"Then {i} + 2 = {i + 2}.", f"So \\boxed{{{i + 2}}}."],
+             "correct": True} for i in range(n)]
+
+
+def lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+ROLLOUT_ARGS = ["-k", "3", "--max-tokens", "40", "--seed", "3", "--batch-size", "1", "--quiet"]
+
+
+@pytest.mark.engine
+def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_dir, tmp_path):
+    src = write_jsonl(tmp_path / "responses.jsonl", responses(40))
+    out = tmp_path / "rollouts.jsonl"
+    cmd = [*CLI, "rollout", str(src), "-o", str(out), "--model", str(tiny_model_dir), "--max-model-len", "2048",
+           "--start-timeout", str(int(TIMEOUT)), *ROLLOUT_ARGS]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while lines(out) < 5 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, f"finished or died before it could be killed: {proc.stderr.read().decode()[-2000:]}"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert group_alive(proc.pid) == [], "EngineCore outlived the killed command"
+    partial = lines(out)
+    assert 5 <= partial < 40
+
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"{partial} already done" in rerun.stderr
+    resumed = read(out)
+    assert [r["id"] for r in resumed] == [f"p{i}/0" for i in range(40)]
+    manifest = orjson.loads(out.with_name("rollouts.manifest.json").read_bytes())
+    settings = manifest["runs"][-1]["settings"]
+    assert settings["k"] == 3 and settings["strategy"] == "exhaustive" and len(settings["system_prompt_sha256"]) == 64
+    assert settings["dtype"] == ("float32" if on_cpu() else "auto")  # no --dtype given: the default, recorded
+    assert manifest["runs"][-1]["stats"]["completions"] == (40 - partial) * 2 * 3
+
+    # The uninterrupted reference: the same command into another file.
+    reference = tmp_path / "reference.jsonl"
+    ref_cmd = [str(reference) if part == str(out) else part for part in cmd]
+    whole = subprocess.run(ref_cmd, capture_output=True, text=True, timeout=TIMEOUT + 300)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert resumed == read(reference)
+    for row in resumed:
+        Rollout.model_validate(row)
+
+
+@pytest.mark.engine
+def test_sample_pipe_rollout_then_judge_and_consensus(vllm_server, tmp_path):
+    problems = write_jsonl(tmp_path / "problems.jsonl", [
+        {"id": f"q{i}", "problem": f"Ann has {i} pens and buys {i + 1} more. How many pens?", "answer": 2 * i + 1}
+        for i in range(3)])
+    server = ["--model", "tiny", "--base-url", vllm_server.base_url]
+    rollouts, judged, agreed = tmp_path / "rollouts.jsonl", tmp_path / "judged.jsonl", tmp_path / "consensus.jsonl"
+    # The random tiny model seldom writes a blank line: a space as step separator gives it many steps.
+    sample = shlex.join([*CLI, "sample", str(problems), "-n", "2", "--max-tokens", "24", "--step-sep", " ", *server])
+    rollout = shlex.join([*CLI, "rollout", "-", "-o", str(rollouts), "-k", "2", "--max-tokens", "16", "--step-sep", " ",
+                          *server])
+    piped = subprocess.run(["bash", "-c", f"set -o pipefail; {sample} | {rollout}"], capture_output=True, text=True,
+                           timeout=600)
+    assert piped.returncode == 0, piped.stderr[-3000:]
+    rows = [Rollout.model_validate(r) for r in read(rollouts)]
+    assert [r.id for r in rows] == [f"q{i}/{j}" for i in range(3) for j in range(2)]
+    for r in rows:
+        assert r.mc.completions == 2 * (len(r.steps) - 1) and r.mc.scores[-1] == (1.0 if r.correct else 0.0)
+        assert r.model_dump()["generator"]["model"] == "tiny"
+    assert sum(r.mc.completions for r in rows) > 0
+    assert "sample: 3 done, 6 records written" in piped.stderr and "rollout: 6 done" in piped.stderr
+
+    judge = subprocess.run([*CLI, "judge", str(rollouts), "-o", str(judged), "--prompt", "paper", "--constrained",
+                            "--max-tokens", "48", *server], capture_output=True, text=True, timeout=600)
+    assert judge.returncode == 0, judge.stderr[-3000:]
+    verdicts = [Judged.model_validate(r) for r in read(judged)]
+    assert all(v.judge.first_error is not None and v.judge.parse_failures == 0 for v in verdicts)
+
+    cons = subprocess.run([*CLI, "consensus", str(rollouts), str(judged), "-o", str(agreed)], capture_output=True,
+                          text=True, timeout=120)
+    assert cons.returncode == 0, cons.stderr
+    kept = [Consensus.model_validate(r) for r in read(agreed)]
+    same = [r.id for r, v in zip(rows, verdicts) if r.mc.first_error == v.judge.first_error]
+    assert [k.id for k in kept] == same and f"{len(same)} agreed" in cons.stderr

@@ -1,0 +1,116 @@
+"""`compare`: rollout, judged and consensus files built from real ProcessBench records, with the
+agreement matrix and each source's numbers checked against plain computations on the same data."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from prm_annotate.cli import app
+from testing.labelled_fixtures import (
+    build,
+    mixed_records,
+    reference_metric,
+    write_all,
+    write_jsonl,
+)
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    records = mixed_records(16)
+    files = write_all(tmp_path_factory.mktemp("cmp"), records)
+    return records, build(records), files
+
+
+def run(*args: str) -> dict:
+    result = runner.invoke(app, ["compare", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_agreement_and_metrics(setup):
+    records, built, files = setup
+    out = run(str(files["rollouts"]), str(files["judged"]), str(files["consensus"]), "--gold", str(files["gold"]))
+    src = out["sources"]
+    assert {name: s["field"] for name, s in src.items()} == {
+        "rollouts": "mc.first_error", "judged": "judge.first_error", "consensus": "first_error"}
+
+    columns = {
+        "gold": {r["id"]: r["label"] for r in records},
+        "rollouts": {r["id"]: r["mc"]["first_error"] for r in built["rollouts"]},
+        "judged": {r["id"]: r["judge"]["first_error"] for r in built["judged"]},
+        "consensus": {r["id"]: r["first_error"] for r in built["consensus"]},
+    }
+    for a, col_a in columns.items():
+        for b, col_b in columns.items():
+            shared = [i for i in col_a if col_a[i] is not None and col_b.get(i) is not None]
+            cell = out["agreement"][a][b]
+            assert cell["shared"] == len(shared)
+            assert cell["agree"] == pytest.approx(100 * sum(col_a[i] == col_b[i] for i in shared) / len(shared))
+    # by construction the consensus agrees with both its sources wherever it labels
+    assert out["agreement"]["consensus"]["rollouts"]["agree"] == 100.0
+    assert out["agreement"]["consensus"]["judged"]["agree"] == 100.0
+    assert out["agreement"]["rollouts"]["judged"]["agree"] < 100.0
+
+    n = len(records)
+    cons = src["consensus"]
+    assert cons["labelled"] == len(built["consensus"]) < n
+    assert cons["coverage"] == pytest.approx(100 * len(built["consensus"]) / n)
+    kept_gold = [r for r in records if r["id"] in columns["consensus"]]
+    expected_kept, expected_kept_avg = reference_metric(kept_gold, columns["consensus"])
+    for split, (acc1, acc2, f1, count) in expected_kept.items():
+        m = cons["kept"]["splits"][split]
+        assert (m["error_acc"], m["correct_acc"], m["n"]) == (pytest.approx(acc1), pytest.approx(acc2), count)
+    assert cons["kept"]["average_f1"] == pytest.approx(expected_kept_avg)
+    _, expected_all_avg = reference_metric(records, columns["consensus"])
+    assert cons["all"]["average_f1"] == pytest.approx(expected_all_avg)
+    assert cons["all"]["missing_predictions"] == n - len(built["consensus"])
+
+    judged = src["judged"]
+    unparsed = sum(v is None for v in columns["judged"].values())
+    assert judged["labelled"] == n - unparsed and judged["records"] == n
+    _, judged_all = reference_metric(records, columns["judged"])
+    assert judged["all"]["average_f1"] == pytest.approx(judged_all)
+
+    # precision of the consensus' kept step labels, against gold step labels (steps after the gold
+    # first error have no gold label and are not compared)
+    matched = compared = 0
+    gold_by_id = {r["id"]: r for r in records}
+    for rec in built["consensus"]:
+        g = gold_by_id[rec["id"]]
+        gold_labels = [True] * len(g["steps"]) if g["label"] == -1 else [True] * g["label"] + [False]
+        for ours, theirs in zip(rec["labels"], gold_labels):
+            compared += 1
+            matched += ours == theirs
+    assert cons["step_labels_compared"] == compared
+    assert cons["step_label_precision"] == pytest.approx(100 * matched / compared)
+
+
+def test_field_override_and_table(setup, tmp_path):
+    records, built, files = setup
+    # a merged file with both mc and judge: which first error to use must be named
+    merged = [{**r, "judge": j["judge"]} for r, j in zip(built["rollouts"], built["judged"])]
+    path = write_jsonl(tmp_path / "merged.jsonl", merged)
+    ambiguous = runner.invoke(app, ["compare", str(path), "--gold", str(files["gold"])])
+    assert ambiguous.exit_code == 2 and "both mc.first_error and judge.first_error" in ambiguous.stderr
+    out = run(str(path), "--gold", str(files["gold"]), "--field", f"{path}=judge.first_error")
+    assert out["sources"]["merged"]["field"] == "judge.first_error"
+    assert out["agreement"]["merged"]["gold"] == run(str(files["judged"]), "--gold", str(files["gold"]))["agreement"]["judged"]["gold"]
+
+    table = runner.invoke(app, ["compare", str(files["rollouts"]), str(files["consensus"]), "--gold", str(files["gold"])])
+    assert table.exit_code == 0 and "Agreement" in table.stdout and "consensus" in table.stdout
+
+
+def test_bad_usage(setup, tmp_path):
+    _, _, files = setup
+    r = runner.invoke(app, ["compare", str(files["rollouts"]), "--gold", str(files["gold"]), "--field", "other.jsonl=x"])
+    assert r.exit_code == 2 and "not compared" in r.stderr
+    r = runner.invoke(app, ["compare", str(files["rollouts"]), "--gold", str(files["gold"]), "--field", "nofield"])
+    assert r.exit_code == 2 and "FILE=dotted.path" in r.stderr
+    odd = write_jsonl(tmp_path / "odd.jsonl", [{"id": "gsm8k-0", "x": 1}])
+    r = runner.invoke(app, ["compare", str(odd), "--gold", str(files["gold"])])
+    assert r.exit_code == 2 and f"{odd}:1:" in r.stderr

@@ -1,0 +1,104 @@
+"""`stats` on real record files of every type, numbers checked against the fixtures themselves."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from typer.testing import CliRunner
+
+from prm_annotate.cli import app
+from testing.labelled_fixtures import (
+    PROCESSBENCH,
+    build,
+    mixed_records,
+    processbench,
+    write_all,
+    write_jsonl,
+)
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    records = mixed_records(16)
+    return records, build(records), write_all(tmp_path_factory.mktemp("stats"), records)
+
+
+def stats(path) -> dict:
+    result = runner.invoke(app, ["stats", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def histogram(values) -> dict[str, int]:
+    c = Counter("null" if v is None else str(v) if v < 10 else "10+" for v in values)
+    return dict(c)
+
+
+def test_rollout_stats(setup):
+    _, built, files = setup
+    rows = built["rollouts"]
+    out = stats(files["rollouts"])
+    assert (out["records"], out["kind"]) == (len(rows), "rollout")
+    assert out["first_error"]["mc.first_error"] == histogram(r["mc"]["first_error"] for r in rows)
+    assert out["steps"]["total"] == sum(len(r["steps"]) for r in rows)
+    assert sum(out["steps_histogram"].values()) == len(rows)
+    scores = [s for r in rows for s in r["mc"]["scores"]]
+    assert out["mc_scores"]["steps scored"] == sum(s is not None for s in scores)
+    assert out["mc_scores"]["not probed (null)"] == scores.count(None)
+    assert out["mc_scores"]["0"] == scores.count(0.0) and out["mc_scores"]["1"] == scores.count(1.0)
+    bins = ("0", "(0, .25]", "(.25, .5]", "(.5, .75]", "(.75, 1)", "1")
+    assert sum(out["mc_scores"][b] for b in bins) == out["mc_scores"]["steps scored"]
+    assert out["mc"]["generated_tokens"] == sum(r["mc"]["generated_tokens"] for r in rows)
+    assert out["mc"]["completions"] == sum(r["mc"]["completions"] for r in rows)
+    assert out["tokens"] == {"mc.generated_tokens": out["mc"]["generated_tokens"]}
+
+
+def test_judged_stats_count_parse_failures(setup):
+    _, built, files = setup
+    rows = built["judged"]
+    out = stats(files["judged"])
+    unparsed = sum(r["judge"]["first_error"] is None for r in rows)
+    assert unparsed > 0
+    assert out["kind"] == "judged"
+    assert out["judge"]["parse_failures"] == sum(r["judge"]["parse_failures"] for r in rows)
+    assert out["judge"]["no parsed vote (first_error null)"] == unparsed
+    assert out["first_error"]["judge.first_error"]["null"] == unparsed
+
+
+def test_consensus_stats_count_step_labels(setup):
+    _, built, files = setup
+    rows = built["consensus"]
+    out = stats(files["consensus"])
+    assert out["kind"] == "consensus" and out["records"] == len(rows)
+    labels = [v for r in rows for v in r["labels"]]
+    assert out["step_labels"] == {k: v for k, v in {"right": labels.count(True), "wrong": labels.count(False)}.items() if v}
+
+
+def test_processbench_file(setup):
+    rows = processbench("math")
+    out = stats(PROCESSBENCH / "math.json")
+    assert (out["records"], out["kind"]) == (len(rows), "processbench")
+    assert out["first_error"]["label"] == histogram(r["label"] for r in rows)
+    assert out["steps"]["max"] == max(len(r["steps"]) for r in rows)
+    right = sum(r["final_answer_correct"] for r in rows)
+    assert out["answers"] == {"final_answer_correct": right, "final_answer_incorrect": len(rows) - right}
+
+
+def test_table_and_bad_input(setup, tmp_path):
+    _, _, files = setup
+    table = runner.invoke(app, ["stats", str(files["rollouts"])])
+    assert table.exit_code == 0 and "mc scores" in table.stdout and "rollout" in table.stdout
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "steps": ["x"]}\n[1, 2]\n')
+    r = runner.invoke(app, ["stats", str(bad)])
+    assert r.exit_code == 2 and f"{bad}:2:" in r.stderr
+
+
+def test_mixed_file(setup, tmp_path):
+    _, built, _ = setup
+    path = write_jsonl(tmp_path / "mixed.jsonl", built["rollouts"][:3] + built["judged"][3:5])
+    out = stats(path)
+    assert out["kind"] == "mixed" and out["kinds"] == {"rollout": 3, "judged": 2}

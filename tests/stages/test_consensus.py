@@ -1,0 +1,184 @@
+"""consensus on crafted inputs: every row of the confusion table, ids in only one input,
+truncation and labels, bad input, resume, and the CLI's exit statuses and stderr table."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from prm_annotate.errors import InputError, UsageError
+from prm_annotate.io.jsonl import iter_jsonl
+from prm_annotate.records import Consensus
+from prm_annotate.stages.consensus import (
+    JUDGE_EARLIER,
+    JUDGE_LATER,
+    ONE_NO_ERROR,
+    SAME,
+    UNPARSED,
+    confusion_row,
+    run_consensus,
+)
+
+STEPS = ["a = 1.", "b = 2.", "c = 4.", "\\boxed{4}"]
+
+
+def base(rid, steps=STEPS):
+    return {"id": rid, "problem": "p", "answer": "3", "steps": steps, "final_answer": "4", "correct": False,
+            "generator": {"model": "m"}}
+
+
+def rollout(rid, first_error, steps=STEPS):
+    scores = [1.0 if first_error == -1 or i < first_error else 0.0 for i in range(len(steps))]
+    return {**base(rid, steps), "mc": {"k": 8, "label": "hard", "strategy": "exhaustive", "scores": scores,
+                                       "first_error": first_error, "completions": 24, "generated_tokens": 100,
+                                       "model": "m"}}
+
+
+def judged(rid, first_error, steps=STEPS, **extra):
+    votes = [first_error] if first_error is not None else [None]
+    return {**base(rid, steps), **extra, "judge": {"first_error": first_error, "votes": votes,
+                                                   "parse_failures": int(first_error is None), "model": "j",
+                                                   "prompt": "paper"}}
+
+
+def write(path, rows):
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return str(path)
+
+
+# (id, mc first error, judge first error, row)
+CASES = [
+    ("same-error", 2, 2, SAME),
+    ("same-none", -1, -1, SAME),
+    ("same-first", 0, 0, SAME),
+    ("earlier", 2, 1, JUDGE_EARLIER),
+    ("later", 1, 3, JUDGE_LATER),
+    ("mc-none", -1, 2, ONE_NO_ERROR),
+    ("judge-none", 2, -1, ONE_NO_ERROR),
+    ("unparsed", 2, None, UNPARSED),
+    ("unparsed-none", -1, None, UNPARSED),
+]
+
+
+def test_confusion_rows():
+    for _, mc, jd, row in CASES:
+        assert confusion_row(mc, jd) == row
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    r = write(tmp_path / "rollouts.jsonl", [rollout(i, mc) for i, mc, _, _ in CASES] + [rollout("only-r", 1)])
+    j = write(tmp_path / "judged.jsonl", [judged("only-j", 1)] + [judged(i, jd, note="from judge")
+                                                                  for i, _, jd, _ in reversed(CASES)])
+    return r, j
+
+
+def test_every_row_and_the_kept_records(inputs, tmp_path):
+    out = tmp_path / "consensus.jsonl"
+    summary = run_consensus(*inputs, str(out))
+    assert summary.rollouts == 10 and summary.judged == 10 and summary.joined == 9
+    assert dict(summary.rows) == {SAME: 3, JUDGE_EARLIER: 1, JUDGE_LATER: 1, ONE_NO_ERROR: 2, UNPARSED: 2}
+    assert summary.agreed == 3 and summary.written == 3 and round(summary.kept_percent(), 1) == 33.3
+    assert summary.only_rollouts == ["only-r"] and summary.only_judged == ["only-j"]
+    kept = {obj["id"]: Consensus.model_validate(obj) for _, obj in iter_jsonl(out)}
+    assert list(kept) == ["same-error", "same-none", "same-first"]  # rollout order
+    assert kept["same-error"].steps == STEPS[:3] and kept["same-error"].labels == [True, True, False]
+    assert kept["same-none"].steps == STEPS and kept["same-none"].labels == [True] * 4
+    assert kept["same-first"].steps == STEPS[:1] and kept["same-first"].labels == [False]
+    row = kept["same-error"].dump()
+    assert row["first_error"] == 2 and row["mc"]["first_error"] == 2 and row["judge"]["first_error"] == 2
+    # fields of either input are copied through
+    assert row["generator"] == {"model": "m"} and row["note"] == "from judge" and row["answer"] == "3"
+    assert row["steps_total"] == 4
+
+
+def test_rerun_is_resumable_and_writes_nothing_twice(inputs, tmp_path):
+    out = tmp_path / "consensus.jsonl"
+    run_consensus(*inputs, str(out))
+    first = out.read_bytes()
+    # a killed run's torn last line is dropped and the record written again
+    out.write_bytes(first + first.splitlines()[0][:20])
+    summary = run_consensus(*inputs, str(out))
+    assert out.read_bytes() == first and summary.skipped == 3 and summary.written == 0
+
+
+def test_limit_reads_the_first_rollouts_and_does_not_blame_judged(inputs, tmp_path):
+    summary = run_consensus(*inputs, str(tmp_path / "c.jsonl"), limit=4)
+    assert summary.joined == 4 and summary.only_judged == []
+
+
+def test_bad_inputs(tmp_path):
+    r = write(tmp_path / "r.jsonl", [rollout("a", 1), rollout("a", 2)])
+    j = write(tmp_path / "j.jsonl", [judged("a", 1)])
+    with pytest.raises(InputError, match="duplicate id 'a'"):
+        run_consensus(r, j, str(tmp_path / "c.jsonl"))
+    r = write(tmp_path / "r.jsonl", [rollout("a", 1)])
+    j = write(tmp_path / "j.jsonl", [judged("a", 1, steps=["x", "y"])])
+    with pytest.raises(UsageError, match="different steps"):
+        run_consensus(r, j, str(tmp_path / "c.jsonl"))
+    j = write(tmp_path / "j.jsonl", [judged("a", 7)])  # out of range for 4 steps
+    with pytest.raises(InputError, match="j.jsonl:1"):
+        run_consensus(r, j, str(tmp_path / "c.jsonl"))
+    assert not (tmp_path / "c.jsonl").exists() or (tmp_path / "c.jsonl").read_bytes() == b""
+
+
+def test_cli_summary_table_and_exit_status(inputs, tmp_path):
+    out = tmp_path / "c.jsonl"
+    run = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", *inputs, "-o", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    for text in ("judge earlier", "judge later", "one says no error", "judge unparsed", "only in rollouts: only-r",
+                 "only in judged: only-j", "3 agreed (33.3% kept)"):
+        assert text in run.stderr, text
+    assert len(out.read_bytes().splitlines()) == 3 and out.with_suffix(".manifest.json").exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n')
+    run = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", str(bad), inputs[1], "-o", "-"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "bad.jsonl:1" in run.stderr
+
+
+def test_a_partial_output_is_resumed_through_the_runner(inputs, tmp_path):
+    """A run stopped after its first kept record: the rerun writes the rest, in the order a whole
+    run writes them, and each run is in the manifest."""
+    whole = tmp_path / "whole.jsonl"
+    run_consensus(*inputs, str(whole))
+    out = tmp_path / "c.jsonl"
+    lines = whole.read_bytes().splitlines(keepends=True)
+    out.write_bytes(lines[0] + lines[1][:15])  # one record, then a torn line
+    summary = run_consensus(*inputs, str(out))
+    assert out.read_bytes() == whole.read_bytes()
+    assert (summary.skipped, summary.written, summary.joined, summary.agreed) == (1, 2, 8, 2)
+    assert summary.only_judged == ["only-j"] and summary.only_rollouts == ["only-r"]
+    runs = orjson.loads(out.with_suffix(".manifest.json").read_bytes())["runs"]
+    assert [r["stage"] for r in runs] == ["consensus"]
+    assert runs[0]["counts"]["skipped"] == 1 and runs[0]["counts"]["written"] == 2
+    assert runs[0]["inputs"] == {"rollouts": inputs[0], "judged": inputs[1]} and runs[0]["stats"]["joined"] == 8
+
+
+def test_skip_invalid_sets_a_bad_rollout_aside_and_a_stream_is_joined_as_read(inputs, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    good = open(inputs[0], "rb").read()
+    bad.write_bytes(good + b'{"id": "broken"}\n')
+    out = tmp_path / "c.jsonl"
+    refused = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", str(bad), inputs[1], "-o", str(out)],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "bad.jsonl:11" in refused.stderr and not out.exists()
+    run = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", str(bad), inputs[1], "-o", str(out),
+                          "--skip-invalid", "-q"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert len(out.read_bytes().splitlines()) == 3 and "3 agreed" in run.stderr
+    rejects = [orjson.loads(line) for line in (tmp_path / "c.rejects.jsonl").read_bytes().splitlines()]
+    assert [(r["where"], r["record"]) for r in rejects] == [("line 11", {"id": "broken"})]
+    assert "1 invalid set aside" in run.stderr
+    # from standard input: the same records
+    piped = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", "-", inputs[1], "-o", "-", "-q"],
+                           input=good.decode(), capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0 and piped.stdout.encode() == out.read_bytes()
+    # a pair with different steps, met on a stream: bad input there too
+    other = write(tmp_path / "other.jsonl", [rollout("same-error", 2, steps=["x", "y", "z"])])
+    mismatch = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", "-", inputs[1], "-o", "-", "-q"],
+                              input=open(other).read(), capture_output=True, text=True, timeout=120)
+    assert mismatch.returncode == 2 and "different steps for id 'same-error'" in mismatch.stderr

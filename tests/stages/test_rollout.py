@@ -1,0 +1,249 @@
+"""rollout: label arithmetic on hand-made cases (scripted engine, real grader), the strategy seam,
+seeds, failures; then the stage on the tiny model through the real vLLM engine."""
+from __future__ import annotations
+
+import pytest
+
+from prm_annotate.errors import UsageError
+from prm_annotate.io.jsonl import iter_jsonl
+from prm_annotate.pipeline.runner import RunOptions, run_stage
+from prm_annotate.seeds import derive_seed
+from prm_annotate.stages.rollout import RolloutInput, RolloutStage
+from prm_annotate.strategies import PlanResult, first_error_of, get_strategy
+from testing.scripted_engine import ScriptedEngine
+
+STEPS = ["We start with 3 apples.", "Then 3 + 5 = 8.", "Then 8 * 2 = 17.", "So the answer is \\boxed{17}."]
+
+
+def response(rid="p/0", steps=STEPS, correct=False, answer="16", **extra) -> RolloutInput:
+    return RolloutInput.model_validate({"id": rid, "problem": "Tom has 3 apples...", "answer": answer,
+                                        "steps": list(steps), "correct": correct, **extra})
+
+
+def scripted(stage: RolloutStage, records, right: dict[str, dict[int, set[int]]], fail=()):
+    """An engine whose completion (step, index) of record id is right iff index in right[id][step]."""
+    by_seed = {}
+    for r in records:
+        for step in range(len(r.steps)):
+            for j in range(stage.k):
+                by_seed[stage.completion_seed(r.id, step, j)] = (r.id, step, j)
+
+    def script(request):
+        rid, step, j = by_seed[request.seed]
+        if (rid, step, j) in fail:
+            return RuntimeError("server said no")
+        good = j in right.get(rid, {}).get(step, set())
+        return f"Let me finish.\n\nThe answer is \\boxed{{{16 if good else 99}}}."
+
+    engine = ScriptedEngine(script)
+    stage.engine = engine
+    return engine
+
+
+def run(stage, records):
+    return {o.id: o for o in stage.process(records)}
+
+
+def make(k=4, **kw) -> RolloutStage:
+    return RolloutStage(ScriptedEngine(lambda r: ""), k=k, **kw)
+
+
+def test_hard_labels_scores_and_first_error():
+    stage = make(k=4)
+    rec = response()
+    engine = scripted(stage, [rec], {"p/0": {0: {0, 1}, 1: {3}, 2: set()}})
+    out = run(stage, [rec])["p/0"]
+    assert out.error is None
+    mc = out.records[0].dump()["mc"]
+    assert mc["scores"] == [0.5, 0.25, 0.0, 0.0]  # the last from the response's own (wrong) answer
+    assert mc["first_error"] == 2
+    assert mc["completions"] == 12 and mc["k"] == 4 and mc["strategy"] == "exhaustive"
+    assert mc["generated_tokens"] == 12 * 7  # the scripted engine counts words as tokens
+    assert len(engine.requests) == 12  # 3 probed steps x K; the last step is not rolled out
+    assert {r.messages[-1]["content"] for r in engine.requests} == {
+        "\n\n".join(STEPS[: i + 1]) + "\n\n" for i in range(3)}
+    assert all(r.continue_final and r.n == 1 for r in engine.requests)
+
+
+def test_threshold_moves_the_first_error():
+    for threshold, expected in [(0.0, 2), (0.25, 1), (0.5, 0)]:
+        stage = make(k=4, threshold=threshold)
+        rec = response()
+        scripted(stage, [rec], {"p/0": {0: {0, 1}, 1: {3}, 2: set()}})
+        assert run(stage, [rec])["p/0"].records[0].dump()["mc"]["first_error"] == expected, threshold
+
+
+def test_last_step_decided_by_the_response_own_answer():
+    stage = make(k=2)
+    right = {"a": {0: {0}, 1: {0, 1}, 2: {1}}, "b": {0: {0}, 1: {0, 1}, 2: {1}}}
+    recs = [response("a", correct=True), response("b", correct=False)]
+    scripted(stage, recs, right)
+    out = run(stage, recs)
+    assert out["a"].records[0].dump()["mc"]["scores"] == [0.5, 1.0, 0.5, 1.0]
+    assert out["a"].records[0].dump()["mc"]["first_error"] == -1
+    assert out["b"].records[0].dump()["mc"]["scores"] == [0.5, 1.0, 0.5, 0.0]
+    assert out["b"].records[0].dump()["mc"]["first_error"] == 3
+
+
+def test_ungraded_response_is_graded_here():
+    stage = make(k=1)
+    rec = response("u", steps=["3 + 5 = 8.", "8 * 2 = 16, so \\boxed{16}."], correct=None)
+    scripted(stage, [rec], {"u": {0: {0}}})
+    mc = run(stage, [rec])["u"].records[0].dump()["mc"]
+    assert mc["last_correct"] is True and mc["last_step"] == "graded here" and mc["first_error"] == -1
+
+
+def test_single_step_response_needs_no_rollout():
+    stage = make(k=8)
+    rec = response("one", steps=["\\boxed{16}"], correct=True)
+    engine = scripted(stage, [rec], {})
+    mc = run(stage, [rec])["one"].records[0].dump()["mc"]
+    assert engine.requests == [] and mc["scores"] == [1.0] and mc["first_error"] == -1 and mc["completions"] == 0
+
+
+def test_soft_label_keeps_scores_and_hard_first_error():
+    stage = make(k=4, label="soft", threshold=0.0)
+    rec = response()
+    scripted(stage, [rec], {"p/0": {0: {0, 1}, 1: {3}, 2: set()}})
+    mc = run(stage, [rec])["p/0"].records[0].dump()["mc"]
+    assert mc["label"] == "soft" and mc["scores"] == [0.5, 0.25, 0.0, 0.0] and mc["first_error"] == 2
+
+
+def test_a_failed_request_fails_only_its_record_and_never_writes_partial_labels():
+    stage = make(k=2)
+    recs = [response("ok", correct=True), response("bad", correct=True)]
+    scripted(stage, recs, {"ok": {0: {0}, 1: {0}, 2: {0}}, "bad": {0: {0}, 1: {0}, 2: {0}}}, fail={("bad", 1, 1)})
+    out = run(stage, recs)
+    assert out["ok"].error is None and out["ok"].records[0].dump()["mc"]["first_error"] == -1
+    assert out["bad"].records == [] and "server said no" in out["bad"].error
+
+
+def test_engine_exception_fails_the_batch_not_the_run():
+    class Broken(ScriptedEngine):
+        def generate(self, requests):
+            raise RuntimeError("EngineCore died")
+
+    stage = RolloutStage(Broken(lambda r: ""), k=2)
+    out = run(stage, [response("x"), response("y")])
+    assert all(o.error and "EngineCore died" in o.error for o in out.values())
+
+
+def test_grader_errors_count_as_not_correct():
+    class FlakyGrader:
+        def start(self, wait=True):
+            pass
+
+        def grade_many(self, pairs):
+            from types import SimpleNamespace as V
+            return [V(final_answer=None, correct=None, error="timeout") if "TIMEOUT" in t
+                    else V(final_answer="16", correct=True, error=None) for _, t in pairs]
+
+    stage = RolloutStage(ScriptedEngine(lambda r: "TIMEOUT" if r.seed % 2 else "\\boxed{16}"), k=4,
+                         grader=FlakyGrader())
+    rec = response("g", correct=True)
+    mc = run(stage, [rec])["g"].records[0].dump()["mc"]
+    seeds = [[stage.completion_seed("g", s, j) % 2 for j in range(4)] for s in range(3)]
+    assert mc["scores"][:3] == [sum(1 for b in row if not b) / 4 for row in seeds]
+    assert mc["grade_errors"] == sum(map(sum, seeds))
+
+
+def test_seeds_are_prefix_stable_across_k():
+    small, large = make(k=8), make(k=16)
+    assert [small.completion_seed("r/1", 2, j) for j in range(8)] == [large.completion_seed("r/1", 2, j) for j in range(8)]
+    assert len({large.completion_seed("r/1", s, j) for s in range(5) for j in range(16)}) == 80
+    assert derive_seed("a/1", 2) != derive_seed("a", "1/2") and 0 < derive_seed("x") < 2 ** 31
+    assert make(k=8, seed=1).completion_seed("r/1", 2, 0) != small.completion_seed("r/1", 2, 0)
+
+
+def test_strategy_seam_runs_several_rounds():
+    """A toy two-round strategy (step 0 first, the rest only if step 0 was ever right) shows the stage
+    runs rounds, batches all records' probes of a round into one engine call, and keeps nulls."""
+    from prm_annotate.strategies import Probe
+
+    class TwoRound:
+        name, supports_soft = "two-round", False
+
+        def plan(self, n_steps, k, threshold, last_correct):
+            outer = self
+
+            class P:
+                round, seen = 0, {}
+
+                def next_round(self):
+                    self.round += 1
+                    if self.round == 1:
+                        return [Probe(0, j) for j in range(k)]
+                    if self.round == 2 and any(self.seen.get(0, [])):
+                        return [Probe(s, j) for s in range(1, n_steps - 1) for j in range(k)]
+                    return []
+
+                def observe(self, results):
+                    for r in results:
+                        self.seen.setdefault(r.probe.step, []).append(r.correct is True)
+
+                def result(self):
+                    scores = [sum(v) / len(v) if (v := self.seen.get(s)) else None for s in range(n_steps - 1)]
+                    scores.append(1.0 if last_correct else 0.0)
+                    return PlanResult(scores, first_error_of(scores, threshold))
+
+            return P()
+
+    stage = RolloutStage(ScriptedEngine(lambda r: ""), k=2, strategy=TwoRound())
+    recs = [response("a", correct=True), response("b", correct=True)]
+    engine = scripted(stage, recs, {"a": {0: {0}, 1: {0}, 2: {1}}, "b": {0: set()}})
+    out = run(stage, recs)
+    assert engine.calls == 2
+    assert out["a"].records[0].dump()["mc"]["scores"] == [0.5, 0.5, 0.5, 1.0]
+    assert out["b"].records[0].dump()["mc"]["scores"] == [0.0, None, None, 1.0]
+    assert out["b"].records[0].dump()["mc"]["first_error"] == 0
+
+
+def test_unknown_strategy_and_soft_refusal():
+    with pytest.raises(UsageError, match="unknown"):
+        get_strategy("nope")
+    # Soft labels need all K completions at every step: only exhaustive gives them.
+    for name in ("early-stop", "binary", "scan"):
+        with pytest.raises(UsageError, match="cannot give --label soft"):
+            get_strategy(name, "soft")
+        assert get_strategy(name, "hard").name == name
+    assert get_strategy("exhaustive", "soft").name == "exhaustive"
+
+
+def test_run_stage_writes_valid_rollouts(tmp_path):
+    from prm_annotate.io.jsonl import dumps
+    from prm_annotate.records import Rollout
+
+    src = tmp_path / "responses.jsonl"
+    src.write_bytes(b"".join(dumps(response(f"p/{i}", correct=bool(i % 2)).dump()) for i in range(5)))
+    stage = RolloutStage(ScriptedEngine(lambda r: "\\boxed{16}" if r.seed % 3 else "\\boxed{1}"), k=3)
+    summary = run_stage(stage, RunOptions(str(src), str(tmp_path / "out.jsonl"), quiet=True, batch_size=2))
+    assert summary.exit_code == 0 and summary.written == 5
+    rows = [Rollout.model_validate(obj) for _, obj in iter_jsonl(tmp_path / "out.jsonl")]
+    assert [r.id for r in rows] == [f"p/{i}" for i in range(5)]
+    assert stage.stats["completions"] == 5 * 3 * 3
+
+
+@pytest.mark.engine
+def test_rollout_on_the_tiny_model(vllm_engine, tmp_path):
+    """Real vLLM: every probe runs, texts are reproducible per seed, prefix cache is used."""
+    import time
+
+    recs = [response(f"t/{i}", steps=[f"Tom has {i} apples.", f"Then {i} + 2 = {i + 2}.", f"So \\boxed{{{i + 2}}}."],
+                     answer=str(i + 2), correct=True) for i in range(4)]
+    stage = RolloutStage(vllm_engine, k=4, max_tokens=24, seed=7)
+    started = time.monotonic()
+    out = run(stage, recs)
+    seconds = time.monotonic() - started
+    for rec in recs:
+        mc = out[rec.id].records[0].dump()["mc"]
+        assert mc["completions"] == 8 and len(mc["scores"]) == 3 and mc["scores"][-1] == 1.0
+        assert all(s in (0.0, 0.25, 0.5, 0.75, 1.0) for s in mc["scores"])
+        assert mc["first_error"] == first_error_of(mc["scores"], 0.0)
+        assert mc["generated_tokens"] > 0
+    assert stage.stats["cached_prompt_tokens"] > 0
+    # The same seeds give the same completions in another batch composition.
+    again = RolloutStage(vllm_engine, k=4, max_tokens=24, seed=7)
+    assert run(again, recs[2:3])[recs[2].id].records[0].dump()["mc"] == out[recs[2].id].records[0].dump()["mc"]
+    print(f"tiny rollout: 4 responses x 2 steps x K=4 in {seconds:.2f} s, "
+          f"{stage.stats['generated_tokens']} tokens, {stage.stats['cached_prompt_tokens']} of "
+          f"{stage.stats['prompt_tokens']} prompt tokens cached")

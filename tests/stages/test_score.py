@@ -1,0 +1,115 @@
+"""`score`: a PRM that `train` wrote loads in vLLM's pooling runner through the CLI, and its step
+scores equal the same checkpoint's scores computed with transformers directly (float32, 1e-3);
+the output feeds `evaluate` and `bon`; a rerun resumes. The stage's own logic (thresholds, reads
+it refuses) is checked without an engine."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import orjson
+import pytest
+
+from prm_annotate.io.output import sidecar
+from prm_annotate.prm.checkpoint import PRMFormat
+from prm_annotate.records import Response
+from prm_annotate.stages.score import ScoreStage, first_below
+from prm_annotate.world import POLICY_DIR
+from testing.jsonl_files import read_jsonl, write_jsonl
+from testing.prm_fixtures import trl_rows, world_responses
+
+CLI = [sys.executable, "-m", "prm_annotate"]
+TIMEOUT = 600
+
+
+def test_first_below():
+    assert first_below([0.9, 0.6, 0.4, 0.2], 0.5) == 2
+    assert first_below([0.9, 0.5], 0.5) == -1  # at the threshold is not below it
+    assert first_below([0.1], 0.05) == -1
+
+
+class StubScorer:
+    """Pure-logic stand-in: fixed probabilities, a whitespace tokenizer with the tag as a word."""
+
+    model = "stub"
+    step_tag_id = 7
+    max_model_len = 40
+    format = PRMFormat(step_tag="<extra_0>", system_prompt=None)
+    tokenizer = SimpleNamespace(chat_template=None,
+                                encode=lambda text, add_special_tokens=False: re.findall(r"<extra_0>|[^\s<]+", text))
+
+    def step_probabilities(self, prompts):
+        return [[0.9, 0.3][:ids.count("<extra_0>")] for ids in prompts]
+
+
+def test_stage_outcomes_without_an_engine():
+    records = [Response(id="ok", problem="p", steps=["a", "b"]),
+               Response(id="tagged", problem="p", steps=["a<extra_0>", "b"]),
+               Response(id="long", problem="p", steps=["word " * 50]),
+               Response(id="three", problem="p", steps=["a", "b", "c"])]
+    out = {o.id: o for o in ScoreStage(StubScorer(), threshold=0.5).process(records)}
+    assert out["ok"].records[0].dump()["prm"] == {"scores": [0.9, 0.3], "first_error": 1, "threshold": 0.5, "model": "stub"}
+    assert "step tag" in out["tagged"].error
+    assert "max_model_len is 40" in out["long"].error
+    assert out["three"].error == "the PRM returned 2 scores for 3 steps"  # never padded or invented
+
+
+@pytest.fixture(scope="module")
+def trained_prm(tmp_path_factory):
+    from prm_annotate.prm.train import TrainConfig, train
+
+    tmp = tmp_path_factory.mktemp("prm")
+    data = write_jsonl(tmp / "train.jsonl", trl_rows(world_responses(8, seed=2)))
+    train(TrainConfig(data=str(data), base=str(POLICY_DIR), output=str(tmp / "prm"), steps=15, batch_size=8,
+                      lr=3e-3, quiet=True))
+    return tmp / "prm"
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_vllm_scores_equal_transformers(trained_prm, tmp_path, heavy):
+    from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
+
+    heavy.release()  # one engine at a time on this machine: this one runs in a child process
+    held_out = world_responses(10, seed=7, split="test")
+    src = write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in held_out])
+    gold = write_jsonl(tmp_path / "gold.jsonl", [{"id": r["id"], "label": r["label"]} for r in held_out])
+    out = tmp_path / "scored.jsonl"
+    cmd = [*CLI, "score", str(src), "-o", str(out), "--model", str(trained_prm), "--dtype", "float32",
+           "--threshold", "0.8", "--batch-size", "8", "--start-timeout", "300", "--quiet"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+    scored = read_jsonl(out)
+    assert [r["id"] for r in scored] == [r["id"] for r in held_out]
+    model, tokenizer, fmt = load_model(trained_prm)
+    worst = 0.0
+    for rec in scored:
+        ref = transformers_step_scores(model, tokenizer, fmt, rec["problem"], rec["steps"])
+        assert len(rec["prm"]["scores"]) == len(rec["steps"]) == len(ref)
+        worst = max(worst, *(abs(a - b) for a, b in zip(rec["prm"]["scores"], ref)))
+        assert rec["prm"]["first_error"] == first_below(ref, 0.8)
+        assert rec["prm"]["model"] == str(trained_prm) and rec["prm"]["threshold"] == 0.8
+    assert worst < 1e-3, worst
+    # Not all equal: the test would pass vacuously on a constant head.
+    assert len({round(s, 4) for rec in scored for s in rec["prm"]["scores"]}) > 5
+
+    manifest = orjson.loads(sidecar(str(out), "manifest.json").read_bytes())["runs"][-1]
+    assert manifest["stage"] == "score" and manifest["settings"]["threshold"] == 0.8
+    assert manifest["settings"]["step_tag"] == "<extra_0>" and manifest["counts"]["done"] == len(held_out)
+
+    # Its output is a label source like any other, and BoN input.
+    ev = subprocess.run([*CLI, "evaluate", str(out), "--gold", str(gold), "--pred-field", "prm.first_error", "--json"],
+                        capture_output=True, text=True, timeout=120)
+    assert ev.returncode == 0, ev.stderr
+    assert orjson.loads(ev.stdout)["overall"]["n"] == len(held_out)
+    bon = subprocess.run([*CLI, "bon", str(out), "--gold", str(gold), "--json"], capture_output=True, text=True, timeout=120)
+    assert bon.returncode == 0, bon.stderr
+    assert orjson.loads(bon.stdout)["n"] == [1, 2]
+
+    before = out.read_bytes()
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    assert rerun.returncode == 0 and f"{len(held_out)} already done" in rerun.stderr
+    assert out.read_bytes() == before
