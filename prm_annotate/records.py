@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
+                      model_validator)
 
 def _answer_to_str(value: Any) -> Any:
     # Gold answers often arrive as JSON numbers (18, 2.5); they are compared as text.
@@ -23,6 +24,15 @@ def _answer_to_str(value: Any) -> Any:
 
 
 _R = TypeVar("_R", bound="Record")
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first three problems of a record that does not validate, as one line."""
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(x) for x in err["loc"]) or "record"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
 
 
 class Record(BaseModel):

@@ -41,7 +41,7 @@ from prm_annotate.errors import InputError, UsageError, require
 from prm_annotate.io.jsonl import STDIO, dumps
 from prm_annotate.reports.labels import read_raw, step_labels
 from prm_annotate.records import Consensus, Judged, Rollout
-from prm_annotate.pipeline.runner import describe_validation_error
+from prm_annotate.records import describe_validation_error
 
 FORMATS = ("trl", "openrlhf", "qwen", "math-shepherd", "tokens", "hf")
 SOFT_FORMATS = ("qwen", "tokens")

@@ -26,7 +26,7 @@ from prm_annotate.io.jsonl import STDIO, check_input, is_stream
 from prm_annotate.io.manifest import append_manifest
 from prm_annotate.io.output import RejectsWriter, ResumableWriter, check_output
 from prm_annotate.pipeline.progress import Progress
-from prm_annotate.records import Record
+from prm_annotate.records import Record, describe_validation_error
 from prm_annotate.io.sharding import shard_of
 
 
@@ -115,14 +115,6 @@ class RunOptions:
     skip_invalid: bool = False
     quiet: bool = False
     shard: tuple[int, int] | None = None  # (index, count), 0-based index
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:3]:
-        loc = ".".join(str(x) for x in err["loc"]) or "record"
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts)
 
 
 def read_validated(path: str, model: type[Record], opts: RunOptions,

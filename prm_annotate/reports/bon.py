@@ -36,7 +36,7 @@ from prm_annotate.errors import InputError
 from prm_annotate.grading.grader import Grader
 from prm_annotate.reports.labels import Gold, read_raw
 from prm_annotate.records import Scored
-from prm_annotate.pipeline.runner import describe_validation_error
+from prm_annotate.records import describe_validation_error
 from prm_annotate.steps import DEFAULT_SEP, join_steps
 
 AGGREGATIONS: dict[str, Callable[[list[float]], float]] = {
