@@ -120,7 +120,6 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     Returns the wall time of each part and the records any stage failed (left out of the files).
     Raises what the engines or stages raise; every engine started here is closed on the way out."""
     from prm_annotate.engines import make_engine
-    from prm_annotate.prompt_files import JUDGE_PROMPTS, load_prompt
     from prm_annotate.stages.consensus import print_summary, run_consensus
     from prm_annotate.stages.judge import JudgeStage
     from prm_annotate.stages.rollout import RolloutStage
@@ -150,7 +149,7 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     engine = make_engine(config)
     timings.add("judge engine start", t)
     try:
-        _run(JudgeStage(engine, prompt=load_prompt("processbench", JUDGE_PROMPTS), max_tokens=cfg.judge_max_tokens,
+        _run(JudgeStage(engine, prompt="processbench", max_tokens=cfg.judge_max_tokens,
                         seed=cfg.seed, engine_info=config.describe()),
              paths["responses"], paths["judged"], cfg, failures, timings)
     finally:
