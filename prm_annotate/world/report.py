@@ -65,6 +65,7 @@ class ReportConfig:
     start_timeout: float = START_TIMEOUT
     dtype: str | None = None  # None: the engines' default (float32 on CPU)
     quiet: bool = True
+    verbose: bool = False  # the libraries' own warnings, logs and progress bars
 
     def paths(self) -> dict[str, Path]:
         return {role: self.workdir / name for role, name in FILES.items()}
@@ -100,7 +101,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def _engine_config(model: Path, cfg: ReportConfig):
     from prm_annotate.engines import EngineConfig
 
-    return EngineConfig(model=str(model.resolve()), seed=cfg.seed, start_timeout=cfg.start_timeout, dtype=cfg.dtype)
+    return EngineConfig(model=str(model.resolve()), seed=cfg.seed, start_timeout=cfg.start_timeout, dtype=cfg.dtype,
+                        load_progress=cfg.verbose)
 
 
 def _run(stage: Any, input_path: Path, output_path: Path, cfg: ReportConfig, failures: list[str],
