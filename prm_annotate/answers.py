@@ -234,8 +234,10 @@ def _last_bold(text: str) -> str | None:
 
 
 def _looks_bare(par: str) -> bool:
-    """A short paragraph that is an answer by itself ("18", "$\\frac{1}{2}$"), not a sentence."""
+    """A short paragraph that is an answer by itself ("18", "$\\frac{1}{2}$"), not a sentence: one
+    that opens with a word before its math ("Hence $S = \\{1, 2\\}$.") is a sentence."""
     return len(par) <= 80 and "\n" not in par and not re.search(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}", par) \
+        and not re.match(r"[A-Za-z]{2,},?\s+[$\\]", par) \
         and bool(re.search(r"\d|\\", par) or re.fullmatch(r"\$[^$]+\$", par))
 
 
@@ -298,6 +300,27 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
     return _join_items([c[2] for c in cands[first:i + 1]])
 
 
+# Rule: a closing sentence that ends on a math environment and states it ("Thus, the probability
+# that exactly one of the 6 people gets their hat back is \(\frac{11}{30}\).", "... the value of
+# \(r\) is \(4.4\%\).") gives that environment as its answer, whatever numbers its words name
+# before it (6 is no answer there, even when an equation elsewhere computed a 6). The environment
+# must end the sentence (nothing but punctuation or markdown after it) and come right after a
+# word or sign that states a value: "is", "are", "equals", "to", "as", ":", "=" (not "when",
+# "for", "and": "... is 5 when \(n = 3\)." and "... are \(1\) and \(2\)." are read as before).
+_STATES_RE = re.compile(r"(?i)(?:(?<![A-Za-z])(?:is|are|was|were|be|equals?|becomes?|gives?|yields?|to|as)|[:=])\s*$")
+_SENTENCE_TAIL_RE = re.compile(r"[\s.,;:!*_)\]]*")
+
+
+def _closing_math(sentence: str, cands: list[tuple[int, int, str, bool]]) -> int | None:
+    """The index of the last candidate when it is a math environment that ends the sentence and is
+    stated by it (the rule above), else None."""
+    start, end, _, _ = cands[-1]
+    if sentence[start] not in "$\\" or not _SENTENCE_TAIL_RE.fullmatch(sentence, end):
+        return None
+    said = sentence[cands[-2][1] if len(cands) > 1 else 0:start]
+    return len(cands) - 1 if _STATES_RE.search(said.replace("**", "")) else None
+
+
 def _from_final_paragraph(text: str) -> str | None:
     pars = [p.strip()[-TAIL:] for p in text.split("\n\n")[-3:] if p.strip()]
     if not pars:
@@ -311,6 +334,9 @@ def _from_final_paragraph(text: str) -> str | None:
         for sentence in reversed([s for s in _SENTENCE_SPLIT_RE.split(par) if s and s.strip()]):
             cands = _sentence_candidates(sentence)
             if cands:
+                closing = _closing_math(sentence, cands)
+                if closing is not None:
+                    return _stated(sentence, cands, closing)
                 computed = [k for k, (_, _, a, is_result) in enumerate(cands)
                             if is_result or normalize_answer(a) in results]
                 return _stated(sentence, cands, computed[-1] if computed else len(cands) - 1)

@@ -195,6 +195,23 @@ MARKUP = [
 ]
 
 
+# --- answers written in prose (olympiad-level responses that end without a box) ------------------
+
+# A closing sentence that ends on a math environment it states gives that environment, whatever
+# numbers its words name before it; one that opens with a word is a sentence, not a bare answer.
+PROSE_ENDINGS = [
+    ("\\frac{11}{32}", "With n = 5 the probability is \\(\\frac{11}{32}\\).", True),
+    ("5", "With n = 5 the probability is \\(\\frac{11}{32}\\).", False),
+    ("\\frac{2}{5}", "So 4 pairs give 0. Hence the probability that the product of 2 of them is 0 is $\\frac{2}{5}$.", True),
+    ("0", "So 4 pairs give 0. Hence the probability that the product of 2 of them is 0 is $\\frac{2}{5}$.", False),
+    ("4.4\\%", "Rounded, 4.44 is 4.4. Therefore, the value of \\(r\\) is \\(4.4\\%\\).", True),
+    ("1, 2", "The roots are \\(1\\) and \\(2\\).", True),                       # a list, as before
+    ("1, 2", "Hence $S = \\{1, 2\\}$.", True),
+    ("1, 2, 3", "Therefore, $n \\in \\{1,2,3\\}$.", True),
+    ("1, 2", "Hence $S = \\{1, 3\\}$.", False),
+]
+
+
 # --- families of solutions with an integer parameter -------------------------------------------
 
 FAMILY = "\\frac{\\pi}{6} + k\\pi, \\frac{5\\pi}{6} + k\\pi \\text{ for } k \\in \\mathbb{Z}"
@@ -243,7 +260,7 @@ BASICS = [
 @pytest.mark.parametrize("gold, text, correct", [
     pytest.param(*case, id=f"{kind}-{i}") for kind, cases in
     (("basics", BASICS), ("parts", SEVERAL_PARTS), ("markup", MARKUP), ("family", FAMILIES),
-     ("remark", REMARKS))
+     ("remark", REMARKS), ("prose", PROSE_ENDINGS))
     for i, case in enumerate(cases)])
 def test_grade(grader, gold, text, correct):
     v = grader.grade(gold, text)
