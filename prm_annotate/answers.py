@@ -63,7 +63,9 @@ DECL_TAIL = 200     # characters at the end of an answer searched for a percent 
 # state something other than the value, so such an answer is graded wrong, never reduced to its
 # number. Only what the gold itself does not say counts: gold "\text{no}" still accepts "no", a gold
 # inequality still lets math-verify compare an answer inequality. The modal verbs of word problems
-# ("she would save $24", "he could buy 18") are not qualifiers. Rounding words ("approximately",
+# ("she would save $24", "he could buy 18") are not qualifiers. A "±" is no qualifier either: it
+# states two values ("\\pm 18" is 18 and -18, see `_expand_pm`), so it is wrong against a gold of
+# one of them and right against a gold of both. Rounding words ("approximately",
 # "about") are not qualifiers: a rounded value is the value (math-verify accepts `x \approx 11`), and
 # they are left to the numeric comparison.
 _HEDGES = ("maybe", "perhaps", "possibly", "probably", "likely", "unlikely", "guess", "guessing", "think",
@@ -86,7 +88,7 @@ _QUALIFIER_WORDS = (
 _QUALIFIER_RE = re.compile(
     r"(?i)(?<![\\A-Za-z])(?:(" + _QUALIFIER_WORDS + r")|([A-Za-z]{1,12}n't)|(up\s+to)|(or\s+so))(?![A-Za-z])"
     # relations other than "=" and "\approx" bound a value instead of stating it
-    r"|(<|>|≤|≥|≠|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt|leqslant|geqslant|pm|mp)(?![A-Za-z])|±)"
+    r"|(<|>|≤|≥|≠|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt|leqslant|geqslant)(?![A-Za-z]))"
     r"|(\?)"                                                 # a question
     r"|(==|=>|\(\s*\)|\]\s*\[|(?<![A-Za-z'])['\"`](?=\s*[\w({\[])|\d['\"`])"  # code: calls, indexing, quotes
     r"|(\d\s*\+\s*$)")                                       # "5+": five or more
@@ -471,6 +473,50 @@ def _integer_parameter(s: str) -> str:
     return re.sub(standalone % letter, "k", s)
 
 
+# --- a sign that stands for two values --------------------------------------------------------
+#
+# Rule: "x = 1 \pm \sqrt{2}" states two solutions, 1 + \sqrt{2} and 1 - \sqrt{2}: an item of an
+# answer with one "±" (or "∓") is written out as the two items it stands for, on both sides of a
+# comparison, so "10 \pm 2\sqrt{17}" equals the list "10 + 2\sqrt{17}, 10 - 2\sqrt{17}" in any order,
+# and "\pm 18" is not 18. An item with several signs ("(\pm 1, \pm 2)": correlated or not?) is left
+# to math-verify.
+_PM_RE = re.compile(r"\\pm(?![A-Za-z])|±|\\mp(?![A-Za-z])|∓")
+
+
+def _top_level_items(s: str) -> list[str]:
+    """`s` split at the commas outside every bracket ((), [], {})."""
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            items.append(s[start:i])
+            start = i + 1
+    return items + [s[start:]]
+
+
+def _expand_pm(s: str) -> str:
+    if len(s) > MAX_PROSE or not _PM_RE.search(s):
+        return s
+    out = []
+    for item in _top_level_items(s):
+        signs = list(_PM_RE.finditer(item))
+        if len(signs) != 1:
+            out.append(item.strip())
+            continue
+        m = signs[0]
+        pair = ("+", "-") if m.group() in ("\\pm", "±") else ("-", "+")
+        before, after = item[:m.start()].strip(), item[m.end():].strip()
+        for sign in pair:
+            if not before or before.endswith(("=", "(", "[", "{", "\\{")):  # "\pm 18", "x = \pm 3": a sign of its value
+                out.append(f"{before}{' ' if before.endswith('=') else ''}{'' if sign == '+' else sign}{after}")
+            else:
+                out.append(f"{before} {sign} {after}")
+    return ", ".join(out)
+
+
 # --- percentages ------------------------------------------------------------------------------
 #
 # Rule: a percent sign is kept as a trailing "%" on the canonical form of a value ("62.5\%",
@@ -532,6 +578,7 @@ def normalize_answer(s: str) -> str:
     s = re.sub(r"\\(?:mathrm|mathit|rm)\s*\{\s*([A-Za-z])\s*\}", r"\1", s)
     s = _drop_text(s)
     s = _DEGREE_RE.sub("", s)
+    s = _expand_pm(s)
     # "5, 15, and 25", "x = -1 or x = -9": items of one list, written as math-verify lists them
     s = _LIST_WORD_RE.sub(", ", s)
     s = " ".join(s.split())

@@ -212,6 +212,24 @@ PROSE_ENDINGS = [
 ]
 
 
+# A "±" stands for two values, on either side: right against both, wrong against one.
+PLUS_MINUS = [
+    ("10+2\\sqrt{17}, 10-2\\sqrt{17}", "The solutions are $x = 10 \\pm 2\\sqrt{17}$.", True),
+    ("10 \\pm 2 \\sqrt{17}", "\\boxed{10 - 2\\sqrt{17}, 10 + 2\\sqrt{17}}", True),
+    ("-18, 18", "\\boxed{\\pm 18}", True),
+    ("-3, 3", "\\boxed{x = \\pm 3}", True),
+    ("\\frac{-3+\\sqrt{5}}{2}, \\frac{-3-\\sqrt{5}}{2}", "\\boxed{x = \\frac{-3 \\pm \\sqrt{5}}{2}}", True),
+    ("1-\\sqrt2, 1+\\sqrt2", "So \\(x = 1 \\mp \\sqrt{2}\\).", True),
+    ("-1, 1, 2", "\\boxed{\\pm 1, 2}", True),
+    ("(1,2),(-1,2)", "\\boxed{(\\pm 1, 2)}", True),
+    ("18", "\\boxed{\\pm 18}", False),                                          # one of the two
+    ("\\pm 18", "\\boxed{18}", False),
+    ("10+2\\sqrt{17}", "The solutions are $x = 10 \\pm 2\\sqrt{17}$.", False),
+    ("10+2\\sqrt{17}, 10-2\\sqrt{17}", "\\boxed{10 \\pm \\sqrt{17}}", False),
+    ("-1, 1, 2", "\\boxed{\\pm 1, 3}", False),
+]
+
+
 # --- families of solutions with an integer parameter -------------------------------------------
 
 FAMILY = "\\frac{\\pi}{6} + k\\pi, \\frac{5\\pi}{6} + k\\pi \\text{ for } k \\in \\mathbb{Z}"
@@ -260,7 +278,7 @@ BASICS = [
 @pytest.mark.parametrize("gold, text, correct", [
     pytest.param(*case, id=f"{kind}-{i}") for kind, cases in
     (("basics", BASICS), ("parts", SEVERAL_PARTS), ("markup", MARKUP), ("family", FAMILIES),
-     ("remark", REMARKS), ("prose", PROSE_ENDINGS))
+     ("remark", REMARKS), ("prose", PROSE_ENDINGS), ("pm", PLUS_MINUS))
     for i, case in enumerate(cases)])
 def test_grade(grader, gold, text, correct):
     v = grader.grade(gold, text)
