@@ -25,8 +25,8 @@ units, degrees, thousands separators, a trailing contrast ("18, not 20") and the
 single unqualified number are removed; a percent sign becomes a trailing "%", "and"/"or" between
 items a comma, a declared integer parameter ("k \\in \\mathbb{Z}") is dropped and renamed k. Both
 sides of a comparison go through the same function, so the rules are symmetric and hold for any
-item. `comparison_forms` gives the pairs that decide a comparison (the percent and decimal-comma
-rules); each rule is written down where it is applied.
+item. `comparison_forms` gives the pairs that decide a comparison (the percent, decimal-comma and
+interval rules); each rule is written down where it is applied.
 """
 from __future__ import annotations
 
@@ -141,7 +141,10 @@ def hedged(answer: str, gold: str = "") -> bool:
     if len(answer) > MAX_PROSE:
         return False  # long answers are expressions, not sentences; math-verify compares them
     answer = _CALCULATOR_RE.sub(" ", answer)  # GSM8K's "<<4/12=0.33>>" is arithmetic, not a relation
-    return bool(_qualifiers(_drop_remarks(answer)) - _qualifiers(gold))
+    said = _qualifiers(_drop_remarks(answer)) - _qualifiers(gold)
+    if said == {"relation"} and _sets_of_reals(normalize_answer(gold), normalize_answer(answer)):
+        return False  # "x > 2" against the gold "(2, \\infty)": a set of reals, not a bound (see `_interval_of`)
+    return bool(said)
 
 
 # What may stand between the items of one answer written as several boxes or math environments:
@@ -517,6 +520,89 @@ def _expand_pm(s: str) -> str:
     return ", ".join(out)
 
 
+# --- sets of real numbers: intervals and inequalities -----------------------------------------
+#
+# Rule: an inequality in one variable states the set of values that satisfy it, as an interval
+# does: "x > 2" is "(2, \infty)", "0 < t \le 4" is "(0, 4]", "x < -1 or x > 2" (also written with a
+# comma or "\cup") is "(-\infty, -1) \cup (2, \infty)". When the gold is such a set (intervals, or
+# an inequality) and the answer one too, in either notation and with any letter for the variable,
+# the inequalities are also compared in interval notation (`comparison_forms`), and the answer's
+# relation signs are not a bound on a value (`hedged`): "x > 5" stays wrong against the gold 5.
+# A chain must run one way ("1 < x < 2", "2 > x > 1"); "x > 1 and x < 3", "x \ne 2", or two
+# variables are not read.
+_REL_TOKEN_RE = re.compile(r"\\(?:leqslant|geqslant|leq|geq|le|ge|lt|gt)(?![A-Za-z])|<|>|≤|≥")
+_LESS = {"<": True, "\\lt": True, "\\le": False, "\\leq": False, "\\leqslant": False, "≤": False}
+_GREATER = {">": True, "\\gt": True, "\\ge": False, "\\geq": False, "\\geqslant": False, "≥": False}
+_UNION_SPLIT_RE = re.compile(r"\\cup(?![A-Za-z])|(?<![A-Za-z\\])or(?![A-Za-z])")
+_VARIABLE_RE = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?")
+_IN_RE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*(?:\\in(?![A-Za-z])|∈)\s*")
+
+
+def _ray(variable: str, op: str, bound: str, bound_first: bool) -> tuple[str, str] | None:
+    """(left, right) ends of the interval `variable op bound` (or `bound op variable`)."""
+    less = op in _LESS  # variable < bound, or bound < variable
+    strict = _LESS.get(op, _GREATER.get(op))
+    if less != bound_first:  # x < b, b > x: up to b
+        return "(-\\infty", bound + (")" if strict else "]")
+    return ("(" if strict else "[") + bound, "\\infty)"
+
+
+def _interval_of(s: str) -> str | None:
+    """Interval notation for `s` (normalised) when it is an inequality in one variable, else None."""
+    if len(s) > MAX_PROSE or not _REL_TOKEN_RE.search(s) or re.search(r"=|\\ne|\\neq|≠|\band\b", s):
+        return None
+    parts, variables = [], set()
+    for item in _top_level_items(s):
+        for part in _UNION_SPLIT_RE.split(item):
+            ops = [m.group() for m in _REL_TOKEN_RE.finditer(part)]
+            pieces = [x.strip() for x in _REL_TOKEN_RE.split(part)]
+            if not 2 <= len(pieces) <= 3 or not all(pieces):
+                return None
+            if len(pieces) == 2:
+                (a, b), op = pieces, ops[0]
+                if _VARIABLE_RE.fullmatch(a) and not _VARIABLE_RE.fullmatch(b):
+                    variable, ends = a, _ray(a, op, b, bound_first=False)
+                elif _VARIABLE_RE.fullmatch(b) and not _VARIABLE_RE.fullmatch(a):
+                    variable, ends = b, _ray(b, op, a, bound_first=True)
+                else:
+                    return None
+            else:
+                a, variable, b = pieces
+                if not _VARIABLE_RE.fullmatch(variable) or (ops[0] in _LESS) != (ops[1] in _LESS):
+                    return None
+                if ops[0] in _LESS:
+                    ends = (("(" if _LESS[ops[0]] else "[") + a, b + (")" if _LESS[ops[1]] else "]"))
+                else:
+                    ends = (("(" if _GREATER[ops[1]] else "[") + b, a + (")" if _GREATER[ops[0]] else "]"))
+            variables.add(variable)
+            parts.append(f"{ends[0]}, {ends[1]}")
+    return " \\cup ".join(parts) if len(variables) == 1 else None
+
+
+def _is_interval_set(s: str) -> bool:
+    """Whether `s` (normalised) is written in interval notation: "(2, \\infty)", "[0, 4) \\cup (5, 6]",
+    "x \\in [1, 2]"."""
+    s = _IN_RE.sub("", s.strip())
+    if len(s) > MAX_PROSE or not s:
+        return False
+    for part in re.split(r"\\cup(?![A-Za-z])", s):
+        part = part.strip()
+        if len(part) < 5 or part[0] not in "([" or part[-1] not in ")]" or len(_top_level_items(part[1:-1])) != 2:
+            return False
+    return True
+
+
+def _sets_of_reals(gold: str, answer: str) -> tuple[str, str] | None:
+    """(gold, answer) both in interval notation when both state a set of reals and one of them is
+    written as an inequality (the rule above), else None."""
+    g, a = _interval_of(gold), _interval_of(answer)
+    if a is None and g is None:
+        return None
+    g = g or (_IN_RE.sub("", gold) if _is_interval_set(gold) else None)
+    a = a or (_IN_RE.sub("", answer) if _is_interval_set(answer) else None)
+    return (g, a) if g and a else None
+
+
 # --- percentages ------------------------------------------------------------------------------
 #
 # Rule: a percent sign is kept as a trailing "%" on the canonical form of a value ("62.5\%",
@@ -531,6 +617,9 @@ _PERCENT_END_RE = re.compile(r"(?i)\s*(?:\\?%|\b(?:percent|per\s+cent|percentage
 def comparison_forms(gold: str, answer: str) -> list[tuple[str, str]]:
     """The (gold, answer) pairs, normalised, that decide a comparison: the answer is right when any
     of them is equal (the percent rule above); a single pair for everything else."""
+    reals = _sets_of_reals(gold, answer)
+    if reals:
+        return [(gold, answer), reals]
     comma = _decimal_comma(gold, answer) or _decimal_comma(answer, gold)
     if comma:
         return [(gold, answer), comma if _decimal_comma(gold, answer) else comma[::-1]]

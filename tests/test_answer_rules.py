@@ -230,6 +230,42 @@ PLUS_MINUS = [
 ]
 
 
+# A set of reals in either notation, with any letter for the variable; a bound on one value is
+# still no value.
+INTERVALS = [
+    ("(2, \\infty)", "\\boxed{x > 2}", True),
+    ("(2, \\infty)", "Therefore, the inequality holds for all \\( x > 2 \\).", True),
+    ("x > 2", "\\boxed{(2, \\infty)}", True),
+    ("[2, \\infty)", "\\boxed{k \\geq 2}", True),
+    ("k \\geqslant 2", "\\boxed{n \\ge 2}", True),
+    ("(-\\infty, -1) \\cup (2, \\infty)", "\\boxed{x < -1 \\text{ or } x > 2}", True),
+    ("(-\\infty, -1) \\cup (2, \\infty)", "So $x < -1$ or $x > 2$, that is \\(x \\in (-\\infty, -1) \\cup (2, \\infty)\\).", True),
+    ("[1, 2]", "Thus \\( 1 \\leq x \\leq 2 \\).", True),
+    ("(0, 4]", "So the range of \\(t\\) is \\( 0 < t \\leq 4 \\).", True),
+    ("(1, 2)", "\\boxed{2 > x > 1}", True),
+    ("-\\frac{9}{2} \\leq x \\leq -2", "\\boxed{[-\\frac{9}{2}, -2]}", True),
+    ("(0, 4]", "So the range of \\(t\\) is \\( 0 < t < 4 \\).", False),               # the end point
+    ("(-\\infty, -1) \\cup (2, \\infty)", "\\boxed{x < -1 \\text{ or } x > 3}", False),
+    ("(1, 2)", "\\boxed{x > 1}", False),
+    ("(5, \\infty)", "\\boxed{x \\geq 5}", False),
+    ("(2, \\infty)", "\\boxed{x > 2 \\text{ if } a > 0}", False),                      # a condition
+    ("5", "\\boxed{x \\geq 5}", False),                                               # a bound on 5
+]
+
+
+def test_inequalities_in_interval_notation():
+    from prm_annotate.answers import _interval_of
+
+    assert _interval_of("x > 2") == "(2, \\infty)"
+    assert _interval_of("x \\le -1") == "(-\\infty, -1]"
+    assert _interval_of("3 \\geq y") == "(-\\infty, 3]"
+    assert _interval_of("0 < t \\le 4") == "(0, 4]"
+    assert _interval_of("x < -1, x > 2") == "(-\\infty, -1) \\cup (2, \\infty)"
+    assert _interval_of("1 < x > 0") is None and _interval_of("x < y") is None
+    assert _interval_of("x > 1, y > 2") is None and _interval_of("x \\ne 2") is None
+    assert _interval_of("x > 1 and x < 3") is None  # an intersection: not read
+
+
 # --- families of solutions with an integer parameter -------------------------------------------
 
 FAMILY = "\\frac{\\pi}{6} + k\\pi, \\frac{5\\pi}{6} + k\\pi \\text{ for } k \\in \\mathbb{Z}"
@@ -278,7 +314,8 @@ BASICS = [
 @pytest.mark.parametrize("gold, text, correct", [
     pytest.param(*case, id=f"{kind}-{i}") for kind, cases in
     (("basics", BASICS), ("parts", SEVERAL_PARTS), ("markup", MARKUP), ("family", FAMILIES),
-     ("remark", REMARKS), ("prose", PROSE_ENDINGS), ("pm", PLUS_MINUS))
+     ("remark", REMARKS), ("prose", PROSE_ENDINGS), ("pm", PLUS_MINUS),
+     ("interval", INTERVALS))
     for i, case in enumerate(cases)])
 def test_grade(grader, gold, text, correct):
     v = grader.grade(gold, text)

@@ -100,14 +100,23 @@ def test_empty_answers(grader):
     assert grader.grade("$$", "\\boxed{3}") == Verdict("3", None, "empty gold")
 
 
-def test_gold_goes_first(grader):
+def test_gold_goes_first(monkeypatch):
     # math-verify is not symmetric: an interval gold accepts an inequality answer but an inequality
-    # gold does not accept an interval answer... and vice versa for the other order. Swapping the
-    # arguments anywhere would flip both results.
-    assert grader.grade("1 < x < 2", "\\boxed{(1, 2)}").correct is True
-    assert grader.grade("(1, 2)", "\\boxed{1 < x < 2}").correct is False
-    assert grader.grade("1 \\le x \\le 2", "\\boxed{[1, 2]}").correct is True
-    assert grader.grade("[1, 2]", "\\boxed{1 \\le x \\le 2}").correct is False
+    # gold does not accept an interval answer. The worker calls it gold first...
+    from prm_annotate.grading_worker import verify_answer
+
+    assert verify_answer("1 < x < 2", "(1, 2)") == (True, None)
+    assert verify_answer("(1, 2)", "1 < x < 2") == (False, None)
+    assert verify_answer("1 \\le x \\le 2", "[1, 2]") == (True, None)
+    assert verify_answer("[1, 2]", "1 \\le x \\le 2") == (False, None)
+    # ...and the grader sends each pair gold first (the interval rule of answers.py now reads both
+    # orders of the example above alike, so the order is checked where it is sent).
+    sent = []
+    with Grader() as g:
+        real = g._compare
+        monkeypatch.setattr(g, "_compare", lambda keys: sent.extend(keys) or real(keys))
+        assert g.grade("\\frac{1}{3}", "\\boxed{\\frac{2}{6}}").correct is True
+    assert sent == [("\\frac{1}{3}", "\\frac{2}{6}")]
 
 
 def test_grade_many_keeps_order_and_matches_grade(grader):
