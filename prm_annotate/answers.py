@@ -476,6 +476,27 @@ def _integer_parameter(s: str) -> str:
     return re.sub(standalone % letter, "k", s)
 
 
+# --- a set written out in braces ---------------------------------------------------------------
+#
+# Rule: a solution set written out element by element, "\{1, 2\}", "\lbrace (1, 2) \rbrace", is the
+# list of its elements ("1, 2", "(1, 2)"), on both sides of a comparison: math-verify compares
+# lists without order, as sets, and a set of one tuple is otherwise no tuple to it. A set given by
+# a condition ("\{n \mid n > 2\}", "\{x : x^2 = 1\}") or several sets ("\{1\}, \{2\}") are left alone.
+def _unbrace_set(s: str) -> str:
+    s = re.sub(r"\\lbrace(?![A-Za-z])", r"\\{", re.sub(r"\\rbrace(?![A-Za-z])", r"\\}", s)).strip()
+    if len(s) > MAX_PROSE or not (s.startswith("\\{") and s.endswith("\\}")) or len(s) < 5:
+        return s
+    inner = s[2:-2]
+    depth = 0
+    for m in re.finditer(r"\\\{|\\\}", inner):
+        depth += 1 if m.group() == "\\{" else -1
+        if depth < 0:  # "\{1\}, \{2\}": the first brace closes before the end
+            return s
+    if depth or re.search(r"\\mid(?![A-Za-z])|\||:", inner):
+        return s
+    return inner.strip()
+
+
 # --- a sign that stands for two values --------------------------------------------------------
 #
 # Rule: "x = 1 \pm \sqrt{2}" states two solutions, 1 + \sqrt{2} and 1 - \sqrt{2}: an item of an
@@ -667,7 +688,7 @@ def normalize_answer(s: str) -> str:
     s = re.sub(r"\\(?:mathrm|mathit|rm)\s*\{\s*([A-Za-z])\s*\}", r"\1", s)
     s = _drop_text(s)
     s = _DEGREE_RE.sub("", s)
-    s = _expand_pm(s)
+    s = _expand_pm(_unbrace_set(s))
     # "5, 15, and 25", "x = -1 or x = -9": items of one list, written as math-verify lists them
     s = _LIST_WORD_RE.sub(", ", s)
     s = " ".join(s.split())

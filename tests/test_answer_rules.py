@@ -266,6 +266,26 @@ def test_inequalities_in_interval_notation():
     assert _interval_of("x > 1 and x < 3") is None  # an intersection: not read
 
 
+# A solution set written out in braces is the list of its elements.
+BRACED_SETS = [
+    ("(1,2)", "\\boxed{\\{(1,2)\\}}", True),
+    ("(2, 3)", "So the only solution is \\( \\{(2, 3)\\} \\).", True),
+    ("1, 2", "\\boxed{\\lbrace 1, 2 \\rbrace}", True),
+    ("\\{1, 2\\}", "The solutions are $x = 2$ and $x = 1$.", True),
+    ("(1, 2), (2, 1)", "The solution set is \\(\\{(2, 1), (1, 2)\\}\\).", True),
+    ("-1, 1", "\\boxed{\\{\\pm 1\\}}", True),
+    ("(1,2)", "\\boxed{\\{(1,2), (2, 1)\\}}", False),                                 # one too many
+    ("(1,2)", "\\boxed{\\{(2,1)\\}}", False),
+    ("1, 2, 3", "\\boxed{\\{1, 2\\}}", False),
+]
+
+
+def test_a_set_given_by_a_condition_is_left_alone():
+    assert normalize_answer("\\{n \\mid n > 2\\}") == "\\{n \\mid n > 2\\}"
+    assert normalize_answer("\\{1\\}, \\{2\\}") == "\\{1\\}, \\{2\\}"
+    assert normalize_answer("\\{(1, 2)\\}") == "(1, 2)"
+
+
 # --- families of solutions with an integer parameter -------------------------------------------
 
 FAMILY = "\\frac{\\pi}{6} + k\\pi, \\frac{5\\pi}{6} + k\\pi \\text{ for } k \\in \\mathbb{Z}"
@@ -315,7 +335,7 @@ BASICS = [
     pytest.param(*case, id=f"{kind}-{i}") for kind, cases in
     (("basics", BASICS), ("parts", SEVERAL_PARTS), ("markup", MARKUP), ("family", FAMILIES),
      ("remark", REMARKS), ("prose", PROSE_ENDINGS), ("pm", PLUS_MINUS),
-     ("interval", INTERVALS))
+     ("interval", INTERVALS), ("set", BRACED_SETS))
     for i, case in enumerate(cases)])
 def test_grade(grader, gold, text, correct):
     v = grader.grade(gold, text)
