@@ -218,8 +218,11 @@ def _last_answer_is(text: str) -> str | None:
 
 
 def _last_hashes(text: str) -> str | None:
+    # A markdown heading is no GSM8K answer: "#### For \\(T = 3\\):", "#### Case 1", "#### Final Answer"
+    # open with a word or end with a colon; "#### 18" and "#### x = 5" do neither.
     found = [m.group(1).strip() for m in _HASHES_RE.finditer(text)]
-    return next((f for f in reversed(found) if f), None)
+    return next((f for f in reversed(found)
+                 if f and not re.match(r"[A-Za-z]{2,}", f) and not _HEADING_RE.search(f)), None)
 
 
 def _last_answer_colon(text: str) -> str | None:

@@ -44,6 +44,8 @@ def grader():
     ("Final Answer: The final answer is $\\frac{4}{7}$. I hope it is correct.", "$\\frac{4}{7}$"),
     ("The final answer is 0.00000672. I hope it is correct.", "0.00000672"),
     ("blah <<2*3=6>>6\n#### 1,234", "1,234"),
+    ("#### For \\(T = 2\\):\n- 33.\n\n#### For \\(T = 3\\):\n- 132.\n\n### Final Answer\nThe product is **6**.", "6"),
+    ("#### Case 1\nNo solution.\n\n#### Final Answer\nSo the answer is 4.", "4"),  # markdown headings
     ("She makes 9 * 2 = $<<9*2=18>>18 every day\nA: 18", "18"),
     ("**Answer:** Verna received $7.00 in change.", "Verna received $7.00 in change"),
     ("**Step 1:** add.\n\nSo she has **12 tomatoes** left.", "12 tomatoes"),
