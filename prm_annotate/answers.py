@@ -43,7 +43,11 @@ _BOLD_RE = re.compile(r"\*\*([^*\n]+?)\*\*")
 _HEADING_RE = re.compile(r"(?i)^(?:step\b|solution\b|conclusion\b|final answer\b|answer\b)|:\s*$")
 _MATH_START = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n")
-_NUMBER_RE = re.compile(r"-?\d+/\d+(?![\d.,]*\d)|-?\$?\d[\d,]*(?:\.\d+)?%?|-?\\[dt]?frac\{-?\d+\}\{-?\d+\}")
+# A number in prose: a fraction a/b, a decimal, a \\frac of digits, or a surd or multiple of π
+# written with the Unicode signs ("√3", "2√3", "√(12)", "3π", "π/2"; see `_UNICODE_MATH`).
+_NUMBER_RE = re.compile(r"-?(?:\d+(?:\.\d+)?\s*)?√\s*(?:\(\s*\d+(?:\.\d+)?\s*\)|\d+(?:\.\d+)?)"
+                        r"|-?(?:\d+\s*)?π(?:\s*/\s*\d+)?(?![\w])"
+                        r"|-?\d+/\d+(?![\d.,]*\d)|-?\$?\d[\d,]*(?:\.\d+)?%?|-?\\[dt]?frac\{-?\d+\}\{-?\d+\}")
 _MATH_CHARS_RE = re.compile(r"[\\^_{}=+*/()<>\d]")
 _HOPE_RE = re.compile(r"(?i)I hope it is correct\.?\s*$")
 # Model output can be long and degenerate ("\boxed{\boxed{..." thousands of times): every rule
@@ -437,6 +441,25 @@ def _single_number_in_prose(s: str) -> str:
     return numbers[0].rstrip(",") if len(numbers) == 1 else s
 
 
+# --- mathematics written with Unicode signs ----------------------------------------------------
+#
+# Rule: "√3", "2√(3)", "3π", "x ≤ 2", "−5", "2×3" are the LaTeX they stand for ("\sqrt{3}",
+# "2\sqrt{3}", "3\pi", "x \le 2", "-5", "2\times 3"), on both sides: math-verify reads only the
+# LaTeX. A root sign applies to the number, letter or bracketed group right after it.
+_UNICODE_MATH = {"π": "\\pi ", "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ",
+                 "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∞": "\\infty ", "∪": "\\cup ", "∈": "\\in "}
+_UNICODE_ROOT_RE = re.compile(r"√\s*(?:\(([^()]{1,100})\)|\{([^{}]{1,100})\}|(\d+(?:\.\d+)?|[A-Za-z]))")
+
+
+def _latex_signs(s: str) -> str:
+    if len(s) > MAX_PROSE or not re.search("[√π−–×·⋅≤≥≠∞∪∈]", s):
+        return s
+    s = _UNICODE_ROOT_RE.sub(lambda m: "\\sqrt{" + next(g for g in m.groups() if g is not None).strip() + "}", s)
+    for sign, latex in _UNICODE_MATH.items():
+        s = s.replace(sign, latex)
+    return " ".join(s.split())
+
+
 # --- families of solutions with a free integer parameter ---------------------------------------
 #
 # Rule: "\frac{\pi}{6} + k\pi \text{ for } k \in \mathbb{Z}" and "x = \frac{1}{6}\pi + \pi n, n \in
@@ -680,7 +703,7 @@ def _hundredth(value: str) -> str:
 @lru_cache(maxsize=65536)
 def normalize_answer(s: str) -> str:
     """Canonical form of an answer string for comparison (see the module docstring)."""
-    s = _unwrap(_strip_hope(s))
+    s = _unwrap(_latex_signs(_strip_hope(s)))
     s = _drop_remarks(s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\!", "")
     s = s.replace("\\left", "").replace("\\right", "")

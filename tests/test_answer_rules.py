@@ -286,6 +286,21 @@ def test_a_set_given_by_a_condition_is_left_alone():
     assert normalize_answer("\\{(1, 2)\\}") == "(1, 2)"
 
 
+# Mathematics written with Unicode signs is the LaTeX it stands for.
+UNICODE_SIGNS = [
+    ("\\sqrt{3}", "The total area is 4 * (√3 / 4) = √3 square units.", True),
+    ("2\\sqrt{3}", "The side is 2√3 cm.", True),
+    ("2\\sqrt{3}", "The side is √(12).", True),
+    ("\\frac{\\pi}{2}", "The angle is π/2.", True),
+    ("-5", "The answer is −5.", True),
+    ("[2, \\infty)", "The answer is x ≥ 2.", True),
+    ("3", "So the answer is √3.", False),
+    ("\\sqrt{3}", "The total area is 4 * (√3 / 4) = 3 square units.", False),
+    ("\\pi", "The angle is π/2.", False),
+    ("2", "The answer is x ≥ 2.", False),
+]
+
+
 # --- families of solutions with an integer parameter -------------------------------------------
 
 FAMILY = "\\frac{\\pi}{6} + k\\pi, \\frac{5\\pi}{6} + k\\pi \\text{ for } k \\in \\mathbb{Z}"
@@ -335,7 +350,8 @@ BASICS = [
     pytest.param(*case, id=f"{kind}-{i}") for kind, cases in
     (("basics", BASICS), ("parts", SEVERAL_PARTS), ("markup", MARKUP), ("family", FAMILIES),
      ("remark", REMARKS), ("prose", PROSE_ENDINGS), ("pm", PLUS_MINUS),
-     ("interval", INTERVALS), ("set", BRACED_SETS))
+     ("interval", INTERVALS), ("set", BRACED_SETS),
+     ("unicode", UNICODE_SIGNS))
     for i, case in enumerate(cases)])
 def test_grade(grader, gold, text, correct):
     v = grader.grade(gold, text)

@@ -348,6 +348,11 @@ def test_two_workers_agree_with_one():
     "5 and " * 10000 + "6",
     "not " * 20000 + "18",
     "n" * 50000 + "'t 18",
+    "2" * 50000 + "√",                         # the Unicode rules
+    "√" * 50000 + "3",
+    "\\pm " * 20000 + "1",
+    "\\{" * 20000 + "1" + "\\}" * 20000,
+    "x < " * 20000 + "1",
 ])
 def test_degenerate_output_is_handled_quickly(text):
     # Long degenerate generations must not make the regular expressions quadratic: the parent runs
