@@ -25,8 +25,8 @@ units, degrees, thousands separators, a trailing contrast ("18, not 20") and the
 single unqualified number are removed; a percent sign becomes a trailing "%", "and"/"or" between
 items a comma, a declared integer parameter ("k \\in \\mathbb{Z}") is dropped and renamed k. Both
 sides of a comparison go through the same function, so the rules are symmetric and hold for any
-item. `comparison_forms` gives the pairs that decide a comparison (the percent, decimal-comma and
-interval rules); each rule is written down where it is applied.
+item. `comparison_forms` gives the pairs that decide a comparison (the percent, decimal-comma,
+interval and argument-name rules); each rule is written down where it is applied.
 """
 from __future__ import annotations
 
@@ -502,6 +502,32 @@ def _integer_parameter(s: str) -> str:
     return re.sub(standalone % letter, "k", s)
 
 
+# --- functions: the name of the argument ------------------------------------------------------
+#
+# Rule: "f(y) = 1" and "f(x) = 1", "f(m) = m" and "f(n) = n", "a_k = 2^k" and "a_n = 2^n" define the
+# same function or sequence: the letter of the argument is a bound name. When the gold and the
+# answer both define functions of one argument ("f(n) = n, g(n) = 1"), each side with one letter,
+# the answer is also compared with its letter renamed to the gold's (`comparison_forms`; not when
+# the answer uses the gold's letter for something else). A gold that is an expression ("n^2")
+# keeps its variable: "f(m) = m^2" is compared as written.
+_DEFINITION_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]\s*(?:\(\s*([A-Za-z])\s*\)|_\{?([A-Za-z])\}?)\s*(?:=|\\equiv)")
+_STANDALONE = r"(?<![\\A-Za-z]){}(?![A-Za-z])"
+
+
+def _argument(s: str) -> str | None:
+    """The one letter every function `s` defines takes as its argument, else None."""
+    letters = {a or b for a, b in _DEFINITION_RE.findall(s)} if len(s) <= MAX_PROSE else set()
+    return letters.pop() if len(letters) == 1 else None
+
+
+def _argument_renamed(gold: str, answer: str) -> str | None:
+    """The answer with its argument renamed to the gold's (the rule above), or None."""
+    g, a = _argument(gold), _argument(answer)
+    if g is None or a is None or g == a or re.search(_STANDALONE.format(g), answer):
+        return None
+    return re.sub(_STANDALONE.format(a), g, answer)
+
+
 # --- a set written out in braces ---------------------------------------------------------------
 #
 # Rule: a solution set written out element by element, "\{1, 2\}", "\lbrace (1, 2) \rbrace", is the
@@ -667,6 +693,9 @@ def comparison_forms(gold: str, answer: str) -> list[tuple[str, str]]:
     reals = _sets_of_reals(gold, answer)
     if reals:
         return [(gold, answer), reals]
+    renamed = _argument_renamed(gold, answer)
+    if renamed:
+        return [(gold, answer), (gold, renamed)]
     comma = _decimal_comma(gold, answer) or _decimal_comma(answer, gold)
     if comma:
         return [(gold, answer), comma if _decimal_comma(gold, answer) else comma[::-1]]

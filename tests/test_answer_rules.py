@@ -301,6 +301,18 @@ UNICODE_SIGNS = [
 ]
 
 
+# The letter of a function's argument is a bound name when both sides define functions.
+ARGUMENT_NAMES = [
+    ("f(x)=1", "\\boxed{f(y) = 1}", True),
+    ("f(n)=n", "\\boxed{f(m)=m}", True),
+    ("a_n = 2^n - 1", "\\boxed{a_k = 2^k - 1}", True),
+    ("$f(n)=n$, $g(n)=1$", "\\boxed{f(m) = m, g(m) = 1}", True),
+    ("f(x)=2x", "\\boxed{f(n) = 2m}", False),
+    ("f(x)=x", "\\boxed{f(y) = y^2}", False),
+    ("f(x) = x", "\\boxed{f(y) = x}", False),                                          # x is taken
+]
+
+
 # --- families of solutions with an integer parameter -------------------------------------------
 
 FAMILY = "\\frac{\\pi}{6} + k\\pi, \\frac{5\\pi}{6} + k\\pi \\text{ for } k \\in \\mathbb{Z}"
@@ -351,7 +363,7 @@ BASICS = [
     (("basics", BASICS), ("parts", SEVERAL_PARTS), ("markup", MARKUP), ("family", FAMILIES),
      ("remark", REMARKS), ("prose", PROSE_ENDINGS), ("pm", PLUS_MINUS),
      ("interval", INTERVALS), ("set", BRACED_SETS),
-     ("unicode", UNICODE_SIGNS))
+     ("unicode", UNICODE_SIGNS), ("argument", ARGUMENT_NAMES))
     for i, case in enumerate(cases)])
 def test_grade(grader, gold, text, correct):
     v = grader.grade(gold, text)
