@@ -209,8 +209,9 @@ def _strip_hope(s: str) -> str:
 
 
 def _is_prose(s: str) -> bool:
-    """Words without any digit or math, e.g. "arrived at through careful consideration"."""
-    return not _MATH_CHARS_RE.search(s) and len(s.split()) > 1
+    """Words without any digit or math, e.g. "arrived at through careful consideration" (a count in
+    words, "exactly five", is a value)."""
+    return not _MATH_CHARS_RE.search(s) and len(s.split()) > 1 and not _NUMBER_WORD_RE.fullmatch(s)
 
 
 def _last_answer_is(text: str) -> str | None:
@@ -438,7 +439,17 @@ def _single_number_in_prose(s: str) -> str:
             or _qualifiers(s):  # "AZYUK2A": a digit inside a word is no number of the prose
         return s
     numbers = _PLAIN_NUMBER_TOKEN_RE.findall(s)
+    if not numbers:
+        # A count in words: "five integers", "exactly seven" (a number word and at most two words
+        # more, nothing else: "one of them is 3" has a digit and stays prose)
+        word = _NUMBER_WORD_RE.fullmatch(s.strip())
+        return str(_NUMBER_WORDS.index(word.group(1).lower())) if word else s
     return numbers[0].rstrip(",") if len(numbers) == 1 else s
+
+
+_NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+                 "fifteen sixteen seventeen eighteen nineteen twenty").split()
+_NUMBER_WORD_RE = re.compile(r"(?i)(?:exactly\s+)?(" + "|".join(_NUMBER_WORDS) + r")(?:\s+[A-Za-z]+){0,2}")
 
 
 # --- mathematics written with Unicode signs ----------------------------------------------------

@@ -313,6 +313,16 @@ ARGUMENT_NAMES = [
 ]
 
 
+# A count in words is its number.
+NUMBER_WORDS = [
+    ("5", "Nasim can buy 24, 25, 27, 28 and 29 cards, making the answer **five integers**.", True),
+    ("5", "The answer is exactly five.", True),
+    ("12", "So the answer is twelve.", True),
+    ("5", "The answer is six.", False),
+    ("2", "So the answer is one.", False),
+]
+
+
 # --- families of solutions with an integer parameter -------------------------------------------
 
 FAMILY = "\\frac{\\pi}{6} + k\\pi, \\frac{5\\pi}{6} + k\\pi \\text{ for } k \\in \\mathbb{Z}"
@@ -363,7 +373,8 @@ BASICS = [
     (("basics", BASICS), ("parts", SEVERAL_PARTS), ("markup", MARKUP), ("family", FAMILIES),
      ("remark", REMARKS), ("prose", PROSE_ENDINGS), ("pm", PLUS_MINUS),
      ("interval", INTERVALS), ("set", BRACED_SETS),
-     ("unicode", UNICODE_SIGNS), ("argument", ARGUMENT_NAMES))
+     ("unicode", UNICODE_SIGNS), ("argument", ARGUMENT_NAMES),
+     ("words", NUMBER_WORDS))
     for i, case in enumerate(cases)])
 def test_grade(grader, gold, text, correct):
     v = grader.grade(gold, text)
