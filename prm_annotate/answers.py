@@ -255,6 +255,7 @@ def _looks_bare(par: str) -> bool:
 
 
 _MATH_ENV_RE = re.compile(r"\\\[(.+?)\\\]|\\\((.+?)\\\)|\$\$(.+?)\$\$|(?<![\\\d])\$(?!\s)([^$\n]+?)(?<![\\\s])\$(?!\d)", re.DOTALL)
+_DISPLAY_RE = re.compile(r"\\\[[^\[\]]{0,2000}?\\\]|\$\$[^$]{0,2000}?\$\$")
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|(?<=\\\])\s*|\n")
 _RESULT_RE = re.compile(r"=\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)(?![\d.,]*\d)")
 
@@ -268,7 +269,12 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
         body = next(g for g in m.groups() if g is not None)
         if re.search(r"\d", body):
             rhs = [body] if _RELATION_RE.search(body) else body.rsplit("=", 1)
-            found.append((m.start(), m.end(), rhs[-1].strip(), len(rhs) > 1))
+            value = rhs[-1].strip()
+            # "\\[ 3 = A_{4} \\]": the value is the number on the left of the name it is given
+            if len(rhs) > 1 and _NAME_RE.fullmatch(value):
+                left = rhs[0].rsplit("=", 1)[-1].strip()
+                value = left if _VALUE_ONLY_RE.fullmatch(left) and re.search(r"\d", left) else value
+            found.append((m.start(), m.end(), value, len(rhs) > 1))
         text_only = text_only[:m.start()] + " " * (m.end() - m.start()) + text_only[m.end():]  # keep offsets
     for m in _NUMBER_RE.finditer(text_only):
         found.append((m.start(), m.end(), m.group(0), False))
@@ -276,6 +282,10 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
 
 
 _RELATION_RE = re.compile(r"[<>≤≥≠]|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt)(?![A-Za-z])")
+# A value with no variable in it: digits, operators and the commands of numbers ("\\frac{1}{2}", "3\\sqrt{2}").
+# A name for a value: a letter, subscripted or applied ("A_{4}", "f(50)").
+_NAME_RE = re.compile(r"[A-Za-z](?:_\{?\w+\}?|\(\s*[\w,\s]*\))?")
+_VALUE_ONLY_RE = re.compile(r"(?:[-+*/^_{}()\d.,\s]|\\(?:[dt]?frac|sqrt|pi|cdot|times)(?![A-Za-z]))+")
 _CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K calculator annotations: "= $<<9*2=18>>18"
 # After a value, what takes it back: "18?", "18 is wrong", "5 or more". (Words after a value are
 # otherwise its unit or the rest of the sentence: "4 guests did not get a second hotdog".)
@@ -322,13 +332,17 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
 # "for", "and": "... is 5 when \(n = 3\)." and "... are \(1\) and \(2\)." are read as before).
 _STATES_RE = re.compile(r"(?i)(?:(?<![A-Za-z])(?:is|are|was|were|be|equals?|becomes?|gives?|yields?|to|as)|[:=])\s*$")
 _SENTENCE_TAIL_RE = re.compile(r"[\s.,;:!*_)\]]*")
+# What may follow the environment and leave it the end of what the sentence states: a gloss on its
+# symbols ("... is \\(\\phi + 1\\), where \\(\\phi\\) is the golden ratio.").
+_GLOSS_RE = re.compile(r"\s*,\s*where(?![A-Za-z])")
 
 
 def _closing_math(sentence: str, cands: list[tuple[int, int, str, bool]]) -> int | None:
     """The index of the last candidate when it is a math environment that ends the sentence and is
     stated by it (the rule above), else None."""
     start, end, _, _ = cands[-1]
-    if sentence[start] not in "$\\" or not _SENTENCE_TAIL_RE.fullmatch(sentence, end):
+    if sentence[start] not in "$\\" or not (_SENTENCE_TAIL_RE.fullmatch(sentence, end)
+                                            or _GLOSS_RE.match(sentence, end)):
         return None
     said = sentence[cands[-2][1] if len(cands) > 1 else 0:start]
     return len(cands) - 1 if _STATES_RE.search(said.replace("**", "")) else None
@@ -344,6 +358,8 @@ def _from_final_paragraph(text: str) -> str | None:
     # 4 weeks" states 34, the computed value, not 4.
     results = {normalize_answer(r) for r in _RESULT_RE.findall(text)}
     for par in reversed(pars):
+        # A display written over several lines ("\\[\\n x^2 = \\frac{1}{2}\\n\\]") is one sentence.
+        par = _DISPLAY_RE.sub(lambda m: " ".join(m.group(0).split()), par)
         for sentence in reversed([s for s in _SENTENCE_SPLIT_RE.split(par) if s and s.strip()]):
             cands = _sentence_candidates(sentence)
             if cands:

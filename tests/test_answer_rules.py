@@ -209,6 +209,13 @@ PROSE_ENDINGS = [
     ("1, 2", "Hence $S = \\{1, 2\\}$.", True),
     ("1, 2, 3", "Therefore, $n \\in \\{1,2,3\\}$.", True),
     ("1, 2", "Hence $S = \\{1, 3\\}$.", False),
+    # a gloss after the environment; a display over several lines; a value named on its right
+    ("\\phi + 1", "Thus the sum of the roots is \\(\\phi + 1\\), where \\(\\phi\\) is the golden ratio.", True),
+    ("1", "Thus the sum of the roots is \\(\\phi + 1\\), where \\(\\phi\\) is the golden ratio.", False),
+    ("\\frac{1+\\sqrt{5}}{2}", "Since \\( u = x^2 \\), we have:\n\\[\nx^2 = \\frac{1 + \\sqrt{5}}{2}\n\\]", True),
+    ("2", "Since \\( u = x^2 \\), we have:\n\\[\nx^2 = \\frac{1 + \\sqrt{5}}{2}\n\\]", False),
+    ("3", "Solving for \\( A_{4} \\):\n\\[ 1 = \\frac{A_{4}}{3} \\]\n\\[ 3 = A_{4} \\]", True),
+    ("4", "Solving for \\( A_{4} \\):\n\\[ 1 = \\frac{A_{4}}{3} \\]\n\\[ 3 = A_{4} \\]", False),
 ]
 
 
