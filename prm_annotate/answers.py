@@ -327,10 +327,14 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
 # that exactly one of the 6 people gets their hat back is \(\frac{11}{30}\).", "... the value of
 # \(r\) is \(4.4\%\).") gives that environment as its answer, whatever numbers its words name
 # before it (6 is no answer there, even when an equation elsewhere computed a 6). The environment
-# must end the sentence (nothing but punctuation or markdown after it) and come right after a
-# word or sign that states a value: "is", "are", "equals", "to", "as", ":", "=" (not "when",
-# "for", "and": "... is 5 when \(n = 3\)." and "... are \(1\) and \(2\)." are read as before).
-_STATES_RE = re.compile(r"(?i)(?:(?<![A-Za-z])(?:is|are|was|were|be|equals?|becomes?|gives?|yields?|to|as)|[:=])\s*$")
+# must end the sentence (nothing but punctuation or markdown after it, or a gloss ", where ...")
+# and come right after a word or sign that states a value: "is", "are", "equals", "to", "by", "we
+# get", ":", "=", maybe with an adverb ("is thus", "is approximately"); not "when", "for", "and":
+# "... is 5 when \(n = 3\)." and "... are \(1\) and \(2\)." are read as before.
+_STATES_RE = re.compile(
+    r"(?i)(?:(?<![A-Za-z])(?:is|are|was|were|be|equals?|becomes?|gives?|yields?|to|as|by|gets?|obtains?|finds?"
+    r"|have|has|makes?|in)(?:\s+(?:approximately|about|exactly|precisely|simply|just|then|thus|therefore|hence"
+    r"|also|indeed|clearly|now|finally|only))*|[:=])\s*$")
 _SENTENCE_TAIL_RE = re.compile(r"[\s.,;:!*_)\]]*")
 # What may follow the environment and leave it the end of what the sentence states: a gloss on its
 # symbols ("... is \\(\\phi + 1\\), where \\(\\phi\\) is the golden ratio.").

@@ -202,6 +202,9 @@ MARKUP = [
 PROSE_ENDINGS = [
     ("\\frac{11}{32}", "With n = 5 the probability is \\(\\frac{11}{32}\\).", True),
     ("5", "With n = 5 the probability is \\(\\frac{11}{32}\\).", False),
+    ("\\frac{11}{32}", "With n = 5, the probability is approximately \\( \\frac{11}{32} \\).", True),
+    ("\\frac{11}{32}", "With n = 5 we get \\( \\frac{11}{32} \\).", True),
+    ("\\frac{11}{32}", "With n = 5 the probability is given by \\( \\frac{11}{32} \\).", True),
     ("\\frac{2}{5}", "So 4 pairs give 0. Hence the probability that the product of 2 of them is 0 is $\\frac{2}{5}$.", True),
     ("0", "So 4 pairs give 0. Hence the probability that the product of 2 of them is 0 is $\\frac{2}{5}$.", False),
     ("4.4\\%", "Rounded, 4.44 is 4.4. Therefore, the value of \\(r\\) is \\(4.4\\%\\).", True),
