@@ -9,10 +9,12 @@
   5. the last bold `**X**` that is not a heading;
   6. otherwise the end of the response: the final paragraph itself when it is a bare answer
      ("18", "$\\frac12$"); else, in the last sentence (of the last three paragraphs) that holds a
-     number or a math expression, the last one that is the result of an equation somewhere in
-     the response ("= 34 hours] So, 34 hours in 4 weeks" -> 34), else the last one, with the
-     values listed right before it ("The solutions are $x=-1$ and $x=-9$") and with the words
-     around it that take it back ("must be at least 7").
+     number or a math expression, the math environment that ends the sentence when the sentence
+     states it ("... when 6 people pick hats is \\(\\frac{11}{30}\\).": `_closing_math`), else the
+     last one that is the result of an equation somewhere in the response ("= 34 hours] So, 34
+     hours in 4 weeks" -> 34), else the last one, with the values listed right before it ("The
+     solutions are $x=-1$ and $x=-9$") and with the words around it that take it back ("must be
+     at least 7").
 It returns the text it found, unchanged, or None. Every rule reads a bounded window, so a long
 degenerate generation costs linear time (the parent process runs these without a timeout).
 
@@ -23,7 +25,9 @@ question, code): such an answer is wrong whatever number it holds (rule at `_QUA
 comparison: math delimiters, markdown and punctuation at the edges, dollar signs, `\\text{}`
 units, degrees, thousands separators, a trailing contrast ("18, not 20") and the prose around a
 single unqualified number are removed; a percent sign becomes a trailing "%", "and"/"or" between
-items a comma, a declared integer parameter ("k \\in \\mathbb{Z}") is dropped and renamed k. Both
+items a comma, a declared integer parameter ("k \\in \\mathbb{Z}") is dropped and renamed k,
+Unicode signs become LaTeX ("√3" -> "\\sqrt{3}"), a set written out in braces becomes the list of
+its elements, an item with a "±" the two items it stands for, a count in words its number. Both
 sides of a comparison go through the same function, so the rules are symmetric and hold for any
 item. `comparison_forms` gives the pairs that decide a comparison (the percent, decimal-comma,
 interval and argument-name rules); each rule is written down where it is applied.
