@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from verdict_files import verdict_files
+from verdict_files import olympiad_split, verdict_files
 
 from prm_annotate.answers import comparison_forms, extract_final_answer, hedged, normalize_answer
 from prm_annotate.grading import Agreement, Grader
@@ -429,20 +429,24 @@ FALSE_ACCEPTS_BEFORE = {
     "tests/data/grading/processbench-omnimath-gold.jsonl": 1,
     "data/gsm8k/example_model_solutions.jsonl": 0,
 }
-# Before those rules the grader agreed less often than plain math-verify here (issue #29).
-BELOW_PLAIN_BEFORE = {"tests/data/grading/processbench-omnimath-gold.jsonl"}
+# The olympiad-level split's false accepts before those rules.
+FALSE_ACCEPTS_BEFORE_SPLIT = {"dev": 2, "held-out": 1}
 
 
 @pytest.fixture(scope="module")
-def measured(grader):
-    """Verdict file -> (grader's Agreement, plain math-verify's Agreement), both computed in this run."""
-    out = {}
-    for name, rows in verdict_files().items():
-        pairs = [(gold, text) for _, gold, text, _ in rows]
-        flags = [flag for *_, flag in rows]
-        out[name] = (Agreement.of([v.correct for v in grader.grade_many(pairs)], flags),
-                     Agreement.of([v.correct for v in grader.plain_many(pairs)], flags))
-    return out
+def verdicts(grader):
+    """Response id -> (the grader's verdict, plain math-verify's), for every response of every
+    verdict file, both computed in this run."""
+    rows = [row for rows in verdict_files().values() for row in rows]
+    pairs = [(gold, text) for _, gold, text, _ in rows]
+    ours, plain = grader.grade_many(pairs), grader.plain_many(pairs)
+    return {rid: (o.correct, p.correct) for (rid, *_), o, p in zip(rows, ours, plain)}
+
+
+def agreements(verdicts, rows) -> tuple[Agreement, Agreement]:
+    flags = [flag for *_, flag in rows]
+    return (Agreement.of([verdicts[rid][0] for rid, *_ in rows], flags),
+            Agreement.of([verdicts[rid][1] for rid, *_ in rows], flags))
 
 
 def test_every_verdict_file_has_a_false_accept_ceiling():
@@ -450,15 +454,67 @@ def test_every_verdict_file_has_a_false_accept_ceiling():
 
 
 @pytest.mark.parametrize("name", sorted(verdict_files()))
-def test_agreement_on_every_verdict_file(measured, name):
+def test_agreement_on_every_verdict_file(verdicts, name):
     # Every file in the repository with reference verdicts: the grader agrees with them at least as
     # often as plain math-verify on the same responses, computed here, and accepts wrongly no more
     # often than before the prose-ending rules; >= 99% on the first dev files.
-    ours, plain = measured[name]
+    ours, plain = agreements(verdicts, verdict_files()[name])
     assert ours.false_accepts <= FALSE_ACCEPTS_BEFORE[name], f"{name}: ours {ours}"
-    if name in BELOW_PLAIN_BEFORE and ours.agree < plain.agree:
-        pytest.xfail(f"below plain math-verify before the prose-ending rules: ours {ours}, plain {plain}")
     assert ours.agree >= plain.agree, f"{name}: ours {ours}, plain math-verify {plain}"
     if name in FIRST_DEV_FILES:
         assert ours.share >= 0.99, f"{name}: ours {ours}"
         assert ours.undecided == 0
+
+
+@pytest.mark.parametrize("split", ["dev", "held-out"])
+def test_agreement_on_the_olympiad_level_verdicts(verdicts, split):
+    # Issue #29: on the olympiad-level verdicts (OlympiadBench and Omni-MATH responses by many
+    # models, tests/verdict_files.py) the grader agrees with the human verdicts >= 97% of the time on
+    # the held-out half, which was not looked at while the rules were written, and at least as often
+    # as plain math-verify on both halves, computed here; no false accept is added. (Before the
+    # rules: held-out 805/832 = 96.75%, plain math-verify 806/832.)
+    ours, plain = agreements(verdicts, olympiad_split()[split])
+    assert ours.agree >= plain.agree, f"{split}: ours {ours}, plain math-verify {plain}"
+    assert ours.false_accepts <= FALSE_ACCEPTS_BEFORE_SPLIT[split], f"{split}: ours {ours}"
+    if split == "held-out":
+        assert ours.share >= 0.97, f"{split}: ours {ours}, plain math-verify {plain}"
+
+
+# Each kind of prose ending of issue #29 in real responses from the held-out split, picked after the
+# rules were written (so not what they were written from): (id, the answer the grader reads, and
+# for a right answer a gold that the text does not state). The grader's verdict is the human one.
+HELD_OUT_CASES = {
+    "inline math at the end of a sentence": [
+        ("olympiadbench-523", "\\frac{11}{36}", "5"),       # "... is divisible by 5 when two dice are thrown is \(\frac{11}{36}\)."
+        ("olympiadbench-551", "18.8^\\circ", "90"),        # "... within the range \(0^\circ < x < 90^\circ\) is approximately \(18.8^\circ\)."
+        ("olympiadbench-579", "\\frac{1}{6084}", "78"),
+        ("olympiadbench-820", "-\\frac{1}{1997}", "1998"),
+        ("olympiadbench-247", "\\frac{21}{8}", None),      # a wrong value, read as written
+    ],
+    "a ± list": [
+        ("olympiadbench-689", "±1, ±7", "1, 7"),           # gold 1,-1,7,-7
+        ("olympiadbench-218", "\\pm 1", None),             # two of the four values
+    ],
+    "an inequality for an interval": [
+        ("olympiadbench-619", "\\frac{1}{2} \\leq x \\leq 8", "[\\frac{1}{2}, 8)"),   # gold [1/2, 8]
+        ("olympiadbench-710", "\\(k < -5\\)", "(-\\infty, -5]"),                     # gold (-infty, -5)
+        ("olympiadbench-228", "(-\\sqrt{11}, -1) \\cup (\\sqrt{11}, 9)", None),
+    ],
+    "a solution set in braces": [
+        ("olympiadbench-671", "\\{4, 8\\}", "4, 8, 12"),                              # gold 8, 4
+        ("olympiadbench-703", "\\{(0, 0), (0, \\frac{5}{2}), (\\frac{1}{2}, 0), (-\\frac{1}{2}, 0), "
+                              "(\\frac{3}{2}, 4), (-1, \\frac{3}{2})\\}", "(0, 0)"),
+        ("olympiadbench-124", "\\left\\{ 1 \\right\\}", None),                        # gold -2, 0, 2
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HELD_OUT_CASES))
+def test_held_out_prose_endings(grader, kind):
+    rows = {row[0]: row for row in olympiad_split()["held-out"]}
+    for rid, read, other_gold in HELD_OUT_CASES[kind]:
+        _, gold, text, human = rows[rid]
+        v = grader.grade(gold, text)
+        assert (v.final_answer, v.correct) == (read, human), rid
+        if other_gold is not None:
+            assert human and grader.grade(other_gold, text).correct is False, rid
