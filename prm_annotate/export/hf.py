@@ -16,17 +16,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from prm_annotate.errors import UsageError, require
-from prm_annotate.export.formats import Provenance
+from prm_annotate.export.formats import ExportOptions, Provenance
 from prm_annotate.export.trl import TRL_CONSUMER, Stepwise
 from prm_annotate.io.output import sidecar
-
-if TYPE_CHECKING:
-    from prm_annotate.export.options import ExportOptions
 
 # What the card shows of each run's settings (the rest stays in the manifests).
 CARD_SETTINGS = ("model", "k", "label", "strategy", "threshold", "n", "prompt", "prompt_sha256", "votes",
@@ -177,7 +174,7 @@ def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) ->
 
 @dataclass(frozen=True)
 class HF(Stepwise):
-    def write(self, rows: list[dict[str, Any]], output: str, opts: "ExportOptions", source: Provenance) -> None:
+    def write(self, rows: list[dict[str, Any]], output: str, opts: ExportOptions, source: Provenance) -> None:
         splits = split_by_problem(rows, opts.test_split)
         write_hf(splits, output, dataset_card(splits, source.input, source.read, list(source.argv)))
 

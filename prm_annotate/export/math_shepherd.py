@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from prm_annotate.export.formats import ExportOptions
 from prm_annotate.export.placement import Misplaced, TokenCheck, encode_with_offsets
 from prm_annotate.export.tagged import TaggedFormat, tagged_text
-
-if TYPE_CHECKING:
-    from prm_annotate.export.options import ExportOptions
 
 SHEPHERD_TAG = "ки"
 
 
 @dataclass(frozen=True)
 class MathShepherd(TaggedFormat):
-    def fields(self, problem: str, steps: list[str], values: list[Any], opts: "ExportOptions",
+    def fields(self, problem: str, steps: list[str], values: list[Any], opts: ExportOptions,
                check: TokenCheck | None) -> dict[str, Any]:
         return {"input": tagged_text(problem, steps, [opts.tag] * len(steps), opts, self.lead),
                 "label": tagged_text(problem, steps, ["+" if v else "-" for v in values], opts, self.lead)}
 
-    def check_placement(self, row: dict[str, Any], opts: "ExportOptions", check: TokenCheck) -> None:
+    def check_placement(self, row: dict[str, Any], opts: ExportOptions, check: TokenCheck) -> None:
         got, positions = self.placed(row, opts, check)
         # Math-Shepherd's readers take the label token at the tag's position in the tokenized label text.
         label_ids, label_offsets = encode_with_offsets(check.tokenizer, row["label"])

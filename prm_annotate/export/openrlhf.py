@@ -4,24 +4,22 @@ followed by " <placeholder>", and one "+"/"-" label per placeholder."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from prm_annotate.export.formats import ExportOptions
 from prm_annotate.export.math_shepherd import SHEPHERD_TAG
 from prm_annotate.export.placement import TokenCheck, single_token_id
 from prm_annotate.export.tagged import TaggedFormat, tagged_text
 
-if TYPE_CHECKING:
-    from prm_annotate.export.options import ExportOptions
-
 
 @dataclass(frozen=True)
 class OpenRLHF(TaggedFormat):
-    def fields(self, problem: str, steps: list[str], values: list[Any], opts: "ExportOptions",
+    def fields(self, problem: str, steps: list[str], values: list[Any], opts: ExportOptions,
                check: TokenCheck | None) -> dict[str, Any]:
         return {"input": tagged_text(problem, steps, [opts.tag] * len(steps), opts, self.lead),
                 "label": ["+" if v else "-" for v in values]}
 
-    def token_check(self, opts: "ExportOptions", tokenizer: Any) -> TokenCheck:
+    def token_check(self, opts: ExportOptions, tokenizer: Any) -> TokenCheck:
         check = super().token_check(opts, tokenizer)
         # OpenRLHF's --reward_tokens + - are converted the same way; its loss then reads them.
         single_token_id(tokenizer, "+", "OpenRLHF's reward token")

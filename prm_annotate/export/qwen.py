@@ -4,13 +4,11 @@ nothing else unless a separator is given), as `prompt`/`response` and as chat `m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from prm_annotate.export.formats import ExportOptions
 from prm_annotate.export.placement import TokenCheck
 from prm_annotate.export.tagged import TaggedFormat
-
-if TYPE_CHECKING:
-    from prm_annotate.export.options import ExportOptions
 
 QWEN_TAG = "<extra_0>"
 QWEN_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -18,7 +16,7 @@ QWEN_SYSTEM = "Please reason step by step, and put your final answer within \\bo
 
 @dataclass(frozen=True)
 class Qwen(TaggedFormat):
-    def fields(self, problem: str, steps: list[str], values: list[Any], opts: "ExportOptions",
+    def fields(self, problem: str, steps: list[str], values: list[Any], opts: ExportOptions,
                check: TokenCheck | None) -> dict[str, Any]:
         response = opts.sep.join(f"{s}{opts.tag}" for s in steps)
         return {"prompt": problem, "response": response,

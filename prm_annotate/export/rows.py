@@ -12,7 +12,7 @@ from typing import Any
 
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.export.examples import Example, ExportSummary, read_examples
-from prm_annotate.export.options import ExportOptions
+from prm_annotate.export.formats import ExportOptions
 from prm_annotate.export.placement import Misplaced, TokenCheck
 
 

@@ -4,9 +4,9 @@ goes wrong, and how it is checked)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from prm_annotate.export.formats import ExportFormat
+from prm_annotate.export.formats import ExportFormat, ExportOptions
 from prm_annotate.export.placement import (
     Misplaced,
     TokenCheck,
@@ -17,14 +17,11 @@ from prm_annotate.export.placement import (
     tag_positions,
 )
 
-if TYPE_CHECKING:
-    from prm_annotate.export.options import ExportOptions
-
 TAG_HINT = (": add it to the tokenizer as a special token, or pick one of the tokenizer's own special tokens "
             "with --placeholder (docs/export.md)")
 
 
-def tagged_text(problem: str, steps: list[str], marks: list[str], opts: "ExportOptions", lead: str) -> str:
+def tagged_text(problem: str, steps: list[str], marks: list[str], opts: ExportOptions, lead: str) -> str:
     """The problem, `lead`, then each step followed by a space and its mark, joined by the step separator."""
     return lead.join([problem, opts.sep.join(f"{s} {m}" for s, m in zip(steps, marks))])
 
@@ -37,10 +34,10 @@ class TaggedFormat(ExportFormat):
         """The text the consumer tokenizes."""
         return row["input"]
 
-    def token_check(self, opts: "ExportOptions", tokenizer: Any) -> TokenCheck:
+    def token_check(self, opts: ExportOptions, tokenizer: Any) -> TokenCheck:
         return TokenCheck(tokenizer, single_token_id(tokenizer, opts.tag, "the step tag", TAG_HINT))
 
-    def placed(self, row: dict[str, Any], opts: "ExportOptions", check: TokenCheck) -> tuple[list[int], list[int]]:
+    def placed(self, row: dict[str, Any], opts: ExportOptions, check: TokenCheck) -> tuple[list[int], list[int]]:
         """The row's token ids and the positions the consumer labels; Misplaced unless they are one
         per step, on the token ending its tag."""
         text = self.text(row, check.tokenizer)
@@ -50,9 +47,9 @@ class TaggedFormat(ExportFormat):
             raise Misplaced(positions)
         return ids, positions
 
-    def check_placement(self, row: dict[str, Any], opts: "ExportOptions", check: TokenCheck) -> None:
+    def check_placement(self, row: dict[str, Any], opts: ExportOptions, check: TokenCheck) -> None:
         self.placed(row, opts, check)
 
-    def label_positions(self, row: dict[str, Any], opts: "ExportOptions", tokenizer: Any,
+    def label_positions(self, row: dict[str, Any], opts: ExportOptions, tokenizer: Any,
                         max_completion_length: int | None) -> list[int | None]:
         return list(tag_positions(self.text(row, tokenizer), opts.tag, tokenizer))

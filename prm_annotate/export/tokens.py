@@ -4,14 +4,11 @@ the marker tokens only (IGNORE elsewhere)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prm_annotate.errors import UsageError
-from prm_annotate.export.formats import ExportFormat
+from prm_annotate.export.formats import ExportFormat, ExportOptions
 from prm_annotate.export.placement import Misplaced, TokenCheck, encode_with_offsets, single_token_id
-
-if TYPE_CHECKING:
-    from prm_annotate.export.options import ExportOptions
 
 IGNORE = -100  # transformers' ignore index for token classification and LM losses
 # Default step-end markers, in order of preference: Qwen's PRM token when the tokenizer has it,
@@ -79,11 +76,11 @@ def default_step_end(tokenizer: Any, sep: str) -> str:
 
 @dataclass(frozen=True)
 class Tokens(ExportFormat):
-    def token_check(self, opts: "ExportOptions", tokenizer: Any) -> TokenCheck:
+    def token_check(self, opts: ExportOptions, tokenizer: Any) -> TokenCheck:
         step_end = opts.step_end if opts.step_end is not None else default_step_end(tokenizer, opts.sep)
         return TokenCheck(tokenizer, single_token_id(tokenizer, step_end, "--step-end"), step_end)
 
-    def fields(self, problem: str, steps: list[str], values: list[Any], opts: "ExportOptions",
+    def fields(self, problem: str, steps: list[str], values: list[Any], opts: ExportOptions,
                check: TokenCheck | None) -> dict[str, Any]:
         """`input_ids`, `attention_mask` and `labels` (IGNORE except on each step's end marker);
         the labels are placed by construction, so a marker that cannot carry one is Misplaced here."""
@@ -97,7 +94,7 @@ class Tokens(ExportFormat):
             labels[pos] = float(value) if soft else int(value)
         return {"input_ids": ids, "attention_mask": [1] * len(ids), "labels": labels}
 
-    def label_positions(self, row: dict[str, Any], opts: "ExportOptions", tokenizer: Any,
+    def label_positions(self, row: dict[str, Any], opts: ExportOptions, tokenizer: Any,
                         max_completion_length: int | None) -> list[int | None]:
         return [i for i, v in enumerate(row["labels"]) if v != IGNORE]
 

@@ -4,13 +4,10 @@ setting (`PRMConfig.step_separator`, given to the checks here as --step-sep), no
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from prm_annotate.export.formats import ExportFormat
+from prm_annotate.export.formats import ExportFormat, ExportOptions
 from prm_annotate.export.placement import Misplaced, TokenCheck
-
-if TYPE_CHECKING:
-    from prm_annotate.export.options import ExportOptions
 
 TRL_CONSUMER = "TRL's PRMTrainer.tokenize_row"
 
@@ -35,11 +32,11 @@ def trl_label_positions(row: dict[str, Any], tokenizer: Any, step_separator: str
 
 @dataclass(frozen=True)
 class Stepwise(ExportFormat):
-    def fields(self, problem: str, steps: list[str], values: list[Any], opts: "ExportOptions",
+    def fields(self, problem: str, steps: list[str], values: list[Any], opts: ExportOptions,
                check: TokenCheck | None) -> dict[str, Any]:
         return {"prompt": problem, "completions": steps, "labels": values}
 
-    def check_placement(self, row: dict[str, Any], opts: "ExportOptions", check: TokenCheck) -> None:
+    def check_placement(self, row: dict[str, Any], opts: ExportOptions, check: TokenCheck) -> None:
         # TRL's tokenize_row labels the last token of step + separator, each encoded on its own.
         tokenizer = check.tokenizer
         if tokenizer.encode(opts.sep, add_special_tokens=False):
@@ -49,7 +46,7 @@ class Stepwise(ExportFormat):
                 raise Misplaced(f"step {k + 1} is empty and the step separator is no token: "
                                 "its label would land on the next step")
 
-    def label_positions(self, row: dict[str, Any], opts: "ExportOptions", tokenizer: Any,
+    def label_positions(self, row: dict[str, Any], opts: ExportOptions, tokenizer: Any,
                         max_completion_length: int | None) -> list[int | None]:
         return trl_label_positions(row, tokenizer, opts.sep, max_completion_length)
 

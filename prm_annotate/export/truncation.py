@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from prm_annotate.export.options import ExportOptions
+from prm_annotate.export.formats import ExportOptions
 
 
 @dataclass

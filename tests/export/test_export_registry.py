@@ -104,6 +104,15 @@ def test_a_registered_format_is_listed_checked_and_written(package_with_lines, t
     assert hard.returncode == 2 and "soft labels go to qwen or tokens or lines" in hard.stderr
 
 
+def test_a_format_without_a_length_check_refuses_max_length():
+    """Only `fields` is required of a new format; --max-length then says it has no check (exit 2)."""
+    from prm_annotate.errors import UsageError
+    from prm_annotate.export import ExportFormat
+
+    with pytest.raises(UsageError, match="--max-length: the bare format has no length check"):
+        ExportFormat("bare", consumer="nobody").label_positions({"id": "a"}, None, None, None)  # type: ignore[arg-type]
+
+
 def test_a_name_is_registered_once():
     with pytest.raises(ValueError, match="registered already"):
         register(EXPORT_FORMATS["trl"])
