@@ -1,4 +1,4 @@
-"""`export --format hf`: a `datasets` DatasetDict directory with a dataset card made from the runs' manifests.
+"""`--format hf`: a `datasets` DatasetDict directory with a dataset card made from the runs' manifests.
 
 The rows are TRL's stepwise-supervision schema (`prompt`, `completions`, `labels`, plus `id`), the
 one schema on the Hub that names steps and step labels. The card is generated, never written by
@@ -14,12 +14,15 @@ import os
 import shlex
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from prm_annotate.errors import UsageError, require
+from prm_annotate.export.formats import ExportOptions, Provenance
+from prm_annotate.export.trl import TRL_CONSUMER, Stepwise
 from prm_annotate.io.output import sidecar
 
 # What the card shows of each run's settings (the rest stays in the manifests).
@@ -167,3 +170,13 @@ def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) ->
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@dataclass(frozen=True)
+class HF(Stepwise):
+    def write(self, rows: list[dict[str, Any]], output: str, opts: ExportOptions, source: Provenance) -> None:
+        splits = split_by_problem(rows, opts.test_split)
+        write_hf(splits, output, dataset_card(splits, source.input, source.read, list(source.argv)))
+
+
+FORMAT = HF("hf", consumer=TRL_CONSUMER, test_split=True, directory=True)
