@@ -24,6 +24,8 @@ def export(
     max_length: Annotated[Optional[int], typer.Option("--max-length", min=1, help="Trainer's maximum length in tokens: count labels it would cut off.")] = None,
     max_completion_length: Annotated[Optional[int], typer.Option("--max-completion-length", min=1, help="trl: PRMConfig.max_completion_length for the length check.")] = None,
     drop_truncated: Annotated[bool, typer.Option("--drop-truncated/--no-drop-truncated", metavar="", help="Leave out rows that would lose labels at --max-length.")] = False,
+    judged: Annotated[Optional[str], typer.Option("--judged", help=f"{format_names(lambda f: f.critiques, ', ')}: the judged file the consensus input was made from (its full steps: consensus keeps them up to the first error only, the judge saw them all).")] = None,
+    votes: Annotated[Optional[str], typer.Option("--votes", metavar="agreeing|all", help=f"{format_names(lambda f: f.critiques, ', ')}: the critiques whose verdict is the consensus first error (agreeing, the default), or every parsed one (all: the others as negatives, with their verdict).")] = None,
 ) -> None:
     """Consensus (or rollout, judged, ProcessBench) records -> a PRM training set."""
     from prm_annotate.errors import UsageError
@@ -42,10 +44,13 @@ def export(
         if drop_truncated and max_length is None:
             raise UsageError("--drop-truncated needs --tokenizer and --max-length")
         check_input(input)
-        check_output(output, [input], directory=fmt is not None and fmt.directory)
+        if judged is not None:
+            check_input(judged)
+        check_output(output, [input, judged], directory=fmt is not None and fmt.directory)
         opts = ExportOptions(format=format, soft=soft, keep_scores=keep_scores,
                              step_sep=None if step_sep is None else decode_sep(step_sep), placeholder=placeholder,
-                             step_end=None if step_end is None else decode_sep(step_end), test_split=test_split)
+                             step_end=None if step_end is None else decode_sep(step_end), test_split=test_split,
+                             votes=votes, judged=judged)
         tok = None if tokenizer is None else load_tokenizer(tokenizer)
         rows, summary = build_rows(input, opts, tok)
         if max_length is not None:

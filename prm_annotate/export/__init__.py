@@ -19,7 +19,7 @@ from prm_annotate.export.rows import build_rows
 from prm_annotate.export.tagged import TaggedFormat
 from prm_annotate.export.truncation import Truncation, check_truncation
 from prm_annotate.export.writing import write_rows
-from prm_annotate.export import hf, math_shepherd, openrlhf, qwen, tokens, trl
+from prm_annotate.export import critic, hf, math_shepherd, openrlhf, qwen, tokens, trl
 
 __all__ = [
     "EXPORT_FORMATS", "Example", "ExportFormat", "ExportOptions", "ExportSummary", "Provenance", "QWEN_SYSTEM",
@@ -33,3 +33,5 @@ register(qwen.FORMAT)
 register(math_shepherd.FORMAT)
 register(tokens.FORMAT)
 register(hf.FORMAT)
+register(critic.FORMAT)
+register(critic.HF_FORMAT)

@@ -9,11 +9,16 @@ validated by asking the format (`ExportOptions`), so no other code names a forma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from prm_annotate.errors import UsageError
 from prm_annotate.export.placement import TokenCheck
 from prm_annotate.export.writing import write_rows
+
+if TYPE_CHECKING:
+    from prm_annotate.export.examples import ExportSummary
+
+VOTES = ("agreeing", "all")  # critic: the critiques whose verdict is the consensus first error, or every parsed one
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,13 @@ class ExportFormat:
     test_split: bool = False  # writes a held-out split (--test-split)
     completion_limit: bool = False  # its trainer cuts completions first (--max-completion-length)
     directory: bool = False  # writes a directory, not a file
+    critiques: bool = False  # its rows are the judge's critiques, not step labels (--votes, --judged)
+
+    def own_rows(self, path: str, opts: ExportOptions,
+                 tokenizer: Any) -> tuple[list[dict[str, Any]], ExportSummary] | None:
+        """The rows of `path` for a format whose rows are not one per labelled example (critic: one
+        per critique of the judge); None, the default: one per example, made by `fields`."""
+        return None
 
     def fields(self, problem: str, steps: list[str], values: list[Any], opts: ExportOptions,
                check: TokenCheck | None) -> dict[str, Any]:
@@ -90,6 +102,8 @@ class ExportOptions:
     placeholder: str | None = None  # None: the format's default tag
     step_end: str | None = None  # tokens: None picks a marker that is one token for the tokenizer
     test_split: float = 0.0  # hf: share of problems held out
+    votes: str | None = None  # critic: which critiques (VOTES; None: agreeing)
+    judged: str | None = None  # critic: the judged file the consensus records were made from
 
     def __post_init__(self) -> None:
         fmt = EXPORT_FORMATS.get(self.format)
@@ -112,6 +126,11 @@ class ExportOptions:
             raise UsageError(f"--test-split must be in [0, 1), got {self.test_split}")
         if self.test_split and not fmt.test_split:
             raise UsageError(f"--test-split goes with --format {format_names(lambda f: f.test_split)}")
+        for option, value in (("--votes", self.votes), ("--judged", self.judged)):
+            if value is not None and not fmt.critiques:
+                raise UsageError(f"{option} goes with --format {format_names(lambda f: f.critiques)}")
+        if self.votes is not None and self.votes not in VOTES:
+            raise UsageError(f"--votes {self.votes}: choose {' or '.join(VOTES)}")
 
     @property
     def export_format(self) -> ExportFormat:

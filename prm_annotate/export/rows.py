@@ -43,6 +43,9 @@ def build_rows(path: str, opts: ExportOptions, tokenizer: Any = None) -> tuple[l
     consumer will place it, and the first row where it would not land on the token ending its
     step stops the export (exit 2, nothing written)."""
     fmt = opts.export_format
+    own = fmt.own_rows(path, opts, tokenizer)
+    if own is not None:
+        return own
     summary = ExportSummary()
     check = fmt.token_check(opts, tokenizer) if tokenizer is not None else None
     if check is None and fmt.needs_tokenizer:

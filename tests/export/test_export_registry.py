@@ -48,7 +48,7 @@ def package_with_lines(tmp_path_factory) -> Path:
     export = root / "prm_annotate" / "export"
     (export / "lines.py").write_text(LINES_MODULE)
     init = (export / "__init__.py").read_text()
-    importing = "from prm_annotate.export import hf, math_shepherd, openrlhf, qwen, tokens, trl\n"
+    importing = "from prm_annotate.export import critic, hf, math_shepherd, openrlhf, qwen, tokens, trl\n"
     assert importing in init
     (export / "__init__.py").write_text(init.replace(importing, importing.replace(" hf,", " hf, lines,")) + REGISTRATION)
     changed = filecmp.dircmp(original / "export", export, ignore=["__pycache__"])
@@ -68,12 +68,12 @@ def cli(package: Path | None, *args: str) -> subprocess.CompletedProcess:
 
 def test_a_registered_format_is_listed_checked_and_written(package_with_lines, tmp_path):
     before = cli(None, "export", "--help")
-    assert before.returncode == 0 and "trl|openrlhf|qwen|math-shepherd|tokens|hf" in before.stdout
+    assert before.returncode == 0 and "trl|openrlhf|qwen|math-shepherd|tokens|hf|critic|critic-hf" in before.stdout
     assert "lines" not in before.stdout  # the baseline: the repository's own package has no such format
 
     helped = cli(package_with_lines, "export", "--help")
     assert str(package_with_lines) in helped.stderr, helped.stderr  # ran on the copy
-    assert "trl|openrlhf|qwen|math-shepherd|tokens|hf|lines" in helped.stdout
+    assert "trl|openrlhf|qwen|math-shepherd|tokens|hf|critic|critic-hf|lines" in helped.stdout
     assert "(qwen, tokens, lines)" in helped.stdout  # --soft names the formats that take soft labels
 
     files = write_all(tmp_path, mixed_records(8))
