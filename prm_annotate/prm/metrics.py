@@ -103,21 +103,21 @@ def best_threshold(responses: list[Response]) -> float:
 
 
 def evaluate_responses(responses: list[Response]) -> dict[str, float]:
-    """The metrics `train` logs at each evaluation (NaN where undefined: one class only)."""
+    """The metrics `train` logs at each evaluation; one left out where undefined (one class only),
+    except F1, which is 0 then: the best model is chosen by it at every evaluation."""
     scores = np.concatenate([r.scores for r in responses])
     hard = np.concatenate([r.hard for r in responses]).astype(bool)
     targets = np.concatenate([r.targets for r in responses])
     p = np.clip(scores, 1e-12, 1 - 1e-12)
     threshold = best_threshold(responses)
     tuned, untuned = f1_at(responses, threshold), f1_at(responses, 0.5)
-    nan = float("nan")
     out = {"step_loss": float(-(targets * np.log(p) + (1 - targets) * np.log(1 - p)).mean()),
            "step_accuracy": float(100 * ((scores >= 0.5) == hard).mean()),
            "step_auc": auc(scores, hard), "threshold": threshold, "f1": tuned["f1"],
            "error_acc": tuned["error_acc"], "correct_acc": tuned["correct_acc"], "f1_at_0.5": untuned["f1"],
            "responses": float(len(responses))}
-    # metric_for_best_model must be a number at every evaluation.
-    return {k: (nan if v is None else float(v)) for k, v in out.items()}
+    out["f1"] = out["f1"] or 0.0
+    return {k: float(v) for k, v in out.items() if v is not None}
 
 
 def responses_of(log_odds: np.ndarray, labels: np.ndarray, step_labels: np.ndarray) -> list[Response]:

@@ -51,6 +51,15 @@ class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
         self.score = nn.Sequential(nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 2))
         self.post_init()
 
+    def _init_weights(self, module: nn.Module) -> None:
+        # The head starts as torch's own Linear does (uniform, +-1/sqrt(fan_in)), not the backbone's
+        # normal(0, initializer_range): for a small hidden size the latter starts the logits so
+        # close to 0 that the head learns several times slower; for a 7B (h = 3584) they are alike.
+        if isinstance(module, nn.Linear) and any(module is m for m in self.score):
+            module.reset_parameters()
+            return
+        super()._init_weights(module)
+
     def get_input_embeddings(self) -> nn.Module:
         return self.model.embed_tokens
 

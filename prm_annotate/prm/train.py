@@ -91,8 +91,8 @@ class TrainResult:
     labels: int
     skipped: dict[str, int] = field(default_factory=dict)
     steps: int = 0
-    first_loss: float = 0.0  # the first logged training loss (mean of `log_every` steps)
-    last_loss: float = 0.0  # the last one
+    first_loss: float = 0.0  # the loss of the first step
+    last_loss: float = 0.0  # the last logged one (mean of `log_every` steps)
     seconds: float = 0.0
     eval_examples: int = 0
     eval: dict[str, float] = field(default_factory=dict)  # the saved model's eval metrics
@@ -156,37 +156,44 @@ def _settings(cfg: TrainConfig) -> dict[str, Any]:
     return {k: v for k, v in asdict(cfg).items() if k not in RESUME_FREE}
 
 
-def prepare_folders(cfg: TrainConfig, paths: Paths, main: bool) -> str | None:
-    """Check the output and the checkpoints against --overwrite and --resume; the checkpoint to
-    resume from (or None). Only the main process changes files."""
+def _has_checkpoints(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.glob("checkpoint-*"))
+
+
+def check_folders(cfg: TrainConfig, paths: Paths) -> str | None:
+    """Check the output and the checkpoints against --overwrite and --resume, changing nothing;
+    the checkpoint to resume from (or None)."""
     out, ckpts = paths.output, paths.checkpoints
     if out.exists() and any(out.iterdir()) and not cfg.overwrite:
         raise UsageError(f"{out} is not empty (use --overwrite to replace it)")
-    saved = ckpts / "train_config.json"
-    if cfg.resume:
-        done = complete_checkpoints(ckpts)
-        if done and saved.is_file():
-            before = json.loads(saved.read_text())
-            changed = sorted(k for k, v in _settings(cfg).items() if before.get(k) != v)
-            if changed:
-                raise UsageError(f"--resume: {', '.join(changed)} differ from the run in {ckpts}; resume with "
-                                 "the same settings, or start over with --overwrite")
-        if main and done:  # a checkpoint the kill cut short would be taken for a finished one later
-            for sub in ckpts.glob("checkpoint-*"):
-                if sub not in done:
-                    shutil.rmtree(sub, ignore_errors=True)
-        if done:
-            return str(done[-1])
-    elif ckpts.exists() and any(ckpts.iterdir()):
-        if not cfg.overwrite:
+    if not cfg.resume:
+        if _has_checkpoints(ckpts) and not cfg.overwrite:
             raise UsageError(f"{ckpts} holds checkpoints of an earlier run: --resume to continue it, or --overwrite "
                              "to start over")
-        if main:
-            shutil.rmtree(ckpts)
-    if main:
-        ckpts.mkdir(parents=True, exist_ok=True)
-        saved.write_text(json.dumps(_settings(cfg), indent=2) + "\n")
-    return None
+        return None
+    done = complete_checkpoints(ckpts)
+    saved = ckpts / "train_config.json"
+    if done and saved.is_file():
+        before = json.loads(saved.read_text())
+        changed = sorted(k for k, v in _settings(cfg).items() if before.get(k) != v)
+        if changed:
+            raise UsageError(f"--resume: {', '.join(changed)} differ from the run in {ckpts}; resume with the same "
+                             "settings, or start over with --overwrite")
+    return str(done[-1]) if done else None
+
+
+def claim_folders(cfg: TrainConfig, paths: Paths, resume_from: str | None) -> None:
+    """On the main process, once the data has been read: clear what --overwrite replaces (or, on
+    resume, the checkpoints the kill cut short, which would later pass for finished ones), and
+    record the settings a --resume must repeat."""
+    ckpts = paths.checkpoints
+    if resume_from is None and ckpts.exists():
+        shutil.rmtree(ckpts)
+    for sub in ckpts.glob("checkpoint-*"):
+        if sub not in complete_checkpoints(ckpts):
+            shutil.rmtree(sub, ignore_errors=True)
+    ckpts.mkdir(parents=True, exist_ok=True)
+    (ckpts / "train_config.json").write_text(json.dumps(_settings(cfg), indent=2) + "\n")
 
 
 def _device_settings(cfg: TrainConfig) -> dict[str, Any]:
@@ -217,7 +224,7 @@ def training_arguments(cfg: TrainConfig, paths: Paths, has_eval: bool) -> Any:
         eval_strategy="steps" if has_eval else "no", eval_steps=eval_every, save_strategy="steps",
         save_steps=cfg.save_every, save_total_limit=cfg.save_total_limit, load_best_model_at_end=has_eval,
         metric_for_best_model="f1" if has_eval else None, greater_is_better=True if has_eval else None,
-        logging_steps=cfg.log_every, report_to=[] if cfg.report_to == "none" else [cfg.report_to],
+        logging_steps=min(cfg.log_every, steps) if steps > 0 else cfg.log_every, logging_first_step=True, report_to=[] if cfg.report_to == "none" else [cfg.report_to],
         # remove_unused_columns: the features are the collator's (positions, targets), not the forward's.
         seed=cfg.seed, data_seed=cfg.seed, disable_tqdm=cfg.quiet, label_names=["labels", "step_labels"],
         ddp_find_unused_parameters=False, remove_unused_columns=False, **_device_settings(cfg))
@@ -306,12 +313,14 @@ def train(cfg: TrainConfig) -> TrainResult:
     has_eval = bool(cfg.eval or cfg.eval_split or _hf_has_test(cfg))
     args = training_arguments(cfg, paths, has_eval)
     state = PartialState()
-    resume_from = prepare_folders(cfg, paths, state.is_main_process)
-    state.wait_for_everyone()
+    resume_from = check_folders(cfg, paths)
     set_seed(cfg.seed)  # the head's initialisation, the same on every process
     data, model, tokenizer = load_data(cfg, load_base)
     if has_eval and not data.eval:
         raise UsageError("the eval set is empty after encoding")
+    if state.is_main_process:
+        claim_folders(cfg, paths, resume_from)
+    state.wait_for_everyone()
     collator = StepCollator(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
     trainer = build_trainer(cfg, args, model, tokenizer, data, collator)
     result = run_trainer(trainer, cfg, data, collator, resume_from, started)
@@ -341,6 +350,8 @@ def save_final(trainer: Any, cfg: TrainConfig, paths: Paths, fmt: PRMFormat, res
     trainer.save_model(str(paths.partial))
     state.wait_for_everyone()
     if state.is_main_process:
+        # The pickled TrainingArguments belong to the run's checkpoints, not to the model.
+        (paths.partial / "training_args.bin").unlink(missing_ok=True)
         if paths.output.exists():
             shutil.rmtree(paths.output)
         os.replace(paths.partial, paths.output)
