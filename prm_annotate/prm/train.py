@@ -100,7 +100,9 @@ class TrainResult:
     seconds_to_best: float | None = None  # training wall time until the best evaluation
     threshold: float | None = None
     resumed_from: str | None = None
-    pad_share: float = 0.0  # share of the training batches' tokens that were padding
+    pad_share: float = 0.0  # share of the training batches' tokens that were padding (this process)
+    tokens: int = 0  # real (non-pad) tokens in this process's training batches
+    train_seconds: float = 0.0  # wall time of the training loop alone (no loading, final eval or saving)
     processes: int = 1
 
 
@@ -323,7 +325,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     state.wait_for_everyone()
     collator = StepCollator(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
     trainer = build_trainer(cfg, args, model, tokenizer, data, collator)
-    result = run_trainer(trainer, cfg, data, collator, resume_from, started)
+    result = TrainResult(**run_trainer(trainer, cfg, data, collator, resume_from, started))
     save_final(trainer, cfg, paths, data.fmt, result, state)
     return result
 

@@ -114,27 +114,28 @@ def build_trainer(cfg: Any, args: Any, model: Any, tokenizer: Any, data: Any, co
 
 
 def run_trainer(trainer: PRMTrainer, cfg: Any, data: Any, collator: Any, resume_from: str | None,
-                started: float) -> Any:
-    """Train (from `resume_from` if given), evaluate the model kept, and sum the run up."""
-    from prm_annotate.prm.train import TrainResult
-
+                started: float) -> dict[str, Any]:
+    """Train (from `resume_from` if given), evaluate the model kept, and sum the run up (the
+    fields of prm.train.TrainResult)."""
     if resume_from and not cfg.quiet:
         print(f"train: resuming from {resume_from}", file=sys.stderr, flush=True)
+    loop_started = time.monotonic()
     trainer.train(resume_from_checkpoint=resume_from)
+    loop_seconds = time.monotonic() - loop_started
     state = trainer.state
     losses = [e["loss"] for e in state.log_history if "loss" in e]
-    result = TrainResult(output=cfg.output, examples=len(data.train), labels=sum(len(f["hard"]) for f in data.train),
-                         skipped=data.skipped, steps=state.global_step, first_loss=losses[0] if losses else 0.0,
-                         last_loss=losses[-1] if losses else 0.0, eval_examples=len(data.eval),
-                         resumed_from=resume_from, pad_share=round(collator.pad_share, 4),
-                         processes=trainer.args.world_size)
+    result: dict[str, Any] = dict(
+        output=cfg.output, examples=len(data.train), labels=sum(len(f["hard"]) for f in data.train),
+        skipped=data.skipped, steps=state.global_step, first_loss=losses[0] if losses else 0.0,
+        last_loss=losses[-1] if losses else 0.0, eval_examples=len(data.eval), resumed_from=resume_from,
+        pad_share=round(collator.pad_share, 4), tokens=collator.tokens, train_seconds=round(loop_seconds, 3),
+        processes=trainer.args.world_size)
     if data.eval:
         metrics = trainer.evaluate()
-        result.eval = {k.removeprefix("eval_"): v for k, v in metrics.items() if isinstance(v, (int, float))}
-        result.threshold = result.eval.get("threshold")
-        best = state.best_global_step
-        result.best_step = best
+        result["eval"] = {k.removeprefix("eval_"): v for k, v in metrics.items() if isinstance(v, (int, float))}
+        result["threshold"] = result["eval"].get("threshold")
+        best = result["best_step"] = state.best_global_step
         log = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, TerminalLog))
-        result.seconds_to_best = round(log.eval_seconds[best], 1) if best in log.eval_seconds else None
-    result.seconds = round(time.monotonic() - started, 1)
+        result["seconds_to_best"] = round(log.eval_seconds[best], 1) if best in log.eval_seconds else None
+    result["seconds"] = round(time.monotonic() - started, 1)
     return result

@@ -56,6 +56,19 @@ def test_stage_outcomes_without_an_engine():
     assert out["three"].error == "the PRM returned 2 scores for 3 steps"  # never padded or invented
 
 
+def test_threshold_defaults_to_the_checkpoints_tuned_one():
+    class Tuned(StubScorer):
+        format = PRMFormat(step_tag="<extra_0>", system_prompt=None, threshold=0.95)
+
+    record = Response(id="ok", problem="p", steps=["a", "b"])
+    tuned = ScoreStage(Tuned())
+    (out,) = tuned.process([record])
+    assert out.records[0].dump()["prm"]["first_error"] == 0 and tuned.settings()["threshold"] == 0.95  # 0.9 < 0.95
+    assert tuned.settings()["threshold_source"] == "checkpoint"
+    (given,) = ScoreStage(Tuned(), threshold=0.5).process([record])
+    assert given.records[0].dump()["prm"] == {"scores": [0.9, 0.3], "first_error": 1, "threshold": 0.5, "model": "stub"}
+
+
 @pytest.fixture(scope="module")
 def trained_prm(tmp_path_factory):
     from prm_annotate.prm.train import TrainConfig, train
