@@ -71,14 +71,15 @@ def score_with_vllm(prm_dir: Path, responses: list[dict], tmp: Path, timeout: fl
     return read_jsonl(out)
 
 
-def vllm_vs_transformers(prm_dir: Path, scored: list[dict]) -> float:
-    """The largest difference between vLLM's step scores and transformers' on the same checkpoint."""
+def vllm_vs_transformers(prm_dir: Path, scored: list[dict]) -> tuple[float, list[list[float]]]:
+    """The largest difference between vLLM's step scores and transformers' on the same checkpoint,
+    and transformers' scores of each record."""
     from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
 
     model, tokenizer, fmt = load_model(prm_dir)
-    worst = 0.0
+    worst, refs = 0.0, []
     for rec in scored:
-        ref = transformers_step_scores(model, tokenizer, fmt, rec["problem"], rec["steps"])
-        assert len(rec["prm"]["scores"]) == len(rec["steps"]) == len(ref)
-        worst = max(worst, *(abs(a - b) for a, b in zip(rec["prm"]["scores"], ref)))
-    return worst
+        refs.append(transformers_step_scores(model, tokenizer, fmt, rec["problem"], rec["steps"]))
+        assert len(rec["prm"]["scores"]) == len(rec["steps"]) == len(refs[-1])
+        worst = max(worst, *(abs(a - b) for a, b in zip(rec["prm"]["scores"], refs[-1])))
+    return worst, refs

@@ -33,7 +33,6 @@ import importlib.util
 import json
 import os
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -311,6 +310,11 @@ def train(cfg: TrainConfig) -> TrainResult:
 
     started = time.monotonic()
     check_config(cfg)
+    if cfg.quiet:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()  # the base's load report and the save progress bars
+        hf_logging.disable_progress_bar()
     paths = Paths.of(cfg.output)
     has_eval = bool(cfg.eval or cfg.eval_split or _hf_has_test(cfg))
     args = training_arguments(cfg, paths, has_eval)
@@ -357,6 +361,4 @@ def save_final(trainer: Any, cfg: TrainConfig, paths: Paths, fmt: PRMFormat, res
         if paths.output.exists():
             shutil.rmtree(paths.output)
         os.replace(paths.partial, paths.output)
-        if not cfg.quiet:
-            print(f"train: PRM written to {paths.output}", file=sys.stderr, flush=True)
     state.wait_for_everyone()

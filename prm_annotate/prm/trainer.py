@@ -89,10 +89,15 @@ class TerminalLog(TrainerCallback):
             shown = [f"{k.removeprefix('eval_')} {logs[k]:.4g}" for k in
                      ("eval_step_loss", "eval_step_accuracy", "eval_step_auc", "eval_f1", "eval_threshold",
                       "eval_f1_at_0.5") if k in logs]
-            print(f"eval: {where} " + ", ".join(shown), file=sys.stderr, flush=True)
+            _write(f"eval: {where} " + ", ".join(shown))
         elif "loss" in logs:
-            print(f"train: {where} loss {logs['loss']:.4f} lr {logs.get('learning_rate', 0):.3g}",
-                  file=sys.stderr, flush=True)
+            _write(f"train: {where} loss {logs['loss']:.4f} lr {logs.get('learning_rate', 0):.3g}")
+
+
+def _write(line: str) -> None:
+    from tqdm.auto import tqdm
+
+    tqdm.write(line, file=sys.stderr)  # above the progress bar, not through it
 
 
 def build_trainer(cfg: Any, args: Any, model: Any, tokenizer: Any, data: Any, collator: Any) -> PRMTrainer:

@@ -18,7 +18,7 @@ from prm_annotate.records import Response
 from prm_annotate.stages.score import ScoreStage, first_below
 from prm_annotate.world import POLICY_DIR
 from testing.jsonl_files import read_jsonl, write_jsonl
-from testing.prm_fixtures import trl_rows, world_responses
+from testing.prm_fixtures import trl_rows, vllm_vs_transformers, world_responses
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 TIMEOUT = 600
@@ -83,8 +83,6 @@ def trained_prm(tmp_path_factory):
 @pytest.mark.engine
 @pytest.mark.slow
 def test_vllm_scores_equal_transformers(trained_prm, tmp_path, heavy):
-    from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
-
     heavy.release()  # one engine at a time on this machine: this one runs in a child process
     held_out = world_responses(10, seed=7, split="test")
     src = write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in held_out])
@@ -97,12 +95,8 @@ def test_vllm_scores_equal_transformers(trained_prm, tmp_path, heavy):
 
     scored = read_jsonl(out)
     assert [r["id"] for r in scored] == [r["id"] for r in held_out]
-    model, tokenizer, fmt = load_model(trained_prm)
-    worst = 0.0
-    for rec in scored:
-        ref = transformers_step_scores(model, tokenizer, fmt, rec["problem"], rec["steps"])
-        assert len(rec["prm"]["scores"]) == len(rec["steps"]) == len(ref)
-        worst = max(worst, *(abs(a - b) for a, b in zip(rec["prm"]["scores"], ref)))
+    worst, refs = vllm_vs_transformers(trained_prm, scored)
+    for rec, ref in zip(scored, refs):
         assert rec["prm"]["first_error"] == first_below(ref, 0.8)
         assert rec["prm"]["model"] == str(trained_prm) and rec["prm"]["threshold"] == 0.8
     assert worst < 1e-3, worst
