@@ -101,7 +101,7 @@ class TrainResult:
     resumed_from: str | None = None
     pad_share: float = 0.0  # share of the training batches' tokens that were padding (this process)
     tokens: int = 0  # real (non-pad) tokens in this process's training batches
-    train_seconds: float = 0.0  # wall time of the training loop alone (no loading, final eval or saving)
+    train_seconds: float = 0.0  # first step's start to last step's end (no loading, setup, final eval or save)
     processes: int = 1
 
 

@@ -66,15 +66,26 @@ class QuietBar(ProgressCallback):
 
 
 class TerminalLog(TrainerCallback):
-    """One line per log on stderr (main process), and the wall time of each evaluation."""
+    """One line per log on stderr (main process); the wall time of each evaluation, and of the
+    steps themselves (first step's start to last step's end: the Trainer's setup left out, as a
+    hand-written loop's would be)."""
 
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.started = time.monotonic()
         self.eval_seconds: dict[int, float] = {}
+        self.first_step: float | None = None
+        self.last_step = 0.0
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.started = time.monotonic()
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.first_step is None:
+            self.first_step = time.monotonic()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.last_step = time.monotonic()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs:
@@ -124,10 +135,10 @@ def run_trainer(trainer: PRMTrainer, cfg: Any, data: Any, collator: Any, resume_
     fields of prm.train.TrainResult)."""
     if resume_from and not cfg.quiet:
         print(f"train: resuming from {resume_from}", file=sys.stderr, flush=True)
-    loop_started = time.monotonic()
     trainer.train(resume_from_checkpoint=resume_from)
-    loop_seconds = time.monotonic() - loop_started
     state = trainer.state
+    log = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, TerminalLog))
+    loop_seconds = log.last_step - log.first_step if log.first_step is not None else 0.0
     losses = [e["loss"] for e in state.log_history if "loss" in e]
     result: dict[str, Any] = dict(
         output=cfg.output, examples=len(data.train), labels=sum(len(f["hard"]) for f in data.train),
@@ -140,7 +151,6 @@ def run_trainer(trainer: PRMTrainer, cfg: Any, data: Any, collator: Any, resume_
         result["eval"] = {k.removeprefix("eval_"): v for k, v in metrics.items() if isinstance(v, (int, float))}
         result["threshold"] = result["eval"].get("threshold")
         best = result["best_step"] = state.best_global_step
-        log = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, TerminalLog))
         result["seconds_to_best"] = round(log.eval_seconds[best], 1) if best in log.eval_seconds else None
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
