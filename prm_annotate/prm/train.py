@@ -216,6 +216,7 @@ def training_arguments(cfg: TrainConfig, paths: Paths, has_eval: bool) -> Any:
     per_device = cfg.batch_size // (world * cfg.grad_accum)
     steps = cfg.steps if cfg.steps is not None else (-1 if cfg.epochs is not None else DEFAULT_STEPS)
     eval_every = cfg.eval_every or cfg.save_every
+    logging_steps = min(cfg.log_every, steps) if steps > 0 else cfg.log_every  # a run shorter than one
     return TrainingArguments(
         output_dir=str(paths.checkpoints), per_device_train_batch_size=per_device,
         per_device_eval_batch_size=per_device, gradient_accumulation_steps=cfg.grad_accum,
@@ -225,10 +226,11 @@ def training_arguments(cfg: TrainConfig, paths: Paths, has_eval: bool) -> Any:
         eval_strategy="steps" if has_eval else "no", eval_steps=eval_every, save_strategy="steps",
         save_steps=cfg.save_every, save_total_limit=cfg.save_total_limit, load_best_model_at_end=has_eval,
         metric_for_best_model="f1" if has_eval else None, greater_is_better=True if has_eval else None,
-        logging_steps=min(cfg.log_every, steps) if steps > 0 else cfg.log_every, logging_first_step=True, report_to=[] if cfg.report_to == "none" else [cfg.report_to],
-        # remove_unused_columns: the features are the collator's (positions, targets), not the forward's.
-        seed=cfg.seed, data_seed=cfg.seed, disable_tqdm=cfg.quiet, label_names=["labels", "step_labels"],
-        ddp_find_unused_parameters=False, remove_unused_columns=False, **_device_settings(cfg))
+        logging_steps=logging_steps, logging_first_step=True,
+        report_to=[] if cfg.report_to == "none" else [cfg.report_to], seed=cfg.seed, data_seed=cfg.seed,
+        disable_tqdm=cfg.quiet, label_names=["labels", "step_labels"], ddp_find_unused_parameters=False,
+        # The features are the collator's (positions, targets), not the forward's arguments.
+        remove_unused_columns=False, **_device_settings(cfg))
 
 
 def load_base(base: str, fmt: PRMFormat) -> tuple[Any, Any]:
@@ -276,7 +278,7 @@ def _sources(cfg: TrainConfig) -> tuple[list[Example], list[Example]]:
     return train_rows, splits.get("test", [])
 
 
-def load_data(cfg: TrainConfig, tokenizer_of: Any) -> tuple[Data, Any, Any]:
+def load_data(cfg: TrainConfig, model_of: Any) -> tuple[Data, Any, Any]:
     """The encoded train and eval sets, with the model and tokenizer they were encoded for (a
     tokens export names its own step tag and has no system turn)."""
     train_rows, eval_rows = _sources(cfg)
@@ -284,12 +286,12 @@ def load_data(cfg: TrainConfig, tokenizer_of: Any) -> tuple[Data, Any, Any]:
     tokenized = [e for e in train_rows + eval_rows if e.input_ids is not None]
     if tokenized:
         if len(tokenized) < len(train_rows) + len(eval_rows):
-            raise UsageError("--eval: mix no tokens export with a text export (they are tokenized differently)")
+            raise UsageError("--eval: a tokens export and a text export do not mix (one is tokenized already)")
         from transformers import AutoTokenizer
 
         tag = marker_tag(tokenized, AutoTokenizer.from_pretrained(Path(cfg.base).expanduser()), cfg.data)
         fmt = PRMFormat(step_tag=tag, system_prompt=None)
-    model, tokenizer = tokenizer_of(cfg.base, fmt)
+    model, tokenizer = model_of(cfg.base, fmt)
     skipped: dict[str, int] = {}
     train_set = encode(train_rows, tokenizer, fmt, cfg.max_length, skipped)
     eval_set = encode(eval_rows, tokenizer, fmt, cfg.max_length, {})
