@@ -251,7 +251,7 @@ def load_base(base: str, fmt: PRMFormat) -> tuple[Any, Any]:
     model = Qwen2ForProcessRewardModel.from_pretrained(path, dtype=torch.float32)
     if len(tokenizer.encode(fmt.step_tag, add_special_tokens=False)) != 1:
         tokenizer.add_tokens([fmt.step_tag], special_tokens=True)
-    rows = model.get_input_embeddings().weight.shape[0]
+    rows = model.get_input_embeddings().num_embeddings  # not weight.shape: 0 for a ZeRO-3 partition
     if step_tag_id(tokenizer, fmt.step_tag) >= rows:
         model.resize_token_embeddings(len(tokenizer))
     model.config.prm_annotate = {"step_tag": fmt.step_tag, "step_tag_id": step_tag_id(tokenizer, fmt.step_tag),
@@ -297,7 +297,7 @@ def load_data(cfg: TrainConfig, model_of: Any) -> tuple[Data, Any, Any]:
     eval_set = encode(eval_rows, tokenizer, fmt, cfg.max_length, {})
     if not train_set:
         raise UsageError(f"{cfg.data}: no example left to train on ({skipped})")
-    rows = model.get_input_embeddings().weight.shape[0]
+    rows = model.get_input_embeddings().num_embeddings
     if any(max(f["input_ids"]) >= rows for f in train_set + eval_set):
         raise UsageError(f"{cfg.data}: token ids past the --base embeddings ({rows}): export with the base's tokenizer")
     eval_set.sort(key=lambda f: len(f["input_ids"]))  # less padding; the metrics do not depend on order
@@ -345,7 +345,7 @@ def save_final(trainer: Any, cfg: TrainConfig, paths: Paths, fmt: PRMFormat, res
     """Every process calls save_model (FSDP and ZeRO-3 gather the weights collectively); the main
     one writes into the partial directory, then renames it into place."""
     model = trainer.model
-    rows = model.get_input_embeddings().weight.shape[0]
+    rows = model.get_input_embeddings().num_embeddings
     if model.config.vocab_size != rows:
         raise AssertionError(f"config vocab_size {model.config.vocab_size} != {rows} embedding rows")
     model.config.prm_annotate = {

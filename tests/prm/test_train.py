@@ -194,7 +194,7 @@ def test_tokens_export_trains_with_its_marker(tmp_path):
 
     def no_model(base_dir, fmt):  # the data path only: the tag and format a tokens export implies
         class Embeddings:
-            weight = torch.zeros(640, 1)
+            num_embeddings = 640
         return type("M", (), {"get_input_embeddings": lambda self: Embeddings()})(), tokenizer
 
     data, _, _ = load_data(TrainConfig(data=str(path), base=str(base), output=str(tmp_path / "o")), no_model)
