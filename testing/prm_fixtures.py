@@ -1,9 +1,11 @@
 """Labelled arithmetic-world responses for the PRM tests: each problem's reference solution and
 corrupted copies of it (lab/world/corrupt.py), labelled by the world's truth, as `trl` export rows and as
-responses to score. Nothing here runs a model."""
+responses to score; a base checkpoint with the tag already a token; and `score` (vLLM) against
+transformers on a trained checkpoint."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from lab.world.corrupt import corrupt_solution
 from prm_annotate.reports.labels import step_labels
@@ -30,3 +32,54 @@ def trl_rows(responses: list[dict]) -> list[dict]:
         labels = step_labels(r["label"], len(r["steps"]))
         rows.append({"id": r["id"], "prompt": r["problem"], "completions": r["steps"][:len(labels)], "labels": labels})
     return rows
+
+
+def eval_truth(rows: list[dict]) -> list[int]:
+    """The true first error of each trl row: its first step labelled wrong, -1 if none."""
+    return [next((i for i, ok in enumerate(r["labels"]) if not ok), -1) for r in rows]
+
+
+def padded_tag_base(policy_dir: Path, out: Path, multiple: int = 64) -> Path:
+    """The world policy with `<extra_0>` already one token of its tokenizer and an embedding matrix
+    padded past the tokenizer (as Qwen2.5's bases are: 151936 rows for 151665 tokens)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(policy_dir)
+    tokenizer.add_tokens(["<extra_0>"], special_tokens=True)
+    model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
+    model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=multiple, mean_resizing=False)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def score_with_vllm(prm_dir: Path, responses: list[dict], tmp: Path, timeout: float = 600) -> list[dict]:
+    """`prm-annotate score` (vLLM's pooling runner, a child process) over `responses`."""
+    import subprocess
+    import sys
+
+    from testing.jsonl_files import read_jsonl, write_jsonl
+
+    src = write_jsonl(tmp / f"{prm_dir.name}-responses.jsonl",
+                      [{k: v for k, v in r.items() if k != "label"} for r in responses])
+    out = tmp / f"{prm_dir.name}-scored.jsonl"
+    cmd = [sys.executable, "-m", "prm_annotate", "score", str(src), "-o", str(out), "--model", str(prm_dir),
+           "--dtype", "float32", "--batch-size", "8", "--start-timeout", "300", "--quiet"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return read_jsonl(out)
+
+
+def vllm_vs_transformers(prm_dir: Path, scored: list[dict]) -> tuple[float, list[list[float]]]:
+    """The largest difference between vLLM's step scores and transformers' on the same checkpoint,
+    and transformers' scores of each record."""
+    from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
+
+    model, tokenizer, fmt = load_model(prm_dir)
+    worst, refs = 0.0, []
+    for rec in scored:
+        refs.append(transformers_step_scores(model, tokenizer, fmt, rec["problem"], rec["steps"]))
+        assert len(rec["prm"]["scores"]) == len(rec["steps"]) == len(refs[-1])
+        worst = max(worst, *(abs(a - b) for a, b in zip(rec["prm"]["scores"], refs[-1])))
+    return worst, refs

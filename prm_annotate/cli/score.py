@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -24,7 +24,7 @@ def score(
     model: ModelOpt,
     output: OutputOpt = "-",
     format: FormatOpt = "auto",
-    threshold: Annotated[float, typer.Option("--threshold", min=0.0, max=1.0, help="A step scoring below this is an error (prm.first_error).")] = 0.5,
+    threshold: Annotated[Optional[float], typer.Option("--threshold", min=0.0, max=1.0, help="A step scoring below this is an error (prm.first_error); default: the checkpoint's eval-tuned threshold, else 0.5.")] = None,
     dtype: DtypeOpt = "auto",
     max_model_len: MaxModelLenOpt = None,
     enforce_eager: EnforceEagerOpt = None,

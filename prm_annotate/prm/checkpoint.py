@@ -4,14 +4,19 @@ The architecture is Qwen2.5-Math-PRM's `Qwen2ForProcessRewardModel`, which vLLM 
 backbone (`model.*` weights) and a head `score.0` Linear(h, h), ReLU, `score.2` Linear(h, 2),
 read at the token that ends each step. Label 1 is "right": a step's score is softmax(logits)[1].
 
-The text a PRM reads is Qwen's convention: a chat of the system prompt, the problem as the user
-turn, and the steps as the assistant turn, each step followed by the step tag (`<extra_0>`), put
-through the tokenizer's chat template. Training and scoring build it with the same function
-(`prm_token_ids`), so the tag tokens a trainer labels are the tokens a scorer reads.
+The text a PRM reads is Qwen's convention, the one `export --format qwen` writes too: a chat of the
+system prompt, the problem as the user turn, and the steps as the assistant turn, each step
+stripped of surrounding whitespace and followed by the step tag (`<extra_0>`) with nothing between
+(Qwen2.5-Math-PRM's card: `"<extra_0>".join(steps) + "<extra_0>"`, steps split on "\n\n", i.e.
+without the separator), put through the tokenizer's chat template. Stripping also keeps a tag from
+being folded into the whitespace before it by a SentencePiece tokenizer. Training and scoring build
+it with the same function (`prm_token_ids`), so the tag tokens a trainer labels are the tokens a
+scorer reads.
 
 `train` records its choices in the checkpoint's config.json under `prm_annotate` (step tag and its
-token id, system prompt); a checkpoint without that block (Qwen2.5-Math-PRM itself) gets Qwen's
-defaults. torch and transformers are imported inside the functions that need them.
+token id, system prompt, the step threshold tuned on its eval set); a checkpoint without that block
+(Qwen2.5-Math-PRM itself) gets Qwen's defaults and the threshold 0.5. torch and transformers are
+imported inside the functions that need them (the model class is in prm/model.py).
 """
 from __future__ import annotations
 
@@ -24,12 +29,15 @@ from prm_annotate.errors import UsageError
 from prm_annotate.export import QWEN_SYSTEM, QWEN_TAG as STEP_TAG
 
 ARCHITECTURE = "Qwen2ForProcessRewardModel"
+DEFAULT_THRESHOLD = 0.5  # a step scoring below it is an error, when no eval set tuned one
 
 
 @dataclass(frozen=True)
 class PRMFormat:
+    """How a checkpoint reads a response (tag, system turn), and the threshold it was tuned with."""
     step_tag: str = STEP_TAG
     system_prompt: str | None = QWEN_SYSTEM
+    threshold: float = DEFAULT_THRESHOLD
 
     @classmethod
     def of_checkpoint(cls, path: str | Path) -> "PRMFormat":
@@ -38,7 +46,9 @@ class PRMFormat:
         except (OSError, ValueError) as exc:
             raise UsageError(f"{path}: not a PRM checkpoint (cannot read config.json: {exc})") from None
         ours = config.get("prm_annotate") or {}
-        return cls(step_tag=ours.get("step_tag", STEP_TAG), system_prompt=ours.get("system_prompt", QWEN_SYSTEM))
+        threshold = ours.get("threshold")
+        return cls(step_tag=ours.get("step_tag", STEP_TAG), system_prompt=ours.get("system_prompt", QWEN_SYSTEM),
+                   threshold=DEFAULT_THRESHOLD if threshold is None else float(threshold))
 
 
 def step_tag_id(tokenizer: Any, tag: str) -> int:
@@ -51,7 +61,7 @@ def step_tag_id(tokenizer: Any, tag: str) -> int:
 
 def prm_token_ids(tokenizer: Any, fmt: PRMFormat, problem: str, steps: list[str]) -> list[int]:
     """Token ids of the PRM's input for one response: one step tag after each step."""
-    response = "".join(f"{step}{fmt.step_tag}" for step in steps)
+    response = "".join(f"{step.strip()}{fmt.step_tag}" for step in steps)
     messages = [{"role": "user", "content": problem}, {"role": "assistant", "content": response}]
     if fmt.system_prompt:
         messages.insert(0, {"role": "system", "content": fmt.system_prompt})
@@ -68,37 +78,27 @@ def tag_in_text(fmt: PRMFormat, problem: str, steps: list[str]) -> bool:
 
 
 def build_model(config: Any) -> Any:
-    """A Qwen2 backbone with the PRM head (randomly initialised), as a torch module whose
-    state_dict names are the checkpoint's."""
-    import torch
-    from transformers import Qwen2Model
+    """A `Qwen2ForProcessRewardModel` (prm/model.py) with random weights, for a Qwen2 config."""
+    from prm_annotate.prm.model import Qwen2ForProcessRewardModel
 
-    class Qwen2ForProcessRewardModel(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = Qwen2Model(config)
-            h = config.hidden_size
-            self.score = torch.nn.Sequential(torch.nn.Linear(h, h), torch.nn.ReLU(), torch.nn.Linear(h, 2))
-
-        def forward(self, input_ids: Any, attention_mask: Any = None) -> Any:
-            hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            return self.score(hidden)
-
-    return Qwen2ForProcessRewardModel()
+    return Qwen2ForProcessRewardModel(config)
 
 
 def load_model(path: str | Path) -> tuple[Any, Any, PRMFormat]:
     """(model in float32 eval mode, tokenizer, format) of a checkpoint `train` wrote, read with plain
-    transformers/torch: the reference `score`'s vLLM results are checked against."""
-    from safetensors.torch import load_file
-    from transformers import AutoTokenizer, Qwen2Config
+    transformers: the reference `score`'s vLLM results are checked against. Every weight must match
+    the architecture by name and shape, as vLLM requires; transformers alone would only warn."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from prm_annotate.prm.model import Qwen2ForProcessRewardModel
 
     path = Path(path)
-    config = Qwen2Config.from_pretrained(path)
-    model = build_model(config)
-    weights = load_file(str(path / "model.safetensors"))
-    model.load_state_dict({k: v.float() for k, v in weights.items()}, strict=True)
-    model.float().eval()
+    model, info = Qwen2ForProcessRewardModel.from_pretrained(path, dtype=torch.float32, output_loading_info=True)
+    wrong = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    if wrong:
+        raise UsageError(f"{path}: the weights do not match {ARCHITECTURE}: {wrong}")
+    model.eval()
     return model, AutoTokenizer.from_pretrained(path), PRMFormat.of_checkpoint(path)
 
 
@@ -110,6 +110,6 @@ def transformers_step_scores(model: Any, tokenizer: Any, fmt: PRMFormat, problem
     ids = prm_token_ids(tokenizer, fmt, problem, steps)
     tag = step_tag_id(tokenizer, fmt.step_tag)
     with torch.no_grad():
-        logits = model(torch.tensor([ids]))[0]
+        logits = model(torch.tensor([ids])).logits[0]
     positions = [i for i, t in enumerate(ids) if t == tag]
     return torch.softmax(logits[positions].float(), dim=-1)[:, 1].tolist()

@@ -1,66 +1,86 @@
-"""Train a Process Reward Model from an export, with plain transformers and torch.
+"""Train a Process Reward Model from an export, on transformers' `Trainer` (accelerate underneath).
 
     result = train(TrainConfig(data="train.trl.jsonl", base="path/to/policy", output="prm/"))
 
-Input: the `trl` export of prm-annotate, one row per response: `prompt`, `completions` (the
-labelled steps), `labels` (true = right), and for soft labels `scores` (`export --format trl
---keep-scores`). The model: the base checkpoint's Qwen2 backbone plus the PRM head (see prm.py),
-the loss: cross-entropy of the head's two logits at each step tag against the label, hard (1 for
-right, 0 for wrong) or soft (the MC score as the probability of right, i.e. binary cross-entropy
-on the scores). Steps after a first error carry no label in the export and are not in the text.
+Input (prm/data.py): a `trl`, `tokens` or `hf` export, hard labels or `--soft` MC scores. The model
+(prm/model.py): the base checkpoint's Qwen2 backbone plus the PRM head; the loss: cross-entropy of
+the head's two logits at each step tag against the target, summed over the global batch and divided
+by its label count, so one process and N processes at the same global batch take the same step.
+Steps after a first error carry no label in the exports and are not in the text.
 
-The output directory is a `Qwen2ForProcessRewardModel` checkpoint (float32 safetensors, config,
-tokenizer with the step tag) that vLLM loads with `runner="pooling"` and `score` reads. When the
-base tokenizer has no single token for the step tag it is added and the embeddings grow by one
-row. A fixed number of optimiser steps over a seeded shuffle makes a run repeatable on one machine.
+One device by default; `torchrun --nproc-per-node N -m prm_annotate train ...` or `accelerate
+launch [--config_file examples/accelerate/fsdp.yaml] -m prm_annotate train ...` for data parallel,
+FSDP or DeepSpeed (docs/training.md). `--batch-size` is the global batch: each device takes
+batch / (devices x --grad-accum) responses per micro-step. bf16 mixed precision on a GPU that has
+it, float32 on CPU; the saved weights are float32 (the master copy) unless DeepSpeed gathers them
+in 16 bits.
 
-Where it fits: on CPU, tiny models only (the arithmetic world's 1M-parameter policy trains at a
-few steps per second on 2 cores). On one GPU the same code trains a 0.5-1.5B backbone in float32
-with AdamW (about 16 bytes per parameter: 1.5B needs ~24 GB before activations); a 7B backbone
-needs sharding or 8-bit optimisers, which this trainer does not do.
+With an eval set (`--eval FILE`, `--eval-split FRACTION` by problem, or an hf export's `test`
+split) every `--eval-every` steps logs the loss per step label, step accuracy and AUC, and the
+ProcessBench F1 of the first error at the threshold that maximises it (prm/metrics.py); the saved
+model is the checkpoint with the best F1, and its threshold goes into the config, where `score`
+reads it. `--patience N` stops after N evaluations without a better F1.
+
+Files: the Trainer's `checkpoint-N` folders (model, optimizer, scheduler, RNG, trainer state) go to
+`<output>.checkpoints/`; `--resume` continues from the last complete one. The output directory is
+written as `.<output>.partial` beside it and renamed into place when complete; it is a
+`Qwen2ForProcessRewardModel` checkpoint (safetensors, config, tokenizer with the step tag) that vLLM
+loads with `runner="pooling"` and `score` reads. Only the main process writes.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import random
 import shutil
-import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prm_annotate.errors import InputError, UsageError
-from prm_annotate.reports.labels import read_raw
-from prm_annotate.prm.checkpoint import ARCHITECTURE, PRMFormat, build_model, prm_token_ids, step_tag_id, tag_in_text
+from prm_annotate.errors import UsageError
+from prm_annotate.prm.checkpoint import PRMFormat, step_tag_id
+from prm_annotate.prm.data import Example, StepCollator, encode, marker_tag, read_examples, split_by_problem
+
+DEFAULT_STEPS = 200  # neither --steps nor --epochs
+REPORTERS = {"none": None, "tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",)}
+# Settings that may differ between a run and its --resume without changing what is trained.
+RESUME_FREE = ("output", "overwrite", "quiet", "log_every", "resume", "report_to")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     data: str
     base: str
     output: str
-    steps: int = 200
-    batch_size: int = 8
+    steps: int | None = None  # optimiser steps; None: --epochs, or DEFAULT_STEPS
+    epochs: float | None = None
+    batch_size: int = 8  # responses per optimiser step, over all devices and accumulation steps
+    grad_accum: int = 1
     lr: float = 2e-5
+    lr_scheduler: str = "cosine"
+    warmup: float = 0.05  # a share of the steps if < 1, else a number of steps
+    weight_decay: float = 0.0
     soft: bool = False
     seed: int = 0
     max_length: int = 2048
     step_tag: str = PRMFormat.step_tag
     system_prompt: str | None = PRMFormat.system_prompt
+    format: str = "auto"
+    eval: str | None = None
+    eval_split: float = 0.0
+    eval_every: int | None = None  # None: --save-every
+    save_every: int = 50
+    save_total_limit: int | None = 2
+    patience: int | None = None
+    group_by_length: bool = True
+    gradient_checkpointing: bool = False
+    precision: str = "auto"
+    report_to: str = "none"
+    resume: bool = False
     overwrite: bool = False
     log_every: int = 50
     quiet: bool = False
-
-
-@dataclass
-class Example:
-    id: str
-    prompt: str
-    steps: list[str]
-    targets: list[float]  # probability that each step is right: 1/0 (hard) or the MC score (soft)
 
 
 @dataclass
@@ -70,164 +90,277 @@ class TrainResult:
     labels: int
     skipped: dict[str, int] = field(default_factory=dict)
     steps: int = 0
-    first_loss: float = 0.0  # mean loss of the first `log_every` steps
-    last_loss: float = 0.0  # mean loss of the last `log_every` steps
+    first_loss: float = 0.0  # the loss of the first step
+    last_loss: float = 0.0  # the last logged one (mean of `log_every` steps)
     seconds: float = 0.0
+    eval_examples: int = 0
+    eval: dict[str, float] = field(default_factory=dict)  # the saved model's eval metrics
+    best_step: int | None = None
+    seconds_to_best: float | None = None  # training wall time until the best evaluation
+    threshold: float | None = None
+    resumed_from: str | None = None
+    pad_share: float = 0.0  # share of the training batches' tokens that were padding (this process)
+    tokens: int = 0  # real (non-pad) tokens in this process's training batches
+    train_seconds: float = 0.0  # first step's start to last step's end (no loading, setup, final eval or save)
+    processes: int = 1
 
 
-def read_trl(path: str, soft: bool) -> list[Example]:
-    """Rows of a `trl` export; a malformed row is an input error naming its line."""
-    examples = []
-    for where, obj in read_raw(path):
-        def bad(message: str) -> InputError:
-            return InputError(path, where, message)
-
-        rid, prompt, steps, labels = obj.get("id"), obj.get("prompt"), obj.get("completions"), obj.get("labels")
-        if not isinstance(prompt, str) or not isinstance(steps, list) or not isinstance(labels, list):
-            raise bad("not a trl export row (needs `prompt`, `completions`, `labels`)")
-        if not steps or not all(isinstance(s, str) and s.strip() for s in steps):
-            raise bad("`completions` must be a non-empty list of non-empty steps")
-        if len(labels) != len(steps) or not all(isinstance(x, bool) for x in labels):
-            raise bad(f"`labels` must be {len(steps)} true/false values, one per step")
-        if soft:
-            scores = obj.get("scores")
-            if not isinstance(scores, list) or len(scores) != len(steps) or not all(
-                    isinstance(s, (int, float)) and not isinstance(s, bool) and 0 <= s <= 1 for s in scores):
-                raise bad("--soft needs `scores` in [0, 1], one per step (export with --keep-scores)")
-            targets = [float(s) for s in scores]
-        else:
-            targets = [1.0 if x else 0.0 for x in labels]
-        examples.append(Example(str(rid) if rid is not None else where, prompt, steps, targets))
-    if not examples:
-        raise InputError(path, "line 0", "no training rows")
-    return examples
+def check_config(cfg: TrainConfig) -> None:
+    if cfg.steps is not None and cfg.epochs is not None:
+        raise UsageError("give --steps or --epochs, not both")
+    if cfg.eval and cfg.eval_split:
+        raise UsageError("give --eval FILE or --eval-split FRACTION, not both")
+    if not 0.0 <= cfg.eval_split < 1.0:
+        raise UsageError(f"--eval-split must be in [0, 1), got {cfg.eval_split}")
+    if cfg.precision not in ("auto", "bf16", "fp32"):
+        raise UsageError(f"--precision {cfg.precision}: choose auto, bf16 or fp32")
+    if cfg.report_to not in REPORTERS:
+        raise UsageError(f"--report-to {cfg.report_to}: choose from {', '.join(REPORTERS)}")
+    modules = REPORTERS[cfg.report_to]
+    if modules and not any(importlib.util.find_spec(m) for m in modules):
+        raise UsageError(f"--report-to {cfg.report_to} needs the `{modules[0]}` package: pip install {modules[0]}")
+    eval_every = cfg.eval_every or cfg.save_every
+    if cfg.save_every % eval_every:
+        raise UsageError(f"--save-every {cfg.save_every} must be a multiple of --eval-every {eval_every}: the best "
+                         "model is chosen among the checkpoints")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if cfg.batch_size % (world * cfg.grad_accum):
+        raise UsageError(f"--batch-size {cfg.batch_size} is not a multiple of {world} processes x --grad-accum "
+                         f"{cfg.grad_accum}")
 
 
-def _encode(examples: list[Example], tokenizer: Any, fmt: PRMFormat, max_length: int,
-            skipped: dict[str, int]) -> list[tuple[list[int], list[int], list[float]]]:
-    """(token ids, step-tag positions, targets) per example, cut at `max_length` tokens: labels past
-    the cut are lost (counted), an example with none left is skipped."""
-    tag = step_tag_id(tokenizer, fmt.step_tag)
-    out = []
-    for ex in examples:
-        if tag_in_text(fmt, ex.prompt, ex.steps):
-            skipped["text contains the step tag"] = skipped.get("text contains the step tag", 0) + 1
+@dataclass(frozen=True)
+class Paths:
+    output: Path
+    checkpoints: Path
+    partial: Path
+
+    @classmethod
+    def of(cls, output: str) -> "Paths":
+        out = Path(output)
+        return cls(out, out.with_name(f"{out.name}.checkpoints"), out.with_name(f".{out.name}.partial"))
+
+
+def complete_checkpoints(folder: Path) -> list[Path]:
+    """checkpoint-N folders whose trainer_state.json (the Trainer's last write) reads, oldest first."""
+    found = []
+    for sub in folder.glob("checkpoint-*") if folder.is_dir() else []:
+        try:
+            json.loads((sub / "trainer_state.json").read_text())
+            found.append((int(sub.name.split("-")[-1]), sub))
+        except (OSError, ValueError):
             continue
-        ids = prm_token_ids(tokenizer, fmt, ex.prompt, ex.steps)
-        positions = [i for i, t in enumerate(ids) if t == tag]
-        assert len(positions) == len(ex.targets), "one tag per step"
-        kept = [i for i, p in enumerate(positions) if p < max_length]
-        if len(kept) < len(positions):
-            skipped["labels cut by --max-length"] = skipped.get("labels cut by --max-length", 0) + len(positions) - len(kept)
-        if not kept:
-            skipped["no label within --max-length"] = skipped.get("no label within --max-length", 0) + 1
-            continue
-        out.append((ids[:max_length], [positions[i] for i in kept], [ex.targets[i] for i in kept]))
-    return out
+    return [p for _, p in sorted(found)]
 
 
-def _load_base(base: str, tag: str) -> tuple[Any, Any]:
-    """The base checkpoint's backbone (float32) and tokenizer, the step tag made one token."""
+def _settings(cfg: TrainConfig) -> dict[str, Any]:
+    return {k: v for k, v in asdict(cfg).items() if k not in RESUME_FREE}
+
+
+def _has_checkpoints(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.glob("checkpoint-*"))
+
+
+def check_folders(cfg: TrainConfig, paths: Paths) -> str | None:
+    """Check the output and the checkpoints against --overwrite and --resume, changing nothing;
+    the checkpoint to resume from (or None)."""
+    out, ckpts = paths.output, paths.checkpoints
+    if out.exists() and any(out.iterdir()) and not cfg.overwrite:
+        raise UsageError(f"{out} is not empty (use --overwrite to replace it)")
+    if not cfg.resume:
+        if _has_checkpoints(ckpts) and not cfg.overwrite:
+            raise UsageError(f"{ckpts} holds checkpoints of an earlier run: --resume to continue it, or --overwrite "
+                             "to start over")
+        return None
+    done = complete_checkpoints(ckpts)
+    saved = ckpts / "train_config.json"
+    if done and saved.is_file():
+        before = json.loads(saved.read_text())
+        changed = sorted(k for k, v in _settings(cfg).items() if before.get(k) != v)
+        if changed:
+            raise UsageError(f"--resume: {', '.join(changed)} differ from the run in {ckpts}; resume with the same "
+                             "settings, or start over with --overwrite")
+    return str(done[-1]) if done else None
+
+
+def claim_folders(cfg: TrainConfig, paths: Paths, resume_from: str | None) -> None:
+    """On the main process, once the data has been read: clear what --overwrite replaces (or, on
+    resume, the checkpoints the kill cut short, which would later pass for finished ones), and
+    record the settings a --resume must repeat."""
+    ckpts = paths.checkpoints
+    if resume_from is None and ckpts.exists():
+        shutil.rmtree(ckpts)
+    for sub in ckpts.glob("checkpoint-*"):
+        if sub not in complete_checkpoints(ckpts):
+            shutil.rmtree(sub, ignore_errors=True)
+    ckpts.mkdir(parents=True, exist_ok=True)
+    (ckpts / "train_config.json").write_text(json.dumps(_settings(cfg), indent=2) + "\n")
+
+
+def _device_settings(cfg: TrainConfig) -> dict[str, Any]:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cuda = torch.cuda.is_available()
+    if cfg.precision == "bf16" and not (cuda and torch.cuda.is_bf16_supported()):
+        raise UsageError("--precision bf16 needs a GPU with bfloat16 (on CPU training runs in float32)")
+    bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and cuda and torch.cuda.is_bf16_supported())
+    # use_cpu: accelerate makes a multi-process CPU run (gloo) only when told the device is the CPU.
+    return {"bf16": bf16, "dataloader_pin_memory": cuda, "use_cpu": not cuda}
+
+
+def training_arguments(cfg: TrainConfig, paths: Paths, has_eval: bool) -> Any:
+    """The Trainer's arguments; built before the model so DeepSpeed ZeRO-3 can shard its loading."""
+    from transformers import TrainingArguments
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    per_device = cfg.batch_size // (world * cfg.grad_accum)
+    steps = cfg.steps if cfg.steps is not None else (-1 if cfg.epochs is not None else DEFAULT_STEPS)
+    eval_every = cfg.eval_every or cfg.save_every
+    logging_steps = min(cfg.log_every, steps) if steps > 0 else cfg.log_every  # a run shorter than one
+    return TrainingArguments(
+        output_dir=str(paths.checkpoints), per_device_train_batch_size=per_device,
+        per_device_eval_batch_size=per_device, gradient_accumulation_steps=cfg.grad_accum,
+        learning_rate=cfg.lr, weight_decay=cfg.weight_decay, max_grad_norm=1.0, lr_scheduler_type=cfg.lr_scheduler,
+        warmup_steps=cfg.warmup, max_steps=steps, num_train_epochs=cfg.epochs or 1.0,
+        gradient_checkpointing=cfg.gradient_checkpointing, gradient_checkpointing_kwargs={"use_reentrant": False},
+        eval_strategy="steps" if has_eval else "no", eval_steps=eval_every, save_strategy="steps",
+        save_steps=cfg.save_every, save_total_limit=cfg.save_total_limit, load_best_model_at_end=has_eval,
+        metric_for_best_model="f1" if has_eval else None, greater_is_better=True if has_eval else None,
+        logging_steps=logging_steps, logging_first_step=True,
+        report_to=[] if cfg.report_to == "none" else [cfg.report_to], seed=cfg.seed, data_seed=cfg.seed,
+        disable_tqdm=cfg.quiet, label_names=["labels", "step_labels"], ddp_find_unused_parameters=False,
+        # The features are the collator's (positions, targets), not the forward's arguments.
+        remove_unused_columns=False, **_device_settings(cfg))
+
+
+def load_base(base: str, fmt: PRMFormat) -> tuple[Any, Any]:
+    """The PRM (the base's Qwen2 backbone, a new head) in float32 and the tokenizer with the step
+    tag as one token. The embeddings grow only when the tag's id does not fit in them (a Qwen base
+    pads its embedding matrix past the tokenizer), so config and weights always agree."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from prm_annotate.prm.model import Qwen2ForProcessRewardModel
 
     path = Path(base).expanduser()
-    if not path.is_dir():
+    if not (path / "config.json").is_file():
         raise UsageError(f"--base {base}: no such checkpoint directory")
+    if json.loads((path / "config.json").read_text()).get("model_type") != "qwen2":
+        raise UsageError(f"--base {base}: not a Qwen2 checkpoint (the PRM vLLM serves is Qwen2ForProcessRewardModel)")
     tokenizer = AutoTokenizer.from_pretrained(path)
-    causal = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    if len(tokenizer.encode(tag, add_special_tokens=False)) != 1:
-        tokenizer.add_tokens([tag], special_tokens=True)
-        causal.resize_token_embeddings(len(tokenizer))
-    return causal.model, tokenizer
+    model = Qwen2ForProcessRewardModel.from_pretrained(path, dtype=torch.float32)
+    if len(tokenizer.encode(fmt.step_tag, add_special_tokens=False)) != 1:
+        tokenizer.add_tokens([fmt.step_tag], special_tokens=True)
+    rows = model.get_input_embeddings().num_embeddings  # not weight.shape: 0 for a ZeRO-3 partition
+    if step_tag_id(tokenizer, fmt.step_tag) >= rows:
+        model.resize_token_embeddings(len(tokenizer))
+    model.config.prm_annotate = {"step_tag": fmt.step_tag, "step_tag_id": step_tag_id(tokenizer, fmt.step_tag),
+                                 "system_prompt": fmt.system_prompt}
+    return model, tokenizer
+
+
+@dataclass
+class Data:
+    train: list[dict[str, Any]]
+    eval: list[dict[str, Any]]
+    fmt: PRMFormat
+    skipped: dict[str, int]
+
+
+def _sources(cfg: TrainConfig) -> tuple[list[Example], list[Example]]:
+    splits = read_examples(cfg.data, cfg.format, cfg.soft)
+    train_rows = splits["train"]
+    if cfg.eval:
+        other = read_examples(cfg.eval, cfg.format, cfg.soft)
+        return train_rows, other.get("test") or other["train"]
+    if cfg.eval_split:
+        return split_by_problem(train_rows, cfg.eval_split)
+    return train_rows, splits.get("test", [])
+
+
+def load_data(cfg: TrainConfig, model_of: Any) -> tuple[Data, Any, Any]:
+    """The encoded train and eval sets, with the model and tokenizer they were encoded for (a
+    tokens export names its own step tag and has no system turn)."""
+    train_rows, eval_rows = _sources(cfg)
+    fmt = PRMFormat(step_tag=cfg.step_tag, system_prompt=cfg.system_prompt)
+    tokenized = [e for e in train_rows + eval_rows if e.input_ids is not None]
+    if tokenized:
+        if len(tokenized) < len(train_rows) + len(eval_rows):
+            raise UsageError("--eval: a tokens export and a text export do not mix (one is tokenized already)")
+        from transformers import AutoTokenizer
+
+        tag = marker_tag(tokenized, AutoTokenizer.from_pretrained(Path(cfg.base).expanduser()), cfg.data)
+        fmt = PRMFormat(step_tag=tag, system_prompt=None)
+    model, tokenizer = model_of(cfg.base, fmt)
+    skipped: dict[str, int] = {}
+    train_set = encode(train_rows, tokenizer, fmt, cfg.max_length, skipped)
+    eval_set = encode(eval_rows, tokenizer, fmt, cfg.max_length, {})
+    if not train_set:
+        raise UsageError(f"{cfg.data}: no example left to train on ({skipped})")
+    rows = model.get_input_embeddings().num_embeddings
+    if any(max(f["input_ids"]) >= rows for f in train_set + eval_set):
+        raise UsageError(f"{cfg.data}: token ids past the --base embeddings ({rows}): export with the base's tokenizer")
+    eval_set.sort(key=lambda f: len(f["input_ids"]))  # less padding; the metrics do not depend on order
+    return Data(train_set, eval_set, fmt, skipped), model, tokenizer
 
 
 def train(cfg: TrainConfig) -> TrainResult:
-    import torch
-    import torch.nn.functional as F
+    from accelerate import PartialState
+    from transformers import set_seed
+
+    from prm_annotate.prm.trainer import build_trainer, run_trainer
 
     started = time.monotonic()
-    out = Path(cfg.output)
-    if out.exists() and any(out.iterdir()) and not cfg.overwrite:
-        raise UsageError(f"{out} is not empty (use --overwrite to replace it)")
-    examples = read_trl(cfg.data, cfg.soft)
-    fmt = PRMFormat(step_tag=cfg.step_tag, system_prompt=cfg.system_prompt)
-    torch.manual_seed(cfg.seed)
-    backbone, tokenizer = _load_base(cfg.base, cfg.step_tag)
-    skipped: dict[str, int] = {}
-    data = _encode(examples, tokenizer, fmt, cfg.max_length, skipped)
-    if not data:
-        raise UsageError(f"{cfg.data}: no example left to train on ({skipped})")
+    check_config(cfg)
+    if cfg.quiet:
+        from transformers.utils import logging as hf_logging
 
-    model = build_model(backbone.config)
-    model.model.load_state_dict(backbone.state_dict())
-    model.float().train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    rng = random.Random(cfg.seed)
-    order: list[int] = []
-    losses: list[float] = []
-    for step in range(cfg.steps):
-        if len(order) < cfg.batch_size:
-            shuffled = list(range(len(data)))
-            rng.shuffle(shuffled)
-            order += shuffled
-        batch = [data[i] for i in order[:cfg.batch_size]]
-        del order[:cfg.batch_size]
-        width = max(len(ids) for ids, _, _ in batch)
-        ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        rows, cols, targets = [], [], []
-        for b, (tokens, positions, ys) in enumerate(batch):
-            ids[b, :len(tokens)] = torch.tensor(tokens)
-            mask[b, :len(tokens)] = 1  # right padding: a tag's logits never see the padding
-            rows += [b] * len(positions)
-            cols += positions
-            targets += ys
-        logits = model(ids, mask)[rows, cols]
-        y = torch.tensor(targets)
-        loss = F.cross_entropy(logits, torch.stack([1 - y, y], dim=1))
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        losses.append(loss.item())
-        if not cfg.quiet and (step + 1) % cfg.log_every == 0:
-            recent = losses[-cfg.log_every:]
-            print(f"train: step {step + 1}/{cfg.steps} loss {sum(recent) / len(recent):.4f}", file=sys.stderr, flush=True)
-
-    window = max(1, min(cfg.log_every, len(losses) // 2 or 1))
-    result = TrainResult(output=str(out), examples=len(data), labels=sum(len(t) for _, _, t in data),
-                         skipped=skipped, steps=cfg.steps,
-                         first_loss=sum(losses[:window]) / window, last_loss=sum(losses[-window:]) / window,
-                         seconds=round(time.monotonic() - started, 1))
-    save(model, tokenizer, backbone.config, cfg, result)
+        hf_logging.set_verbosity_error()  # the base's load report and the save progress bars
+        hf_logging.disable_progress_bar()
+    paths = Paths.of(cfg.output)
+    has_eval = bool(cfg.eval or cfg.eval_split or _hf_has_test(cfg))
+    args = training_arguments(cfg, paths, has_eval)
+    state = PartialState()
+    resume_from = check_folders(cfg, paths)
+    set_seed(cfg.seed)  # the head's initialisation, the same on every process
+    data, model, tokenizer = load_data(cfg, load_base)
+    if has_eval and not data.eval:
+        raise UsageError("the eval set is empty after encoding")
+    if state.is_main_process:
+        claim_folders(cfg, paths, resume_from)
+    state.wait_for_everyone()
+    collator = StepCollator(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    trainer = build_trainer(cfg, args, model, tokenizer, data, collator)
+    result = TrainResult(**run_trainer(trainer, cfg, data, collator, resume_from, started))
+    save_final(trainer, cfg, paths, data.fmt, result, state)
     return result
 
 
-def save(model: Any, tokenizer: Any, config: Any, cfg: TrainConfig, result: TrainResult) -> None:
-    """Write the checkpoint into a temporary directory beside the output, then move it into place:
-    an interrupted run leaves no half-written checkpoint."""
-    from safetensors.torch import save_file
+def _hf_has_test(cfg: TrainConfig) -> bool:
+    return Path(cfg.data).is_dir() and (Path(cfg.data) / "test").is_dir()
 
-    out = Path(cfg.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        save_file({k: v.detach().float().contiguous() for k, v in model.state_dict().items()},
-                  str(tmp / "model.safetensors"))
-        tokenizer.save_pretrained(tmp)
-        data = config.to_dict()
-        data.update(architectures=[ARCHITECTURE], num_labels=2, dtype="float32", vocab_size=len(tokenizer),
-                    id2label={"0": "wrong", "1": "right"}, label2id={"wrong": 0, "right": 1})
-        settings = {k: v for k, v in asdict(cfg).items() if k not in ("output", "overwrite", "quiet", "log_every")}
-        data["prm_annotate"] = {"step_tag": cfg.step_tag, "step_tag_id": step_tag_id(tokenizer, cfg.step_tag),
-                                "system_prompt": cfg.system_prompt, "train": settings,
-                                "result": {k: v for k, v in asdict(result).items() if k != "output"}}
-        (tmp / "config.json").write_text(json.dumps(data, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+def save_final(trainer: Any, cfg: TrainConfig, paths: Paths, fmt: PRMFormat, result: TrainResult,
+               state: Any) -> None:
+    """Every process calls save_model (FSDP and ZeRO-3 gather the weights collectively); the main
+    one writes into the partial directory, then renames it into place."""
+    model = trainer.model
+    rows = model.get_input_embeddings().num_embeddings
+    if model.config.vocab_size != rows:
+        raise AssertionError(f"config vocab_size {model.config.vocab_size} != {rows} embedding rows")
+    model.config.prm_annotate = {
+        **model.config.prm_annotate, "threshold": result.threshold,
+        "train": {k: v for k, v in asdict(cfg).items() if k not in RESUME_FREE},
+        "result": {k: v for k, v in asdict(result).items() if k != "output"}}
+    if state.is_main_process:
+        shutil.rmtree(paths.partial, ignore_errors=True)
+    state.wait_for_everyone()
+    trainer.save_model(str(paths.partial))
+    state.wait_for_everyone()
+    if state.is_main_process:
+        # The pickled TrainingArguments belong to the run's checkpoints, not to the model.
+        (paths.partial / "training_args.bin").unlink(missing_ok=True)
+        if paths.output.exists():
+            shutil.rmtree(paths.output)
+        os.replace(paths.partial, paths.output)
+    state.wait_for_everyone()

@@ -3,8 +3,9 @@
 Reads responses (`steps`) and writes them back with `prm`: `scores` (P(right) at each step's
 tag, from the PRM's 2-label head), `first_error` (the first step scoring below `threshold`, -1 if
 none: the prediction `evaluate` and `compare` read as `prm.first_error`), the threshold and the
-model. A response the PRM cannot read (too long, the step tag inside its text) fails alone and is
-left for a rerun, never given invented scores.
+model. The threshold is the one given, else the one `train` tuned on its eval set and wrote into
+the checkpoint, else 0.5. A response the PRM cannot read (too long, the step tag inside its text)
+fails alone and is left for a rerun, never given invented scores.
 """
 from __future__ import annotations
 
@@ -25,14 +26,16 @@ class ScoreStage(StageBase):
     input_model = Response
     output_model = Scored
 
-    def __init__(self, scorer: Any, threshold: float = 0.5):
+    def __init__(self, scorer: Any, threshold: float | None = None):
         self.scorer = scorer
-        self.threshold = threshold
+        self.threshold_source = "given" if threshold is not None else "checkpoint"
+        self.threshold = threshold if threshold is not None else scorer.format.threshold
         self.stats: Counter = Counter()
 
     def settings(self) -> dict[str, Any]:
         fmt = self.scorer.format
-        return {"model": self.scorer.model, "threshold": self.threshold, "step_tag": fmt.step_tag,
+        return {"model": self.scorer.model, "threshold": self.threshold, "threshold_source": self.threshold_source,
+                "step_tag": fmt.step_tag,
                 "step_tag_id": self.scorer.step_tag_id, "system_prompt": fmt.system_prompt,
                 "engine_args": {k: str(v) for k, v in getattr(self.scorer, "engine_args", {}).items()}}
 

@@ -18,7 +18,7 @@ from prm_annotate.records import Response
 from prm_annotate.stages.score import ScoreStage, first_below
 from prm_annotate.world import POLICY_DIR
 from testing.jsonl_files import read_jsonl, write_jsonl
-from testing.prm_fixtures import trl_rows, world_responses
+from testing.prm_fixtures import trl_rows, vllm_vs_transformers, world_responses
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 TIMEOUT = 600
@@ -56,6 +56,19 @@ def test_stage_outcomes_without_an_engine():
     assert out["three"].error == "the PRM returned 2 scores for 3 steps"  # never padded or invented
 
 
+def test_threshold_defaults_to_the_checkpoints_tuned_one():
+    class Tuned(StubScorer):
+        format = PRMFormat(step_tag="<extra_0>", system_prompt=None, threshold=0.95)
+
+    record = Response(id="ok", problem="p", steps=["a", "b"])
+    tuned = ScoreStage(Tuned())
+    (out,) = tuned.process([record])
+    assert out.records[0].dump()["prm"]["first_error"] == 0 and tuned.settings()["threshold"] == 0.95  # 0.9 < 0.95
+    assert tuned.settings()["threshold_source"] == "checkpoint"
+    (given,) = ScoreStage(Tuned(), threshold=0.5).process([record])
+    assert given.records[0].dump()["prm"] == {"scores": [0.9, 0.3], "first_error": 1, "threshold": 0.5, "model": "stub"}
+
+
 @pytest.fixture(scope="module")
 def trained_prm(tmp_path_factory):
     from prm_annotate.prm.train import TrainConfig, train
@@ -70,8 +83,6 @@ def trained_prm(tmp_path_factory):
 @pytest.mark.engine
 @pytest.mark.slow
 def test_vllm_scores_equal_transformers(trained_prm, tmp_path, heavy):
-    from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
-
     heavy.release()  # one engine at a time on this machine: this one runs in a child process
     held_out = world_responses(10, seed=7, split="test")
     src = write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in held_out])
@@ -84,12 +95,8 @@ def test_vllm_scores_equal_transformers(trained_prm, tmp_path, heavy):
 
     scored = read_jsonl(out)
     assert [r["id"] for r in scored] == [r["id"] for r in held_out]
-    model, tokenizer, fmt = load_model(trained_prm)
-    worst = 0.0
-    for rec in scored:
-        ref = transformers_step_scores(model, tokenizer, fmt, rec["problem"], rec["steps"])
-        assert len(rec["prm"]["scores"]) == len(rec["steps"]) == len(ref)
-        worst = max(worst, *(abs(a - b) for a, b in zip(rec["prm"]["scores"], ref)))
+    worst, refs = vllm_vs_transformers(trained_prm, scored)
+    for rec, ref in zip(scored, refs):
         assert rec["prm"]["first_error"] == first_below(ref, 0.8)
         assert rec["prm"]["model"] == str(trained_prm) and rec["prm"]["threshold"] == 0.8
     assert worst < 1e-3, worst
