@@ -241,43 +241,46 @@ class Judge(Collector):
                           **dict(self.meta)}}
 
 
-class StepLabels(Collector):
-    """Consensus labels, step by step."""
+class Tally(Collector):
+    """A section that is one counter, shown when anything was counted."""
+
+    section = ""
 
     def __init__(self) -> None:
-        self.labels: Counter = Counter()
+        self.counts: Counter = Counter()
+
+    def report(self) -> dict[str, Any]:
+        return {self.section: dict(self.counts)} if self.counts else {}
+
+
+class StepLabels(Tally):
+    """Consensus labels, step by step."""
+
+    section = "step_labels"
 
     def see(self, obj: dict[str, Any]) -> None:
         for value in obj["labels"] if isinstance(obj.get("labels"), list) else []:
-            self.labels["right" if value is True else "wrong" if value is False else "other"] += 1
-
-    def report(self) -> dict[str, Any]:
-        return {"step_labels": dict(self.labels)} if self.labels else {}
+            self.counts["right" if value is True else "wrong" if value is False else "other"] += 1
 
 
-class Answers(Collector):
+class Answers(Tally):
     """Final answers: graded, judged by humans (ProcessBench), or missing."""
 
-    def __init__(self) -> None:
-        self.answers: Counter = Counter()
+    section = "answers"
 
     def see(self, obj: dict[str, Any]) -> None:
         if "correct" in obj:
-            self.answers[{True: "correct", False: "incorrect", None: "ungraded"}.get(obj["correct"], "other")] += 1
+            self.counts[{True: "correct", False: "incorrect", None: "ungraded"}.get(obj["correct"], "other")] += 1
         if isinstance(obj.get("final_answer_correct"), bool):  # ProcessBench's human verdict
-            self.answers["final_answer_correct" if obj["final_answer_correct"] else "final_answer_incorrect"] += 1
+            self.counts["final_answer_correct" if obj["final_answer_correct"] else "final_answer_incorrect"] += 1
         if "final_answer" in obj and obj["final_answer"] is None:
-            self.answers["no final answer"] += 1
-
-    def report(self) -> dict[str, Any]:
-        return {"answers": dict(self.answers)} if self.answers else {}
+            self.counts["no final answer"] += 1
 
 
-class Tokens(Collector):
+class Tokens(Tally):
     """Token counts wherever a stage records them."""
 
-    def __init__(self) -> None:
-        self.tokens: Counter = Counter()
+    section = "tokens"
 
     def see(self, obj: dict[str, Any]) -> None:
         for owner in ("generator", "mc", "judge"):
@@ -286,10 +289,7 @@ class Tokens(Collector):
                 # Counts only: max_tokens is a setting, not tokens spent.
                 if (key.endswith("tokens") and not key.startswith("max_") and isinstance(value, int)
                         and not isinstance(value, bool)):
-                    self.tokens[f"{owner}.{key}"] += value
-
-    def report(self) -> dict[str, Any]:
-        return {"tokens": dict(self.tokens)} if self.tokens else {}
+                    self.counts[f"{owner}.{key}"] += value
 
 
 # In the order the report shows them.
