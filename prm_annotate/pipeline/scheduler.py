@@ -40,6 +40,7 @@ from prm_annotate.errors import InputError
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.pipeline.speculation import Guesses, Speculation
 
+
 @dataclass(frozen=True)
 class Round:
     """A round with speculation: the job waits for `requests`; `ahead` are the requests it may
