@@ -31,9 +31,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prm_annotate.engines import GenerationRequest, exit_process  # noqa: E402
-from prm_annotate.engines.base import LockStep  # noqa: E402
 from prm_annotate.engines.openai_engine import OpenAIEngine  # noqa: E402
 from prm_annotate.engines.vllm_engine import VLLMEngine  # noqa: E402
+from testing.lockstep import LockStep  # noqa: E402
 from testing.tiny_model import build_tiny_model  # noqa: E402
 from testing.vllm_server import VLLMServer  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 The arithmetic world's shipped policy samples n responses per problem, and its shipped judge
 votes on them, once streaming (records advance on their own, `--batch-size` in flight) and once
-in lock-step batches of the same size (the stages before the scheduler). The same records come
+in lock-step batches of the same size (testing/lockstep.py, the baseline). The same records come
 out (checked); the figures are wall time, generated tokens per second and the engine's busy
 share, as ratios streaming / lock-step. Each mode runs twice, in turns; the faster run counts.
 
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # the test equipment (testing/) lives at the repository root
 
 
 def log(msg: str) -> None:
@@ -25,10 +25,12 @@ def log(msg: str) -> None:
 
 
 def run(stage, records, window: int, lockstep: bool) -> tuple[float, list, dict]:
-    stage.lockstep = lockstep
+    from testing import lockstep as lockstep_driver
+
     stage.stats.clear()
     started = time.perf_counter()
-    out = [o for outcomes in stage.stream(iter(records), window) for o in outcomes]
+    runs = lockstep_driver.stream(stage, iter(records), window) if lockstep else stage.stream(iter(records), window)
+    out = [o for outcomes in runs for o in outcomes]
     wall = time.perf_counter() - started
     if any(o.error for o in out):
         raise RuntimeError(next(o.error for o in out if o.error))

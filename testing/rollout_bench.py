@@ -6,7 +6,7 @@ same seeds, in one run; costs and label quality as ratios to exhaustive.
     print(format_table(rows))
 
 Cost is what the engine did (generated tokens, completions, wall time, and the engine's busy
-share). Lock-step rows run the same strategy in the pre-scheduler mode, as the baseline. Agreement is
+share). Lock-step rows run the same strategy in lock-step batches (testing/lockstep.py), as the baseline. Agreement is
 `first_error` equal to exhaustive's with the same seed scheme (per-response seeds, or prefix
 seeds when prefixes are shared: a different but equally valid sample). Accuracy is `first_error`
 equal to the true first error, where the workload has one (the arithmetic world).
@@ -30,6 +30,7 @@ from prm_annotate.strategies.binary import Binary
 from prm_annotate.strategies.early_stop import EarlyStop
 from prm_annotate.strategies.exhaustive import Exhaustive
 from prm_annotate.strategies.scan import Scan
+from testing import lockstep as lockstep_driver
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class Variant:
     label: str
     make: Callable[[], Strategy]
     share_prefixes: bool = False
-    # The pre-scheduler baseline: batches of `window` records in lock-step rounds.
+    # The baseline: batches of `window` records in lock-step rounds (testing/lockstep.py).
     lockstep: bool = False
     # rollout --speculate: start probes ahead while fewer than this many requests are in flight
     # (and no new record can start).
@@ -84,6 +85,13 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def reset_prefix_cache(engine: Engine) -> None:
+    """Make vLLM forget every cached prompt prefix (nothing for another engine); the product has
+    no use for it, so this reaches into the engine's `LLM`."""
+    if isinstance(engine, VLLMEngine) and not engine._llm.reset_prefix_cache():
+        raise RuntimeError("vLLM did not clear its prefix cache (requests in flight?)")
+
+
 def sample_responses(engine: Engine, problems: list[dict], *, n: int, temperature: float = 0.7,
                      max_tokens: int = 256, seed: int = 0, step_sep: str = DEFAULT_SEP) -> list[dict]:
     stage = SampleStage(engine, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed, step_sep=step_sep)
@@ -103,16 +111,16 @@ def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: i
     in flight (lock-step: batches of `window`)."""
     stage = RolloutStage(engine, k=k, strategy=variant.make(), max_tokens=max_tokens, seed=seed,
                          temperature=temperature, share_prefixes=variant.share_prefixes, step_sep=step_sep)
-    stage.lockstep = variant.lockstep
     stage.speculate = variant.speculate
     records = [RolloutInput.model_validate(r) for r in responses]
     first_errors: dict[str, int] = {}
     # Every row starts with a cold prefix cache, not the last row's.
-    if isinstance(engine, VLLMEngine) and not engine.reset_prefix_cache():
-        raise RuntimeError("vLLM did not clear its prefix cache")
+    reset_prefix_cache(engine)
     started = time.perf_counter()
     try:
-        for outcomes in stage.stream(iter(records), window):
+        runs = (lockstep_driver.stream(stage, iter(records), window) if variant.lockstep
+                else stage.stream(iter(records), window))
+        for outcomes in runs:
             for outcome in outcomes:
                 if outcome.error is not None:
                     raise RuntimeError(f"{outcome.id}: {outcome.error}")

@@ -6,8 +6,8 @@ order of results). The scheduler (prm_annotate/pipeline/scheduler.py) keeps the 
 submitting a record's next requests while other records' requests are still generating.
 `generate` is the one-batch convenience built on the two: submit a batch, wait for all of it.
 
-Engines that can only run a whole batch at once (test doubles, the lock-step baseline) derive
-from `BatchEngine`: they implement `generate` and get `submit`/`poll` from it.
+Engines that can only run a whole batch at once (test doubles) derive from `BatchEngine`: they
+implement `generate` and get `submit`/`poll` from it.
 """
 from __future__ import annotations
 
@@ -122,21 +122,6 @@ class BatchEngine:
 
     def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
         raise NotImplementedError
-
-
-class LockStep(BatchEngine):
-    """Any engine driven in lock-step rounds (the baseline the scheduler is measured against)."""
-
-    def __init__(self, engine: Engine):
-        super().__init__()
-        self.engine = engine
-        self.model = engine.model
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> dict[str, GenerationResult]:
-        return self.engine.generate(requests)
-
-    def close(self) -> None:
-        self.engine.close()
 
 
 def check_keys(requests: Sequence[GenerationRequest]) -> None:

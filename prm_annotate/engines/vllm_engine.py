@@ -193,11 +193,6 @@ class VLLMEngine(Streaming):
     def in_flight(self) -> int:
         return len(self._keys)
 
-    def reset_prefix_cache(self) -> bool:
-        """Forget every cached prompt prefix (a benchmark's rows then start alike); False when
-        vLLM could not (requests in flight)."""
-        return bool(self._llm.reset_prefix_cache())
-
     def cancel(self, keys: Sequence[str]) -> int:
         dropped = set(keys)
         ids = [rid for rid, key in self._running.items() if key in dropped]

@@ -71,113 +71,218 @@ def _histogram(counter: Counter, order: list[Any]) -> dict[str, int]:
     return {str(k): counter[k] for k in order if counter[k]}
 
 
-def file_stats(path: str) -> dict[str, Any]:
-    kinds: Counter = Counter()
-    ids: Counter = Counter()
-    n_steps: list[int] = []
-    first_errors: dict[str, Counter] = {f: Counter() for f in FIRST_ERROR_FIELDS}
-    scores: list[float] = []
-    null_scores = 0
-    mc_tokens: list[int] = []
-    mc_completions: list[int] = []
-    mc_meta: Counter = Counter()
-    judge_failures: list[int] = []
-    judge_unparsed = 0
-    judge_votes: list[int] = []
-    judge_meta: Counter = Counter()
-    labels: Counter = Counter()
-    answers: Counter = Counter()
-    gen_tokens: Counter = Counter()
-    records = bad_ids = 0
-    for _, obj in read_rows(path):
-        records += 1
-        kinds[kind_of(obj)] += 1
+class Collector:
+    """One section of the report: sees every record, then gives its entries (none when the
+    records have nothing for it)."""
+
+    def see(self, obj: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def report(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class Counts(Collector):
+    """Records, their kinds, their ids."""
+
+    def __init__(self) -> None:
+        self.records = self.bad_ids = 0
+        self.kinds: Counter = Counter()
+        self.ids: Counter = Counter()
+
+    def see(self, obj: dict[str, Any]) -> None:
+        self.records += 1
+        self.kinds[kind_of(obj)] += 1
         rid = obj.get("id")
         if isinstance(rid, str) or rid is None:
-            ids[rid] += 1
+            self.ids[rid] += 1
         else:
-            bad_ids += 1  # a number or an object: no reader takes it, so it is not counted as an id
+            self.bad_ids += 1  # a number or an object: no reader takes it, so it is not counted as an id
+
+    def report(self) -> dict[str, Any]:
+        kinds, ids = self.kinds, self.ids
+        return {"records": self.records,
+                "kind": kinds.most_common(1)[0][0] if len(kinds) == 1 else "mixed",
+                "kinds": dict(kinds) if len(kinds) > 1 else {},
+                "ids": {"unique": sum(1 for k in ids if k is not None),
+                        "duplicated": sum(1 for k, c in ids.items() if c > 1),
+                        "missing": ids.get(None, 0), **({"not a string": self.bad_ids} if self.bad_ids else {})}}
+
+
+class Steps(Collector):
+    def __init__(self) -> None:
+        self.n_steps: list[int] = []
+
+    def see(self, obj: dict[str, Any]) -> None:
         if isinstance(obj.get("steps"), list):
-            n_steps.append(len(obj["steps"]))
+            self.n_steps.append(len(obj["steps"]))
+
+    def report(self) -> dict[str, Any]:
+        if not self.n_steps:
+            return {}
+        hist = Counter(_step_bin(n) for n in self.n_steps)
+        return {"steps": _summary(self.n_steps),
+                "steps_histogram": {name: hist[name] for name in [_step_bin(lo) for lo, _ in STEP_BINS] if hist[name]}}
+
+
+class FirstErrors(Collector):
+    ORDER: tuple[Any, ...] = (*range(-1, 10), "10+", "null", "not an integer")
+
+    def __init__(self) -> None:
+        self.bins: dict[str, Counter] = {f: Counter() for f in FIRST_ERROR_FIELDS}
+
+    def see(self, obj: dict[str, Any]) -> None:
         for f in FIRST_ERROR_FIELDS:
             value = get_path(obj, f)
             # a top-level `label` is only a first error when it is one (math-shepherd's is text)
             if value is not MISSING and (f != "label" or value is None or type(value) is int):
-                first_errors[f][_first_error_bin(value)] += 1
-        mc = obj.get("mc")
-        if isinstance(mc, dict):
-            for s in mc.get("scores") or []:
-                if s is None:
-                    null_scores += 1
-                elif isinstance(s, (int, float)):
-                    scores.append(float(s))
-            for name, bucket in (("generated_tokens", mc_tokens), ("completions", mc_completions)):
-                if isinstance(mc.get(name), int):
-                    bucket.append(mc[name])
-            for name in ("k", "label", "strategy", "model"):
-                if name in mc:
-                    mc_meta[f"{name}={mc[name]}"] += 1
-        judge = obj.get("judge")
-        if isinstance(judge, dict):
-            if isinstance(judge.get("parse_failures"), int):
-                judge_failures.append(judge["parse_failures"])
-            judge_unparsed += judge.get("first_error", MISSING) is None
-            if isinstance(judge.get("votes"), list):
-                judge_votes.append(len(judge["votes"]))
-            for name in ("model", "prompt"):
-                if name in judge:
-                    judge_meta[f"{name}={judge[name]}"] += 1
-        if isinstance(obj.get("labels"), list):
-            for value in obj["labels"]:
-                labels["right" if value is True else "wrong" if value is False else "other"] += 1
-        if "correct" in obj:
-            answers[{True: "correct", False: "incorrect", None: "ungraded"}.get(obj["correct"], "other")] += 1
-        if isinstance(obj.get("final_answer_correct"), bool):  # ProcessBench's human verdict
-            answers["final_answer_correct" if obj["final_answer_correct"] else "final_answer_incorrect"] += 1
-        if "final_answer" in obj and obj["final_answer"] is None:
-            answers["no final answer"] += 1
-        for owner in ("generator", "mc", "judge"):  # token counts wherever a stage records them
-            part = obj.get(owner)
-            if isinstance(part, dict):
-                for key, value in part.items():
-                    # Counts only: max_tokens is a setting, not tokens spent.
-                    if (key.endswith("tokens") and not key.startswith("max_") and isinstance(value, int)
-                            and not isinstance(value, bool)):
-                        gen_tokens[f"{owner}.{key}"] += value
+                self.bins[f][_first_error_bin(value)] += 1
 
-    out: dict[str, Any] = {
-        "path": path,
-        "records": records,
-        "kind": kinds.most_common(1)[0][0] if len(kinds) == 1 else "mixed",
-        "kinds": dict(kinds) if len(kinds) > 1 else {},
-        "ids": {"unique": sum(1 for k in ids if k is not None), "duplicated": sum(1 for k, c in ids.items() if c > 1),
-                "missing": ids.get(None, 0), **({"not a string": bad_ids} if bad_ids else {})},
-    }
-    if n_steps:
-        step_hist = Counter(_step_bin(n) for n in n_steps)
-        out["steps"] = _summary(n_steps)
-        out["steps_histogram"] = {name: step_hist[name] for name in
-                                  [_step_bin(lo) for lo, _ in STEP_BINS] if step_hist[name]}
-    order: list[Any] = list(range(-1, 10)) + ["10+", "null", "not an integer"]
-    out["first_error"] = {f: _histogram(c, order) for f, c in first_errors.items() if c}
-    if scores or null_scores:
+    def report(self) -> dict[str, Any]:
+        return {"first_error": {f: _histogram(c, list(self.ORDER)) for f, c in self.bins.items() if c}}
+
+
+class MCScores(Collector):
+    def __init__(self) -> None:
+        self.scores: list[float] = []
+        self.null_scores = 0
+
+    def see(self, obj: dict[str, Any]) -> None:
+        mc = obj.get("mc")
+        for s in (mc.get("scores") or []) if isinstance(mc, dict) else []:
+            if s is None:
+                self.null_scores += 1
+            elif isinstance(s, (int, float)):
+                self.scores.append(float(s))
+
+    def report(self) -> dict[str, Any]:
+        scores = self.scores
+        if not (scores or self.null_scores):
+            return {}
         bins = Counter(_score_bin(s) for s in scores)
-        out["mc_scores"] = {"steps scored": len(scores), "not probed (null)": null_scores,
-                            "mean": statistics.fmean(scores) if scores else None,
-                            **{name: bins[name] for _, _, name in SCORE_BINS}}
-    if mc_tokens or mc_completions or mc_meta:
-        out["mc"] = {"completions": sum(mc_completions), "generated_tokens": sum(mc_tokens),
-                     "tokens per record": statistics.fmean(mc_tokens) if mc_tokens else None, **dict(mc_meta)}
-    if judge_failures or judge_votes or judge_meta:
-        out["judge"] = {"parse_failures": sum(judge_failures),
-                        "records with a parse failure": sum(1 for f in judge_failures if f),
-                        "no parsed vote (first_error null)": judge_unparsed,
-                        "votes per record": statistics.fmean(judge_votes) if judge_votes else None,
-                        **dict(judge_meta)}
-    if labels:
-        out["step_labels"] = dict(labels)
-    if answers:
-        out["answers"] = dict(answers)
-    if gen_tokens:
-        out["tokens"] = dict(gen_tokens)
+        return {"mc_scores": {"steps scored": len(scores), "not probed (null)": self.null_scores,
+                              "mean": statistics.fmean(scores) if scores else None,
+                              **{name: bins[name] for _, _, name in SCORE_BINS}}}
+
+
+class MCCosts(Collector):
+    """What the rollouts cost, and the settings they ran with."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.completions: list[int] = []
+        self.meta: Counter = Counter()
+
+    def see(self, obj: dict[str, Any]) -> None:
+        mc = obj.get("mc")
+        if not isinstance(mc, dict):
+            return
+        for name, bucket in (("generated_tokens", self.tokens), ("completions", self.completions)):
+            if isinstance(mc.get(name), int):
+                bucket.append(mc[name])
+        for name in ("k", "label", "strategy", "model"):
+            if name in mc:
+                self.meta[f"{name}={mc[name]}"] += 1
+
+    def report(self) -> dict[str, Any]:
+        if not (self.tokens or self.completions or self.meta):
+            return {}
+        return {"mc": {"completions": sum(self.completions), "generated_tokens": sum(self.tokens),
+                       "tokens per record": statistics.fmean(self.tokens) if self.tokens else None, **dict(self.meta)}}
+
+
+class Judge(Collector):
+    def __init__(self) -> None:
+        self.failures: list[int] = []
+        self.unparsed = 0
+        self.votes: list[int] = []
+        self.meta: Counter = Counter()
+
+    def see(self, obj: dict[str, Any]) -> None:
+        judge = obj.get("judge")
+        if not isinstance(judge, dict):
+            return
+        if isinstance(judge.get("parse_failures"), int):
+            self.failures.append(judge["parse_failures"])
+        self.unparsed += judge.get("first_error", MISSING) is None
+        if isinstance(judge.get("votes"), list):
+            self.votes.append(len(judge["votes"]))
+        for name in ("model", "prompt"):
+            if name in judge:
+                self.meta[f"{name}={judge[name]}"] += 1
+
+    def report(self) -> dict[str, Any]:
+        if not (self.failures or self.votes or self.meta):
+            return {}
+        return {"judge": {"parse_failures": sum(self.failures),
+                          "records with a parse failure": sum(1 for f in self.failures if f),
+                          "no parsed vote (first_error null)": self.unparsed,
+                          "votes per record": statistics.fmean(self.votes) if self.votes else None,
+                          **dict(self.meta)}}
+
+
+class Tally(Collector):
+    """A section that is one counter, shown when anything was counted."""
+
+    section = ""
+
+    def __init__(self) -> None:
+        self.counts: Counter = Counter()
+
+    def report(self) -> dict[str, Any]:
+        return {self.section: dict(self.counts)} if self.counts else {}
+
+
+class StepLabels(Tally):
+    """Consensus labels, step by step."""
+
+    section = "step_labels"
+
+    def see(self, obj: dict[str, Any]) -> None:
+        for value in obj["labels"] if isinstance(obj.get("labels"), list) else []:
+            self.counts["right" if value is True else "wrong" if value is False else "other"] += 1
+
+
+class Answers(Tally):
+    """Final answers: graded, judged by humans (ProcessBench), or missing."""
+
+    section = "answers"
+
+    def see(self, obj: dict[str, Any]) -> None:
+        if "correct" in obj:
+            self.counts[{True: "correct", False: "incorrect", None: "ungraded"}.get(obj["correct"], "other")] += 1
+        if isinstance(obj.get("final_answer_correct"), bool):  # ProcessBench's human verdict
+            self.counts["final_answer_correct" if obj["final_answer_correct"] else "final_answer_incorrect"] += 1
+        if "final_answer" in obj and obj["final_answer"] is None:
+            self.counts["no final answer"] += 1
+
+
+class Tokens(Tally):
+    """Token counts wherever a stage records them."""
+
+    section = "tokens"
+
+    def see(self, obj: dict[str, Any]) -> None:
+        for owner in ("generator", "mc", "judge"):
+            part = obj.get(owner)
+            for key, value in part.items() if isinstance(part, dict) else ():
+                # Counts only: max_tokens is a setting, not tokens spent.
+                if (key.endswith("tokens") and not key.startswith("max_") and isinstance(value, int)
+                        and not isinstance(value, bool)):
+                    self.counts[f"{owner}.{key}"] += value
+
+
+# In the order the report shows them.
+COLLECTORS: tuple[type[Collector], ...] = (Counts, Steps, FirstErrors, MCScores, MCCosts, Judge, StepLabels,
+                                           Answers, Tokens)
+
+
+def file_stats(path: str) -> dict[str, Any]:
+    collectors = [make() for make in COLLECTORS]
+    for _, obj in read_rows(path):
+        for collector in collectors:
+            collector.see(obj)
+    out: dict[str, Any] = {"path": path}
+    for collector in collectors:
+        out.update(collector.report())
     return out

@@ -16,11 +16,10 @@ from prm_annotate.stages.config import entry
 class ModelStage(StageBase):
     """A stage whose work is rounds of generation. It says what one unit of input does (`job`, a
     generator of request rounds: see prm_annotate/pipeline/scheduler.py); the scheduler keeps many units
-    in flight on the engine. `lockstep` runs the pre-scheduler baseline instead (benchmarks)."""
+    in flight on the engine."""
 
     engine: Engine
     stats: Counter
-    lockstep: bool = False
     speculate: int = 0  # start a round's `ahead` requests while fewer than this many are in flight
     grader: Grader | None = None  # grades what the engine writes (sample, rollout)
 
@@ -34,7 +33,7 @@ class ModelStage(StageBase):
     def stream(self, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
         if self.grader is not None:
             self.grader.start(wait=False)  # math-verify loads while the first requests generate
-        return run_jobs(self.engine, self.units(records), self.job, window=window, lockstep=self.lockstep,
+        return run_jobs(self.engine, self.units(records), self.job, window=window,
                         speculate=self.speculate, stats=self.stats)
 
     def process(self, batch: list[Any]) -> list[Outcome]:

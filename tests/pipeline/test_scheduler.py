@@ -10,6 +10,7 @@ from prm_annotate.engines.base import GenerationRequest, GenerationResult
 from prm_annotate.errors import InputError
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.pipeline.scheduler import run_jobs
+from testing.lockstep import run_lockstep
 
 
 class Streaming:
@@ -72,8 +73,25 @@ def rounds_job(rounds: list[int]):
     return start
 
 
-def run(engine, names, start, window, **kw):
-    return [o for outs in run_jobs(engine, ([n] for n in names), start, window=window, **kw) for o in outs]
+def run(engine, names, start, window, lockstep=False, **kw):
+    drive = run_lockstep if lockstep else run_jobs
+    return [o for outs in drive(engine, ([n] for n in names), start, window=window, **kw) for o in outs]
+
+
+class Batch:
+    """Whole batches only (what the lock-step baseline asks for); records every batch's keys."""
+
+    model = "batch"
+
+    def __init__(self):
+        self.batches: list[list[str]] = []
+
+    def generate(self, requests):
+        self.batches.append([r.key for r in requests])
+        return {r.key: GenerationResult(key=r.key, texts=[r.messages[0]["content"]] * r.n) for r in requests}
+
+    def close(self):
+        pass
 
 
 def test_outcomes_come_in_input_order_whatever_finishes_first():
@@ -96,28 +114,22 @@ def test_a_job_advances_while_others_are_still_generating():
     b_done = engine.log.index(("done", "1\x1fr0"))
     assert engine.log.index(("submit", "0\x1fr2")) < b_done
 
-    lock = Streaming()
+    lock = Batch()
     run(lock, ["a", "b"], rounds_job(durations), window=2, lockstep=True)
-    # In lock-step the stand-in only ever sees LockStep's whole-batch generate: never here.
-    assert lock.log == []
+    # The baseline: a's second round waits for b's long first one.
+    assert lock.batches == [["0\x1fr0", "1\x1fr0"], ["0\x1fr1"], ["0\x1fr2"]]
 
 
 def test_lockstep_and_streaming_give_the_same_outcomes():
     durations = {name: [(i * 7) % 5 + 1 for i in range(name_len)] for name_len, name in
                  zip([1, 3, 2, 4, 1, 2], "abcdef")}
     streamed = run(Streaming(), list("abcdef"), rounds_job(durations), window=3)
-
-    class Batch:  # whole batches: what LockStep hands on
-        model = "batch"
-
-        def generate(self, requests):
-            return {r.key: GenerationResult(key=r.key, texts=[r.messages[0]["content"]]) for r in requests}
-
-        def close(self):
-            pass
-
-    stepped = run(Batch(), list("abcdef"), rounds_job(durations), window=3, lockstep=True)
+    lock = Batch()
+    stepped = run(lock, list("abcdef"), rounds_job(durations), window=3, lockstep=True)
     assert [(o.id, o.records) for o in streamed] == [(o.id, o.records) for o in stepped]
+    # Batches of 3 records, the next when the whole batch is done: a, b, c (3 rounds), then d, e, f (4).
+    assert [sorted({k.split("\x1f")[0] for k in keys}) for keys in lock.batches] == \
+        [["0", "1", "2"], ["1", "2"], ["1"], ["3", "4", "5"], ["3", "5"], ["3"], ["3"]]
 
 
 @pytest.mark.parametrize("window", [1, 2, 5])

@@ -1,6 +1,6 @@
 """The scheduler on the real engine: every model stage writes byte-identical records whether its
 records stream (many in flight, each advancing alone, any window) or run in lock-step batches
-(the behaviour before the scheduler, the baseline), and the run keeps the engine busy."""
+(testing/lockstep.py, the baseline), and the run keeps the engine busy."""
 from __future__ import annotations
 
 import orjson
@@ -11,14 +11,15 @@ from prm_annotate.stages.judge import JudgeStage
 from prm_annotate.stages.rollout import RolloutInput, RolloutStage
 from prm_annotate.stages.sample import SampleStage
 from prm_annotate.strategies import get_strategy
+from testing.lockstep import stream as lockstep_stream
 
 pytestmark = pytest.mark.engine
 
 
 def records_of(stage, inputs, window, lockstep):
-    stage.lockstep = lockstep
     try:
-        out = [o for outcomes in stage.stream(iter(inputs), window) for o in outcomes]
+        runs = lockstep_stream(stage, iter(inputs), window) if lockstep else stage.stream(iter(inputs), window)
+        out = [o for outcomes in runs for o in outcomes]
     finally:
         stage.close()
     assert all(o.error is None for o in out), [o.error for o in out if o.error]

@@ -1,0 +1,135 @@
+"""Speculation: starting requests a job may ask for in a later round before it asks.
+
+A round may name, beside the requests it waits for, `ahead` requests the job may ask for later
+and, less likely, `spare` ones (see `scheduler.Round`). Once no new unit can start (the scheduler
+checks that: a new unit's requests are all needed, a guess may not be), the first start while
+fewer requests than the guess budget are in flight, the second only while fewer than `speculate`
+are (the engine has idle capacity), whatever the budget has grown to. A guess the job then asks
+for is handed over (at once if it has finished); one that a round no longer names, or that is
+still unused when the job ends, is not needed: cancelled at once if still running, so the engine
+stops spending on it, dropped if finished.
+
+`Speculation` decides and keeps the counts for a whole run; `Guesses` is one job's share of it.
+It never talks to the scheduler's bookkeeping: the scheduler hands it a `send` or `cancel` for
+the job at hand.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Container, Sequence
+
+from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+
+# The budget for guesses follows how many turn out needed: `speculate / wasted share`, so the
+# guesses in flight that end up unneeded stay about `speculate` however many are started. Where
+# a step's remaining completions are nearly always needed (a weak policy: most steps 0), the
+# budget grows until every guess can start, as exhaustive starts every completion at once; where
+# most guesses are cancelled (most steps 1) it stays near `speculate`. It starts as if this many
+# guesses had been wasted, so a few lucky ones do not open it wide.
+_GUESS_PRIOR = 32
+
+Send = Callable[[list[GenerationRequest]], None]
+Cancel = Callable[[list[str]], int]  # stops running requests by key; the tokens they had generated
+
+
+@dataclass
+class Guesses:
+    """One job's guesses, by the job's own request keys."""
+
+    ahead: dict[str, GenerationRequest] = field(default_factory=dict)  # started early, not asked for yet
+    kept: dict[str, GenerationResult] = field(default_factory=dict)  # finished early, not asked for yet
+    may_ask: list[GenerationRequest] = field(default_factory=list)  # the last round's `ahead`
+    may_ask_spare: list[GenerationRequest] = field(default_factory=list)  # the last round's `spare`
+
+
+class Speculation:
+    """The guesses of one run on one engine. `counts` gets `ahead_started`, `ahead_used`,
+    `ahead_cancelled` (while running), `ahead_dropped` (finished unused), `ahead_unused_tokens`
+    and the largest budget reached (`ahead_budget_max`)."""
+
+    def __init__(self, engine: Engine, speculate: int, max_requests: int):
+        self.engine = engine
+        self.speculate = speculate
+        self.max_requests = max_requests
+        self.counts: Counter = Counter()
+
+    def budget(self) -> int:
+        """Requests in flight below which an `ahead` guess may start (0: speculation is off)."""
+        if not self.speculate:
+            return 0
+        c = self.counts
+        wasted = c["ahead_cancelled"] + c["ahead_dropped"] + _GUESS_PRIOR
+        budget = min(self.max_requests, max(self.speculate, round(self.speculate * (wasted + c["ahead_used"]) / wasted)))
+        c["ahead_budget_max"] = max(c["ahead_budget_max"], budget)
+        return budget
+
+    def has_room(self) -> bool:
+        return bool(self.speculate) and self.budget() > self.engine.in_flight()
+
+    def hand_over(self, guesses: Guesses, requests: Sequence[GenerationRequest]
+                  ) -> tuple[dict[str, GenerationResult], dict[str, GenerationRequest], list[GenerationRequest]]:
+        """A round's requests as (results already here, requests now awaited, requests to send):
+        a guess that finished gives its result, one still running is awaited as it is."""
+        results: dict[str, GenerationResult] = {}
+        waiting: dict[str, GenerationRequest] = {}
+        send: list[GenerationRequest] = []
+        for r in requests:
+            if r.key in guesses.kept:
+                results[r.key] = guesses.kept.pop(r.key)
+                self.counts["ahead_used"] += 1
+            elif r.key in guesses.ahead:
+                waiting[r.key] = guesses.ahead.pop(r.key)
+                self.counts["ahead_used"] += 1
+            else:
+                waiting[r.key] = r
+                send.append(r)
+        return results, waiting, send
+
+    def expect(self, guesses: Guesses, ahead: list[GenerationRequest], spare: list[GenerationRequest],
+               cancel: Cancel) -> None:
+        """What the job's latest round says it may ask for; the guesses it no longer names go."""
+        self.drop(guesses, cancel, keep={r.key for r in ahead} | {r.key for r in spare})
+        guesses.may_ask, guesses.may_ask_spare = ahead, spare
+
+    def finish(self, guesses: Guesses, cancel: Cancel) -> None:
+        """The job is done: none of its guesses is needed."""
+        guesses.may_ask, guesses.may_ask_spare = [], []
+        self.drop(guesses, cancel)
+
+    def drop(self, guesses: Guesses, cancel: Cancel, keep: Container[str] = frozenset()) -> None:
+        running = [k for k in guesses.ahead if k not in keep]
+        for key in running:
+            del guesses.ahead[key]
+        if running:
+            self.counts["ahead_cancelled"] += len(running)
+            # Tokens generated before the stop: spent for nothing, like an unused finished one's.
+            self.counts["ahead_unused_tokens"] += cancel(running)
+        for key in [k for k in guesses.kept if k not in keep]:
+            self.counts["ahead_dropped"] += 1
+            self.counts["ahead_unused_tokens"] += guesses.kept.pop(key).generated_tokens
+
+    def start(self, guesses: Guesses, asked: Container[str], send: Send) -> None:
+        """Start what the job may ask for and has not (`asked`): its `ahead` guesses while fewer
+        requests than the budget are in flight, then its spare ones while fewer than `speculate`."""
+        if not (guesses.may_ask or guesses.may_ask_spare):
+            return
+        for candidates, budget in ((guesses.may_ask, self.budget()), (guesses.may_ask_spare, self.speculate)):
+            room = budget - self.engine.in_flight()
+            chosen: list[GenerationRequest] = []
+            for r in candidates:
+                if len(chosen) >= room:
+                    break
+                if r.key not in asked and r.key not in guesses.ahead and r.key not in guesses.kept:
+                    guesses.ahead[r.key] = r
+                    chosen.append(r)
+            self.counts["ahead_started"] += len(chosen)
+            send(chosen)
+
+    def finished_early(self, guesses: Guesses, key: str, result: GenerationResult) -> bool:
+        """File a result that came back before the job asked for it; False when it was asked for."""
+        if key not in guesses.ahead:
+            return False
+        del guesses.ahead[key]
+        guesses.kept[key] = result
+        return True
