@@ -25,10 +25,7 @@ from prm_annotate.records import Problem
 from prm_annotate.stages.rollout import RolloutInput, RolloutStage
 from prm_annotate.stages.sample import SampleStage
 from prm_annotate.steps import DEFAULT_SEP
-from prm_annotate.strategies import Strategy
-from prm_annotate.strategies.binary import Binary
-from prm_annotate.strategies.early_stop import EarlyStop
-from prm_annotate.strategies.exhaustive import Exhaustive
+from prm_annotate.strategies import STRATEGIES, Strategy
 from prm_annotate.strategies.scan import Scan
 from testing import lockstep as lockstep_driver
 
@@ -54,11 +51,12 @@ def without_speculation(variant: Variant) -> Variant:
 
 
 def variants(shared: bool = True, speculate: int = SPECULATE_IN_PROCESS) -> list[Variant]:
-    """The baseline first; every row as `rollout` runs it in process (`--speculate` 256 unless
-    given). `binary`/`scan` trust a correct final answer (the monotonic assumption); the `verify`
-    variants probe correct responses too (see docs/rollout-strategies.md)."""
-    strategies = [("exhaustive", Exhaustive), ("early-stop", EarlyStop), ("binary", Binary), ("scan", Scan),
-                  ("scan verify", lambda: Scan(trust_correct=False))]
+    """Every registered strategy, the baseline (exhaustive, the registry's first) first; every row
+    as `rollout` runs it in process (`--speculate` 256 unless given). `binary`/`scan` trust a
+    correct final answer (the monotonic assumption); the `verify` variant probes correct
+    responses too (see docs/rollout-strategies.md)."""
+    strategies: list[tuple[str, Callable[[], Strategy]]] = list(STRATEGIES.items())
+    strategies.append(("scan verify", lambda: Scan(trust_correct=False)))
     out = [Variant(label, make, speculate=speculate) for label, make in strategies]
     if shared:
         # Not "scan verify": with sharing a correct response's own prefixes are witnesses, so it

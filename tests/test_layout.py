@@ -171,3 +171,37 @@ def test_the_layering_check_finds_an_import_that_points_up_and_a_room_left_out(t
     (pkg / "low" / "a.py").write_text("")
     (pkg / "side.py").unlink()
     assert layering_violations(*import_graph(pkg)[:1], layers, "pkg") == []
+
+
+LONGEST = 80  # lines of a product function, decorators and docstring included
+WHY_ONE = "one function because"  # what a longer function's comment must say
+
+
+def long_functions(package_dir: Path = PACKAGE) -> list[str]:
+    """Functions over LONGEST lines whose body does not say (a comment or docstring with WHY_ONE) why
+    they must be one."""
+    found = []
+    for path in sorted(package_dir.rglob("*.py")):
+        source = path.read_text()
+        lines = source.splitlines()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                if node.end_lineno - start + 1 > LONGEST and \
+                        WHY_ONE not in "\n".join(lines[start - 1:node.end_lineno]).lower():
+                    found.append(f"{path.relative_to(package_dir.parent)}:{node.lineno} {node.name}")
+    return found
+
+
+def test_no_product_function_is_longer_than_80_lines_without_saying_why():
+    assert long_functions() == []
+
+
+def test_the_length_check_finds_a_long_function_and_accepts_one_that_says_why(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    body = "".join(f"    x{i} = {i}\n" for i in range(LONGEST))
+    (pkg / "a.py").write_text(f"def long():\n{body}\n\ndef short():\n    pass\n")
+    assert long_functions(pkg) == ["pkg/a.py:1 long"]
+    (pkg / "a.py").write_text(f"def long():\n    # One function because the steps share every local.\n{body}")
+    assert long_functions(pkg) == []

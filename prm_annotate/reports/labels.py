@@ -11,7 +11,6 @@ Step-label convention (ProcessBench annotates only the earliest wrong step): for
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path

@@ -164,8 +164,6 @@ def test_strategy_seam_runs_several_rounds():
         name, supports_soft = "two-round", False
 
         def plan(self, n_steps, k, threshold, last_correct):
-            outer = self
-
             class P:
                 round, seen = 0, {}
 
