@@ -10,8 +10,7 @@ boundary, not necessarily the first: tests/test_strategies.py shows such a case.
 """
 from __future__ import annotations
 
-from prm_annotate.strategies.base import Strategy
-from prm_annotate.strategies.monotone import MonotonePlan
+from prm_annotate.strategies.monotone import MonotonePlan, MonotoneStrategy
 
 
 class BinaryPlan(MonotonePlan):
@@ -25,13 +24,7 @@ class BinaryPlan(MonotonePlan):
         return (good + bad) // 2
 
 
-class Binary(Strategy):
+class Binary(MonotoneStrategy):
     name = "binary"
     summary = "first error only, by bisection: assumes a step after a 0 stays 0"
-    uses_witnesses = True
-
-    def __init__(self, trust_correct: bool = True):
-        self.trust_correct = trust_correct
-
-    def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> BinaryPlan:
-        return BinaryPlan(n_steps, k, threshold, last_correct, self.trust_correct)
+    plan_type = BinaryPlan

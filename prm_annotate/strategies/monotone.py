@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from prm_annotate.strategies.base import Plan, PlanResult, Probe, ProbeResult, last_step_score
+from prm_annotate.strategies.base import Plan, PlanResult, Probe, ProbeResult, Strategy, last_step_score
 from prm_annotate.strategies.sampling import StepSampler
 
 
@@ -99,3 +99,17 @@ class MonotonePlan(Plan):
         first_error = self.bad if self.bad < self.n_steps else -1
         witnessed = sorted(step for step, s in self.samplers.items() if s.witnessed)
         return PlanResult(scores=scores, first_error=first_error, sampled=sampled, witnessed=witnessed)
+
+
+class MonotoneStrategy(Strategy):
+    """A first-error strategy: its plans search the steps (`plan_type`), trusting a correct final
+    answer as a witness unless `trust_correct=False`."""
+
+    uses_witnesses = True
+    plan_type: type[MonotonePlan]
+
+    def __init__(self, trust_correct: bool = True):
+        self.trust_correct = trust_correct
+
+    def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> MonotonePlan:
+        return self.plan_type(n_steps, k, threshold, last_correct, self.trust_correct)

@@ -12,8 +12,7 @@ is cheaper depends on where first errors sit: the benchmark measures both.
 """
 from __future__ import annotations
 
-from prm_annotate.strategies.base import Strategy
-from prm_annotate.strategies.monotone import MonotonePlan
+from prm_annotate.strategies.monotone import MonotonePlan, MonotoneStrategy
 
 
 class ScanPlan(MonotonePlan):
@@ -22,13 +21,7 @@ class ScanPlan(MonotonePlan):
         return nxt if nxt < min(bad, self.n_steps - 1) else None
 
 
-class Scan(Strategy):
+class Scan(MonotoneStrategy):
     name = "scan"
     summary = "first error only, steps in order: no such assumption"
-    uses_witnesses = True
-
-    def __init__(self, trust_correct: bool = True):
-        self.trust_correct = trust_correct
-
-    def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> ScanPlan:
-        return ScanPlan(n_steps, k, threshold, last_correct, self.trust_correct)
+    plan_type = ScanPlan
