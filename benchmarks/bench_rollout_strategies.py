@@ -3,7 +3,7 @@
 Workload 1 (always): the arithmetic world. Problems from `make_problems`, responses sampled by the
 shipped tiny policy (T=0.7), rolled out with K=8 by every strategy, with and without prefix
 sharing. Prints generated tokens, completions, wall time (fastest of --repeats runs, taken in turns) and
-the engine's busy share as ratios to exhaustive, lock-step rows as the pre-scheduler baseline, agreement of
+the engine's busy share as ratios to exhaustive, lock-step rows as the baseline (testing/lockstep.py), agreement of
 first_error with exhaustive, and accuracy against the world's true first error.
 Workload 2 (`--smollm2`, slow: ~150 tokens/s here): SmolLM2-135M-Instruct on a few GSM8K problems.
 
@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the test equipment (testing/) lives at the repository root
 GSM8K = ROOT / "data" / "gsm8k" / "test.jsonl"
 
+from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,  # noqa: E402
+                                   sample_responses, throughput_curve, variants, without_speculation)
+
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
@@ -33,16 +36,6 @@ def log(msg: str) -> None:
 def world_workload(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.world import POLICY_DIR, make_problems, true_first_error
-    from testing.rollout_bench import (
-        compare_strategies,
-        format_table,
-        format_targets,
-        lockstep,
-        sample_responses,
-        throughput_curve,
-        variants,
-        without_speculation,
-    )
 
     problems = make_problems(args.problems, seed=args.seed, split="bench")
     engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
@@ -77,16 +70,6 @@ def smollm2_workload(args) -> str:
     from prm_annotate.engines.local_models import prepare_smollm2
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.io.inputs import read_records
-    from testing.rollout_bench import (
-        compare_strategies,
-        format_table,
-        format_targets,
-        lockstep,
-        sample_responses,
-        throughput_curve,
-        variants,
-        without_speculation,
-    )
 
     problems = [rec for _, rec in read_records(args.gsm8k, "gsm8k")][: args.smollm2_problems]
     # SmolLM2 mostly breaks lines with a single newline: "\n" gives it steps of about a sentence.
