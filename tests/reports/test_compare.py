@@ -8,22 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from prm_annotate.cli import app
-from testing.labelled_fixtures import (
-    build,
-    mixed_records,
-    reference_metric,
-    write_all,
-    write_jsonl,
-)
+from testing.labelled_fixtures import reference_metric, write_jsonl
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    records = mixed_records(16)
-    files = write_all(tmp_path_factory.mktemp("cmp"), records)
-    return records, build(records), files
 
 
 def run(*args: str) -> dict:
@@ -32,8 +19,8 @@ def run(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_agreement_and_metrics(setup):
-    records, built, files = setup
+def test_agreement_and_metrics(labelled):
+    records, built, files = labelled
     out = run(str(files["rollouts"]), str(files["judged"]), str(files["consensus"]), "--gold", str(files["gold"]))
     src = out["sources"]
     assert {name: s["field"] for name, s in src.items()} == {
@@ -90,8 +77,8 @@ def test_agreement_and_metrics(setup):
     assert cons["step_label_precision"] == pytest.approx(100 * matched / compared)
 
 
-def test_field_override_and_table(setup, tmp_path):
-    records, built, files = setup
+def test_field_override_and_table(labelled, tmp_path):
+    records, built, files = labelled
     # a merged file with both mc and judge: which first error to use must be named
     merged = [{**r, "judge": j["judge"]} for r, j in zip(built["rollouts"], built["judged"])]
     path = write_jsonl(tmp_path / "merged.jsonl", merged)
@@ -105,8 +92,8 @@ def test_field_override_and_table(setup, tmp_path):
     assert table.exit_code == 0 and "Agreement" in table.stdout and "consensus" in table.stdout
 
 
-def test_bad_usage(setup, tmp_path):
-    _, _, files = setup
+def test_bad_usage(labelled, tmp_path):
+    _, _, files = labelled
     r = runner.invoke(app, ["compare", str(files["rollouts"]), "--gold", str(files["gold"]), "--field", "other.jsonl=x"])
     assert r.exit_code == 2 and "not compared" in r.stderr
     r = runner.invoke(app, ["compare", str(files["rollouts"]), "--gold", str(files["gold"]), "--field", "nofield"])

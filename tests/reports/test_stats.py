@@ -4,26 +4,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import pytest
 from typer.testing import CliRunner
 
 from prm_annotate.cli import app
-from testing.labelled_fixtures import (
-    PROCESSBENCH,
-    build,
-    mixed_records,
-    processbench,
-    write_all,
-    write_jsonl,
-)
+from testing.labelled_fixtures import PROCESSBENCH, processbench, write_jsonl
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    records = mixed_records(16)
-    return records, build(records), write_all(tmp_path_factory.mktemp("stats"), records)
 
 
 def stats(path) -> dict:
@@ -37,8 +23,8 @@ def histogram(values) -> dict[str, int]:
     return dict(c)
 
 
-def test_rollout_stats(setup):
-    _, built, files = setup
+def test_rollout_stats(labelled):
+    _, built, files = labelled
     rows = built["rollouts"]
     out = stats(files["rollouts"])
     assert (out["records"], out["kind"]) == (len(rows), "rollout")
@@ -56,8 +42,8 @@ def test_rollout_stats(setup):
     assert out["tokens"] == {"mc.generated_tokens": out["mc"]["generated_tokens"]}
 
 
-def test_judged_stats_count_parse_failures(setup):
-    _, built, files = setup
+def test_judged_stats_count_parse_failures(labelled):
+    _, built, files = labelled
     rows = built["judged"]
     out = stats(files["judged"])
     unparsed = sum(r["judge"]["first_error"] is None for r in rows)
@@ -68,8 +54,8 @@ def test_judged_stats_count_parse_failures(setup):
     assert out["first_error"]["judge.first_error"]["null"] == unparsed
 
 
-def test_consensus_stats_count_step_labels(setup):
-    _, built, files = setup
+def test_consensus_stats_count_step_labels(labelled):
+    _, built, files = labelled
     rows = built["consensus"]
     out = stats(files["consensus"])
     assert out["kind"] == "consensus" and out["records"] == len(rows)
@@ -77,7 +63,7 @@ def test_consensus_stats_count_step_labels(setup):
     assert out["step_labels"] == {k: v for k, v in {"right": labels.count(True), "wrong": labels.count(False)}.items() if v}
 
 
-def test_processbench_file(setup):
+def test_processbench_file(labelled):
     rows = processbench("math")
     out = stats(PROCESSBENCH / "math.json")
     assert (out["records"], out["kind"]) == (len(rows), "processbench")
@@ -87,8 +73,8 @@ def test_processbench_file(setup):
     assert out["answers"] == {"final_answer_correct": right, "final_answer_incorrect": len(rows) - right}
 
 
-def test_table_and_bad_input(setup, tmp_path):
-    _, _, files = setup
+def test_table_and_bad_input(labelled, tmp_path):
+    _, _, files = labelled
     table = runner.invoke(app, ["stats", str(files["rollouts"])])
     assert table.exit_code == 0 and "mc scores" in table.stdout and "rollout" in table.stdout
     bad = tmp_path / "bad.jsonl"
@@ -97,8 +83,8 @@ def test_table_and_bad_input(setup, tmp_path):
     assert r.exit_code == 2 and f"{bad}:2:" in r.stderr
 
 
-def test_mixed_file(setup, tmp_path):
-    _, built, _ = setup
+def test_mixed_file(labelled, tmp_path):
+    _, built, _ = labelled
     path = write_jsonl(tmp_path / "mixed.jsonl", built["rollouts"][:3] + built["judged"][3:5])
     out = stats(path)
     assert out["kind"] == "mixed" and out["kinds"] == {"rollout": 3, "judged": 2}
