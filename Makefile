@@ -33,8 +33,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not engine" $(PYTEST_ARGS)
 
 # The arithmetic world: tiny shipped models, known truth, label quality per source (~1 minute).
-# vLLM's start-up warnings on CPU (no Triton, no tcmalloc) are noise in a demo; errors still show.
-demo demo-real: export VLLM_LOGGING_LEVEL ?= ERROR
+# It prints the pipeline's own lines only (`prm-annotate world report -v` shows the libraries' too).
 demo: $(STAMP)
 	$(PY) -m prm_annotate world report
 
@@ -49,6 +48,7 @@ REAL_LIMIT  ?= 4
 REAL_N      ?= 4
 REAL_K      ?= 4
 REAL_TOKENS ?= 256
+demo-real: export VLLM_LOGGING_LEVEL ?= ERROR
 demo-real: $(STAMP)
 	rm -rf $(REAL_DIR) && mkdir -p $(REAL_DIR)
 	$(PY) -m prm_annotate models prepare smollm2 > $(REAL_DIR)/model.txt && cat $(REAL_DIR)/model.txt

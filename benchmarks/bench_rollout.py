@@ -23,6 +23,7 @@ import argparse
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from collections import Counter
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def measure(engine, model: str, responses: list[dict], tmp: Path, args, save_pai
         stage.grader.grade_many = recording
     passes = []
     for seed in (0, 1):
-        stage.seed = seed
+        stage.config = replace(stage.config, seed=seed)
         before_stats, before_grader = Counter(stage.stats), Counter(stage.grader.stats)
         started = time.perf_counter()
         summary = run_stage(stage, RunOptions(str(src), str(tmp / f"rollouts-{seed}.jsonl"),

@@ -1,18 +1,13 @@
-"""The prompt registry: which prompt files are built in, how one is loaded, how a judge template
-is filled. The one place for prompts: stages, the CLI and the world's lab tools all come here.
+"""Prompt files: which are built in, and how one is loaded. Stages, the CLI and the world's lab
+tools all load prompts here (judge prompts and their answer styles: `prm_annotate.judging`).
 
 Prompt files are the built-in ones in `prompts/` at the top of the project, or a user's own file.
 A run records which prompt it used by name and by sha256, so a manifest tells apart two runs
 whose prompt file changed in between.
-
-`render_judge_prompt` is the one place that turns a judge template plus data into prompt text:
-the judge stage and the arithmetic world's judge training both call it, so the tiny judge model
-sees at training time exactly the prompt the pipeline gives it.
 """
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +18,6 @@ PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
 # Built-in prompts by name, per use (the file names are in prompts/).
 SYSTEM_PROMPTS = {"default": "sample_system.txt"}  # the policy's system prompt: sample and rollout
-JUDGE_PROMPTS = {"paper": "judge_paper.txt", "processbench": "judge_processbench.txt"}
 
 
 @dataclass(frozen=True)
@@ -63,29 +57,3 @@ def load_prompt(choice: str, builtin: dict[str, str] | None = None, *, allow_non
         hint = " (--system-prompt none sends no system prompt)" if allow_none else ""
         raise UsageError(f"{choice}: the prompt file is empty{hint}")
     return PromptFile(name=choice, path=str(path), text=text)
-
-
-# --- judge templates ------------------------------------------------------------------------
-
-# Placeholders are substituted in ONE pass, so a problem that happens to contain "{paragraphs}" is
-# left alone, and everything else in the template (such as a literal "\boxed{}") is kept verbatim.
-_PLACEHOLDER = re.compile(r"\{(problem|paragraphs)\}")
-
-
-def check_judge_template(text: str, where: str) -> None:
-    """A judge template must show the response: UsageError (exit 2) naming `where` if it cannot."""
-    if "{paragraphs}" not in text:
-        raise UsageError(f"{where}: a judge prompt needs a {{paragraphs}} placeholder")
-
-
-def tag_paragraphs(steps: list[str], start: int = 0) -> str:
-    """ProcessBench's tagging: `<paragraph_i>\\nSTEP\\n</paragraph_i>` joined by blank lines, from
-    `start` (0 for ProcessBench; the paper's prompt numbers from 1)."""
-    return "\n\n".join(f"<paragraph_{i}>\n{step}\n</paragraph_{i}>" for i, step in enumerate(steps, start))
-
-
-def render_judge_prompt(template_text: str, problem: str, steps: list[str], *, start: int = 0) -> str:
-    """Fill `{problem}` and `{paragraphs}` in a judge template (e.g. prompts/judge_processbench.txt)."""
-    check_judge_template(template_text, "judge template")
-    values = {"problem": problem.strip(), "paragraphs": tag_paragraphs(steps, start)}
-    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template_text)

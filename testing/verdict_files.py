@@ -1,9 +1,15 @@
 """Every file in the repository with reference verdicts on final answers, as (id, gold, response
 text, verdict) rows: the ProcessBench responses of tests/data/grading (human
-`final_answer_correct`, the grader's development set) and the GPT-3 GSM8K solutions of data/gsm8k
-(`is_correct`). Used by tests/test_grading.py and benchmarks/bench_grading.py."""
+`final_answer_correct`) and the GPT-3 GSM8K solutions of data/gsm8k (`is_correct`). Used by
+tests/grading/ and benchmarks/bench_grading.py.
+
+The GSM8K and MATH responses are the grader's first development set. The olympiad-level ones
+(OlympiadBench, Omni-MATH) are split in two by a fixed rule on the id, chosen before any rule was
+written from them (`held_out`): the development half is what the rules for prose endings were
+written from; the held-out half was not looked at while writing them, only measured."""
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,8 +17,16 @@ ROOT = Path(__file__).resolve().parents[1]
 GRADING_DIR = ROOT / "tests" / "data" / "grading"
 GPT3_FILE = ROOT / "data" / "gsm8k" / "example_model_solutions.jsonl"
 GPT3_KEYS = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification"]
+# The olympiad-level verdict files, split into a development and a held-out half.
+OLYMPIAD = ("processbench-olympiadbench-gold.jsonl", "processbench-omnimath-gold.jsonl")
 
 Row = tuple[str, str, str, bool]
+
+
+def held_out(rid: str) -> bool:
+    """The split rule, fixed before any rule was written from these files: a response is held out
+    when the first byte of the SHA-256 of its id (UTF-8) is 128 or more (about half)."""
+    return hashlib.sha256(rid.encode()).digest()[0] >= 128
 
 
 def processbench(path: Path) -> list[Row]:
@@ -37,3 +51,9 @@ def verdict_files() -> dict[str, list[Row]]:
     files = {p.relative_to(ROOT).as_posix(): processbench(p) for p in sorted(GRADING_DIR.glob("*.jsonl"))}
     files[GPT3_FILE.relative_to(ROOT).as_posix()] = gpt3()
     return files
+
+
+def olympiad_split() -> dict[str, list[Row]]:
+    """"dev" and "held-out": the olympiad-level responses of both files, by `held_out`."""
+    rows = [row for name in OLYMPIAD for row in processbench(GRADING_DIR / name)]
+    return {"dev": [r for r in rows if not held_out(r[0])], "held-out": [r for r in rows if held_out(r[0])]}

@@ -12,7 +12,8 @@ import pytest
 
 from prm_annotate.boxed import box_at, find_boxes, last_boxed
 from prm_annotate.grading.answers import extract_final_answer
-from prm_annotate.judging.parsing import ParseFailure, parse_processbench, read_verdict
+from prm_annotate.judging import ParseFailure, read_verdict
+from prm_annotate.judging.processbench import parse_processbench
 from prm_annotate.world.truth import boxed_values
 
 
@@ -56,7 +57,7 @@ def _texts(seed: int, n: int) -> list[str]:
 
 
 def test_the_callers_read_what_their_old_readers_read():
-    from prm_annotate.judging.parsing import _boxed_contents
+    from prm_annotate.judging.processbench import boxed_contents as _boxed_contents
 
     for text in _texts(0, 4000):
         assert last_boxed(text) == _old_formats_last_boxed(text), text

@@ -1,9 +1,13 @@
 """The package's layout rules, read from its source (no import of it, so this is quick):
 
-- no import cycle between prm_annotate's modules (nor lab's, nor testing's), counting imports inside
-  functions too (a lazy import hides a cycle at start-up but it is still two modules that need each
-  other);
+- imports point down: every module of prm_annotate belongs to a room (a subpackage, or a module at
+  the package root), the rooms stand in the layers of `LAYERS`, and a module imports only from its
+  own room or from rooms of lower layers — counting imports inside functions too (a lazy import
+  hides a dependency at start-up, but the two rooms still need each other);
+- no import cycle between prm_annotate's modules (nor lab's, nor testing's);
 - the product imports nothing from beside it (lab/, testing/, tests/, benchmarks/).
+
+docs/architecture.md draws the same layers.
 """
 from __future__ import annotations
 
@@ -13,6 +17,21 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "prm_annotate"
+
+# Rooms of prm_annotate, lowest layer first. "" is the package's own __init__ (its version).
+LAYERS: list[set[str]] = [
+    {"", "errors"},
+    {"records", "steps", "seeds", "boxed", "prompt_files"},
+    {"io"},
+    {"grading", "judging", "engines", "strategies"},
+    {"reports", "pipeline"},
+    {"export"},
+    {"prm"},
+    {"stages"},
+    {"world"},
+    {"cli"},
+    {"__main__"},
+]
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -107,3 +126,48 @@ def test_the_product_imports_nothing_from_beside_it():
     beside = {"lab", "testing", "tests", "benchmarks", "conftest"}
     offenders = {name: sorted(t & beside) for name, t in tops.items() if t & beside}
     assert not offenders
+
+
+def room_of(module: str, package: str = "prm_annotate") -> str:
+    """`prm_annotate.io.jsonl` -> "io", `prm_annotate.errors` -> "errors", `prm_annotate` -> ""."""
+    return module.removeprefix(package).lstrip(".").split(".")[0]
+
+
+def layering_violations(graph: dict[str, set[str]], layers: list[set[str]], package: str = "prm_annotate") -> list[str]:
+    """Every import of a room from a room of its own layer or a higher one, and every room that
+    stands in no layer."""
+    layer = {room: i for i, rooms in enumerate(layers) for room in rooms}
+    found = []
+    for module, imports in sorted(graph.items()):
+        here = room_of(module, package)
+        if here not in layer:
+            found.append(f"{module}: the room {here!r} is in no layer")
+            continue
+        for other in sorted(imports):
+            there = room_of(other, package)
+            if there != here and there in layer and layer[there] >= layer[here]:
+                found.append(f"{module} imports {other} ({there!r} is not below {here!r})")
+    return found
+
+
+def test_imports_point_down_the_declared_layers():
+    graph, _ = import_graph()
+    assert {room_of(m) for m in graph} == set().union(*LAYERS), "LAYERS must name every room, and only rooms"
+    assert layering_violations(graph, LAYERS) == []
+
+
+def test_the_layering_check_finds_an_import_that_points_up_and_a_room_left_out(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "low").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low" / "__init__.py").write_text("")
+    (pkg / "low" / "a.py").write_text("def f():\n    from pkg.high import g\n")
+    (pkg / "high.py").write_text("from pkg.low.a import f\n")
+    (pkg / "side.py").write_text("")
+    graph, _ = import_graph(pkg)
+    layers = [{"", "low"}, {"high"}]
+    assert layering_violations(graph, layers, "pkg") == [
+        "pkg.low.a imports pkg.high ('high' is not below 'low')", "pkg.side: the room 'side' is in no layer"]
+    (pkg / "low" / "a.py").write_text("")
+    (pkg / "side.py").unlink()
+    assert layering_violations(*import_graph(pkg)[:1], layers, "pkg") == []

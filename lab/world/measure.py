@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lab.world.train import JUDGE_TEMPLATE, default_system_prompt, judge_messages, judge_stats, policy_messages
 from prm_annotate.engines import EngineConfig, GenerationRequest, exit_process, make_engine
-from prm_annotate.judging.parsing import read_verdict
+from prm_annotate.judging import read_verdict
 from prm_annotate.world import JUDGE_DIR, POLICY_DIR
 from prm_annotate.world.problems import make_problems
 from prm_annotate.world.truth import EQUATION, boxed_values, true_first_error

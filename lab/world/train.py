@@ -10,7 +10,7 @@ run is the model of a run with `--steps N` (useful when calibrating).
 
 Examples are rendered exactly as the pipeline renders them: the policy sees the world's system
 prompt and the problem as a ChatML conversation; the judge sees the `processbench` judge prompt
-(loaded as the judge stage loads it, rendered by `prm_annotate.prompt_files.render_judge_prompt`) as the
+(loaded as the judge stage loads it, rendered by `prm_annotate.judging.render_judge_prompt`) as the
 user message. The loss is on the assistant tokens only.
 """
 from __future__ import annotations
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Callable
 
 from prm_annotate.reports.evaluate import SplitMetrics
-from prm_annotate.judging.parsing import read_verdict
+from prm_annotate.judging import load_judge_prompt, read_verdict, render_judge_prompt, tag_paragraphs
 from prm_annotate.reports.labels import Gold, Prediction
-from prm_annotate.prompt_files import JUDGE_PROMPTS, SYSTEM_PROMPTS, load_prompt, render_judge_prompt, tag_paragraphs
+from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
 from lab.world.corrupt import corrupt_solution
 from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps
 from prm_annotate.world.truth import EQUATION, boxed_values, check_steps, true_first_error
@@ -36,7 +36,7 @@ from prm_annotate.world.truth import EQUATION, boxed_values, check_steps, true_f
 # A scratch folder: the shipped models (prm_annotate/world/models) change only when named.
 DEFAULT_OUT = Path("runs") / "world-models"
 # The prompts as the pipeline's stages load them (package resources, so a wheel has them too).
-JUDGE_TEMPLATE = load_prompt("processbench", JUDGE_PROMPTS).text
+JUDGE_TEMPLATE = load_judge_prompt("processbench").file.text
 
 # Share of policy examples trained without any system prompt, so the policy also answers a bare
 # user turn (e.g. when a pipeline run gives no system prompt).

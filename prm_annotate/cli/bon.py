@@ -10,7 +10,7 @@ from prm_annotate.cli.app import app, handled
 
 @app.command()
 def bon(
-    scored: Annotated[str, typer.Argument(help="Scored responses (`score` output) with the gold `answer`, or -.")],
+    scored: Annotated[str, typer.Argument(help="Responses with `prm.scores` (one per step: `score` output, or any tool's) and the gold `answer`, or -.")],
     gold: Annotated[Optional[str], typer.Option("--gold", help="True first errors by id (as `evaluate --gold`), for the right-answer-wrong-step share.")] = None,
     label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,

@@ -6,14 +6,15 @@ from typing import Annotated, Optional
 import typer
 
 from prm_annotate.cli.app import InputArg, app, handled
+from prm_annotate.export import EXPORT_FORMATS, format_names
 
 
 @app.command()
 def export(
     input: InputArg,
-    format: Annotated[str, typer.Option("--format", help="trl|openrlhf|qwen|math-shepherd|tokens|hf")],
+    format: Annotated[str, typer.Option("--format", help="|".join(EXPORT_FORMATS))],
     output: Annotated[str, typer.Option("-o", "--output", help="Output: JSONL, Parquet if it ends with .parquet, or - (JSONL on standard output); a directory for hf.")] = "-",
-    soft: Annotated[bool, typer.Option("--soft/--no-soft", metavar="", help="MC scores as labels instead of hard labels (qwen, tokens).")] = False,
+    soft: Annotated[bool, typer.Option("--soft/--no-soft", metavar="", help=f"MC scores as labels instead of hard labels ({format_names(lambda f: f.soft, ', ')}).")] = False,
     keep_scores: Annotated[bool, typer.Option("--keep-scores/--no-keep-scores", metavar="", help="Add a `scores` column with the MC scores of the kept steps.")] = False,
     step_sep: Annotated[Optional[str], typer.Option("--step-sep", help="Text between tagged steps (default: the format's own; for trl, the trainer's step_separator used by the length check).")] = None,
     placeholder: Annotated[Optional[str], typer.Option("--placeholder", help="Step tag (default ки; <extra_0> for qwen). Must be one token for --tokenizer: docs/export.md says which for Qwen/Llama-3.")] = None,
@@ -23,31 +24,37 @@ def export(
     max_length: Annotated[Optional[int], typer.Option("--max-length", min=1, help="Trainer's maximum length in tokens: count labels it would cut off.")] = None,
     max_completion_length: Annotated[Optional[int], typer.Option("--max-completion-length", min=1, help="trl: PRMConfig.max_completion_length for the length check.")] = None,
     drop_truncated: Annotated[bool, typer.Option("--drop-truncated/--no-drop-truncated", metavar="", help="Leave out rows that would lose labels at --max-length.")] = False,
+    judged: Annotated[Optional[str], typer.Option("--judged", help=f"{format_names(lambda f: f.critiques, ', ')}: the judged file the consensus input was made from (its full steps: consensus keeps them up to the first error only, the judge saw them all).")] = None,
+    votes: Annotated[Optional[str], typer.Option("--votes", metavar="agreeing|all", help=f"{format_names(lambda f: f.critiques, ', ')}: the critiques whose verdict is the consensus first error (agreeing, the default), or every parsed one (all: the others as negatives, with their verdict).")] = None,
 ) -> None:
     """Consensus (or rollout, judged, ProcessBench) records -> a PRM training set."""
     from prm_annotate.errors import UsageError
-    from prm_annotate.export.rows import ExportOptions, build_rows, check_truncation, load_tokenizer, write_rows
+    from prm_annotate.export import ExportOptions, Provenance, build_rows, check_truncation, load_tokenizer
     from prm_annotate.io.jsonl import check_input
     from prm_annotate.io.output import check_output
     from prm_annotate.steps import decode_sep
 
     with handled():
+        fmt = EXPORT_FORMATS.get(format)  # None: ExportOptions says so, after the checks on files
         if max_length is not None and tokenizer is None:
             raise UsageError("--max-length needs --tokenizer")
-        if max_completion_length is not None and (format != "trl" or max_length is None):
-            raise UsageError("--max-completion-length is TRL's; it goes with --format trl, --tokenizer and --max-length")
+        if max_completion_length is not None and (fmt is None or not fmt.completion_limit or max_length is None):
+            raise UsageError("--max-completion-length is TRL's; it goes with --format "
+                             f"{format_names(lambda f: f.completion_limit)}, --tokenizer and --max-length")
         if drop_truncated and max_length is None:
             raise UsageError("--drop-truncated needs --tokenizer and --max-length")
         check_input(input)
-        check_output(output, [input], directory=format == "hf")
+        if judged is not None:
+            check_input(judged)
+        check_output(output, [input, judged], directory=fmt is not None and fmt.directory)
         opts = ExportOptions(format=format, soft=soft, keep_scores=keep_scores,
                              step_sep=None if step_sep is None else decode_sep(step_sep), placeholder=placeholder,
-                             step_end=None if step_end is None else decode_sep(step_end), test_split=test_split)
+                             step_end=None if step_end is None else decode_sep(step_end), test_split=test_split,
+                             votes=votes, judged=judged)
         tok = None if tokenizer is None else load_tokenizer(tokenizer)
         rows, summary = build_rows(input, opts, tok)
         if max_length is not None:
-            trl_sep = opts.step_sep if opts.step_sep is not None else "\n"
-            trunc = check_truncation(rows, opts, tok, max_length, trl_sep, max_completion_length)
+            trunc = check_truncation(rows, opts, tok, max_length, max_completion_length)
             if trunc.rows:
                 action = "left out (--drop-truncated)" if drop_truncated else "kept; a trainer will cut these labels off"
                 print(f"export: warning: {trunc.rows} of {len(rows)} rows lose {trunc.labels_lost} of "
@@ -61,13 +68,8 @@ def export(
             # earlier output as it was.
             raise UsageError(f"export: no {format} rows from {summary.read} records of {input}"
                              + (f" (skipped: {skipped})" if skipped else "") + f"; {output} not written")
-        if format == "hf":
-            from prm_annotate.export.hf import dataset_card, split_by_problem, write_hf
-
-            splits = split_by_problem(rows, test_split)
-            write_hf(splits, output, dataset_card(splits, input, summary.read, ["prm-annotate", *sys.argv[1:]]))
-        else:
-            write_rows(rows, output)
+        source = Provenance(input, summary.read, ("prm-annotate", *sys.argv[1:]))
+        opts.export_format.write(rows, output, opts, source)
     print(f"export: {len(rows)} {format} rows from {summary.read} records to {output}"
           + (f" with step end {summary.step_end!r}" if summary.step_end is not None else "")
           + (f" (skipped: {skipped})" if skipped else ""), file=sys.stderr)

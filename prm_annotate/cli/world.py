@@ -7,6 +7,10 @@ import typer
 
 from prm_annotate.cli.app import app
 from prm_annotate.engines.defaults import START_TIMEOUT
+from prm_annotate.engines.quiet import quiet_libraries
+
+VerboseOpt = Annotated[bool, typer.Option(
+    "--verbose", "-v", help="Show the libraries' warnings, logs and progress bars (off: the pipeline's own lines only).")]
 
 world_app = typer.Typer(help="The arithmetic world: a miniature of the method where the truth is known.",
                         no_args_is_help=True)
@@ -25,6 +29,7 @@ def report(
     start_timeout: Annotated[float, typer.Option("--start-timeout", min=1, help="Seconds to wait for each engine.")] = START_TIMEOUT,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="vLLM dtype of both models (default: float32 on CPU).")] = None,
     as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print the report as one JSON object.")] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Run sample -> rollout -> judge -> consensus with the world's tiny models and score every label
     source against the true first errors (ProcessBench metric, kept-label precision, tokens)."""
@@ -39,8 +44,10 @@ def report(
 
     with handled():
         require("vllm", "world report", ENGINE_INSTALL)
+    if not verbose:
+        quiet_libraries()
     cfg = ReportConfig(problems=problems, n=n, k=k, seed=seed, workdir=workdir, max_tokens=max_tokens,
-                       judge_max_tokens=judge_max_tokens, start_timeout=start_timeout, dtype=dtype)
+                       judge_max_tokens=judge_max_tokens, start_timeout=start_timeout, dtype=dtype, verbose=verbose)
     # Engines run in this process: leave by exit_process once they are closed (vLLM can abort a
     # normal interpreter exit), whatever happened.
     code = 0

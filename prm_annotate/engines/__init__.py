@@ -56,6 +56,7 @@ class EngineConfig(BaseModel):
     kv_cache_gb: float | None = Field(None, gt=0)
     seed: int = defaults.SEED
     start_timeout: float | None = Field(None, gt=0)
+    load_progress: bool = True
 
     @property
     def kind(self) -> Literal["openai", "vllm"]:

@@ -75,6 +75,7 @@ class VLLMSettings:
     seed: int = SEED
     block_size: int | None = None
     enable_chunked_prefill: bool | None = None
+    load_progress: bool = True  # vLLM's weight-loading progress bar
 
     def args(self, model: str, cpu: bool) -> dict[str, Any]:
         """vLLM's engine arguments: what is set, plus the CPU settings on a CPU. Settings left at
@@ -88,6 +89,8 @@ class VLLMSettings:
         )
         if self.max_model_len is not None:
             args["max_model_len"] = self.max_model_len
+        if not self.load_progress:
+            args["use_tqdm_on_load"] = False
         if cpu:
             args["enforce_eager"] = True if self.enforce_eager is None else self.enforce_eager
             args["kv_cache_memory_bytes"] = kv_cache_bytes(self.kv_cache_gb or CPU_KV_CACHE_GB)

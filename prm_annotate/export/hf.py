@@ -1,4 +1,4 @@
-"""`export --format hf`: a `datasets` DatasetDict directory with a dataset card made from the runs' manifests.
+"""`--format hf`: a `datasets` DatasetDict directory with a dataset card made from the runs' manifests.
 
 The rows are TRL's stepwise-supervision schema (`prompt`, `completions`, `labels`, plus `id`), the
 one schema on the Hub that names steps and step labels. The card is generated, never written by
@@ -14,12 +14,15 @@ import os
 import shlex
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from prm_annotate.errors import UsageError, require
+from prm_annotate.export.formats import ExportOptions, Provenance
+from prm_annotate.export.trl import TRL_CONSUMER, Stepwise
 from prm_annotate.io.output import sidecar
 
 # What the card shows of each run's settings (the rest stays in the manifests).
@@ -83,25 +86,11 @@ def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "with_error": sum(any(v is False for v in r["labels"]) for r in rows)}
 
 
-def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read: int, argv: list[str]) -> str:
-    from prm_annotate import __version__
-
-    lines = ["---", "tags:", "- process-reward-model", "- prm-annotate", "---", "", "# Step-labelled responses for process reward models", "",
-              f"Made by prm-annotate {__version__} from `{input_path}` ({read} records read, "
-              f"{sum(len(r) for r in splits.values())} rows kept):", "", f"    {shlex.join(argv)}", "",
-              "## Splits and labels", "",
-              "| split | rows | problems | steps | mean steps per row | right steps | wrong steps | rows with an error |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, rows in splits.items():
-        s = _stats(rows)
-        share = f" ({100 * s['right'] / s['steps']:.1f}%)" if s["steps"] else ""
-        lines.append(f"| {name} | {s['rows']} | {s['problems']} | {s['steps']} | {s['mean_steps']} | "
-                     f"{s['right']}{share} | {s['wrong']} | {s['with_error']} |")
-    if len(splits) > 1:
-        lines += ["", "The splits are by problem: no problem has responses in both."]
-    lines += ["", "## Source runs", "",
-              "Every run recorded in the manifests (`<file>.manifest.json`) of the input and of the files it was "
-              "made from:", ""]
+def source_run_lines(input_path: str) -> list[str]:
+    """The card's "Source runs" section: every run in the manifests reachable from the input."""
+    lines = ["## Source runs", "",
+             "Every run recorded in the manifests (`<file>.manifest.json`) of the input and of the files it was "
+             "made from:", ""]
     for file, run in source_runs(input_path):
         if run is None:
             lines += [f"- `{file}`: no manifest", ""]
@@ -125,6 +114,26 @@ def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read:
         if run.get("argv"):
             lines.append(f"  - command: `{shlex.join(str(a) for a in run['argv'])}`")
         lines.append("")
+    return lines
+
+
+def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read: int, argv: list[str]) -> str:
+    from prm_annotate import __version__
+
+    lines = ["---", "tags:", "- process-reward-model", "- prm-annotate", "---", "", "# Step-labelled responses for process reward models", "",
+              f"Made by prm-annotate {__version__} from `{input_path}` ({read} records read, "
+              f"{sum(len(r) for r in splits.values())} rows kept):", "", f"    {shlex.join(argv)}", "",
+              "## Splits and labels", "",
+              "| split | rows | problems | steps | mean steps per row | right steps | wrong steps | rows with an error |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, rows in splits.items():
+        s = _stats(rows)
+        share = f" ({100 * s['right'] / s['steps']:.1f}%)" if s["steps"] else ""
+        lines.append(f"| {name} | {s['rows']} | {s['problems']} | {s['steps']} | {s['mean_steps']} | "
+                     f"{s['right']}{share} | {s['wrong']} | {s['with_error']} |")
+    if len(splits) > 1:
+        lines += ["", "The splits are by problem: no problem has responses in both."]
+    lines += ["", *source_run_lines(input_path)]
     lines += ["## Row schema", "",
               "TRL's stepwise supervision: `prompt` (the problem), `completions` (the steps up to and including the "
               "first wrong one), `labels` (one bool per step: true = right), `id` (the response), and `scores` (MC "
@@ -167,3 +176,13 @@ def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) ->
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@dataclass(frozen=True)
+class HF(Stepwise):
+    def write(self, rows: list[dict[str, Any]], output: str, opts: ExportOptions, source: Provenance) -> None:
+        splits = split_by_problem(rows, opts.test_split)
+        write_hf(splits, output, dataset_card(splits, source.input, source.read, list(source.argv)))
+
+
+FORMAT = HF("hf", consumer=TRL_CONSUMER, test_split=True, directory=True)

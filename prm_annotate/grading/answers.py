@@ -9,10 +9,12 @@
   5. the last bold `**X**` that is not a heading;
   6. otherwise the end of the response: the final paragraph itself when it is a bare answer
      ("18", "$\\frac12$"); else, in the last sentence (of the last three paragraphs) that holds a
-     number or a math expression, the last one that is the result of an equation somewhere in
-     the response ("= 34 hours] So, 34 hours in 4 weeks" -> 34), else the last one, with the
-     values listed right before it ("The solutions are $x=-1$ and $x=-9$") and with the words
-     around it that take it back ("must be at least 7").
+     number or a math expression, the math environment that ends the sentence when the sentence
+     states it ("... when 6 people pick hats is \\(\\frac{11}{30}\\).": `_closing_math`), else the
+     last one that is the result of an equation somewhere in the response ("= 34 hours] So, 34
+     hours in 4 weeks" -> 34), else the last one, with the values listed right before it ("The
+     solutions are $x=-1$ and $x=-9$") and with the words around it that take it back ("must be
+     at least 7").
 It returns the text it found, unchanged, or None. Every rule reads a bounded window, so a long
 degenerate generation costs linear time (the parent process runs these without a timeout).
 
@@ -23,10 +25,12 @@ question, code): such an answer is wrong whatever number it holds (rule at `_QUA
 comparison: math delimiters, markdown and punctuation at the edges, dollar signs, `\\text{}`
 units, degrees, thousands separators, a trailing contrast ("18, not 20") and the prose around a
 single unqualified number are removed; a percent sign becomes a trailing "%", "and"/"or" between
-items a comma, a declared integer parameter ("k \\in \\mathbb{Z}") is dropped and renamed k. Both
+items a comma, a declared integer parameter ("k \\in \\mathbb{Z}") is dropped and renamed k,
+Unicode signs become LaTeX ("√3" -> "\\sqrt{3}"), a set written out in braces becomes the list of
+its elements, an item with a "±" the two items it stands for, a count in words its number. Both
 sides of a comparison go through the same function, so the rules are symmetric and hold for any
-item. `comparison_forms` gives the pairs that decide a comparison (the percent and decimal-comma
-rules); each rule is written down where it is applied.
+item. `comparison_forms` gives the pairs that decide a comparison (the percent, decimal-comma,
+interval and argument-name rules); each rule is written down where it is applied.
 """
 from __future__ import annotations
 
@@ -43,7 +47,11 @@ _BOLD_RE = re.compile(r"\*\*([^*\n]+?)\*\*")
 _HEADING_RE = re.compile(r"(?i)^(?:step\b|solution\b|conclusion\b|final answer\b|answer\b)|:\s*$")
 _MATH_START = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n")
-_NUMBER_RE = re.compile(r"-?\d+/\d+(?![\d.,]*\d)|-?\$?\d[\d,]*(?:\.\d+)?%?|-?\\[dt]?frac\{-?\d+\}\{-?\d+\}")
+# A number in prose: a fraction a/b, a decimal, a \\frac of digits, or a surd or multiple of π
+# written with the Unicode signs ("√3", "2√3", "√(12)", "3π", "π/2"; see `_UNICODE_MATH`).
+_NUMBER_RE = re.compile(r"-?(?:\d+(?:\.\d+)?\s*)?√\s*(?:\(\s*\d+(?:\.\d+)?\s*\)|\d+(?:\.\d+)?)"
+                        r"|-?(?:\d+\s*)?π(?:\s*/\s*\d+)?(?![\w])"
+                        r"|-?\d+/\d+(?![\d.,]*\d)|-?\$?\d[\d,]*(?:\.\d+)?%?|-?\\[dt]?frac\{-?\d+\}\{-?\d+\}")
 _MATH_CHARS_RE = re.compile(r"[\\^_{}=+*/()<>\d]")
 _HOPE_RE = re.compile(r"(?i)I hope it is correct\.?\s*$")
 # Model output can be long and degenerate ("\boxed{\boxed{..." thousands of times): every rule
@@ -63,7 +71,9 @@ DECL_TAIL = 200     # characters at the end of an answer searched for a percent 
 # state something other than the value, so such an answer is graded wrong, never reduced to its
 # number. Only what the gold itself does not say counts: gold "\text{no}" still accepts "no", a gold
 # inequality still lets math-verify compare an answer inequality. The modal verbs of word problems
-# ("she would save $24", "he could buy 18") are not qualifiers. Rounding words ("approximately",
+# ("she would save $24", "he could buy 18") are not qualifiers. A "±" is no qualifier either: it
+# states two values ("\\pm 18" is 18 and -18, see `_expand_pm`), so it is wrong against a gold of
+# one of them and right against a gold of both. Rounding words ("approximately",
 # "about") are not qualifiers: a rounded value is the value (math-verify accepts `x \approx 11`), and
 # they are left to the numeric comparison.
 _HEDGES = ("maybe", "perhaps", "possibly", "probably", "likely", "unlikely", "guess", "guessing", "think",
@@ -86,7 +96,7 @@ _QUALIFIER_WORDS = (
 _QUALIFIER_RE = re.compile(
     r"(?i)(?<![\\A-Za-z])(?:(" + _QUALIFIER_WORDS + r")|([A-Za-z]{1,12}n't)|(up\s+to)|(or\s+so))(?![A-Za-z])"
     # relations other than "=" and "\approx" bound a value instead of stating it
-    r"|(<|>|≤|≥|≠|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt|leqslant|geqslant|pm|mp)(?![A-Za-z])|±)"
+    r"|(<|>|≤|≥|≠|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt|leqslant|geqslant)(?![A-Za-z]))"
     r"|(\?)"                                                 # a question
     r"|(==|=>|\(\s*\)|\]\s*\[|(?<![A-Za-z'])['\"`](?=\s*[\w({\[])|\d['\"`])"  # code: calls, indexing, quotes
     r"|(\d\s*\+\s*$)")                                       # "5+": five or more
@@ -139,7 +149,10 @@ def hedged(answer: str, gold: str = "") -> bool:
     if len(answer) > MAX_PROSE:
         return False  # long answers are expressions, not sentences; math-verify compares them
     answer = _CALCULATOR_RE.sub(" ", answer)  # GSM8K's "<<4/12=0.33>>" is arithmetic, not a relation
-    return bool(_qualifiers(_drop_remarks(answer)) - _qualifiers(gold))
+    said = _qualifiers(_drop_remarks(answer)) - _qualifiers(gold)
+    if said == {"relation"} and _sets_of_reals(normalize_answer(gold), normalize_answer(answer)):
+        return False  # "x > 2" against the gold "(2, \\infty)": a set of reals, not a bound (see `_interval_of`)
+    return bool(said)
 
 
 # What may stand between the items of one answer written as several boxes or math environments:
@@ -200,8 +213,9 @@ def _strip_hope(s: str) -> str:
 
 
 def _is_prose(s: str) -> bool:
-    """Words without any digit or math, e.g. "arrived at through careful consideration"."""
-    return not _MATH_CHARS_RE.search(s) and len(s.split()) > 1
+    """Words without any digit or math, e.g. "arrived at through careful consideration" (a count in
+    words, "exactly five", is a value)."""
+    return not _MATH_CHARS_RE.search(s) and len(s.split()) > 1 and not _NUMBER_WORD_RE.fullmatch(s)
 
 
 def _last_answer_is(text: str) -> str | None:
@@ -213,8 +227,11 @@ def _last_answer_is(text: str) -> str | None:
 
 
 def _last_hashes(text: str) -> str | None:
+    # A markdown heading is no GSM8K answer: "#### For \\(T = 3\\):", "#### Case 1", "#### Final Answer"
+    # open with a word or end with a colon; "#### 18" and "#### x = 5" do neither.
     found = [m.group(1).strip() for m in _HASHES_RE.finditer(text)]
-    return next((f for f in reversed(found) if f), None)
+    return next((f for f in reversed(found)
+                 if f and not re.match(r"[A-Za-z]{2,}", f) and not _HEADING_RE.search(f)), None)
 
 
 def _last_answer_colon(text: str) -> str | None:
@@ -234,12 +251,15 @@ def _last_bold(text: str) -> str | None:
 
 
 def _looks_bare(par: str) -> bool:
-    """A short paragraph that is an answer by itself ("18", "$\\frac{1}{2}$"), not a sentence."""
+    """A short paragraph that is an answer by itself ("18", "$\\frac{1}{2}$"), not a sentence: one
+    that opens with a word before its math ("Hence $S = \\{1, 2\\}$.") is a sentence."""
     return len(par) <= 80 and "\n" not in par and not re.search(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}", par) \
+        and not re.match(r"[A-Za-z]{2,},?\s+[$\\]", par) \
         and bool(re.search(r"\d|\\", par) or re.fullmatch(r"\$[^$]+\$", par))
 
 
 _MATH_ENV_RE = re.compile(r"\\\[(.+?)\\\]|\\\((.+?)\\\)|\$\$(.+?)\$\$|(?<![\\\d])\$(?!\s)([^$\n]+?)(?<![\\\s])\$(?!\d)", re.DOTALL)
+_DISPLAY_RE = re.compile(r"\\\[[^\[\]]{0,2000}?\\\]|\$\$[^$]{0,2000}?\$\$")
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|(?<=\\\])\s*|\n")
 _RESULT_RE = re.compile(r"=\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)(?![\d.,]*\d)")
 
@@ -253,7 +273,12 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
         body = next(g for g in m.groups() if g is not None)
         if re.search(r"\d", body):
             rhs = [body] if _RELATION_RE.search(body) else body.rsplit("=", 1)
-            found.append((m.start(), m.end(), rhs[-1].strip(), len(rhs) > 1))
+            value = rhs[-1].strip()
+            # "\\[ 3 = A_{4} \\]": the value is the number on the left of the name it is given
+            if len(rhs) > 1 and _NAME_RE.fullmatch(value):
+                left = rhs[0].rsplit("=", 1)[-1].strip()
+                value = left if _VALUE_ONLY_RE.fullmatch(left) and re.search(r"\d", left) else value
+            found.append((m.start(), m.end(), value, len(rhs) > 1))
         text_only = text_only[:m.start()] + " " * (m.end() - m.start()) + text_only[m.end():]  # keep offsets
     for m in _NUMBER_RE.finditer(text_only):
         found.append((m.start(), m.end(), m.group(0), False))
@@ -261,6 +286,10 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
 
 
 _RELATION_RE = re.compile(r"[<>≤≥≠]|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt)(?![A-Za-z])")
+# A value with no variable in it: digits, operators and the commands of numbers ("\\frac{1}{2}", "3\\sqrt{2}").
+# A name for a value: a letter, subscripted or applied ("A_{4}", "f(50)").
+_NAME_RE = re.compile(r"[A-Za-z](?:_\{?\w+\}?|\(\s*[\w,\s]*\))?")
+_VALUE_ONLY_RE = re.compile(r"(?:[-+*/^_{}()\d.,\s]|\\(?:[dt]?frac|sqrt|pi|cdot|times)(?![A-Za-z]))+")
 _CALCULATOR_RE = re.compile(r"<<[^<>]*>>")  # GSM8K calculator annotations: "= $<<9*2=18>>18"
 # After a value, what takes it back: "18?", "18 is wrong", "5 or more". (Words after a value are
 # otherwise its unit or the rest of the sentence: "4 guests did not get a second hotdog".)
@@ -298,6 +327,35 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
     return _join_items([c[2] for c in cands[first:i + 1]])
 
 
+# Rule: a closing sentence that ends on a math environment and states it ("Thus, the probability
+# that exactly one of the 6 people gets their hat back is \(\frac{11}{30}\).", "... the value of
+# \(r\) is \(4.4\%\).") gives that environment as its answer, whatever numbers its words name
+# before it (6 is no answer there, even when an equation elsewhere computed a 6). The environment
+# must end the sentence (nothing but punctuation or markdown after it, or a gloss ", where ...")
+# and come right after a word or sign that states a value: "is", "are", "equals", "to", "by", "we
+# get", ":", "=", maybe with an adverb ("is thus", "is approximately"); not "when", "for", "and":
+# "... is 5 when \(n = 3\)." and "... are \(1\) and \(2\)." are read as before.
+_STATES_RE = re.compile(
+    r"(?i)(?:(?<![A-Za-z])(?:is|are|was|were|be|equals?|becomes?|gives?|yields?|to|as|by|gets?|obtains?|finds?"
+    r"|have|has|makes?|in)(?:\s+(?:approximately|about|exactly|precisely|simply|just|then|thus|therefore|hence"
+    r"|also|indeed|clearly|now|finally|only))*|[:=])\s*$")
+_SENTENCE_TAIL_RE = re.compile(r"[\s.,;:!*_)\]]*")
+# What may follow the environment and leave it the end of what the sentence states: a gloss on its
+# symbols ("... is \\(\\phi + 1\\), where \\(\\phi\\) is the golden ratio.").
+_GLOSS_RE = re.compile(r"\s*,\s*where(?![A-Za-z])")
+
+
+def _closing_math(sentence: str, cands: list[tuple[int, int, str, bool]]) -> int | None:
+    """The index of the last candidate when it is a math environment that ends the sentence and is
+    stated by it (the rule above), else None."""
+    start, end, _, _ = cands[-1]
+    if sentence[start] not in "$\\" or not (_SENTENCE_TAIL_RE.fullmatch(sentence, end)
+                                            or _GLOSS_RE.match(sentence, end)):
+        return None
+    said = sentence[cands[-2][1] if len(cands) > 1 else 0:start]
+    return len(cands) - 1 if _STATES_RE.search(said.replace("**", "")) else None
+
+
 def _from_final_paragraph(text: str) -> str | None:
     pars = [p.strip()[-TAIL:] for p in text.split("\n\n")[-3:] if p.strip()]
     if not pars:
@@ -308,9 +366,14 @@ def _from_final_paragraph(text: str) -> str | None:
     # 4 weeks" states 34, the computed value, not 4.
     results = {normalize_answer(r) for r in _RESULT_RE.findall(text)}
     for par in reversed(pars):
+        # A display written over several lines ("\\[\\n x^2 = \\frac{1}{2}\\n\\]") is one sentence.
+        par = _DISPLAY_RE.sub(lambda m: " ".join(m.group(0).split()), par)
         for sentence in reversed([s for s in _SENTENCE_SPLIT_RE.split(par) if s and s.strip()]):
             cands = _sentence_candidates(sentence)
             if cands:
+                closing = _closing_math(sentence, cands)
+                if closing is not None:
+                    return _stated(sentence, cands, closing)
                 computed = [k for k, (_, _, a, is_result) in enumerate(cands)
                             if is_result or normalize_answer(a) in results]
                 return _stated(sentence, cands, computed[-1] if computed else len(cands) - 1)
@@ -400,7 +463,36 @@ def _single_number_in_prose(s: str) -> str:
             or _qualifiers(s):  # "AZYUK2A": a digit inside a word is no number of the prose
         return s
     numbers = _PLAIN_NUMBER_TOKEN_RE.findall(s)
+    if not numbers:
+        # A count in words: "five integers", "exactly seven" (a number word and at most two words
+        # more, nothing else: "one of them is 3" has a digit and stays prose)
+        word = _NUMBER_WORD_RE.fullmatch(s.strip())
+        return str(_NUMBER_WORDS.index(word.group(1).lower())) if word else s
     return numbers[0].rstrip(",") if len(numbers) == 1 else s
+
+
+_NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+                 "fifteen sixteen seventeen eighteen nineteen twenty").split()
+_NUMBER_WORD_RE = re.compile(r"(?i)(?:exactly\s+)?(" + "|".join(_NUMBER_WORDS) + r")(?:\s+[A-Za-z]+){0,2}")
+
+
+# --- mathematics written with Unicode signs ----------------------------------------------------
+#
+# Rule: "√3", "2√(3)", "3π", "x ≤ 2", "−5", "2×3" are the LaTeX they stand for ("\sqrt{3}",
+# "2\sqrt{3}", "3\pi", "x \le 2", "-5", "2\times 3"), on both sides: math-verify reads only the
+# LaTeX. A root sign applies to the number, letter or bracketed group right after it.
+_UNICODE_MATH = {"π": "\\pi ", "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ",
+                 "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∞": "\\infty ", "∪": "\\cup ", "∈": "\\in "}
+_UNICODE_ROOT_RE = re.compile(r"√\s*(?:\(([^()]{1,100})\)|\{([^{}]{1,100})\}|(\d+(?:\.\d+)?|[A-Za-z]))")
+
+
+def _latex_signs(s: str) -> str:
+    if len(s) > MAX_PROSE or not re.search("[√π−–×·⋅≤≥≠∞∪∈]", s):
+        return s
+    s = _UNICODE_ROOT_RE.sub(lambda m: "\\sqrt{" + next(g for g in m.groups() if g is not None).strip() + "}", s)
+    for sign, latex in _UNICODE_MATH.items():
+        s = s.replace(sign, latex)
+    return " ".join(s.split())
 
 
 # --- families of solutions with a free integer parameter ---------------------------------------
@@ -445,6 +537,180 @@ def _integer_parameter(s: str) -> str:
     return re.sub(standalone % letter, "k", s)
 
 
+# --- functions: the name of the argument ------------------------------------------------------
+#
+# Rule: "f(y) = 1" and "f(x) = 1", "f(m) = m" and "f(n) = n", "a_k = 2^k" and "a_n = 2^n" define the
+# same function or sequence: the letter of the argument is a bound name. When the gold and the
+# answer both define functions of one argument ("f(n) = n, g(n) = 1"), each side with one letter,
+# the answer is also compared with its letter renamed to the gold's (`comparison_forms`; not when
+# the answer uses the gold's letter for something else). A gold that is an expression ("n^2")
+# keeps its variable: "f(m) = m^2" is compared as written.
+_DEFINITION_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]\s*(?:\(\s*([A-Za-z])\s*\)|_\{?([A-Za-z])\}?)\s*(?:=|\\equiv)")
+_STANDALONE = r"(?<![\\A-Za-z]){}(?![A-Za-z])"
+
+
+def _argument(s: str) -> str | None:
+    """The one letter every function `s` defines takes as its argument, else None."""
+    letters = {a or b for a, b in _DEFINITION_RE.findall(s)} if len(s) <= MAX_PROSE else set()
+    return letters.pop() if len(letters) == 1 else None
+
+
+def _argument_renamed(gold: str, answer: str) -> str | None:
+    """The answer with its argument renamed to the gold's (the rule above), or None."""
+    g, a = _argument(gold), _argument(answer)
+    if g is None or a is None or g == a or re.search(_STANDALONE.format(g), answer):
+        return None
+    return re.sub(_STANDALONE.format(a), g, answer)
+
+
+# --- a set written out in braces ---------------------------------------------------------------
+#
+# Rule: a solution set written out element by element, "\{1, 2\}", "\lbrace (1, 2) \rbrace", is the
+# list of its elements ("1, 2", "(1, 2)"), on both sides of a comparison: math-verify compares
+# lists without order, as sets, and a set of one tuple is otherwise no tuple to it. A set given by
+# a condition ("\{n \mid n > 2\}", "\{x : x^2 = 1\}") or several sets ("\{1\}, \{2\}") are left alone.
+def _unbrace_set(s: str) -> str:
+    s = re.sub(r"\\lbrace(?![A-Za-z])", r"\\{", re.sub(r"\\rbrace(?![A-Za-z])", r"\\}", s)).strip()
+    if len(s) > MAX_PROSE or not (s.startswith("\\{") and s.endswith("\\}")) or len(s) < 5:
+        return s
+    inner = s[2:-2]
+    depth = 0
+    for m in re.finditer(r"\\\{|\\\}", inner):
+        depth += 1 if m.group() == "\\{" else -1
+        if depth < 0:  # "\{1\}, \{2\}": the first brace closes before the end
+            return s
+    if depth or re.search(r"\\mid(?![A-Za-z])|\||:", inner):
+        return s
+    return inner.strip()
+
+
+# --- a sign that stands for two values --------------------------------------------------------
+#
+# Rule: "x = 1 \pm \sqrt{2}" states two solutions, 1 + \sqrt{2} and 1 - \sqrt{2}: an item of an
+# answer with one "±" (or "∓") is written out as the two items it stands for, on both sides of a
+# comparison, so "10 \pm 2\sqrt{17}" equals the list "10 + 2\sqrt{17}, 10 - 2\sqrt{17}" in any order,
+# and "\pm 18" is not 18. An item with several signs ("(\pm 1, \pm 2)": correlated or not?) is left
+# to math-verify.
+_PM_RE = re.compile(r"\\pm(?![A-Za-z])|±|\\mp(?![A-Za-z])|∓")
+
+
+def _top_level_items(s: str) -> list[str]:
+    """`s` split at the commas outside every bracket ((), [], {})."""
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            items.append(s[start:i])
+            start = i + 1
+    return items + [s[start:]]
+
+
+def _expand_pm(s: str) -> str:
+    if len(s) > MAX_PROSE or not _PM_RE.search(s):
+        return s
+    out = []
+    for item in _top_level_items(s):
+        signs = list(_PM_RE.finditer(item))
+        if len(signs) != 1:
+            out.append(item.strip())
+            continue
+        m = signs[0]
+        pair = ("+", "-") if m.group() in ("\\pm", "±") else ("-", "+")
+        before, after = item[:m.start()].strip(), item[m.end():].strip()
+        for sign in pair:
+            if not before or before.endswith(("=", "(", "[", "{", "\\{")):  # "\pm 18", "x = \pm 3": a sign of its value
+                out.append(f"{before}{' ' if before.endswith('=') else ''}{'' if sign == '+' else sign}{after}")
+            else:
+                out.append(f"{before} {sign} {after}")
+    return ", ".join(out)
+
+
+# --- sets of real numbers: intervals and inequalities -----------------------------------------
+#
+# Rule: an inequality in one variable states the set of values that satisfy it, as an interval
+# does: "x > 2" is "(2, \infty)", "0 < t \le 4" is "(0, 4]", "x < -1 or x > 2" (also written with a
+# comma or "\cup") is "(-\infty, -1) \cup (2, \infty)". When the gold is such a set (intervals, or
+# an inequality) and the answer one too, in either notation and with any letter for the variable,
+# the inequalities are also compared in interval notation (`comparison_forms`), and the answer's
+# relation signs are not a bound on a value (`hedged`): "x > 5" stays wrong against the gold 5.
+# A chain must run one way ("1 < x < 2", "2 > x > 1"); "x > 1 and x < 3", "x \ne 2", or two
+# variables are not read.
+_REL_TOKEN_RE = re.compile(r"\\(?:leqslant|geqslant|leq|geq|le|ge|lt|gt)(?![A-Za-z])|<|>|≤|≥")
+_LESS = {"<": True, "\\lt": True, "\\le": False, "\\leq": False, "\\leqslant": False, "≤": False}
+_GREATER = {">": True, "\\gt": True, "\\ge": False, "\\geq": False, "\\geqslant": False, "≥": False}
+_UNION_SPLIT_RE = re.compile(r"\\cup(?![A-Za-z])|(?<![A-Za-z\\])or(?![A-Za-z])")
+_VARIABLE_RE = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?")
+_IN_RE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*(?:\\in(?![A-Za-z])|∈)\s*")
+
+
+def _ray(variable: str, op: str, bound: str, bound_first: bool) -> tuple[str, str] | None:
+    """(left, right) ends of the interval `variable op bound` (or `bound op variable`)."""
+    less = op in _LESS  # variable < bound, or bound < variable
+    strict = _LESS.get(op, _GREATER.get(op))
+    if less != bound_first:  # x < b, b > x: up to b
+        return "(-\\infty", bound + (")" if strict else "]")
+    return ("(" if strict else "[") + bound, "\\infty)"
+
+
+def _interval_of(s: str) -> str | None:
+    """Interval notation for `s` (normalised) when it is an inequality in one variable, else None."""
+    if len(s) > MAX_PROSE or not _REL_TOKEN_RE.search(s) or re.search(r"=|\\ne|\\neq|≠|\band\b", s):
+        return None
+    parts, variables = [], set()
+    for item in _top_level_items(s):
+        for part in _UNION_SPLIT_RE.split(item):
+            ops = [m.group() for m in _REL_TOKEN_RE.finditer(part)]
+            pieces = [x.strip() for x in _REL_TOKEN_RE.split(part)]
+            if not 2 <= len(pieces) <= 3 or not all(pieces):
+                return None
+            if len(pieces) == 2:
+                (a, b), op = pieces, ops[0]
+                if _VARIABLE_RE.fullmatch(a) and not _VARIABLE_RE.fullmatch(b):
+                    variable, ends = a, _ray(a, op, b, bound_first=False)
+                elif _VARIABLE_RE.fullmatch(b) and not _VARIABLE_RE.fullmatch(a):
+                    variable, ends = b, _ray(b, op, a, bound_first=True)
+                else:
+                    return None
+            else:
+                a, variable, b = pieces
+                if not _VARIABLE_RE.fullmatch(variable) or (ops[0] in _LESS) != (ops[1] in _LESS):
+                    return None
+                if ops[0] in _LESS:
+                    ends = (("(" if _LESS[ops[0]] else "[") + a, b + (")" if _LESS[ops[1]] else "]"))
+                else:
+                    ends = (("(" if _GREATER[ops[1]] else "[") + b, a + (")" if _GREATER[ops[0]] else "]"))
+            variables.add(variable)
+            parts.append(f"{ends[0]}, {ends[1]}")
+    return " \\cup ".join(parts) if len(variables) == 1 else None
+
+
+def _is_interval_set(s: str) -> bool:
+    """Whether `s` (normalised) is written in interval notation: "(2, \\infty)", "[0, 4) \\cup (5, 6]",
+    "x \\in [1, 2]"."""
+    s = _IN_RE.sub("", s.strip())
+    if len(s) > MAX_PROSE or not s:
+        return False
+    for part in re.split(r"\\cup(?![A-Za-z])", s):
+        part = part.strip()
+        if len(part) < 5 or part[0] not in "([" or part[-1] not in ")]" or len(_top_level_items(part[1:-1])) != 2:
+            return False
+    return True
+
+
+def _sets_of_reals(gold: str, answer: str) -> tuple[str, str] | None:
+    """(gold, answer) both in interval notation when both state a set of reals and one of them is
+    written as an inequality (the rule above), else None."""
+    g, a = _interval_of(gold), _interval_of(answer)
+    if a is None and g is None:
+        return None
+    g = g or (_IN_RE.sub("", gold) if _is_interval_set(gold) else None)
+    a = a or (_IN_RE.sub("", answer) if _is_interval_set(answer) else None)
+    return (g, a) if g and a else None
+
+
 # --- percentages ------------------------------------------------------------------------------
 #
 # Rule: a percent sign is kept as a trailing "%" on the canonical form of a value ("62.5\%",
@@ -459,6 +725,12 @@ _PERCENT_END_RE = re.compile(r"(?i)\s*(?:\\?%|\b(?:percent|per\s+cent|percentage
 def comparison_forms(gold: str, answer: str) -> list[tuple[str, str]]:
     """The (gold, answer) pairs, normalised, that decide a comparison: the answer is right when any
     of them is equal (the percent rule above); a single pair for everything else."""
+    reals = _sets_of_reals(gold, answer)
+    if reals:
+        return [(gold, answer), reals]
+    renamed = _argument_renamed(gold, answer)
+    if renamed:
+        return [(gold, answer), (gold, renamed)]
     comma = _decimal_comma(gold, answer) or _decimal_comma(answer, gold)
     if comma:
         return [(gold, answer), comma if _decimal_comma(gold, answer) else comma[::-1]]
@@ -495,7 +767,7 @@ def _hundredth(value: str) -> str:
 @lru_cache(maxsize=65536)
 def normalize_answer(s: str) -> str:
     """Canonical form of an answer string for comparison (see the module docstring)."""
-    s = _unwrap(_strip_hope(s))
+    s = _unwrap(_latex_signs(_strip_hope(s)))
     s = _drop_remarks(s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("\\!", "")
     s = s.replace("\\left", "").replace("\\right", "")
@@ -506,6 +778,7 @@ def normalize_answer(s: str) -> str:
     s = re.sub(r"\\(?:mathrm|mathit|rm)\s*\{\s*([A-Za-z])\s*\}", r"\1", s)
     s = _drop_text(s)
     s = _DEGREE_RE.sub("", s)
+    s = _expand_pm(_unbrace_set(s))
     # "5, 15, and 25", "x = -1 or x = -9": items of one list, written as math-verify lists them
     s = _LIST_WORD_RE.sub(", ", s)
     s = " ".join(s.split())

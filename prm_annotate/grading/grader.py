@@ -14,16 +14,16 @@ never guessed.
 How a comparison is decided, cheapest first:
   0. an answer that qualifies its value ("not 18", "at least 5", "18?": `answers.hedged`) is wrong;
   1. the verdict cache (bounded LRU keyed by the normalised gold and answer);
-  2. each form of the pair (`answers.comparison_forms`: one, or two under the percent and
-     decimal-comma rules; right when one form is equal): equal normalised strings, or two plain
-     numbers compared exactly (no math-verify needed);
-  3. a look at the cost (`grading_cost.too_costly`): a tower of powers, a huge factorial or a deeply
+  2. each form of the pair (`answers.comparison_forms`: one, or two under the percent,
+     decimal-comma, interval and argument-name rules; right when one form is equal): equal
+     normalised strings, or two plain numbers compared exactly (no math-verify needed);
+  3. a look at the cost (`cost.too_costly`): a tower of powers, a huge factorial or a deeply
      nested answer is "too costly" (undecided) at once instead of costing a timeout and a restart;
   4. math-verify `verify(gold, answer)` -- gold first -- in a child process
      (`prm_annotate.grading.worker`) with math-verify's signal timeouts off. The parent waits at
      most `timeout` seconds per comparison and kills and replaces a worker that overruns, so the
      bound holds on any thread and inside worker processes (no signals, no multiprocessing).
-The worker dies with the process that started it, by any signal (see `grading_worker`).
+The worker dies with the process that started it, by any signal (see `worker`).
 Model output is never evaluated: the parent only runs regular expressions, the worker only
 math-verify's parser.
 

@@ -1,0 +1,40 @@
+"""The judge's side of the method: its prompts, its answer styles and how its verdicts are read.
+
+    prompt = load_judge_prompt("paper", None)        # a JudgePrompt: template file + answer style
+    text = render_judge_prompt(prompt.file.text, problem, steps, start=prompt.style.first_paragraph)
+    first_error = prompt.style.parse(verdict, len(steps))   # or ParseFailure: recorded, never guessed
+
+Add an answer style: a module with its `STYLE` (a `JudgeStyle`), one entry in `JUDGE_STYLES`
+below, and its test; `judge --style` lists it, and a prompt file declares it in its header.
+"""
+from __future__ import annotations
+
+from prm_annotate.judging import paper, processbench
+from prm_annotate.judging.prompts import (JUDGE_PROMPTS, JudgePrompt, check_judge_template, render_judge_prompt,
+                                          tag_paragraphs)
+from prm_annotate.judging.prompts import load_judge_prompt as _load
+from prm_annotate.judging.styles import JudgeStyle, ParseFailure
+from prm_annotate.judging.votes import aggregate_votes
+
+JUDGE_STYLES: dict[str, JudgeStyle] = {s.name: s for s in (
+    processbench.STYLE,
+    paper.STYLE,
+)}
+
+
+def load_judge_prompt(choice: str, style: str | None = None) -> JudgePrompt:
+    """A built-in prompt by name or a template file, with its declared answer style (or `style`)."""
+    return _load(choice, style, JUDGE_STYLES)
+
+
+def read_verdict(text: str, n_steps: int, style: str = "processbench") -> int | None:
+    """The first error a verdict gives, by the style's strict parser; None where the judge stage
+    counts a parse failure. For readers that only score verdicts (the world's measurements)."""
+    try:
+        return JUDGE_STYLES[style].parse(text, n_steps)
+    except ParseFailure:
+        return None
+
+
+__all__ = ["JUDGE_PROMPTS", "JUDGE_STYLES", "JudgePrompt", "JudgeStyle", "ParseFailure", "aggregate_votes",
+           "check_judge_template", "load_judge_prompt", "read_verdict", "render_judge_prompt", "tag_paragraphs"]

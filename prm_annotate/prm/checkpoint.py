@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from prm_annotate.errors import UsageError
-from prm_annotate.export.rows import QWEN_SYSTEM, QWEN_TAG as STEP_TAG
+from prm_annotate.export import QWEN_SYSTEM, QWEN_TAG as STEP_TAG
 
 ARCHITECTURE = "Qwen2ForProcessRewardModel"
 DEFAULT_THRESHOLD = 0.5  # a step scoring below it is an error, when no eval set tuned one

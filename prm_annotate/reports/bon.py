@@ -1,7 +1,8 @@
 """Best-of-N over PRM-scored responses, against majority vote and pass@N.
 
-Input: records as `score` writes them (`prm.scores` per step), with the gold `answer`, grouped by
-problem (`problem_id`, else the problem text). For each N in 1, 2, 4, ... up to the fewest
+Input: responses with `prm.scores` (one score in [0, 1] per step, from `score` or any other tool:
+`prm.first_error`, `threshold` and `model` are not read, so they may be absent) and the gold
+`answer`, grouped by problem (`problem_id`, else the problem text). For each N in 1, 2, 4, ... up to the fewest
 responses any problem has (that number itself last, when it is not a power of two):
 
 - `prm-<agg>`: the response with the highest aggregate of its step scores wins, for `agg` in
@@ -34,9 +35,8 @@ from pydantic import ValidationError
 
 from prm_annotate.errors import InputError
 from prm_annotate.grading.grader import Grader
-from prm_annotate.reports.labels import Gold, read_raw
-from prm_annotate.records import Scored
-from prm_annotate.records import describe_validation_error
+from prm_annotate.reports.labels import Gold, get_path, read_raw, step_scores_value
+from prm_annotate.records import Response, describe_validation_error
 from prm_annotate.steps import DEFAULT_SEP, join_steps
 
 AGGREGATIONS: dict[str, Callable[[list[float]], float]] = {
@@ -64,31 +64,33 @@ class Problem:
 def read_scored(path: str) -> tuple[list[Problem], int]:
     """Scored responses grouped by problem (first appearance order), and how many the grader
     could not decide. Bad records are input errors naming file and line."""
-    groups: dict[str, list[tuple[Scored, str]]] = defaultdict(list)
+    groups: dict[str, list[tuple[Response, list[float]]]] = defaultdict(list)
     seen: dict[str, str] = {}
     for where, obj in read_raw(path):
         try:
-            rec = Scored.model_validate(obj)
+            rec = Response.model_validate(obj)
         except ValidationError as exc:
             raise InputError(path, where, describe_validation_error(exc)) from None
+        scores = step_scores_value(get_path(obj, "prm.scores"), path, where, "prm.scores", len(rec.steps))
+        if scores is None:
+            raise InputError(path, where, "record has no `prm.scores` (one score per step)")
         if rec.answer is None:
             raise InputError(path, where, "record has no gold `answer` to grade against")
         if rec.id in seen:
             raise InputError(path, where, f"duplicate id {rec.id!r} (first seen at {seen[rec.id]})")
         seen[rec.id] = where
-        groups[rec.problem_id or rec.problem].append((rec, where))
+        groups[rec.problem_id or rec.problem].append((rec, scores))
     if not groups:
         raise InputError(path, "line 0", "no scored responses")
     undecided = 0
     problems = []
     with Grader() as grader:
         for key, members in groups.items():
-            recs = [r for r, _ in members]
-            verdicts = grader.grade_many((r.answer, join_steps(r.steps, DEFAULT_SEP)) for r in recs)
+            verdicts = grader.grade_many((r.answer, join_steps(r.steps, DEFAULT_SEP)) for r, _ in members)
             undecided += sum(v.correct is None for v in verdicts)
             classes = answer_classes([v.final_answer for v in verdicts], grader)
-            problems.append(Problem(key, [Candidate(r.id, r.prm.scores, v.correct is True, c)
-                                          for r, v, c in zip(recs, verdicts, classes)]))
+            problems.append(Problem(key, [Candidate(r.id, scores, v.correct is True, c)
+                                          for (r, scores), v, c in zip(members, verdicts, classes)]))
     return problems, undecided
 
 

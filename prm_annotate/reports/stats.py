@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import Any, Iterator
+from typing import Any
 
-from prm_annotate.errors import InputError, UsageError, require
-from prm_annotate.reports.labels import MISSING, get_path, read_raw
+from prm_annotate.reports.labels import MISSING, get_path, read_rows
 
 FIRST_ERROR_FIELDS = ("label", "first_error", "mc.first_error", "judge.first_error")
 STEP_BINS = ((1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 7), (8, 10), (11, 15), (16, 20), (21, 30), (31, None))
@@ -72,25 +71,6 @@ def _histogram(counter: Counter, order: list[Any]) -> dict[str, int]:
     return {str(k): counter[k] for k in order if counter[k]}
 
 
-def read_records_or_rows(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Records of a JSONL/JSON file, or the rows of a Parquet file (what `export` writes)."""
-    if not path.endswith(".parquet"):
-        yield from read_raw(path)
-        return
-    require("pyarrow", "reading Parquet", "pip install pyarrow")
-    import pyarrow
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except FileNotFoundError:
-        raise InputError(path, "line 0", "no such file") from None
-    except (OSError, pyarrow.ArrowException) as exc:
-        raise UsageError(f"{path}: not a readable Parquet file ({exc})") from None
-    for i, row in enumerate(table.to_pylist(), 1):
-        yield f"row {i}", row
-
-
 def file_stats(path: str) -> dict[str, Any]:
     kinds: Counter = Counter()
     ids: Counter = Counter()
@@ -109,7 +89,7 @@ def file_stats(path: str) -> dict[str, Any]:
     answers: Counter = Counter()
     gen_tokens: Counter = Counter()
     records = bad_ids = 0
-    for _, obj in read_records_or_rows(path):
+    for _, obj in read_rows(path):
         records += 1
         kinds[kind_of(obj)] += 1
         rid = obj.get("id")

@@ -22,11 +22,14 @@ def evaluate_table(report: Report) -> Group:
     rows = list(report.splits.items())
     if len(rows) > 1:
         rows.append(("all", report.overall))
-    for name, m in rows:
-        table.add_row(name, str(m.n), pct(m.error_acc), pct(m.correct_acc), pct(m.f1), pct(m.detection_rate),
-                      str(m.error_hits), str(m.early), str(m.late), str(m.missed), str(m.missing),
-                      str(m.false_alarms), pct(m.step_precision), pct(m.step_recall))
-    lines: list[Any] = [table, Text(f"average F1 over {len(report.splits)} split(s): {pct(report.average_f1)}")]
+    for group in (rows, [(f"{name} (tuned)", m) for name, m in report.tuned.items()]):
+        if group and table.rows:
+            table.add_section()  # the split the threshold was tuned on stands apart
+        for name, m in group:
+            table.add_row(name, str(m.n), pct(m.error_acc), pct(m.correct_acc), pct(m.f1), pct(m.detection_rate),
+                          str(m.error_hits), str(m.early), str(m.late), str(m.missed), str(m.missing),
+                          str(m.false_alarms), pct(m.step_precision), pct(m.step_recall))
+    lines: list[Any] = [table, *threshold_lines(report)]
     if report.missing_ids:
         lines.append(Text(f"{len(report.missing_ids)} gold id(s) have no prediction (counted wrong), "
                           f"e.g. {', '.join(report.missing_ids[:3])}"))
@@ -34,6 +37,29 @@ def evaluate_table(report: Report) -> Group:
         lines.append(Text(f"{len(report.extra_ids)} prediction id(s) are not in the gold file (ignored), "
                           f"e.g. {', '.join(report.extra_ids[:3])}"))
     return Group(*lines)
+
+
+def threshold_lines(report: Report) -> list[Text]:
+    """Which threshold cut the scores and how it was chosen, the averages, and how far the splits
+    are from ProcessBench's full ones."""
+    lines = []
+    t = report.threshold
+    if t is not None and t.tuned_on is None:
+        lines.append(Text(f"threshold {t.value:g} (given): the first step scored below it is the prediction"))
+    elif t is not None:
+        lines.append(Text(f"threshold {t.value:g} tuned on {t.tuned_on} (F1 there {pct(t.tuning_f1)}, the best of "
+                          f"{t.candidates} cuts), applied to {', '.join(report.splits) or 'no other split'}"))
+    held = " held-out" if report.tuned else ""
+    lines.append(Text(f"average F1 over {len(report.splits)}{held} split(s): {pct(report.average_f1)}"))
+    if report.tuned:
+        lines.append(Text(f"with the tuning split, as the ProcessBench paper averages its Skywork rows (not held "
+                          f"out): {pct(report.average_f1_with_tuned)}"))
+    bench = report.processbench()
+    if bench and not bench["complete"]:
+        parts = [f"{s} {v['responses']} of {v['official']}" for s, v in bench["splits"].items() if not v["complete"]]
+        parts += [f"{s} absent" for s in bench["absent"]]
+        lines.append(Text(f"not ProcessBench's full splits ({', '.join(parts)}): not comparable with published figures"))
+    return lines
 
 
 def compare_table(result: dict[str, Any]) -> Group:

@@ -6,9 +6,11 @@ from typing import Any, Iterable, Iterator
 
 from prm_annotate.engines.base import Engine
 from prm_annotate.grading.grader import Grader
+from prm_annotate.prompt_files import SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Record
 from prm_annotate.pipeline.runner import Outcome, StageBase
 from prm_annotate.pipeline.scheduler import Job, one_unit_each, run_jobs
+from prm_annotate.stages.config import entry
 
 
 class ModelStage(StageBase):
@@ -48,3 +50,19 @@ def chat(system_prompt: str | None, problem: str, partial: str | None = None) ->
     if partial is not None:
         messages.append({"role": "assistant", "content": partial})
     return tuple(messages)
+
+
+def system_prompt_file(choice: str | None) -> PromptFile:
+    """The policy's system prompt: a built-in name, a file, or "none"; the built-in default if None."""
+    return load_prompt(choice or "default", SYSTEM_PROMPTS, allow_none=True)
+
+
+def config_settings(config: Any, system_prompt: PromptFile) -> dict[str, Any]:
+    """A policy stage's config as its manifest records it: the system prompt by name and sha256."""
+    out: dict[str, Any] = {}
+    for key, value in entry(config).items():
+        if key == "system_prompt":
+            out["system_prompt"], out["system_prompt_sha256"] = system_prompt.name, system_prompt.sha256
+        else:
+            out[key] = value
+    return out

@@ -1,9 +1,9 @@
 """judge: responses -> judged (an LLM finds the first wrong step).
 
 The response's steps are shown as tagged paragraphs in a judge prompt (prompts/judge_paper.txt,
-numbered from 1, or prompts/judge_processbench.txt, numbered from 0, or the user's own file with
-one of those two answer styles). Each of `votes` verdicts is its own request with a seed from
-(record id, vote, --seed); the verdicts are parsed strictly (prm_annotate/judging/parsing.py) and the
+numbered from 1, or prompts/judge_processbench.txt, numbered from 0, or the user's own file, which
+declares its answer style: prm_annotate/judging). Each of `votes` verdicts is its own request with a
+seed from (record id, vote, --seed); the verdicts are parsed strictly by the style and the
 majority wins, ties going to the earliest error. A vote that cannot be parsed is None in `votes`
 and counted in `parse_failures`; with no parsed vote, `first_error` is null. Such a record is
 final, like any written record: the judge answered, and a rerun with the same seeds would get the
@@ -13,8 +13,7 @@ same unparseable text (with a seeded engine). To try other seeds on them, drop t
 `constrained`: the judge writes its analysis freely up to the answer lead (`\\boxed` or
 `<conclusion>`, a stop string), then a second request continues that text with the answer, lead
 included, forced by a regular expression (vLLM structured outputs) to a paragraph number of this
-response. The verdict then
-always parses; what it costs in quality is for the evaluation to show.
+response. The verdict then always parses; what it costs in quality is for the evaluation to show.
 
 Temperature defaults to 0 (greedy) for a single vote and 0.7 for several: identical greedy
 votes would make voting pointless.
@@ -22,26 +21,21 @@ votes would make voting pointless.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
-from prm_annotate.judging.parsing import STYLES, ParseFailure, Style, aggregate_votes
-from prm_annotate.prompt_files import JUDGE_PROMPTS, PromptFile, check_judge_template, load_prompt, render_judge_prompt
+from prm_annotate.judging import JudgePrompt, ParseFailure, aggregate_votes, load_judge_prompt, render_judge_prompt
 from prm_annotate.records import Judged, Response
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
+from prm_annotate.stages.config import JudgeConfig, entry
 
 # Room for the longest forced answer ("<conclusion>\nIncorrect: paragraph 1234\n</conclusion>", 52 characters)
 # even with a byte-level tokenizer: a cut answer would not parse.
 FORCED_ANSWER_TOKENS = 80
-
-
-def style_for(prompt: str, style: str | None) -> Style:
-    """The answer style: given, or that of the built-in prompt; a custom file defaults to processbench."""
-    name = style or (prompt if prompt in STYLES else "processbench")
-    return STYLES[name]
 
 
 class JudgeStage(ModelStage):
@@ -49,32 +43,40 @@ class JudgeStage(ModelStage):
     input_model = Response
     output_model = Judged
 
-    def __init__(self, engine: Engine | None, *, prompt: PromptFile | None = None, style: Style | None = None,
-                 votes: int = 1, temperature: float | None = None, top_p: float = 1.0, max_tokens: int = 2048,
-                 seed: int = 0, constrained: bool = False, engine_info: dict[str, Any] | None = None):
+    def __init__(self, engine: Engine | None, config: JudgeConfig | None = None, *, prompt: JudgePrompt | str | None = None,
+                 engine_info: dict[str, Any] | None = None, **settings: Any):
+        """`settings` override fields of `config` (JudgeStage(engine, votes=3) is JudgeConfig(votes=3));
+        `prompt` is a loaded prompt, or a name or file like `config.prompt` (then loaded with `config.style`)."""
+        if isinstance(prompt, str):
+            settings["prompt"], prompt = prompt, None
         self.engine = engine
-        self.prompt = prompt or load_prompt("processbench", JUDGE_PROMPTS)
-        self.style = style or style_for(self.prompt.name, None)
-        check_judge_template(self.prompt.text, self.prompt.path)
-        self.votes = votes
-        self.temperature = temperature if temperature is not None else (0.0 if votes == 1 else 0.7)
-        self.top_p, self.max_tokens, self.seed, self.constrained = top_p, max_tokens, seed, constrained
+        self.config = replace(config or JudgeConfig(), **settings)
+        self.prompt = prompt or load_judge_prompt(self.config.prompt, self.config.style)
+        self.style = self.prompt.style
         self.engine_info = engine_info or {"model": engine.model}
         self.stats: Counter = Counter()
 
     def settings(self) -> dict[str, Any]:
-        return {**self.engine_info, "prompt": self.prompt.name, "prompt_sha256": self.prompt.sha256,
-                "style": self.style.name, "votes": self.votes, "temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens, "seed": self.seed, "constrained": self.constrained}
+        out: dict[str, Any] = dict(self.engine_info)
+        for key, value in entry(self.config).items():
+            if key == "prompt":
+                out["prompt"], out["prompt_sha256"] = self.prompt.name, self.prompt.file.sha256
+            elif key == "style":
+                out["style"] = self.style.name
+            elif key == "temperature":
+                out["temperature"] = self.config.sampling_temperature
+            else:
+                out[key] = value
+        return out
 
     def _messages(self, record: Response) -> tuple[dict, ...]:
-        text = render_judge_prompt(self.prompt.text, record.problem, record.steps, start=self.style.first_paragraph)
+        text = render_judge_prompt(self.prompt.file.text, record.problem, record.steps, start=self.style.first_paragraph)
         return ({"role": "user", "content": text},)
 
     def _request(self, record: Response, vote: int, **extra: Any) -> GenerationRequest:
         return GenerationRequest(
-            key=f"{record.id}\x00{vote}", messages=self._messages(record), temperature=self.temperature,
-            top_p=self.top_p, max_tokens=self.max_tokens, seed=derive_seed("judge", record.id, vote, self.seed),
+            key=f"{record.id}\x00{vote}", messages=self._messages(record), temperature=self.config.sampling_temperature,
+            top_p=self.config.top_p, max_tokens=self.config.max_tokens, seed=derive_seed("judge", record.id, vote, self.config.seed),
             **extra)
 
     def _count(self, result: GenerationResult) -> None:
@@ -85,8 +87,8 @@ class JudgeStage(ModelStage):
     def job(self, unit: list[Response]) -> Job:
         """One response: its votes, each (constrained) followed by a forced answer, then parsed."""
         (record,) = unit
-        requests = [self._request(record, v, stop=(self.style.answer_lead,) if self.constrained else ())
-                    for v in range(self.votes)]
+        requests = [self._request(record, v, stop=(self.style.answer_lead,) if self.config.constrained else ())
+                    for v in range(self.config.votes)]
         results = yield requests
         texts: dict[str, str] = {}
         tokens = 0
@@ -97,7 +99,7 @@ class JudgeStage(ModelStage):
             if not result.ok:
                 return [Outcome(record.id, error=f"vote {vote}: {result.error}")]
             texts[request.key] = result.texts[0]
-        if self.constrained:
+        if self.config.constrained:
             follow = [self._forced_answer(record, vote, request, texts[request.key])
                       for vote, request in enumerate(requests)]
             results = yield follow
@@ -110,7 +112,7 @@ class JudgeStage(ModelStage):
                 texts[request.key] = request.messages[-1]["content"] + result.texts[0]
         votes: list[int | None] = []
         failures: list[str] = []
-        for vote in range(self.votes):
+        for vote in range(self.config.votes):
             try:
                 votes.append(self.style.parse(texts[f"{record.id}\x00{vote}"], len(record.steps)))
             except ParseFailure as exc:
@@ -126,9 +128,9 @@ class JudgeStage(ModelStage):
         out["judge"] = {
             "first_error": aggregate_votes(votes), "votes": votes, "parse_failures": len(failures),
             "model": self.engine_info.get("model", self.engine.model), "prompt": self.prompt.name,
-            "prompt_sha256": self.prompt.sha256, "style": self.style.name, "constrained": self.constrained,
-            "temperature": self.temperature, "generated_tokens": tokens,
-            "outputs": [texts[f"{record.id}\x00{v}"] for v in range(self.votes)],
+            "prompt_sha256": self.prompt.file.sha256, "style": self.style.name, "constrained": self.config.constrained,
+            "temperature": self.config.sampling_temperature, "generated_tokens": tokens,
+            "outputs": [texts[f"{record.id}\x00{v}"] for v in range(self.config.votes)],
         }
         if failures:
             out["judge"]["parse_errors"] = failures
@@ -142,6 +144,6 @@ class JudgeStage(ModelStage):
         return GenerationRequest(
             key=request.key,
             messages=request.messages + ({"role": "assistant", "content": analysis},),
-            continue_final=True, temperature=self.temperature, top_p=self.top_p, max_tokens=FORCED_ANSWER_TOKENS,
-            seed=derive_seed("judge-answer", record.id, vote, self.seed),
+            continue_final=True, temperature=self.config.sampling_temperature, top_p=self.config.top_p, max_tokens=FORCED_ANSWER_TOKENS,
+            seed=derive_seed("judge-answer", record.id, vote, self.config.seed),
             guided_regex=self.style.answer_regex(len(record.steps)))

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator
 
 import orjson
@@ -47,14 +47,14 @@ from pydantic import Field
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.grading.grader import Grader
-from prm_annotate.prompt_files import SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Response, Rollout
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job, Round, one_unit_each
-from prm_annotate.stages.common import ModelStage, chat
-from prm_annotate.steps import DEFAULT_SEP, join_steps, split_steps
-from prm_annotate.strategies import Plan, Probe, ProbeResult, Strategy, get_strategy
+from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
+from prm_annotate.stages.config import RolloutConfig
+from prm_annotate.steps import join_steps, split_steps
+from prm_annotate.strategies import Plan, Probe, ProbeResult, get_strategy
 
 
 class RolloutInput(Response):
@@ -82,43 +82,37 @@ class RolloutStage(ModelStage):
     input_model = RolloutInput
     output_model = Rollout
 
-    def __init__(self, engine: Engine | None, *, k: int = 8, label: str = "hard", strategy: str | Strategy = "exhaustive",
-                 threshold: float = 0.0, temperature: float = 0.7, top_p: float = 1.0, max_tokens: int = 1024,
-                 seed: int = 0, step_sep: str = DEFAULT_SEP, system_prompt: PromptFile | None = None,
-                 grader: Grader | None = None, engine_info: dict[str, Any] | None = None,
-                 share_prefixes: bool = False, speculate: int = 0):
-        if label not in ("hard", "soft"):
-            raise ValueError(f"label must be hard or soft, not {label!r}")
-        if not 0.0 <= threshold < 1.0:
-            raise ValueError(f"threshold must be in [0, 1), not {threshold}")
+    def __init__(self, engine: Engine | None, config: RolloutConfig | None = None, *, grader: Grader | None = None,
+                 engine_info: dict[str, Any] | None = None, **settings: Any):
+        """`settings` override fields of `config` (RolloutStage(engine, k=4) is RolloutConfig(k=4));
+        `strategy` may also be a `Strategy` object (one not in the registry: tests, experiments)."""
+        given = settings.get("strategy")
+        if given is not None and not isinstance(given, str):
+            settings["strategy"] = given.name
+        config = replace(config or RolloutConfig(), **settings)
+        if config.speculate is None:
+            config = replace(config, speculate=0)
+        self.config = config
         self.engine = engine
-        self.k, self.label, self.threshold = k, label, threshold
-        self.strategy = get_strategy(strategy, label) if isinstance(strategy, str) else strategy
-        self.temperature, self.top_p, self.max_tokens, self.seed = temperature, top_p, max_tokens, seed
-        self.step_sep = step_sep
-        self.share_prefixes = share_prefixes
-        self.speculate = speculate
-        self.system_prompt = system_prompt or load_prompt("default", SYSTEM_PROMPTS)
+        self.strategy = get_strategy(config.strategy, config.label) if given is None or isinstance(given, str) else given
+        self.speculate = config.speculate
+        self.system_prompt = system_prompt_file(config.system_prompt)
         self.grader = grader or Grader()
         self.engine_info = engine_info or {"model": engine.model}
         self.stats: Counter = Counter()
 
     def settings(self) -> dict[str, Any]:
-        return {**self.engine_info, "k": self.k, "label": self.label, "strategy": self.strategy.name,
-                "threshold": self.threshold, "temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens, "seed": self.seed, "step_sep": self.step_sep,
-                "system_prompt": self.system_prompt.name, "system_prompt_sha256": self.system_prompt.sha256,
-                "share_prefixes": self.share_prefixes, "speculate": self.speculate}
+        return {**self.engine_info, **config_settings(self.config, self.system_prompt)}
 
     def completion_seed(self, response_id: str, step: int, index: int) -> int:
-        return derive_seed("rollout", response_id, step, index, self.seed)
+        return derive_seed("rollout", response_id, step, index, self.config.seed)
 
     def shared_seed(self, problem: str, prefix: str, index: int) -> int:
-        return derive_seed("rollout-prefix", problem, prefix, index, self.seed)
+        return derive_seed("rollout-prefix", problem, prefix, index, self.config.seed)
 
     def _request(self, record: RolloutInput, probe: Probe) -> GenerationRequest:
-        prefix = join_steps(record.steps[: probe.step + 1], self.step_sep) + self.step_sep
-        if self.share_prefixes:
+        prefix = join_steps(record.steps[: probe.step + 1], self.config.step_sep) + self.config.step_sep
+        if self.config.share_prefixes:
             seed = self.shared_seed(record.problem, prefix, probe.index)
             # The key names the content (and the gold answer it is graded against): equal keys are
             # the same completion with the same verdict.
@@ -129,12 +123,12 @@ class RolloutStage(ModelStage):
             key = f"{record.id}\x00{probe.step}\x00{probe.index}"
         return GenerationRequest(
             key=key, messages=chat(self.system_prompt.text.strip(), record.problem, prefix), continue_final=True,
-            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=seed,
+            temperature=self.config.temperature, top_p=self.config.top_p, max_tokens=self.config.max_tokens, seed=seed,
         )
 
     def _last_correct(self, batch: list[RolloutInput]) -> list[bool]:
         ungraded = [r for r in batch if r.correct is None]
-        verdicts = self.grader.grade_many([(r.answer, join_steps(r.steps, self.step_sep)) for r in ungraded])
+        verdicts = self.grader.grade_many([(r.answer, join_steps(r.steps, self.config.step_sep)) for r in ungraded])
         graded = {r.id: v.correct is True for r, v in zip(ungraded, verdicts)}
         self.stats["responses_graded_here"] += len(ungraded)
         return [r.correct if r.correct is not None else graded[r.id] for r in batch]
@@ -142,7 +136,7 @@ class RolloutStage(ModelStage):
     def units(self, records: Iterable[RolloutInput]) -> Iterator[list[RolloutInput]]:
         """With shared prefixes, the consecutive responses of one problem (same problem text and
         answer) are one unit: they share completions and witnesses. Otherwise each response alone."""
-        if not self.share_prefixes:
+        if not self.config.share_prefixes:
             yield from one_unit_each(records)
             return
         group: list[RolloutInput] = []
@@ -156,11 +150,11 @@ class RolloutStage(ModelStage):
 
     def job(self, unit: list[RolloutInput]) -> Job:
         """The rounds of one unit: every plan's next probes at once, graded when they are all back."""
-        work = [_Work(r, self.strategy.plan(len(r.steps), self.k, self.threshold, last), last)
+        work = [_Work(r, self.strategy.plan(len(r.steps), self.config.k, self.config.threshold, last), last)
                 for r, last in zip(unit, self._last_correct(unit))]
         # Completed (and graded) requests of this unit by key, for sharing across rounds.
         done: dict[str, tuple[GenerationResult, Any]] = {}
-        use_witnesses = self.share_prefixes and self.strategy.uses_witnesses
+        use_witnesses = self.config.share_prefixes and self.strategy.uses_witnesses
         witnesses: set[tuple[str, str, str]] = set()
         if use_witnesses:
             for w in work:
@@ -177,7 +171,7 @@ class RolloutStage(ModelStage):
                             by_work.setdefault(id(w), []).append(ProbeResult(probe, True, 0, witness=True))
                             continue
                         request = self._request(w.record, probe)
-                        if request.key in asks and not self.share_prefixes:
+                        if request.key in asks and not self.config.share_prefixes:
                             raise RuntimeError(f"strategy asked twice for {probe} of {w.record.id}")
                         asks.setdefault(request.key, []).append((w, probe))
                         if request.key not in done:
@@ -203,7 +197,7 @@ class RolloutStage(ModelStage):
                 done[key] = (results[key], verdict)
                 if use_witnesses and verdict.correct is True:
                     text = requests[key].messages[-1]["content"] + results[key].texts[0]
-                    self._add_witnesses(witnesses, asks[key][0][0].record, split_steps(text, self.step_sep))
+                    self._add_witnesses(witnesses, asks[key][0][0].record, split_steps(text, self.config.step_sep))
             for key, askers in asks.items():
                 for n, (w, probe) in enumerate(askers):
                     if key not in done:
@@ -242,7 +236,7 @@ class RolloutStage(ModelStage):
         return list(ahead.values()), [r for key, r in spare.items() if key not in ahead]
 
     def _witness_key(self, record: RolloutInput, steps: list[str]) -> tuple[str, str, str]:
-        return record.problem, record.answer, join_steps(steps, self.step_sep)
+        return record.problem, record.answer, join_steps(steps, self.config.step_sep)
 
     def _add_witnesses(self, witnesses: set, record: RolloutInput, solution_steps: list[str]) -> None:
         """Every proper step prefix of a solution that reached the gold answer."""
@@ -264,14 +258,14 @@ class RolloutStage(ModelStage):
         if result.witnessed:
             extra_mc["witnessed"] = result.witnessed
         out["mc"] = {
-            "k": self.k, "label": self.label, "strategy": self.strategy.name,
+            "k": self.config.k, "label": self.config.label, "strategy": self.strategy.name,
             "scores": result.scores, "first_error": result.first_error,
             "completions": w.completions, "generated_tokens": w.generated_tokens,
             "shared_completions": w.shared,
-            "model": self.engine_info.get("model", self.engine.model), "threshold": self.threshold,
+            "model": self.engine_info.get("model", self.engine.model), "threshold": self.config.threshold,
             "last_step": "graded response" if w.record.correct is not None else "graded here",
             "last_correct": w.last_correct, "grade_errors": w.grade_errors, "truncated": w.truncated,
-            "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens, "seed": self.seed,
-            "share_prefixes": self.share_prefixes, **extra_mc,
+            "temperature": self.config.temperature, "top_p": self.config.top_p, "max_tokens": self.config.max_tokens, "seed": self.config.seed,
+            "share_prefixes": self.config.share_prefixes, **extra_mc,
         }
         return Rollout.make(out)

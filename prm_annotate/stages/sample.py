@@ -13,17 +13,18 @@ having fewer than n responses written: an input is finished only when all n of i
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.grading.grader import Grader
-from prm_annotate.prompt_files import SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Problem, Response
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
-from prm_annotate.stages.common import ModelStage, chat
-from prm_annotate.steps import DEFAULT_SEP, split_steps
+from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
+from prm_annotate.stages.config import SampleConfig
+from prm_annotate.steps import split_steps
 
 
 def response_id(problem_id: str, index: int) -> str:
@@ -35,46 +36,42 @@ class SampleStage(ModelStage):
     input_model = Problem
     output_model = Response
 
-    def __init__(self, engine: Engine | None, *, n: int = 8, temperature: float = 0.7, top_p: float = 1.0,
-                 max_tokens: int = 1024, seed: int = 0, step_sep: str = DEFAULT_SEP,
-                 system_prompt: PromptFile | None = None, grader: Grader | None = None,
-                 empty_retries: int = 2, engine_info: dict[str, Any] | None = None):
+    def __init__(self, engine: Engine | None, config: SampleConfig | None = None, *, grader: Grader | None = None,
+                 empty_retries: int = 2, engine_info: dict[str, Any] | None = None, **settings: Any):
+        """`settings` override fields of `config` (SampleStage(engine, n=4) is SampleConfig(n=4))."""
         self.engine = engine
-        self.n, self.temperature, self.top_p, self.max_tokens, self.seed = n, temperature, top_p, max_tokens, seed
-        self.step_sep = step_sep
-        self.system_prompt = system_prompt or load_prompt("default", SYSTEM_PROMPTS)
+        self.config = replace(config or SampleConfig(), **settings)
+        self.system_prompt = system_prompt_file(self.config.system_prompt)
         self.grader = grader or Grader()
         self.empty_retries = empty_retries
         self.engine_info = engine_info or {"model": engine.model}
         self.stats: Counter = Counter()
 
     def settings(self) -> dict[str, Any]:
-        return {**self.engine_info, "n": self.n, "temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens, "seed": self.seed, "step_sep": self.step_sep,
-                "system_prompt": self.system_prompt.name, "system_prompt_sha256": self.system_prompt.sha256,
+        return {**self.engine_info, **config_settings(self.config, self.system_prompt),
                 "empty_retries": self.empty_retries}
 
     def output_ids(self, record: Problem) -> list[str]:
-        return [response_id(record.id, i) for i in range(self.n)]
+        return [response_id(record.id, i) for i in range(self.config.n)]
 
     def _seed(self, problem_id: str, index: int, attempt: int) -> int:
         # Attempt 0 leaves `attempt` out, so the common case's seed does not depend on the retry scheme.
         if attempt == 0:
-            return derive_seed("sample", problem_id, index, self.seed)
-        return derive_seed("sample", problem_id, index, self.seed, "retry", attempt)
+            return derive_seed("sample", problem_id, index, self.config.seed)
+        return derive_seed("sample", problem_id, index, self.config.seed, "retry", attempt)
 
     def _request(self, problem: Problem, index: int, attempt: int) -> GenerationRequest:
         return GenerationRequest(
             key=f"{problem.id}\x00{index}\x00{attempt}",
             messages=chat(self.system_prompt.text.strip(), problem.problem),
-            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+            temperature=self.config.temperature, top_p=self.config.top_p, max_tokens=self.config.max_tokens,
             seed=self._seed(problem.id, index, attempt),
         )
 
     def job(self, unit: list[Problem]) -> Job:
         """One problem: its n samples, blank ones drawn again, graded when all are in."""
         (problem,) = unit
-        todo = list(range(self.n))
+        todo = list(range(self.config.n))
         got: dict[int, tuple[GenerationResult, int]] = {}
         for attempt in range(self.empty_retries + 1):
             if not todo:
@@ -88,7 +85,7 @@ class SampleStage(ModelStage):
                 self.stats["generated_tokens"] += result.generated_tokens
                 if not result.ok:
                     return [Outcome(problem.id, error=f"sample {index}: {result.error}")]
-                if not split_steps(result.texts[0], self.step_sep):
+                if not split_steps(result.texts[0], self.config.step_sep):
                     self.stats["blank_samples"] += 1
                     retry.append(index)
                 else:
@@ -96,7 +93,7 @@ class SampleStage(ModelStage):
             todo = retry
         if todo:
             return [Outcome(problem.id, error=f"sample {todo[0]}: blank text in all {self.empty_retries + 1} attempts")]
-        texts = [got[i][0].texts[0] for i in range(self.n)]
+        texts = [got[i][0].texts[0] for i in range(self.config.n)]
         verdicts = self.grader.grade_many([(problem.answer, t) for t in texts])
         return [Outcome(problem.id, [self._response(problem, i, text, verdict, *got[i])
                                      for i, (text, verdict) in enumerate(zip(texts, verdicts))])]
@@ -113,13 +110,13 @@ class SampleStage(ModelStage):
             "id": response_id(problem.id, index),
             "problem_id": problem.id,
             **out,
-            "steps": split_steps(text, self.step_sep),
+            "steps": split_steps(text, self.config.step_sep),
             "final_answer": verdict.final_answer,
             "correct": verdict.correct,
             "generator": {
                 **self.engine_info,
-                "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
-                "seed": self._seed(problem.id, index, attempt), "run_seed": self.seed, "sample_index": index,
+                "temperature": self.config.temperature, "top_p": self.config.top_p, "max_tokens": self.config.max_tokens,
+                "seed": self._seed(problem.id, index, attempt), "run_seed": self.config.seed, "sample_index": index,
                 "attempt": attempt, "finish_reason": finish, "prompt_tokens": result.prompt_tokens,
                 "generated_tokens": result.generated_tokens, "system_prompt_sha256": self.system_prompt.sha256,
             },

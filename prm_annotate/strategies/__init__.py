@@ -1,7 +1,6 @@
-"""Rollout strategies, by name. Add a strategy: a module here and one line in STRATEGIES."""
+"""Rollout strategies, by name. Add a strategy: a module here with a `Strategy` (and its `Plan`),
+one entry in STRATEGIES, and its test; `rollout --strategy` lists it with its `summary`."""
 from __future__ import annotations
-
-from typing import Callable
 
 from prm_annotate.errors import UsageError
 from prm_annotate.strategies.base import (Plan, PlanResult, Probe, ProbeResult, Strategy, first_error_of,
@@ -12,12 +11,18 @@ from prm_annotate.strategies.exhaustive import Exhaustive
 from prm_annotate.strategies.scan import Scan
 
 # Reasoning and measurements: docs/rollout-strategies.md.
-STRATEGIES: dict[str, Callable[[], Strategy]] = {
-    "exhaustive": Exhaustive,
-    "early-stop": EarlyStop,
-    "binary": Binary,
-    "scan": Scan,
-}
+STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (
+    Exhaustive,
+    EarlyStop,
+    Binary,
+    Scan,
+)}
+
+
+def strategies_help() -> str:
+    """What `rollout --strategy` says of the registered strategies."""
+    listed = ", ".join(f"{name} ({s.summary})" for name, s in STRATEGIES.items())
+    return f"Which probes to run: {listed}. See docs/rollout-strategies.md."
 
 
 def get_strategy(name: str, label: str = "hard") -> Strategy:
@@ -31,4 +36,4 @@ def get_strategy(name: str, label: str = "hard") -> Strategy:
 
 
 __all__ = ["STRATEGIES", "Plan", "PlanResult", "Probe", "ProbeResult", "Strategy", "first_error_of",
-           "get_strategy", "hard_label", "last_step_score"]
+           "get_strategy", "hard_label", "last_step_score", "strategies_help"]

@@ -20,7 +20,7 @@ Label conventions (shared by all strategies, so they stay comparable):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -51,42 +51,51 @@ class PlanResult:
     witnessed: list[int] | None = None
 
 
-class Plan(Protocol):
+class Plan:
+    """One response's probes, round by round. A plan says what to run now (`next_round`), takes the
+    results (`observe`) and in the end gives the scores (`result`). A plan may also name probes a
+    later round may ask for, so the scheduler can start them early while the engine has room
+    (speculation): by default it names none, and a strategy opts in by overriding `ahead`/`spare`."""
+
     def next_round(self) -> list[Probe]:
         """The probes to run now; an empty list means the plan is finished."""
-        ...
+        raise NotImplementedError
 
     def observe(self, results: Sequence[ProbeResult]) -> None:
         """Results of the probes of the last round (all of them, in any order)."""
-        ...
+        raise NotImplementedError
+
+    def result(self) -> PlanResult:
+        raise NotImplementedError
 
     def ahead(self) -> list[Probe]:
         """Probes a later round may ask for: the stage may start them early (speculation) while
         the engine has room. Never changes what the plan asks for or decides."""
-        ...
+        return []
 
     def spare(self) -> list[Probe]:
         """Probes a later round may ask for, but less likely than `ahead`'s: started early only
         while the engine has idle capacity."""
-        ...
-
-    def result(self) -> PlanResult:
-        ...
+        return []
 
 
-class Strategy(Protocol):
+class Strategy:
+    """A rollout strategy: which probes each response's `Plan` runs. Registered by name in
+    `strategies.STRATEGIES`; `summary` is what `rollout --strategy` says of it."""
+
     name: str
+    summary: str
     # Soft labels need all K completions at every reported step.
-    supports_soft: bool
+    supports_soft: bool = False
     # True when the strategy takes a witness as a right completion: a prefix that begins a solution
     # known to reach the answer (the response itself when it is correct, a correct response of the
     # same problem, prefix + a right completion). The rest of that solution is a policy sample from
     # the prefix, paid for elsewhere; counting it can only turn a 0 into a 1, so such strategies
     # may differ from exhaustive's K fresh samples. See docs/rollout-strategies.md.
-    uses_witnesses: bool
+    uses_witnesses: bool = False
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> Plan:
-        ...
+        raise NotImplementedError
 
 
 def hard_label(score: float, threshold: float) -> bool:

@@ -10,6 +10,7 @@ boundary, not necessarily the first: tests/test_strategies.py shows such a case.
 """
 from __future__ import annotations
 
+from prm_annotate.strategies.base import Strategy
 from prm_annotate.strategies.monotone import MonotonePlan
 
 
@@ -24,9 +25,9 @@ class BinaryPlan(MonotonePlan):
         return (good + bad) // 2
 
 
-class Binary:
+class Binary(Strategy):
     name = "binary"
-    supports_soft = False
+    summary = "first error only, by bisection: assumes a step after a 0 stays 0"
     uses_witnesses = True
 
     def __init__(self, trust_correct: bool = True):

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from prm_annotate.strategies.base import PlanResult, Probe, ProbeResult, first_error_of, last_step_score
+from prm_annotate.strategies.base import (Plan, PlanResult, Probe, ProbeResult, Strategy, first_error_of,
+                                          last_step_score)
 from prm_annotate.strategies.sampling import StepSampler
 
 
-class EarlyStopPlan:
+class EarlyStopPlan(Plan):
     def __init__(self, n_steps: int, k: int, threshold: float, last_correct: bool):
         self.threshold, self.last_correct = threshold, last_correct
         self.samplers = [StepSampler(step, k, threshold) for step in range(n_steps - 1)]
@@ -29,19 +30,15 @@ class EarlyStopPlan:
     def ahead(self) -> list[Probe]:
         return [p for s in self.samplers for p in s.ahead()]
 
-    def spare(self) -> list[Probe]:
-        return []
-
     def result(self) -> PlanResult:
         scores: list[float | None] = [s.score for s in self.samplers] + [last_step_score(self.last_correct)]
         return PlanResult(scores=scores, first_error=first_error_of(scores, self.threshold),
                           sampled=[s.sampled for s in self.samplers] + [0])
 
 
-class EarlyStop:
+class EarlyStop(Strategy):
     name = "early-stop"
-    supports_soft = False
-    uses_witnesses = False
+    summary = "same hard labels, fewer completions"
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> EarlyStopPlan:
         return EarlyStopPlan(n_steps, k, threshold, last_correct)

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from prm_annotate.strategies.base import PlanResult, Probe, ProbeResult, first_error_of, last_step_score
+from prm_annotate.strategies.base import (Plan, PlanResult, Probe, ProbeResult, Strategy, first_error_of,
+                                          last_step_score)
 
 
-class ExhaustivePlan:
+class ExhaustivePlan(Plan):
     def __init__(self, n_steps: int, k: int, threshold: float, last_correct: bool):
         self.n_steps, self.k, self.threshold, self.last_correct = n_steps, k, threshold, last_correct
         self._sent = False
@@ -18,12 +19,6 @@ class ExhaustivePlan:
             return []
         self._sent = True
         return [Probe(step, j) for step in range(self.n_steps - 1) for j in range(self.k)]
-
-    def ahead(self) -> list[Probe]:
-        return []  # one round asks for everything
-
-    def spare(self) -> list[Probe]:
-        return []
 
     def observe(self, results: Sequence[ProbeResult]) -> None:
         for r in results:
@@ -40,10 +35,10 @@ class ExhaustivePlan:
         return PlanResult(scores=scores, first_error=first_error_of(scores, self.threshold))
 
 
-class Exhaustive:
+class Exhaustive(Strategy):
     name = "exhaustive"
+    summary = "the paper's; the only one for --label soft"
     supports_soft = True
-    uses_witnesses = False
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> ExhaustivePlan:
         return ExhaustivePlan(n_steps, k, threshold, last_correct)

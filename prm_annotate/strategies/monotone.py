@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from prm_annotate.strategies.base import PlanResult, Probe, ProbeResult, last_step_score
+from prm_annotate.strategies.base import Plan, PlanResult, Probe, ProbeResult, last_step_score
 from prm_annotate.strategies.sampling import StepSampler
 
 
-class MonotonePlan:
+class MonotonePlan(Plan):
     """Subclasses choose the next step to probe (`_choose`) from what is known so far."""
 
     def __init__(self, n_steps: int, k: int, threshold: float, last_correct: bool, trust_correct: bool):

@@ -12,6 +12,7 @@ is cheaper depends on where first errors sit: the benchmark measures both.
 """
 from __future__ import annotations
 
+from prm_annotate.strategies.base import Strategy
 from prm_annotate.strategies.monotone import MonotonePlan
 
 
@@ -21,9 +22,9 @@ class ScanPlan(MonotonePlan):
         return nxt if nxt < min(bad, self.n_steps - 1) else None
 
 
-class Scan:
+class Scan(Strategy):
     name = "scan"
-    supports_soft = False
+    summary = "first error only, steps in order: no such assumption"
     uses_witnesses = True
 
     def __init__(self, trust_correct: bool = True):

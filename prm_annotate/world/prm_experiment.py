@@ -47,7 +47,7 @@ class ExperimentConfig:
 
 def _training_sets(cfg: ExperimentConfig, train_problems: set[str], out: Path) -> dict[str, Path]:
     """One trl export per label source, of the training problems' responses only."""
-    from prm_annotate.export.rows import ExportOptions, build_rows
+    from prm_annotate.export import ExportOptions, build_rows
 
     sets: dict[str, list[dict[str, Any]]] = {}
     for name, role in SOURCES.items():

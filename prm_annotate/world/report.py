@@ -65,6 +65,7 @@ class ReportConfig:
     start_timeout: float = START_TIMEOUT
     dtype: str | None = None  # None: the engines' default (float32 on CPU)
     quiet: bool = True
+    verbose: bool = False  # the libraries' own warnings, logs and progress bars
 
     def paths(self) -> dict[str, Path]:
         return {role: self.workdir / name for role, name in FILES.items()}
@@ -100,7 +101,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def _engine_config(model: Path, cfg: ReportConfig):
     from prm_annotate.engines import EngineConfig
 
-    return EngineConfig(model=str(model.resolve()), seed=cfg.seed, start_timeout=cfg.start_timeout, dtype=cfg.dtype)
+    return EngineConfig(model=str(model.resolve()), seed=cfg.seed, start_timeout=cfg.start_timeout, dtype=cfg.dtype,
+                        load_progress=cfg.verbose)
 
 
 def _run(stage: Any, input_path: Path, output_path: Path, cfg: ReportConfig, failures: list[str],
@@ -120,7 +122,6 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     Returns the wall time of each part and the records any stage failed (left out of the files).
     Raises what the engines or stages raise; every engine started here is closed on the way out."""
     from prm_annotate.engines import make_engine
-    from prm_annotate.prompt_files import JUDGE_PROMPTS, load_prompt
     from prm_annotate.stages.consensus import print_summary, run_consensus
     from prm_annotate.stages.judge import JudgeStage
     from prm_annotate.stages.rollout import RolloutStage
@@ -150,7 +151,7 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     engine = make_engine(config)
     timings.add("judge engine start", t)
     try:
-        _run(JudgeStage(engine, prompt=load_prompt("processbench", JUDGE_PROMPTS), max_tokens=cfg.judge_max_tokens,
+        _run(JudgeStage(engine, prompt="processbench", max_tokens=cfg.judge_max_tokens,
                         seed=cfg.seed, engine_info=config.describe()),
              paths["responses"], paths["judged"], cfg, failures, timings)
     finally:

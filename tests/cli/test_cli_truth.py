@@ -105,7 +105,7 @@ def test_system_prompt_none_sends_no_system_message():
     from prm_annotate.stages.sample import SampleStage
 
     engine = ScriptedEngine(lambda r: "\\boxed{8}")
-    stage = SampleStage(engine, n=1, system_prompt=load_prompt("none", SYSTEM_PROMPTS, allow_none=True))
+    stage = SampleStage(engine, n=1, system_prompt="none")
     list(stage.process([Problem(id="p", problem="3 + 5?", answer="8")]))
     assert [m["role"] for m in engine.requests[0].messages] == ["user"]
     assert stage.settings()["system_prompt"] == "none"

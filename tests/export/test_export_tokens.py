@@ -407,3 +407,14 @@ def test_tokens_soft_labels_are_the_mc_scores(bpe_dir, tmp_path):
         kept = len(rec["steps"]) if fe == -1 else fe + 1
         marked = [v for v in row["labels"] if v != -100]
         assert marked == pytest.approx(rec["mc"]["scores"][:kept]) and all(isinstance(v, float) for v in row["labels"])
+
+
+def test_hf_labels_are_checked_as_trl_reads_them(plain_bpe_dir, tmp_path):
+    """hf rows are TRL's: a label TRL would put on the next step stops hf as it stops trl, naming TRL."""
+    record = {"id": "e", "problem": "Add 2 and 3.", "steps": ["", "2 + 3 = 5."], "label": -1}
+    gold = write_jsonl(tmp_path / "gold.jsonl", [record])
+    for fmt, out in (("trl", tmp_path / "t.jsonl"), ("hf", tmp_path / "ds")):
+        result = export(str(gold), "-o", str(out), "--format", fmt, "--tokenizer", str(plain_bpe_dir),
+                        "--step-sep", "", code=2)
+        assert (f"{gold}:1: e: step 1 is empty and the step separator is no token: its label would land on the "
+                "next step (TRL's PRMTrainer.tokenize_row)") in result.stderr and not out.exists()

@@ -15,7 +15,7 @@ from prm_annotate.grading.answers import (
 )
 from prm_annotate.grading.grader import Agreement, Grader
 from testing.paths import TEST_DATA
-from testing.verdict_files import verdict_files
+from testing.verdict_files import olympiad_split, verdict_files
 
 
 @pytest.fixture(scope="module")
@@ -200,6 +200,144 @@ MARKUP = [
 ]
 
 
+# --- answers written in prose (olympiad-level responses that end without a box) ------------------
+
+# A closing sentence that ends on a math environment it states gives that environment, whatever
+# numbers its words name before it; one that opens with a word is a sentence, not a bare answer.
+PROSE_ENDINGS = [
+    ("\\frac{11}{32}", "With n = 5 the probability is \\(\\frac{11}{32}\\).", True),
+    ("5", "With n = 5 the probability is \\(\\frac{11}{32}\\).", False),
+    ("\\frac{11}{32}", "With n = 5, the probability is approximately \\( \\frac{11}{32} \\).", True),
+    ("\\frac{11}{32}", "With n = 5 we get \\( \\frac{11}{32} \\).", True),
+    ("\\frac{11}{32}", "With n = 5 the probability is given by \\( \\frac{11}{32} \\).", True),
+    ("\\frac{2}{5}", "So 4 pairs give 0. Hence the probability that the product of 2 of them is 0 is $\\frac{2}{5}$.", True),
+    ("0", "So 4 pairs give 0. Hence the probability that the product of 2 of them is 0 is $\\frac{2}{5}$.", False),
+    ("4.4\\%", "Rounded, 4.44 is 4.4. Therefore, the value of \\(r\\) is \\(4.4\\%\\).", True),
+    ("1, 2", "The roots are \\(1\\) and \\(2\\).", True),                       # a list, as before
+    ("1, 2", "Hence $S = \\{1, 2\\}$.", True),
+    ("1, 2, 3", "Therefore, $n \\in \\{1,2,3\\}$.", True),
+    ("1, 2", "Hence $S = \\{1, 3\\}$.", False),
+    # a gloss after the environment; a display over several lines; a value named on its right
+    ("\\phi + 1", "Thus the sum of the roots is \\(\\phi + 1\\), where \\(\\phi\\) is the golden ratio.", True),
+    ("1", "Thus the sum of the roots is \\(\\phi + 1\\), where \\(\\phi\\) is the golden ratio.", False),
+    ("\\frac{1+\\sqrt{5}}{2}", "Since \\( u = x^2 \\), we have:\n\\[\nx^2 = \\frac{1 + \\sqrt{5}}{2}\n\\]", True),
+    ("2", "Since \\( u = x^2 \\), we have:\n\\[\nx^2 = \\frac{1 + \\sqrt{5}}{2}\n\\]", False),
+    ("3", "Solving for \\( A_{4} \\):\n\\[ 1 = \\frac{A_{4}}{3} \\]\n\\[ 3 = A_{4} \\]", True),
+    ("4", "Solving for \\( A_{4} \\):\n\\[ 1 = \\frac{A_{4}}{3} \\]\n\\[ 3 = A_{4} \\]", False),
+]
+
+
+# A "±" stands for two values, on either side: right against both, wrong against one.
+PLUS_MINUS = [
+    ("10+2\\sqrt{17}, 10-2\\sqrt{17}", "The solutions are $x = 10 \\pm 2\\sqrt{17}$.", True),
+    ("10 \\pm 2 \\sqrt{17}", "\\boxed{10 - 2\\sqrt{17}, 10 + 2\\sqrt{17}}", True),
+    ("-18, 18", "\\boxed{\\pm 18}", True),
+    ("-3, 3", "\\boxed{x = \\pm 3}", True),
+    ("\\frac{-3+\\sqrt{5}}{2}, \\frac{-3-\\sqrt{5}}{2}", "\\boxed{x = \\frac{-3 \\pm \\sqrt{5}}{2}}", True),
+    ("1-\\sqrt2, 1+\\sqrt2", "So \\(x = 1 \\mp \\sqrt{2}\\).", True),
+    ("-1, 1, 2", "\\boxed{\\pm 1, 2}", True),
+    ("(1,2),(-1,2)", "\\boxed{(\\pm 1, 2)}", True),
+    ("18", "\\boxed{\\pm 18}", False),                                          # one of the two
+    ("\\pm 18", "\\boxed{18}", False),
+    ("10+2\\sqrt{17}", "The solutions are $x = 10 \\pm 2\\sqrt{17}$.", False),
+    ("10+2\\sqrt{17}, 10-2\\sqrt{17}", "\\boxed{10 \\pm \\sqrt{17}}", False),
+    ("-1, 1, 2", "\\boxed{\\pm 1, 3}", False),
+]
+
+
+# A set of reals in either notation, with any letter for the variable; a bound on one value is
+# still no value.
+INTERVALS = [
+    ("(2, \\infty)", "\\boxed{x > 2}", True),
+    ("(2, \\infty)", "Therefore, the inequality holds for all \\( x > 2 \\).", True),
+    ("x > 2", "\\boxed{(2, \\infty)}", True),
+    ("[2, \\infty)", "\\boxed{k \\geq 2}", True),
+    ("k \\geqslant 2", "\\boxed{n \\ge 2}", True),
+    ("(-\\infty, -1) \\cup (2, \\infty)", "\\boxed{x < -1 \\text{ or } x > 2}", True),
+    ("(-\\infty, -1) \\cup (2, \\infty)", "So $x < -1$ or $x > 2$, that is \\(x \\in (-\\infty, -1) \\cup (2, \\infty)\\).", True),
+    ("[1, 2]", "Thus \\( 1 \\leq x \\leq 2 \\).", True),
+    ("(0, 4]", "So the range of \\(t\\) is \\( 0 < t \\leq 4 \\).", True),
+    ("(1, 2)", "\\boxed{2 > x > 1}", True),
+    ("-\\frac{9}{2} \\leq x \\leq -2", "\\boxed{[-\\frac{9}{2}, -2]}", True),
+    ("(0, 4]", "So the range of \\(t\\) is \\( 0 < t < 4 \\).", False),               # the end point
+    ("(-\\infty, -1) \\cup (2, \\infty)", "\\boxed{x < -1 \\text{ or } x > 3}", False),
+    ("(1, 2)", "\\boxed{x > 1}", False),
+    ("(5, \\infty)", "\\boxed{x \\geq 5}", False),
+    ("(2, \\infty)", "\\boxed{x > 2 \\text{ if } a > 0}", False),                      # a condition
+    ("5", "\\boxed{x \\geq 5}", False),                                               # a bound on 5
+]
+
+
+def test_inequalities_in_interval_notation():
+    from prm_annotate.grading.answers import _interval_of
+
+    assert _interval_of("x > 2") == "(2, \\infty)"
+    assert _interval_of("x \\le -1") == "(-\\infty, -1]"
+    assert _interval_of("3 \\geq y") == "(-\\infty, 3]"
+    assert _interval_of("0 < t \\le 4") == "(0, 4]"
+    assert _interval_of("x < -1, x > 2") == "(-\\infty, -1) \\cup (2, \\infty)"
+    assert _interval_of("1 < x > 0") is None and _interval_of("x < y") is None
+    assert _interval_of("x > 1, y > 2") is None and _interval_of("x \\ne 2") is None
+    assert _interval_of("x > 1 and x < 3") is None  # an intersection: not read
+
+
+# A solution set written out in braces is the list of its elements.
+BRACED_SETS = [
+    ("(1,2)", "\\boxed{\\{(1,2)\\}}", True),
+    ("(2, 3)", "So the only solution is \\( \\{(2, 3)\\} \\).", True),
+    ("1, 2", "\\boxed{\\lbrace 1, 2 \\rbrace}", True),
+    ("\\{1, 2\\}", "The solutions are $x = 2$ and $x = 1$.", True),
+    ("(1, 2), (2, 1)", "The solution set is \\(\\{(2, 1), (1, 2)\\}\\).", True),
+    ("-1, 1", "\\boxed{\\{\\pm 1\\}}", True),
+    ("(1,2)", "\\boxed{\\{(1,2), (2, 1)\\}}", False),                                 # one too many
+    ("(1,2)", "\\boxed{\\{(2,1)\\}}", False),
+    ("1, 2, 3", "\\boxed{\\{1, 2\\}}", False),
+]
+
+
+def test_a_set_given_by_a_condition_is_left_alone():
+    assert normalize_answer("\\{n \\mid n > 2\\}") == "\\{n \\mid n > 2\\}"
+    assert normalize_answer("\\{1\\}, \\{2\\}") == "\\{1\\}, \\{2\\}"
+    assert normalize_answer("\\{(1, 2)\\}") == "(1, 2)"
+
+
+# Mathematics written with Unicode signs is the LaTeX it stands for.
+UNICODE_SIGNS = [
+    ("\\sqrt{3}", "The total area is 4 * (√3 / 4) = √3 square units.", True),
+    ("2\\sqrt{3}", "The side is 2√3 cm.", True),
+    ("2\\sqrt{3}", "The side is √(12).", True),
+    ("\\frac{\\pi}{2}", "The angle is π/2.", True),
+    ("-5", "The answer is −5.", True),
+    ("[2, \\infty)", "The answer is x ≥ 2.", True),
+    ("3", "So the answer is √3.", False),
+    ("\\sqrt{3}", "The total area is 4 * (√3 / 4) = 3 square units.", False),
+    ("\\pi", "The angle is π/2.", False),
+    ("2", "The answer is x ≥ 2.", False),
+]
+
+
+# The letter of a function's argument is a bound name when both sides define functions.
+ARGUMENT_NAMES = [
+    ("f(x)=1", "\\boxed{f(y) = 1}", True),
+    ("f(n)=n", "\\boxed{f(m)=m}", True),
+    ("a_n = 2^n - 1", "\\boxed{a_k = 2^k - 1}", True),
+    ("$f(n)=n$, $g(n)=1$", "\\boxed{f(m) = m, g(m) = 1}", True),
+    ("f(x)=2x", "\\boxed{f(n) = 2m}", False),
+    ("f(x)=x", "\\boxed{f(y) = y^2}", False),
+    ("f(x) = x", "\\boxed{f(y) = x}", False),                                          # x is taken
+]
+
+
+# A count in words is its number.
+NUMBER_WORDS = [
+    ("5", "Nasim can buy 24, 25, 27, 28 and 29 cards, making the answer **five integers**.", True),
+    ("5", "The answer is exactly five.", True),
+    ("12", "So the answer is twelve.", True),
+    ("5", "The answer is six.", False),
+    ("2", "So the answer is one.", False),
+]
+
+
 # --- families of solutions with an integer parameter -------------------------------------------
 
 FAMILY = "\\frac{\\pi}{6} + k\\pi, \\frac{5\\pi}{6} + k\\pi \\text{ for } k \\in \\mathbb{Z}"
@@ -229,7 +367,7 @@ REMARKS = [
     ("f(x)=x", "\\boxed{f(x) = x^2 \\text{ for all real } x}", False),
 ]
 
-# Comparisons the grader has made since it was first written (moved from test_grading.py).
+# Comparisons the grader makes on real answers, both directions.
 BASICS = [
     ("18", "So she makes \\boxed{18} dollars.", True),
     ("18", "So she makes \\boxed{\\$18.00}.", True),
@@ -248,7 +386,10 @@ BASICS = [
 @pytest.mark.parametrize("gold, text, correct", [
     pytest.param(*case, id=f"{kind}-{i}") for kind, cases in
     (("basics", BASICS), ("parts", SEVERAL_PARTS), ("markup", MARKUP), ("family", FAMILIES),
-     ("remark", REMARKS))
+     ("remark", REMARKS), ("prose", PROSE_ENDINGS), ("pm", PLUS_MINUS),
+     ("interval", INTERVALS), ("set", BRACED_SETS),
+     ("unicode", UNICODE_SIGNS), ("argument", ARGUMENT_NAMES),
+     ("words", NUMBER_WORDS))
     for i, case in enumerate(cases)])
 def test_grade(grader, gold, text, correct):
     v = grader.grade(gold, text)
@@ -281,15 +422,104 @@ def test_math_verify_published_cases(grader):
     assert ours.false_accepts <= plain.false_accepts, f"ours {ours}, plain math-verify {plain}"
 
 
-@pytest.mark.parametrize("name", sorted(verdict_files()))
-def test_agreement_on_every_verdict_file(grader, name):
-    # Every file in the repository with reference verdicts: the grader agrees with them at least as
-    # often as plain math-verify on the same responses, computed here; >= 99% on the dev files.
-    rows = verdict_files()[name]
+# The files the grader's first rules were written from, where it agrees with >= 99% of the verdicts.
+FIRST_DEV_FILES = ("tests/data/grading/processbench-gsm8k-gold.jsonl",
+                   "tests/data/grading/processbench-math-gold.jsonl", "data/gsm8k/example_model_solutions.jsonl")
+# False accepts of the grader on each verdict file before the rules for prose endings (issue #29),
+# measured on the same files: no rule may add one.
+FALSE_ACCEPTS_BEFORE = {
+    "tests/data/grading/processbench-gsm8k-gold.jsonl": 2,
+    "tests/data/grading/processbench-math-gold.jsonl": 1,
+    "tests/data/grading/processbench-olympiadbench-gold.jsonl": 2,
+    "tests/data/grading/processbench-omnimath-gold.jsonl": 1,
+    "data/gsm8k/example_model_solutions.jsonl": 0,
+}
+# The olympiad-level split's false accepts before those rules.
+FALSE_ACCEPTS_BEFORE_SPLIT = {"dev": 2, "held-out": 1}
+
+
+@pytest.fixture(scope="module")
+def verdicts(grader):
+    """Response id -> (the grader's verdict, plain math-verify's), for every response of every
+    verdict file, both computed in this run."""
+    rows = [row for rows in verdict_files().values() for row in rows]
     pairs = [(gold, text) for _, gold, text, _ in rows]
+    ours, plain = grader.grade_many(pairs), grader.plain_many(pairs)
+    return {rid: (o.correct, p.correct) for (rid, *_), o, p in zip(rows, ours, plain)}
+
+
+def agreements(verdicts, rows) -> tuple[Agreement, Agreement]:
     flags = [flag for *_, flag in rows]
-    ours = Agreement.of([v.correct for v in grader.grade_many(pairs)], flags)
-    plain = Agreement.of([v.correct for v in grader.plain_many(pairs)], flags)
+    return (Agreement.of([verdicts[rid][0] for rid, *_ in rows], flags),
+            Agreement.of([verdicts[rid][1] for rid, *_ in rows], flags))
+
+
+def test_every_verdict_file_has_a_false_accept_ceiling():
+    assert set(FALSE_ACCEPTS_BEFORE) == set(verdict_files())
+
+
+@pytest.mark.parametrize("name", sorted(verdict_files()))
+def test_agreement_on_every_verdict_file(verdicts, name):
+    # Every file in the repository with reference verdicts: the grader agrees with them at least as
+    # often as plain math-verify on the same responses, computed here, and accepts wrongly no more
+    # often than before the prose-ending rules; >= 99% on the first dev files.
+    ours, plain = agreements(verdicts, verdict_files()[name])
+    assert ours.false_accepts <= FALSE_ACCEPTS_BEFORE[name], f"{name}: ours {ours}"
     assert ours.agree >= plain.agree, f"{name}: ours {ours}, plain math-verify {plain}"
-    assert ours.share >= 0.99, f"{name}: ours {ours}"
-    assert ours.undecided == 0
+    if name in FIRST_DEV_FILES:
+        assert ours.share >= 0.99, f"{name}: ours {ours}"
+        assert ours.undecided == 0
+
+
+@pytest.mark.parametrize("split", ["dev", "held-out"])
+def test_agreement_on_the_olympiad_level_verdicts(verdicts, split):
+    # Issue #29: on the olympiad-level verdicts (OlympiadBench and Omni-MATH responses by many
+    # models, testing/verdict_files.py) the grader agrees with the human verdicts >= 97% of the time on
+    # the held-out half, which was not looked at while the rules were written, and at least as often
+    # as plain math-verify on both halves, computed here; no false accept is added. (Before the
+    # rules: held-out 805/832 = 96.75%, plain math-verify 806/832.)
+    ours, plain = agreements(verdicts, olympiad_split()[split])
+    assert ours.agree >= plain.agree, f"{split}: ours {ours}, plain math-verify {plain}"
+    assert ours.false_accepts <= FALSE_ACCEPTS_BEFORE_SPLIT[split], f"{split}: ours {ours}"
+    if split == "held-out":
+        assert ours.share >= 0.97, f"{split}: ours {ours}, plain math-verify {plain}"
+
+
+# Each kind of prose ending of issue #29 in real responses from the held-out split, picked after the
+# rules were written (so not what they were written from): (id, the answer the grader reads, and
+# for a right answer a gold that the text does not state). The grader's verdict is the human one.
+HELD_OUT_CASES = {
+    "inline math at the end of a sentence": [
+        ("olympiadbench-523", "\\frac{11}{36}", "5"),       # "... is divisible by 5 when two dice are thrown is \(\frac{11}{36}\)."
+        ("olympiadbench-551", "18.8^\\circ", "90"),        # "... within the range \(0^\circ < x < 90^\circ\) is approximately \(18.8^\circ\)."
+        ("olympiadbench-579", "\\frac{1}{6084}", "78"),
+        ("olympiadbench-820", "-\\frac{1}{1997}", "1998"),
+        ("olympiadbench-247", "\\frac{21}{8}", None),      # a wrong value, read as written
+    ],
+    "a ± list": [
+        ("olympiadbench-689", "±1, ±7", "1, 7"),           # gold 1,-1,7,-7
+        ("olympiadbench-218", "\\pm 1", None),             # two of the four values
+    ],
+    "an inequality for an interval": [
+        ("olympiadbench-619", "\\frac{1}{2} \\leq x \\leq 8", "[\\frac{1}{2}, 8)"),   # gold [1/2, 8]
+        ("olympiadbench-710", "\\(k < -5\\)", "(-\\infty, -5]"),                     # gold (-infty, -5)
+        ("olympiadbench-228", "(-\\sqrt{11}, -1) \\cup (\\sqrt{11}, 9)", None),
+    ],
+    "a solution set in braces": [
+        ("olympiadbench-671", "\\{4, 8\\}", "4, 8, 12"),                              # gold 8, 4
+        ("olympiadbench-703", "\\{(0, 0), (0, \\frac{5}{2}), (\\frac{1}{2}, 0), (-\\frac{1}{2}, 0), "
+                              "(\\frac{3}{2}, 4), (-1, \\frac{3}{2})\\}", "(0, 0)"),
+        ("olympiadbench-124", "\\left\\{ 1 \\right\\}", None),                        # gold -2, 0, 2
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HELD_OUT_CASES))
+def test_held_out_prose_endings(grader, kind):
+    rows = {row[0]: row for row in olympiad_split()["held-out"]}
+    for rid, read, other_gold in HELD_OUT_CASES[kind]:
+        _, gold, text, human = rows[rid]
+        v = grader.grade(gold, text)
+        assert (v.final_answer, v.correct) == (read, human), rid
+        if other_gold is not None:
+            assert human and grader.grade(other_gold, text).correct is False, rid

@@ -23,7 +23,7 @@ GRADING_FILES = [SHARED / "grading" / "processbench-gsm8k-gold.jsonl",
 # Runs for minutes (days, really) in sympy: 9^(9^(9^9)) has ~10^(3.7e8) digits.
 PATHOLOGICAL = r"\boxed{9^{9^{9^{9}}}}"
 # Slow in sympy (a trinomial expanded to the 100th power) yet small to look at: it passes the
-# grader's cost pre-check (grading_cost), so only the hard timeout bounds it.
+# grader's cost pre-check (grading/cost.py), so only the hard timeout bounds it.
 SLOW = r"\boxed{(x+y+z)^{100}}"
 
 
@@ -45,6 +45,8 @@ def grader():
     ("Final Answer: The final answer is $\\frac{4}{7}$. I hope it is correct.", "$\\frac{4}{7}$"),
     ("The final answer is 0.00000672. I hope it is correct.", "0.00000672"),
     ("blah <<2*3=6>>6\n#### 1,234", "1,234"),
+    ("#### For \\(T = 2\\):\n- 33.\n\n#### For \\(T = 3\\):\n- 132.\n\n### Final Answer\nThe product is **6**.", "6"),
+    ("#### Case 1\nNo solution.\n\n#### Final Answer\nSo the answer is 4.", "4"),  # markdown headings
     ("She makes 9 * 2 = $<<9*2=18>>18 every day\nA: 18", "18"),
     ("**Answer:** Verna received $7.00 in change.", "Verna received $7.00 in change"),
     ("**Step 1:** add.\n\nSo she has **12 tomatoes** left.", "12 tomatoes"),
@@ -89,7 +91,7 @@ def test_normalize_answer(raw, expected):
 
 # --- comparisons -------------------------------------------------------------------------------
 
-# Comparisons in both directions, by kind of answer: tests/test_answer_rules.py.
+# Comparisons in both directions, by kind of answer: tests/grading/test_answer_rules.py.
 
 
 def test_no_answer_is_not_correct(grader):
@@ -101,14 +103,23 @@ def test_empty_answers(grader):
     assert grader.grade("$$", "\\boxed{3}") == Verdict("3", None, "empty gold")
 
 
-def test_gold_goes_first(grader):
+def test_gold_goes_first(monkeypatch):
     # math-verify is not symmetric: an interval gold accepts an inequality answer but an inequality
-    # gold does not accept an interval answer... and vice versa for the other order. Swapping the
-    # arguments anywhere would flip both results.
-    assert grader.grade("1 < x < 2", "\\boxed{(1, 2)}").correct is True
-    assert grader.grade("(1, 2)", "\\boxed{1 < x < 2}").correct is False
-    assert grader.grade("1 \\le x \\le 2", "\\boxed{[1, 2]}").correct is True
-    assert grader.grade("[1, 2]", "\\boxed{1 \\le x \\le 2}").correct is False
+    # gold does not accept an interval answer. The worker calls it gold first...
+    from prm_annotate.grading.worker import verify_answer
+
+    assert verify_answer("1 < x < 2", "(1, 2)") == (True, None)
+    assert verify_answer("(1, 2)", "1 < x < 2") == (False, None)
+    assert verify_answer("1 \\le x \\le 2", "[1, 2]") == (True, None)
+    assert verify_answer("[1, 2]", "1 \\le x \\le 2") == (False, None)
+    # ...and the grader sends each pair gold first (the interval rule of answers.py now reads both
+    # orders of the example above alike, so the order is checked where it is sent).
+    sent = []
+    with Grader() as g:
+        real = g._compare
+        monkeypatch.setattr(g, "_compare", lambda keys: sent.extend(keys) or real(keys))
+        assert g.grade("\\frac{1}{3}", "\\boxed{\\frac{2}{6}}").correct is True
+    assert sent == [("\\frac{1}{3}", "\\frac{2}{6}")]
 
 
 def test_grade_many_keeps_order_and_matches_grade(grader):
@@ -291,7 +302,7 @@ def test_grading_module_does_not_load_sympy():
     assert out.stdout.strip() == "False", out.stderr
 
 
-# Agreement with human verdicts, on every verdict file: tests/test_answer_rules.py.
+# Agreement with human verdicts, on every verdict file: tests/grading/test_answer_rules.py.
 
 def test_agreement_splits_the_disagreements():
     a = grading.Agreement.of([True, False, None, True, False], [False, True, True, True, False])
@@ -338,6 +349,11 @@ def test_two_workers_agree_with_one():
     "5 and " * 10000 + "6",
     "not " * 20000 + "18",
     "n" * 50000 + "'t 18",
+    "2" * 50000 + "√",                         # the Unicode rules
+    "√" * 50000 + "3",
+    "\\pm " * 20000 + "1",
+    "\\{" * 20000 + "1" + "\\}" * 20000,
+    "x < " * 20000 + "1",
 ])
 def test_degenerate_output_is_handled_quickly(text):
     # Long degenerate generations must not make the regular expressions quadratic: the parent runs

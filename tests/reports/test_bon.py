@@ -84,6 +84,17 @@ def test_right_answer_wrong_step_with_truth(scored_file, tmp_path):
         assert flawed[agg] == {"share": None, "right_picks_with_truth": 0, "with_wrong_step": 0}
 
 
+def test_only_prm_scores_are_needed(tmp_path):
+    """Scores from another tool: `prm` holds `scores` alone (no first_error, threshold or model)."""
+    bare = [{**r, "prm": {"scores": r["prm"]["scores"]}} for r in RECORDS]
+    out = run_json(str(write_jsonl(tmp_path / "bare.jsonl", bare)))
+    assert out["accuracy"] == EXPECTED and out["responses"] == 8
+    unscored = [dict(r) for r in bare]
+    del unscored[5]["prm"]
+    result = runner.invoke(app, ["bon", str(write_jsonl(tmp_path / "unscored.jsonl", unscored))])
+    assert result.exit_code == 2 and "unscored.jsonl:6:" in result.stderr and "no `prm.scores`" in result.stderr
+
+
 def test_first_n_is_file_order(tmp_path):
     # The same responses of A with A/2 moved first: at N=1 every PRM selector now picks A/2.
     records = [RECORDS[2], RECORDS[0], RECORDS[1], RECORDS[3]]

@@ -6,14 +6,10 @@ import re
 
 import pytest
 
-from prm_annotate.judging.parsing import (
-    STYLES,
-    ParseFailure,
-    aggregate_votes,
-    parse_paper,
-    parse_processbench,
-)
-from prm_annotate.prompt_files import JUDGE_PROMPTS, load_prompt
+from prm_annotate.judging import JUDGE_STYLES as STYLES
+from prm_annotate.judging import ParseFailure, aggregate_votes
+from prm_annotate.judging.paper import parse_paper
+from prm_annotate.judging.processbench import parse_processbench
 from prm_annotate.records import Judged, Response
 from prm_annotate.stages.judge import JudgeStage
 from testing.scripted_engine import ScriptedEngine
@@ -131,7 +127,7 @@ def rec(rid="r/0", steps=("3 + 5 = 8.", "8 * 2 = 17.", "\\boxed{17}")) -> Respon
 
 def test_prompts_render_with_their_own_numbering():
     for name, first, last in (("paper", "<paragraph_1>", "<paragraph_3>"), ("processbench", "<paragraph_0>", "<paragraph_2>")):
-        stage = JudgeStage(ScriptedEngine(lambda r: ""), prompt=load_prompt(name, JUDGE_PROMPTS))
+        stage = JudgeStage(ScriptedEngine(lambda r: ""), prompt=name)
         text = stage._messages(rec())[0]["content"]
         assert first in text and last in text and "{paragraphs}" not in text and "Tom has 3 apples" in text
     assert "<paragraph_3>" not in JudgeStage(ScriptedEngine(lambda r: ""))._messages(rec())[0]["content"]
@@ -144,7 +140,7 @@ def test_votes_are_seeded_parsed_and_aggregated():
     [out] = list(stage.process([rec()]))
     judge = Judged.model_validate(out.records[0]).judge
     assert judge.votes == [1, -1, None, 1, None] and judge.first_error == 1 and judge.parse_failures == 2
-    assert stage.temperature == 0.7 and len({r.seed for r in engine.requests}) == 5
+    assert stage.config.sampling_temperature == 0.7 and len({r.seed for r in engine.requests}) == 5
     assert out.records[0].dump()["judge"]["prompt"] == "processbench"
 
 
@@ -152,7 +148,7 @@ def test_no_parsed_vote_gives_null_and_engine_failure_leaves_record_for_rerun():
     stage = JudgeStage(ScriptedEngine(lambda r: "looks fine to me"), votes=1)
     [out] = list(stage.process([rec()]))
     assert out.records[0].dump()["judge"]["first_error"] is None and out.records[0].dump()["judge"]["parse_failures"] == 1
-    assert stage.temperature == 0.0
+    assert stage.config.sampling_temperature == 0.0
     failing = JudgeStage(ScriptedEngine(lambda r: RuntimeError("HTTP 500")), votes=2)
     [out] = list(failing.process([rec()]))
     assert out.records == [] and "HTTP 500" in out.error
@@ -167,7 +163,7 @@ def test_constrained_mode_continues_the_analysis_with_a_forced_answer():
         assert r.guided_regex.startswith("<conclusion>")
         return "<conclusion>\nIncorrect: paragraph 2\n</conclusion>"
 
-    stage = JudgeStage(ScriptedEngine(script), prompt=load_prompt("paper", JUDGE_PROMPTS), constrained=True)
+    stage = JudgeStage(ScriptedEngine(script), prompt="paper", constrained=True)
     [out] = list(stage.process([rec()]))
     assert out.records[0].dump()["judge"]["first_error"] == 1 and out.records[0].dump()["judge"]["constrained"] is True
 
@@ -181,7 +177,7 @@ def test_judge_on_the_tiny_model_with_and_without_constraint(vllm_engine):
     rates = {}
     for name in ("processbench", "paper"):
         for constrained in (False, True):
-            stage = JudgeStage(vllm_engine, prompt=load_prompt(name, JUDGE_PROMPTS), votes=2, max_tokens=64,
+            stage = JudgeStage(vllm_engine, prompt=name, votes=2, max_tokens=64,
                                constrained=constrained)
             outs = list(stage.process(records))
             assert all(o.error is None for o in outs)
@@ -199,18 +195,18 @@ def test_a_judge_template_without_paragraphs_is_refused_everywhere_the_same_way(
     import sys
 
     from prm_annotate.errors import UsageError
-    from prm_annotate.prompt_files import PromptFile, render_judge_prompt
+    from prm_annotate.judging import load_judge_prompt, render_judge_prompt
 
     bad = tmp_path / "bad.txt"
     bad.write_text("Problem: {problem}\nFind the first wrong step.\n")
     message = f"{bad}: a judge prompt needs a {{paragraphs}} placeholder"
     with pytest.raises(UsageError) as stage_error:
-        JudgeStage(ScriptedEngine(lambda r: ""), prompt=PromptFile("custom", str(bad), bad.read_text()))
+        JudgeStage(ScriptedEngine(lambda r: ""), prompt=str(bad))
     assert str(stage_error.value) == message
     with pytest.raises(UsageError, match="needs a {paragraphs} placeholder"):
         render_judge_prompt(bad.read_text(), "p", ["s"])
     # A good template passes the same check: the refusal is about the placeholder, nothing else.
-    good = load_prompt("processbench", JUDGE_PROMPTS)
+    good = load_judge_prompt("processbench").file
     assert "{paragraphs}" in good.text and "<paragraph_0>" in render_judge_prompt(good.text, "p", ["s"])
 
     responses = tmp_path / "responses.jsonl"

@@ -25,7 +25,7 @@ def scripted(stage: RolloutStage, records, right: dict[str, dict[int, set[int]]]
     by_seed = {}
     for r in records:
         for step in range(len(r.steps)):
-            for j in range(stage.k):
+            for j in range(stage.config.k):
                 by_seed[stage.completion_seed(r.id, step, j)] = (r.id, step, j)
 
     def script(request):

@@ -83,7 +83,7 @@ def test_custom_separator_and_system_prompt(tmp_path):
     path = tmp_path / "sys.txt"
     path.write_text("Be brief.\n")
     engine = ScriptedEngine(lambda r: "a\nb\n\\boxed{8}")
-    stage = SampleStage(engine, n=1, step_sep="\n", system_prompt=load_prompt(str(path)))
+    stage = SampleStage(engine, n=1, step_sep="\n", system_prompt=str(path))
     [out] = list(stage.process(PROBLEMS[:1]))
     assert out.records[0].dump()["steps"] == ["a", "b", "\\boxed{8}"]
     assert engine.requests[0].messages[0]["content"] == "Be brief."

@@ -162,7 +162,7 @@ def test_judge_diff_target_copies_up_to_the_first_wrong_token():
     from transformers import AutoTokenizer
 
     from lab.world.train import judge_target_diff
-    from prm_annotate.prompt_files import tag_paragraphs
+    from prm_annotate.judging import tag_paragraphs
 
     tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
     first = "<paragraph_0>\nStep 1: 3 + 5 = 8.\n</paragraph_0>\n\n<paragraph_1>\n"
@@ -195,8 +195,8 @@ def test_judge_diff_targets_parse_to_the_truth():
     from transformers import AutoTokenizer
 
     from lab.world.train import judge_response, judge_target_diff
-    from prm_annotate.judging.parsing import parse_processbench
-    from prm_annotate.prompt_files import tag_paragraphs
+    from prm_annotate.judging.processbench import parse_processbench
+    from prm_annotate.judging import tag_paragraphs
 
     tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "judge")
     for i in range(300):
@@ -216,7 +216,7 @@ def test_training_examples_render_like_the_pipeline():
         judge_target_copy,
         policy_example,
     )
-    from prm_annotate.prompt_files import render_judge_prompt
+    from prm_annotate.judging import render_judge_prompt
 
     template = JUDGE_TEMPLATE
     messages, target, key_spans = judge_example(5, 0, template, judge_target_copy)
@@ -345,7 +345,7 @@ def test_shipped_judge_answers_in_vllm(world_engine):
         judge_stats,
     )
     from prm_annotate.engines.base import GenerationRequest
-    from prm_annotate.judging.parsing import parse_processbench
+    from prm_annotate.judging.processbench import parse_processbench
 
     engine = world_engine("judge")
     template = JUDGE_TEMPLATE
@@ -372,7 +372,7 @@ def test_quick_judge_eval_reads_verdicts_with_the_judge_stages_strict_parser(mon
     """Training's quick evaluation scores what the judge stage would parse: a verdict that ends on
     the right box after a different one is a parse failure, not a hit (a last-box regex took it)."""
     from lab.world import train
-    from prm_annotate.judging.parsing import parse_processbench
+    from prm_annotate.judging.processbench import parse_processbench
 
     n = 12
     probs = [make_problem("judgetest", i, 0) for i in range(n)]

@@ -8,6 +8,7 @@ precision, the tokens. The printed table is rendered from the same report and mu
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,6 +59,10 @@ def test_world_report_numbers_match_the_files(tmp_path, capsys):
         raise
     assert proc.returncode == 0, err[-4000:]
     assert group_alive(proc.pid) == [], "the report left engine processes running"
+    # The pipeline's own lines only: the stages' summaries and consensus's table, no library's
+    # warning, log line or progress bar (--verbose shows those).
+    ours = re.compile(r"^(sample|rollout|judge|consensus): |^ *MC vs judge: first error *$|^[┏┃┡│├└]")
+    assert [line for line in err.splitlines() if line.strip() and not ours.match(line)] == []
     report = orjson.loads(out)
 
     problems = {p["id"]: p for p in read(workdir / "problems.jsonl")}

@@ -1,0 +1,85 @@
+"""Labelled examples from records: the problem, the labelled steps, their labels and MC scores.
+
+Inputs: consensus records (their own `labels`), rollout records (labels from `mc.first_error`),
+judged records (from `judge.first_error`; unjudged records are skipped) or ProcessBench-style
+records (from `label`). Labels follow `labels.step_labels`: right before the first error, wrong at
+it; steps after the first error are dropped, exactly as `consensus` truncates.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from pydantic import ValidationError
+
+from prm_annotate.errors import InputError
+from prm_annotate.records import Consensus, Judged, Rollout
+from prm_annotate.records import describe_validation_error
+from prm_annotate.reports.labels import read_raw, step_labels
+
+
+@dataclass
+class Example:
+    id: str
+    problem: str
+    steps: list[str]  # the labelled steps only
+    labels: list[bool]
+    scores: list[float | None] | None  # MC scores of those steps, when the record has them
+
+
+@dataclass
+class ExportSummary:
+    read: int = 0
+    written: int = 0
+    skipped: Counter = field(default_factory=Counter)  # reason -> records
+    step_end: str | None = None  # tokens: the marker used
+
+
+def _validated(model: Any, obj: dict[str, Any], path: str, where: str) -> Any:
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise InputError(path, where, describe_validation_error(exc)) from None
+
+
+def example_from(obj: dict[str, Any], path: str, where: str) -> Example | str:
+    """The labelled example of a record, or the reason it has none."""
+    if "labels" in obj:
+        rec = _validated(Consensus, obj, path, where)
+        scores = rec.mc.scores[: len(rec.steps)]
+        return Example(rec.id, rec.problem, rec.steps, rec.labels, scores)
+    if isinstance(obj.get("mc"), dict):
+        rec = _validated(Rollout, obj, path, where)
+        labels = step_labels(rec.mc.first_error, len(rec.steps))
+        return Example(rec.id, rec.problem, rec.steps[: len(labels)], labels, rec.mc.scores[: len(labels)])
+    if isinstance(obj.get("judge"), dict):
+        rec = _validated(Judged, obj, path, where)
+        if rec.judge.first_error is None:
+            return "no parsed judgement"
+        labels = step_labels(rec.judge.first_error, len(rec.steps))
+        return Example(rec.id, rec.problem, rec.steps[: len(labels)], labels, None)
+    if "label" in obj and isinstance(obj.get("steps"), list):
+        label, steps = obj["label"], obj["steps"]
+        if isinstance(label, bool) or not isinstance(label, int) or not -1 <= label < len(steps):
+            raise InputError(path, where, f"label must be a step index in -1..{len(steps) - 1}, got {label!r}")
+        if not isinstance(obj.get("id"), str) or not isinstance(obj.get("problem"), str):
+            raise InputError(path, where, "record needs a string `id` and `problem`")
+        labels = step_labels(label, len(steps))
+        return Example(obj["id"], obj["problem"], steps[: len(labels)], labels, None)
+    raise InputError(path, where, "not a consensus, rollout, judged or ProcessBench record "
+                                  "(needs `labels`, `mc`, `judge`, or `label` with `steps`)")
+
+
+def read_examples(path: str, summary: ExportSummary) -> Iterator[tuple[str, Example]]:
+    seen: dict[str, str] = {}
+    for where, obj in read_raw(path):
+        summary.read += 1
+        example = example_from(obj, path, where)
+        if isinstance(example, str):
+            summary.skipped[example] += 1
+            continue
+        if example.id in seen:
+            raise InputError(path, where, f"duplicate id {example.id!r} (first seen at {seen[example.id]})")
+        seen[example.id] = where
+        yield where, example

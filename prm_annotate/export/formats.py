@@ -1,0 +1,146 @@
+"""What an export format is, and the registry `export --format` chooses from.
+
+A format is one object: what it takes (soft labels, a step tag, a step-end marker, a test split),
+its text conventions (the text before the first step and between steps), who reads it (named in
+errors), and the few things that differ from format to format: the row's fields, the one-token
+checks its consumer makes, where its consumer puts each label, and how it is written. Options are
+validated by asking the format (`ExportOptions`), so no other code names a format.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from prm_annotate.errors import UsageError
+from prm_annotate.export.placement import TokenCheck
+from prm_annotate.export.writing import write_rows
+
+if TYPE_CHECKING:
+    from prm_annotate.export.examples import ExportSummary
+
+VOTES = ("agreeing", "all")  # critic: the critiques whose verdict is the consensus first error, or every parsed one
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a dataset was made from, for a format that describes it (hf's dataset card)."""
+    input: str
+    read: int  # records read
+    argv: tuple[str, ...]  # the command line
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    name: str
+    consumer: str  # who reads the labels, named in errors
+    lead: str = ""  # between the problem and the first step
+    step_sep: str = "\n"  # between steps, unless --step-sep
+    default_tag: str | None = None  # the step tag --placeholder replaces; None: the format has no tag
+    soft: bool = False  # takes MC scores as labels (--soft)
+    hard_only: str | None = None  # why --soft is refused, where the general reason would mislead
+    tagged: bool = False  # steps joined into one text (so stripped of surrounding whitespace)
+    step_end: bool = False  # a step-end marker after each step carries its label (--step-end)
+    needs_tokenizer: bool = False  # its rows are token ids
+    test_split: bool = False  # writes a held-out split (--test-split)
+    completion_limit: bool = False  # its trainer cuts completions first (--max-completion-length)
+    directory: bool = False  # writes a directory, not a file
+    critiques: bool = False  # its rows are the judge's critiques, not step labels (--votes, --judged)
+
+    def own_rows(self, path: str, opts: ExportOptions,
+                 tokenizer: Any) -> tuple[list[dict[str, Any]], ExportSummary] | None:
+        """The rows of `path` for a format whose rows are not one per labelled example (critic: one
+        per critique of the judge); None, the default: one per example, made by `fields`."""
+        return None
+
+    def fields(self, problem: str, steps: list[str], values: list[Any], opts: ExportOptions,
+               check: TokenCheck | None) -> dict[str, Any]:
+        """A row's fields after `id`: `values` are the labels (bools, or floats with --soft)."""
+        raise NotImplementedError
+
+    def token_check(self, opts: ExportOptions, tokenizer: Any) -> TokenCheck:
+        """The one-token checks the consumer makes before reading any row (exit 2 here instead of
+        an assertion in the trainer)."""
+        return TokenCheck(tokenizer)
+
+    def check_placement(self, row: dict[str, Any], opts: ExportOptions, check: TokenCheck) -> None:
+        """Raise placement.Misplaced if a label would not land on the token ending its step."""
+
+    def label_positions(self, row: dict[str, Any], opts: ExportOptions, tokenizer: Any,
+                        max_completion_length: int | None) -> list[int | None]:
+        """The token position of each label as the consumer reads the row, for --max-length (None:
+        cut off by `max_completion_length` first)."""
+        raise UsageError(f"--max-length: the {self.name} format has no length check")
+
+    def write(self, rows: list[dict[str, Any]], output: str, opts: ExportOptions, source: Provenance) -> None:
+        write_rows(rows, output)
+
+
+EXPORT_FORMATS: dict[str, ExportFormat] = {}
+
+
+def register(fmt: ExportFormat) -> ExportFormat:
+    """Add a format to `EXPORT_FORMATS` (in the order `--format` lists them)."""
+    if not isinstance(fmt, ExportFormat):
+        raise TypeError(f"not an ExportFormat: {fmt!r}")
+    if fmt.name in EXPORT_FORMATS:
+        raise ValueError(f"export format {fmt.name!r} is registered already")
+    EXPORT_FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def format_names(where: Callable[[ExportFormat], bool], sep: str = " or ") -> str:
+    """The registered formats for which `where` holds, for messages and help."""
+    return sep.join(name for name, fmt in EXPORT_FORMATS.items() if where(fmt))
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    format: str  # a name in EXPORT_FORMATS
+    soft: bool = False
+    keep_scores: bool = False
+    step_sep: str | None = None  # None: the format's default
+    placeholder: str | None = None  # None: the format's default tag
+    step_end: str | None = None  # tokens: None picks a marker that is one token for the tokenizer
+    test_split: float = 0.0  # hf: share of problems held out
+    votes: str | None = None  # critic: which critiques (VOTES; None: agreeing)
+    judged: str | None = None  # critic: the judged file the consensus records were made from
+
+    def __post_init__(self) -> None:
+        fmt = EXPORT_FORMATS.get(self.format)
+        if fmt is None:
+            raise UsageError(f"unknown export format {self.format!r}; choose from {', '.join(EXPORT_FORMATS)}")
+        if self.soft and not fmt.soft:
+            raise UsageError(fmt.hard_only or
+                             f"--soft: the {self.format} format takes hard labels only (soft labels go to "
+                             f"{format_names(lambda f: f.soft)}; --keep-scores adds a `scores` column)")
+        if self.placeholder is not None and not self.placeholder.strip():
+            raise UsageError("--placeholder must not be blank")
+        if self.placeholder is not None and fmt.default_tag is None:
+            raise UsageError(f"--placeholder: the {self.format} format has no step tag"
+                             + (" (its step-end marker is --step-end)" if fmt.step_end else ""))
+        if self.step_end is not None and not fmt.step_end:
+            raise UsageError(f"--step-end goes with --format {format_names(lambda f: f.step_end)}")
+        if self.step_end is not None and not self.step_end:
+            raise UsageError("--step-end must not be empty")
+        if not 0.0 <= self.test_split < 1.0:
+            raise UsageError(f"--test-split must be in [0, 1), got {self.test_split}")
+        if self.test_split and not fmt.test_split:
+            raise UsageError(f"--test-split goes with --format {format_names(lambda f: f.test_split)}")
+        for option, value in (("--votes", self.votes), ("--judged", self.judged)):
+            if value is not None and not fmt.critiques:
+                raise UsageError(f"{option} goes with --format {format_names(lambda f: f.critiques)}")
+        if self.votes is not None and self.votes not in VOTES:
+            raise UsageError(f"--votes {self.votes}: choose {' or '.join(VOTES)}")
+
+    @property
+    def export_format(self) -> ExportFormat:
+        return EXPORT_FORMATS[self.format]
+
+    @property
+    def sep(self) -> str:
+        return self.export_format.step_sep if self.step_sep is None else self.step_sep
+
+    @property
+    def tag(self) -> str | None:
+        """The step tag: --placeholder, or the format's own (None for a format without one)."""
+        return self.export_format.default_tag if self.placeholder is None else self.placeholder

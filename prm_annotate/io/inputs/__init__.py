@@ -1,0 +1,70 @@
+"""Input formats: generic JSONL, GSM8K, MATH and ProcessBench, read as they are published.
+
+Each format (one module here) turns a source row into the generic shape (`id`, `problem`,
+`answer` / `steps`) and keeps every other field. Ids that a format lacks are made from the
+format, the file's stem and the 0-based row index: `gsm8k-test-7` is row 7 of GSM8K's test.jsonl.
+
+Add a format: a module with its `FORMAT` (an `InputFormat`), one entry in `INPUT_FORMATS` below,
+and its test; `--format` lists it and `--format auto` tries its `detect` in this order.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from prm_annotate.errors import InputError
+from prm_annotate.io.inputs import generic, gsm8k, math, processbench
+from prm_annotate.io.inputs.base import FieldMap, InputFormat
+from prm_annotate.io.jsonl import STDIO, OnError, iter_json_array, iter_jsonl
+
+# Detection order: the first format whose rule claims the first row; generic when none does.
+INPUT_FORMATS: dict[str, InputFormat] = {f.name: f for f in (
+    processbench.FORMAT,
+    gsm8k.FORMAT,
+    math.FORMAT,
+    generic.FORMAT,
+)}
+AUTO = "auto"
+
+
+def format_names() -> list[str]:
+    """What `--format` accepts, as its help lists them."""
+    return [AUTO, *sorted(INPUT_FORMATS)]
+
+
+def detect(obj: dict[str, Any]) -> str:
+    return next((f.name for f in INPUT_FORMATS.values() if f.detect is not None and f.detect(obj)), generic.FORMAT.name)
+
+
+def _starts_with_bracket(path: str) -> bool:
+    if path == STDIO:
+        head = sys.stdin.buffer.peek(64)
+    else:
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(64)
+        except OSError:
+            return False  # open_input reports it properly
+    return head.lstrip()[:1] == b"["
+
+
+def read_records(path: str | Path, fmt: str = AUTO, fields: FieldMap = FieldMap(),
+                 on_error: OnError | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield (where, record in the generic shape). The format is detected from the first record.
+
+    Unparseable lines raise InputError, or go to `on_error` and are skipped.
+    """
+    name = str(path)
+    if fmt != AUTO and fmt not in INPUT_FORMATS:
+        raise InputError(name, "line 0", f"unknown format {fmt!r}; choose from {', '.join(format_names())}")
+    rows = iter_json_array(name) if _starts_with_bracket(name) else iter_jsonl(name, on_error)
+    stem = "stdin" if name == STDIO else Path(name).stem
+    chosen = None if fmt == AUTO else INPUT_FORMATS[fmt]
+    for index, (where, obj) in enumerate(rows):
+        if chosen is None:
+            chosen = INPUT_FORMATS[detect(obj)]
+        yield where, chosen.normalise(obj, stem, index, fields)
+
+
+__all__ = ["AUTO", "INPUT_FORMATS", "FieldMap", "InputFormat", "detect", "format_names", "read_records"]
