@@ -1,0 +1,106 @@
+"""`score` reads a Math-Shepherd-style PRM (a causal LM, P(+) against P(-) at each ` ки` tag) named by
+its hub id from a local Hugging Face cache, and gives the scores math-shepherd-mistral-7b-prm's
+model card computes (restated below, on the same tiny checkpoint, through transformers' own cache
+lookup); `evaluate` then reads them as ProcessBench predictions. A hub id missing from the cache
+is exit 2 naming it and the cache. No vLLM: transformers runs the LM."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from prm_annotate.io.output import sidecar
+from testing.jsonl_files import read_jsonl, write_jsonl
+from testing.prm_fixtures import world_responses
+from testing.processbench_files import HF_PROCESSBENCH, hf_split
+from testing.tiny_prms import build_shepherd_lm, hub_cache
+
+CLI = [sys.executable, "-m", "prm_annotate"]
+REPO_ID = "prm-annotate-tests/tiny-math-shepherd"
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    from huggingface_hub import scan_cache_dir
+
+    tmp = tmp_path_factory.mktemp("shepherd")
+    hub = tmp / "hub"
+    snapshot = hub_cache(hub, REPO_ID, build_shepherd_lm(tmp / "lm"))
+    # The layout is the one huggingface_hub itself reads: its scanner finds the repo, whole.
+    (repo,) = scan_cache_dir(hub).repos
+    assert repo.repo_id == REPO_ID and [r.commit_hash for r in repo.revisions] == [snapshot.name]
+    return hub, snapshot
+
+
+def run_score(hub, *args):
+    env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([*CLI, "score", *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+def card_step_scores(hub, responses):
+    """math-shepherd-mistral-7b-prm's card, as written there (the model and tokenizer from the hub id, offline),
+    on these responses: `question + " " + output`, `output` the steps as "Step k: ... ки" joined by "\\n"."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    good_token, bad_token, step_tag = "+", "-", "ки"
+    tokenizer = AutoTokenizer.from_pretrained(REPO_ID, cache_dir=hub, local_files_only=True)
+    candidate_tokens = tokenizer.encode(f"{good_token} {bad_token}")[1:]
+    step_tag_id = tokenizer.encode(f"{step_tag}")[-1]
+    model = AutoModelForCausalLM.from_pretrained(REPO_ID, cache_dir=hub, local_files_only=True).eval()
+    out = []
+    for r in responses:
+        output = "\n".join(f"Step {k}: {step} {step_tag}" for k, step in enumerate(r["steps"], 1))
+        input_for_prm = f"{r['problem']} {output}"
+        input_id = torch.tensor([tokenizer.encode(input_for_prm)])
+        with torch.no_grad():
+            logits = model(input_id).logits[:, :, candidate_tokens]
+            scores = logits.softmax(dim=-1)[:, :, 0]
+            step_scores = scores[input_id == step_tag_id]
+        out.append(step_scores.tolist())
+    return out
+
+
+def test_math_shepherd_scores_equal_the_cards_reading(cache, tmp_path):
+    hub, snapshot = cache
+    # ProcessBench's own rows (their steps carry no "Step k:"), and world responses of other lengths.
+    bench = [{k: r[k] for k in ("id", "problem", "steps")} for r in hf_split("gsm8k")]
+    responses = bench + [{k: r[k] for k in ("id", "problem", "steps")} for r in world_responses(3, seed=5)]
+    src = write_jsonl(tmp_path / "responses.jsonl", responses)
+    out = tmp_path / "scored.jsonl"
+    # A batch size that splits the input, so padded batches of several lengths are read.
+    run = run_score(hub, str(src), "-o", str(out), "--model", REPO_ID, "--batch-size", "4", "--quiet")
+    assert run.returncode == 0, run.stderr[-3000:]
+
+    scored = read_jsonl(out)
+    assert [r["id"] for r in scored] == [r["id"] for r in responses]
+    reference = card_step_scores(hub, responses)
+    for rec, ref in zip(scored, reference):
+        assert len(rec["prm"]["scores"]) == len(rec["steps"]) == len(ref)
+        assert rec["prm"]["scores"] == pytest.approx(ref, abs=1e-5)
+        assert rec["prm"]["model"] == REPO_ID and rec["prm"]["scorer"] == "math-shepherd"
+    assert len({round(s, 3) for rec in scored for s in rec["prm"]["scores"]}) > 10  # not a constant reading
+
+    settings = orjson.loads(sidecar(str(out), "manifest.json").read_bytes())["runs"][-1]["settings"]
+    assert settings["scorer"] == "math-shepherd" and settings["revision"] == snapshot.name
+    assert settings["checkpoint"] == str(snapshot)
+
+    # score + evaluate: ProcessBench's split file is the gold.
+    ev = subprocess.run([*CLI, "evaluate", str(out), "--gold", str(HF_PROCESSBENCH / "gsm8k.json"),
+                         "--pred-field", "prm.first_error", "--json"],
+                        capture_output=True, text=True, timeout=120)
+    assert ev.returncode == 0, ev.stderr
+    assert orjson.loads(ev.stdout)["splits"]["gsm8k"]["n"] == len(bench)
+
+
+def test_a_hub_id_missing_from_the_cache_is_exit_2(cache, tmp_path):
+    hub, _ = cache
+    src = write_jsonl(tmp_path / "responses.jsonl", [{"id": "a", "problem": "p", "steps": ["s"]}])
+    out = tmp_path / "scored.jsonl"
+    run = run_score(hub, str(src), "-o", str(out), "--model", "prm-annotate-tests/absent")
+    assert run.returncode == 2
+    assert "prm-annotate-tests/absent" in run.stderr and str(hub) in run.stderr
+    assert not out.exists()
