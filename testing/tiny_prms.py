@@ -9,7 +9,8 @@ Face cache holding them under a hub id, laid out as huggingface_hub lays one out
   SentencePiece-like BPE tokenizer (a "▁" for each space and one before the text, digits and
   bytes by fallback, a BOS added to every encoding), in which " ки", " +" and " -" are one token
   each, as in Mistral's.
-Large random weights (initializer_range 0.2) so the scores at the tags differ from one another.
+Large random weights (initializer_range 0.2) so the scores at the tags differ from one another; a
+head size of 32 (vLLM's CPU attention has no kernel for 16).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ QWEN_TEMPLATE = (
 )
 
 
-def build_qwen_card_prm(path: str | Path, *, hidden_size: int = 64, num_layers: int = 2, seed: int = 0) -> Path:
+def build_qwen_card_prm(path: str | Path, *, hidden_size: int = 128, num_layers: int = 2, seed: int = 0) -> Path:
     import torch
     from transformers import Qwen2Config
 
