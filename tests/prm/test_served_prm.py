@@ -3,8 +3,8 @@
 run killed with SIGKILL resumes on a rerun. A server without the step tag: vLLM's default pooler
 (step pooling on token 151651, not this PRM's tag) stops the run with exit 2 and one line naming
 the flag, before any record is written; per-token rows (`"pooling_type": "ALL"`) are read at the
-tag positions here, and equal transformers' scores. What the client reads off a probe's rows is
-also checked without a server."""
+tag positions here, and equal transformers' scores. What the client reads off a probe's rows, and
+its HTTP machinery (retries, Retry-After, concurrency), are also checked without vLLM."""
 from __future__ import annotations
 
 import signal
@@ -41,6 +41,27 @@ def test_a_probes_rows_say_how_the_server_pools():
         assert said in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(UsageError, match=r"""--pooler-config '\{"step_tag_id": 609\}'"""):
         rows_kind([], PROBE, "<extra_0>", 609, ROOT)
+
+
+def test_the_pooling_client_keeps_the_http_engines_retries_and_concurrency():
+    """Any route of the server goes through the HTTP engine's retries (5xx, 429 with Retry-After),
+    its bound on requests in flight and its refusal to retry a 4xx."""
+    from prm_annotate.prm.served import Call, PoolingClient
+    from testing.fault_server import FaultServer
+
+    what = ["flaky:2", "429", "400", "slow", "slow", "slow", "slow", "slow"]
+    with FaultServer() as server:
+        client = PoolingClient(server.base_url, concurrency=3, max_attempts=3, backoff_initial=0.01)
+        try:
+            answers = client.generate([Call(str(i), "POST", "/v1/chat/completions",
+                                            {"messages": [{"role": "user", "content": w}]}) for i, w in enumerate(what)])
+        finally:
+            client.close()
+    assert answers["0"].error is None and server.attempts["flaky:2"] == 3
+    assert "failed after 3 attempt(s): HTTP 429" in answers["1"].error
+    assert "failed after 1 attempt(s): HTTP 400" in answers["2"].error
+    assert all(answers[str(i)].data["choices"] for i in range(3, 8))
+    assert server.max_inflight <= 3
 
 
 @pytest.fixture(scope="module")
