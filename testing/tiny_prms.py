@@ -72,7 +72,8 @@ def build_shepherd_tokenizer(seed: int = 0):
     # Newlines are pieces of their own (SentencePiece's <0x0A>), so no merge joins a tag to the next line.
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split("\n", behavior="isolated"),
                                                  pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")])
-    tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement="▁", prepend_scheme="first")])
+    tok.decoder = decoders.Sequence([decoders.ByteFallback(),
+                                     decoders.Metaspace(replacement="▁", prepend_scheme="first")])
     specials = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     tok.train_from_iterator(_shepherd_corpus(seed), trainer=trainers.BpeTrainer(
         vocab_size=600, special_tokens=specials, show_progress=False))
@@ -116,3 +117,39 @@ def hub_cache(cache: str | Path, repo_id: str, folder: str | Path, revision: str
     (repo / "refs").mkdir(exist_ok=True)
     (repo / "refs" / "main").write_text(revision)
     return snapshot
+
+
+def score_by_hub_id(hub: Path, repo_id: str, rows: list[dict], tmp: Path, *args: str,
+                    timeout: float = 600) -> tuple[list[dict], dict]:
+    """`prm-annotate score --model repo_id` (a child process, offline, `hub` its Hugging Face cache)
+    over `rows`: its records and its manifest's settings."""
+    import subprocess
+    import sys
+
+    import orjson
+
+    from prm_annotate.io.output import sidecar
+    from testing.jsonl_files import read_jsonl, write_jsonl
+
+    src = write_jsonl(tmp / "responses.jsonl", rows)
+    out = tmp / "scored.jsonl"
+    env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}
+    run = subprocess.run([sys.executable, "-m", "prm_annotate", "score", str(src), "-o", str(out), "--model", repo_id,
+                          "--quiet", *args], capture_output=True, text=True, timeout=timeout, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    manifest = orjson.loads(sidecar(str(out), "manifest.json").read_bytes())
+    return read_jsonl(out), manifest["runs"][-1]["settings"]
+
+
+def assert_step_scores(scored: list[dict], rows: list[dict], reference: list[list[float]], tolerance: float,
+                       model: str, scorer: str) -> None:
+    """Every record of `rows`, in order, with one score per step, each within `tolerance` of the
+    reference's; and the scores not all alike (a constant head would pass vacuously)."""
+    import pytest
+
+    assert [r["id"] for r in scored] == [r["id"] for r in rows]
+    for rec, ref in zip(scored, reference):
+        assert len(rec["prm"]["scores"]) == len(rec["steps"]) == len(ref)
+        assert rec["prm"]["scores"] == pytest.approx(ref, abs=tolerance)
+        assert rec["prm"]["model"] == model and rec["prm"]["scorer"] == scorer
+    assert len({round(s, 3) for rec in scored for s in rec["prm"]["scores"]}) > 10

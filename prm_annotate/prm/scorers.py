@@ -101,6 +101,6 @@ def scorer_for(checkpoint: Checkpoint, served: bool) -> ScorerKind:
         if kind.served == served and kind.reads(checkpoint):
             return kind
     how = "over --base-url" if served else "in process"
+    what = "/".join(checkpoint.architectures) or "model without architectures"
     known = "; ".join(f"{k.name}: {k.description}" for k in SCORERS.values())
-    raise UsageError(f"{checkpoint.name}: no scorer reads a {'/'.join(checkpoint.architectures) or 'model without architectures'} "
-                     f"{how} (scorers: {known})")
+    raise UsageError(f"{checkpoint.name}: no scorer reads a {what} {how} (scorers: {known})")

@@ -12,11 +12,10 @@ import sys
 import orjson
 import pytest
 
-from prm_annotate.io.output import sidecar
-from testing.jsonl_files import read_jsonl, write_jsonl
+from testing.jsonl_files import write_jsonl
 from testing.prm_fixtures import world_responses
 from testing.processbench_files import HF_PROCESSBENCH, hf_split
-from testing.tiny_prms import build_shepherd_lm, hub_cache
+from testing.tiny_prms import assert_step_scores, build_shepherd_lm, hub_cache, score_by_hub_id
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 REPO_ID = "prm-annotate-tests/tiny-math-shepherd"
@@ -33,11 +32,6 @@ def cache(tmp_path_factory):
     (repo,) = scan_cache_dir(hub).repos
     assert repo.repo_id == REPO_ID and [r.commit_hash for r in repo.revisions] == [snapshot.name]
     return hub, snapshot
-
-
-def run_score(hub, *args):
-    env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([*CLI, "score", *args], capture_output=True, text=True, timeout=300, env=env)
 
 
 def card_step_scores(hub, responses):
@@ -69,28 +63,15 @@ def test_math_shepherd_scores_equal_the_cards_reading(cache, tmp_path):
     # ProcessBench's own rows (their steps carry no "Step k:"), and world responses of other lengths.
     bench = [{k: r[k] for k in ("id", "problem", "steps")} for r in hf_split("gsm8k")]
     responses = bench + [{k: r[k] for k in ("id", "problem", "steps")} for r in world_responses(3, seed=5)]
-    src = write_jsonl(tmp_path / "responses.jsonl", responses)
-    out = tmp_path / "scored.jsonl"
     # A batch size that splits the input, so padded batches of several lengths are read.
-    run = run_score(hub, str(src), "-o", str(out), "--model", REPO_ID, "--batch-size", "4", "--quiet")
-    assert run.returncode == 0, run.stderr[-3000:]
-
-    scored = read_jsonl(out)
-    assert [r["id"] for r in scored] == [r["id"] for r in responses]
-    reference = card_step_scores(hub, responses)
-    for rec, ref in zip(scored, reference):
-        assert len(rec["prm"]["scores"]) == len(rec["steps"]) == len(ref)
-        assert rec["prm"]["scores"] == pytest.approx(ref, abs=1e-5)
-        assert rec["prm"]["model"] == REPO_ID and rec["prm"]["scorer"] == "math-shepherd"
-    assert len({round(s, 3) for rec in scored for s in rec["prm"]["scores"]}) > 10  # not a constant reading
-
-    settings = orjson.loads(sidecar(str(out), "manifest.json").read_bytes())["runs"][-1]["settings"]
+    scored, settings = score_by_hub_id(hub, REPO_ID, responses, tmp_path, "--batch-size", "4")
+    assert_step_scores(scored, responses, card_step_scores(hub, responses), 1e-5, REPO_ID, "math-shepherd")
     assert settings["scorer"] == "math-shepherd" and settings["revision"] == snapshot.name
     assert settings["checkpoint"] == str(snapshot)
 
     # score + evaluate: ProcessBench's split file is the gold.
-    ev = subprocess.run([*CLI, "evaluate", str(out), "--gold", str(HF_PROCESSBENCH / "gsm8k.json"),
-                         "--pred-field", "prm.first_error", "--json"],
+    ev = subprocess.run([*CLI, "evaluate", str(tmp_path / "scored.jsonl"), "--gold",
+                         str(HF_PROCESSBENCH / "gsm8k.json"), "--pred-field", "prm.first_error", "--json"],
                         capture_output=True, text=True, timeout=120)
     assert ev.returncode == 0, ev.stderr
     assert orjson.loads(ev.stdout)["splits"]["gsm8k"]["n"] == len(bench)
@@ -100,7 +81,22 @@ def test_a_hub_id_missing_from_the_cache_is_exit_2(cache, tmp_path):
     hub, _ = cache
     src = write_jsonl(tmp_path / "responses.jsonl", [{"id": "a", "problem": "p", "steps": ["s"]}])
     out = tmp_path / "scored.jsonl"
-    run = run_score(hub, str(src), "-o", str(out), "--model", "prm-annotate-tests/absent")
+    env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}
+    run = subprocess.run([*CLI, "score", str(src), "-o", str(out), "--model", "prm-annotate-tests/absent"],
+                         capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 2
     assert "prm-annotate-tests/absent" in run.stderr and str(hub) in run.stderr
     assert not out.exists()
+
+
+def test_the_scorer_follows_from_the_checkpoints_architecture(cache):
+    from prm_annotate.errors import UsageError
+    from prm_annotate.prm.checkpoint import locate
+    from prm_annotate.prm.scorers import scorer_for
+
+    checkpoint = locate(str(cache[1]))
+    assert checkpoint.architectures == ["MistralForCausalLM"]
+    assert scorer_for(checkpoint, served=False).name == "math-shepherd"
+    # vLLM's /pooling does not read an LM's vocabulary logits at a token: no served Math-Shepherd.
+    with pytest.raises(UsageError, match="no scorer reads a MistralForCausalLM over --base-url"):
+        scorer_for(checkpoint, served=True)

@@ -5,20 +5,12 @@ Face cache. The text is checked without an engine; the scores through vLLM (in p
 `score` runs it) against the card's transformers forward pass."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
-import orjson
 import pytest
 
-from prm_annotate.io.output import sidecar
 from prm_annotate.prm.checkpoint import PRMFormat, locate, prm_token_ids
-from testing.jsonl_files import read_jsonl, write_jsonl
 from testing.processbench_files import hf_split
-from testing.tiny_prms import build_qwen_card_prm, hub_cache
+from testing.tiny_prms import assert_step_scores, build_qwen_card_prm, hub_cache, score_by_hub_id
 
-CLI = [sys.executable, "-m", "prm_annotate"]
 REPO_ID = "prm-annotate-tests/tiny-Qwen2.5-Math-PRM"
 SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."  # the card's data["system"]
 
@@ -105,21 +97,7 @@ def test_score_equals_the_cards_step_rewards(cache, tmp_path, heavy):
     heavy.release()  # one engine at a time on this machine: this one runs in a child process
     hub, snapshot = cache
     rows = responses()
-    src = write_jsonl(tmp_path / "responses.jsonl", rows)
-    out = tmp_path / "scored.jsonl"
-    env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}
-    cmd = [*CLI, "score", str(src), "-o", str(out), "--model", REPO_ID, "--dtype", "float32", "--batch-size", "4",
-           "--start-timeout", "300", "--quiet"]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-
-    scored = read_jsonl(out)
-    assert [r["id"] for r in scored] == [r["id"] for r in rows]
-    reference = card_step_rewards(hub, rows)
-    for rec, ref in zip(scored, reference):
-        assert len(rec["prm"]["scores"]) == len(rec["steps"]) == len(ref)
-        assert rec["prm"]["scores"] == pytest.approx(ref, abs=1e-4)
-        assert rec["prm"]["model"] == REPO_ID and rec["prm"]["scorer"] == "qwen-prm"
-    assert len({round(s, 3) for rec in scored for s in rec["prm"]["scores"]}) > 10  # not a constant head
-    settings = orjson.loads(sidecar(str(out), "manifest.json").read_bytes())["runs"][-1]["settings"]
+    scored, settings = score_by_hub_id(hub, REPO_ID, rows, tmp_path, "--dtype", "float32", "--batch-size", "4",
+                                       "--start-timeout", "300")
+    assert_step_scores(scored, rows, card_step_rewards(hub, rows), 1e-4, REPO_ID, "qwen-prm")
     assert settings["revision"] == snapshot.name and settings["checkpoint"] == str(snapshot)

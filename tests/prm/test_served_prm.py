@@ -54,7 +54,8 @@ def test_the_pooling_client_keeps_the_http_engines_retries_and_concurrency():
         client = PoolingClient(server.base_url, concurrency=3, max_attempts=3, backoff_initial=0.01)
         try:
             answers = client.generate([Call(str(i), "POST", "/v1/chat/completions",
-                                            {"messages": [{"role": "user", "content": w}]}) for i, w in enumerate(what)])
+                                            {"messages": [{"role": "user", "content": w}]})
+                                       for i, w in enumerate(what)])
         finally:
             client.close()
     assert answers["0"].error is None and server.attempts["flaky:2"] == 3
