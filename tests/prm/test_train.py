@@ -147,7 +147,7 @@ def test_one_text_convention_with_export():
     `--step-end <extra_0> --step-sep ''` is token for token what `score` builds."""
     from transformers import AutoTokenizer
 
-    from prm_annotate.export.rows import Example, ExportOptions, to_row, token_check
+    from prm_annotate.export.rows import Example, ExportOptions, to_row
 
     tokenizer = AutoTokenizer.from_pretrained(POLICY_DIR)
     tokenizer.add_tokens(["<extra_0>"], special_tokens=True)
@@ -158,7 +158,7 @@ def test_one_text_convention_with_export():
     fmt = PRMFormat()
     assert tokenizer.encode(text, add_special_tokens=False) == prm_token_ids(tokenizer, fmt, example.problem, steps)
     opts = ExportOptions(format="tokens", step_end="<extra_0>", step_sep="")
-    tokens = to_row(example, opts, token_check(opts, tokenizer))
+    tokens = to_row(example, opts, opts.export_format.token_check(opts, tokenizer))
     assert tokens["input_ids"] == prm_token_ids(tokenizer, PRMFormat(system_prompt=None), example.problem, steps)
 
 
@@ -183,11 +183,11 @@ def test_tokens_export_trains_with_its_marker(tmp_path):
     base = padded_tag_base(POLICY_DIR, tmp_path / "base")
     from transformers import AutoTokenizer
 
-    from prm_annotate.export.rows import Example, ExportOptions, to_row, token_check
+    from prm_annotate.export.rows import Example, ExportOptions, to_row
 
     tokenizer = AutoTokenizer.from_pretrained(base)
     opts = ExportOptions(format="tokens", step_end="<extra_0>", step_sep="")
-    rows = [to_row(Example(r["id"], r["problem"], r["steps"][:1], [True], None), opts, token_check(opts, tokenizer))
+    rows = [to_row(Example(r["id"], r["problem"], r["steps"][:1], [True], None), opts, opts.export_format.token_check(opts, tokenizer))
             for r in world_responses(2, seed=0)]
     path = write_jsonl(tmp_path / "tokens.jsonl", rows)
     assert read_examples(str(path), "auto", soft=False)["train"][0].input_ids == rows[0]["input_ids"]
