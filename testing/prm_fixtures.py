@@ -1,7 +1,7 @@
 """Labelled arithmetic-world responses for the PRM tests: each problem's reference solution and
 corrupted copies of it (lab/world/corrupt.py), labelled by the world's truth, as `trl` export rows and as
-responses to score; a base checkpoint with the tag already a token; and `score` (vLLM) against
-transformers on a trained checkpoint."""
+responses to score; a PRM trained on them; a base checkpoint with the tag already a token; and
+`score` (vLLM) against transformers on a trained checkpoint."""
 from __future__ import annotations
 
 import random
@@ -52,6 +52,19 @@ def padded_tag_base(policy_dir: Path, out: Path, multiple: int = 64) -> Path:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def train_world_prm(tmp: Path, name: str = "prm") -> Path:
+    """A PRM trained by `train` in seconds (15 steps on the world policy): tag `<extra_0>`, which the
+    world tokenizer did not have (so its id is not vLLM's default step tag)."""
+    from prm_annotate.prm.train import TrainConfig, train
+    from prm_annotate.world import POLICY_DIR
+    from testing.jsonl_files import write_jsonl
+
+    data = write_jsonl(tmp / f"{name}-train.jsonl", trl_rows(world_responses(8, seed=2)))
+    train(TrainConfig(data=str(data), base=str(POLICY_DIR), output=str(tmp / name), steps=15, batch_size=8,
+                      lr=3e-3, quiet=True))
+    return tmp / name
 
 
 def score_with_vllm(prm_dir: Path, responses: list[dict], tmp: Path, timeout: float = 600) -> list[dict]:

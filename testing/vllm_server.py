@@ -6,6 +6,7 @@ ends its EngineCore and worker processes (SIGTERM, then SIGKILL after a grace pe
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -46,7 +47,10 @@ class VLLMServer:
     """A `vllm serve` process on 127.0.0.1. Use as a context manager, or `start()`/`stop()`.
 
     Its engine settings are the in-process engine's (`engines.defaults.vllm_args`, as flags): on
-    CPU the settings known to work here; prefix caching and cached-token reporting always on."""
+    CPU the settings known to work here; prefix caching and cached-token reporting on. With
+    `runner="pooling"` (a PRM: `/pooling`) prefix caching is off, as vLLM supports step pooling
+    only without it, and `pooler_config` (e.g. {"step_tag_id": 609}) goes to `--pooler-config`
+    as JSON; None leaves vLLM's defaults."""
 
     def __init__(
         self,
@@ -59,6 +63,8 @@ class VLLMServer:
         kv_cache_gb: float | None = None,
         extra_args: list[str] | None = None,
         log_path: str | Path | None = None,
+        runner: str = "generate",
+        pooler_config: dict[str, Any] | None = None,
     ) -> None:
         require("vllm", "vllm serve", ENGINE_INSTALL)
         self.model, _ = resolve_model(str(model))
@@ -68,13 +74,20 @@ class VLLMServer:
         engine = vllm_args(self.model, cpu=on_cpu(), dtype=dtype, max_model_len=max_model_len,
                            kv_cache_gb=kv_cache_gb)
         self.dtype = engine["dtype"]
+        if runner == "pooling":
+            engine["enable_prefix_caching"] = False
+            mode = ["--runner", "pooling"]
+            if pooler_config is not None:
+                mode += ["--pooler-config", json.dumps(pooler_config)]
+        else:
+            mode = ["--enable-prompt-tokens-details"]
         args = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             *serve_flags(engine),
             "--served-model-name", self.served_name,
             "--host", "127.0.0.1",
             "--port", str(self.port),
-            "--enable-prompt-tokens-details",
+            *mode,
         ]
         self.args = args + list(extra_args or [])
         self.log_path = Path(log_path) if log_path else None

@@ -265,13 +265,24 @@ class OpenAIEngine(Streaming):
                 with attempt:
                     attempts += 1
                     async with semaphore:
-                        data = await self._post(client, body)
+                        data = await self._post(client, body, *self.route(r))
                     return self._parse(r, data)
         except (RetryableError, PermanentError) as exc:
             msg = printable(self._redact(str(exc)))
             log.warning("request %s failed after %d attempt(s): %s", r.key, attempts, msg)
-            return GenerationResult(key=r.key, error=f"failed after {attempts} attempt(s): {msg}")
+            return self.failed(r, f"failed after {attempts} attempt(s): {msg}")
         raise AssertionError("unreachable")  # pragma: no cover
+
+    # A subclass reaching other routes of the same server (vLLM's /pooling: prm/served.py) keeps
+    # the loop, the concurrency, the retries and the key handling, and changes these three.
+
+    def route(self, r: Any) -> tuple[str, str]:
+        """The HTTP method and URL of a request."""
+        return "POST", self.url
+
+    def failed(self, r: Any, message: str) -> Any:
+        """The result of a request that failed for good."""
+        return GenerationResult(key=r.key, error=message)
 
     def _wait(self, state: RetryCallState) -> float:
         """Exponential backoff with full jitter; at least the server's Retry-After, if it sent one."""
@@ -281,9 +292,10 @@ class OpenAIEngine(Streaming):
             wait = max(wait, min(exc.retry_after, self.backoff_max))
         return wait
 
-    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any] | None, method: str,
+                    url: str) -> dict[str, Any]:
         try:
-            resp = await client.post(self.url, json=body)
+            resp = await client.request(method, url, json=body)
         except httpx.TimeoutException as exc:
             raise RetryableError(f"timeout ({type(exc).__name__})") from None
         except httpx.TransportError as exc:

@@ -13,6 +13,11 @@ being folded into the whitespace before it by a SentencePiece tokenizer. Trainin
 it with the same function (`prm_token_ids`), so the tag tokens a trainer labels are the tokens a
 scorer reads.
 
+A checkpoint is named by a path or by a Hugging Face hub id (`Qwen/Qwen2.5-Math-PRM-7B`); a hub id
+is found in the local Hugging Face cache (`HF_HUB_CACHE`, else `HF_HOME/hub`) by huggingface_hub's
+own lookup, and never downloaded: the machines that score are often offline, and a 7B download
+is not something a scoring command should start by surprise.
+
 `train` records its choices in the checkpoint's config.json under `prm_annotate` (step tag and its
 token id, system prompt, the step threshold tuned on its eval set); a checkpoint without that block
 (Qwen2.5-Math-PRM itself) gets Qwen's defaults and the threshold 0.5. torch and transformers are
@@ -33,6 +38,56 @@ DEFAULT_THRESHOLD = 0.5  # a step scoring below it is an error, when no eval set
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint as the user named it, the local folder it is, and its config.json."""
+    name: str
+    path: Path
+    config: dict[str, Any]
+    revision: str | None = None  # the commit of a hub snapshot
+
+    @property
+    def architectures(self) -> list[str]:
+        return list(self.config.get("architectures") or [])
+
+    def describe(self) -> dict[str, Any]:
+        """What a manifest records about it."""
+        out: dict[str, Any] = {"model": self.name, "checkpoint": str(self.path)}
+        if self.revision:
+            out["revision"] = self.revision
+        return out
+
+
+def locate(model: str) -> Checkpoint:
+    """The checkpoint `model` names: a local folder, or a hub id in the local Hugging Face cache."""
+    from prm_annotate.engines.vllm_engine import resolve_model
+
+    path, local = resolve_model(model)
+    folder, revision = (Path(path), None) if local else _cached_snapshot(model)
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{model}: not a model checkpoint (cannot read config.json: {exc})") from None
+    return Checkpoint(name=model, path=folder, config=config, revision=revision)
+
+
+def _cached_snapshot(repo_id: str) -> tuple[Path, str]:
+    """The snapshot folder of the hub id's default revision in the local cache, and its commit."""
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    try:
+        folder = Path(snapshot_download(repo_id, local_files_only=True))
+    except HFValidationError:
+        raise UsageError(f"{repo_id}: neither a local checkpoint folder nor a hub id") from None
+    except LocalEntryNotFoundError as exc:
+        raise UsageError(
+            f"{repo_id}: no such folder, nor a hub id in the local Hugging Face cache ({constants.HF_HUB_CACHE}); "
+            f"nothing is downloaded: fetch it where there is a network (`hf download {repo_id}`) and copy the cache, "
+            f"set HF_HUB_CACHE to where it is, or give the checkpoint's folder ({type(exc).__name__})") from None
+    return folder, folder.name
+
+
+@dataclass(frozen=True)
 class PRMFormat:
     """How a checkpoint reads a response (tag, system turn), and the threshold it was tuned with."""
     step_tag: str = STEP_TAG
@@ -45,6 +100,10 @@ class PRMFormat:
             config = json.loads((Path(path) / "config.json").read_text())
         except (OSError, ValueError) as exc:
             raise UsageError(f"{path}: not a PRM checkpoint (cannot read config.json: {exc})") from None
+        return cls.of_config(config)
+
+    @classmethod
+    def of_config(cls, config: dict[str, Any]) -> "PRMFormat":
         ours = config.get("prm_annotate") or {}
         threshold = ours.get("threshold")
         return cls(step_tag=ours.get("step_tag", STEP_TAG), system_prompt=ours.get("system_prompt", QWEN_SYSTEM),

@@ -1,18 +1,21 @@
 """score: each step's probability of being right under a Process Reward Model.
 
 Reads responses (`steps`) and writes them back with `prm`: `scores` (P(right) at each step's
-tag, from the PRM's 2-label head), `first_error` (the first step scoring below `threshold`, -1 if
-none: the prediction `evaluate` and `compare` read as `prm.first_error`), the threshold and the
-model. The threshold is the one given, else the one `train` tuned on its eval set and wrote into
-the checkpoint, else 0.5. A response the PRM cannot read (too long, the step tag inside its text)
-fails alone and is left for a rerun, never given invented scores.
+tag), `first_error` (the first step scoring below `threshold`, -1 if none: the prediction
+`evaluate` and `compare` read as `prm.first_error`), the threshold, the model, and which scorer
+read it (`prm.scorer`; over HTTP also `prm.server`). The scorer is one of prm/scorers.py's, chosen
+from the checkpoint and `--base-url`. The threshold is the one given, else the one `train` tuned
+on its eval set and wrote into the checkpoint, else 0.5. A response the PRM cannot read (too long,
+the step tag inside its text, an answer without one score per step) fails alone and is left for a
+rerun, never given invented scores.
 """
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Iterable
 
-from prm_annotate.prm.checkpoint import prm_token_ids, tag_in_text
+from prm_annotate.prm.checkpoint import tag_in_text
+from prm_annotate.prm.scorers import Scorer
 from prm_annotate.records import Response, Scored
 from prm_annotate.pipeline.runner import Outcome, StageBase
 
@@ -26,45 +29,45 @@ class ScoreStage(StageBase):
     input_model = Response
     output_model = Scored
 
-    def __init__(self, scorer: Any, threshold: float | None = None):
+    def __init__(self, scorer: Scorer, threshold: float | None = None):
         self.scorer = scorer
         self.threshold_source = "given" if threshold is not None else "checkpoint"
         self.threshold = threshold if threshold is not None else scorer.format.threshold
         self.stats: Counter = Counter()
 
     def settings(self) -> dict[str, Any]:
-        fmt = self.scorer.format
-        return {"model": self.scorer.model, "threshold": self.threshold, "threshold_source": self.threshold_source,
-                "step_tag": fmt.step_tag,
-                "step_tag_id": self.scorer.step_tag_id, "system_prompt": fmt.system_prompt,
-                "engine_args": {k: str(v) for k, v in getattr(self.scorer, "engine_args", {}).items()}}
+        return {"scorer": self.scorer.kind, **self.scorer.settings(), "threshold": self.threshold,
+                "threshold_source": self.threshold_source}
 
     def process(self, batch: list[Response]) -> Iterable[Outcome]:
-        fmt, tokenizer = self.scorer.format, self.scorer.tokenizer
+        scorer, tag = self.scorer, self.scorer.format.step_tag
         ready: list[tuple[Response, list[int]]] = []
         for r in batch:
-            if tag_in_text(fmt, r.problem, r.steps):
-                yield Outcome(r.id, error=f"the text contains the step tag {fmt.step_tag!r}")
+            if tag_in_text(scorer.format, r.problem, r.steps):
+                yield Outcome(r.id, error=f"the text contains the step tag {tag!r}")
                 continue
-            ids = prm_token_ids(tokenizer, fmt, r.problem, r.steps)
-            if len(ids) > self.scorer.max_model_len:
-                yield Outcome(r.id, error=f"{len(ids)} tokens, max_model_len is {self.scorer.max_model_len}")
+            ids = scorer.token_ids(r.problem, r.steps)
+            if len(ids) > scorer.max_model_len:
+                yield Outcome(r.id, error=f"{len(ids)} tokens, max_model_len is {scorer.max_model_len}")
                 continue
             ready.append((r, ids))
         if not ready:
             return
         try:
-            probabilities = self.scorer.step_probabilities([ids for _, ids in ready])
+            probabilities = scorer.step_probabilities([ids for _, ids in ready])
         except Exception as exc:  # the engine's own failure: no record of this batch is finished
             for r, _ in ready:
                 yield Outcome(r.id, error=f"engine failed: {type(exc).__name__}: {exc}")
             return
         for (r, ids), scores in zip(ready, probabilities):
+            if isinstance(scores, str):
+                yield Outcome(r.id, error=scores)
+                continue
             if len(scores) != len(r.steps):
                 yield Outcome(r.id, error=f"the PRM returned {len(scores)} scores for {len(r.steps)} steps")
                 continue
             self.stats["prompt_tokens"] += len(ids)
             out = r.dump()
             out["prm"] = {"scores": scores, "first_error": first_below(scores, self.threshold),
-                          "threshold": self.threshold, "model": self.scorer.model}
+                          "threshold": self.threshold, "model": scorer.model, **scorer.record()}
             yield Outcome.one(Scored.make(out))

@@ -189,7 +189,8 @@ def test_tokens_export_trains_with_its_marker(tmp_path):
 
     tokenizer = AutoTokenizer.from_pretrained(base)
     opts = ExportOptions(format="tokens", step_end="<extra_0>", step_sep="")
-    rows = [to_row(Example(r["id"], r["problem"], r["steps"][:1], [True], None), opts, opts.export_format.token_check(opts, tokenizer))
+    check = opts.export_format.token_check(opts, tokenizer)
+    rows = [to_row(Example(r["id"], r["problem"], r["steps"][:1], [True], None), opts, check)
             for r in world_responses(2, seed=0)]
     path = write_jsonl(tmp_path / "tokens.jsonl", rows)
     assert read_examples(str(path), "auto", soft=False)["train"][0].input_ids == rows[0]["input_ids"]

@@ -13,12 +13,11 @@ import orjson
 import pytest
 
 from prm_annotate.io.output import sidecar
-from prm_annotate.prm.checkpoint import PRMFormat
+from prm_annotate.prm.checkpoint import PRMFormat, prm_token_ids
 from prm_annotate.records import Response
 from prm_annotate.stages.score import ScoreStage, first_below
-from prm_annotate.world import POLICY_DIR
 from testing.jsonl_files import read_jsonl, write_jsonl
-from testing.prm_fixtures import trl_rows, vllm_vs_transformers, world_responses
+from testing.prm_fixtures import train_world_prm, vllm_vs_transformers, world_responses
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 TIMEOUT = 600
@@ -33,27 +32,40 @@ def test_first_below():
 class StubScorer:
     """Pure-logic stand-in: fixed probabilities, a whitespace tokenizer with the tag as a word."""
 
+    kind = "stub"
     model = "stub"
-    step_tag_id = 7
     max_model_len = 40
     format = PRMFormat(step_tag="<extra_0>", system_prompt=None)
     tokenizer = SimpleNamespace(chat_template=None,
                                 encode=lambda text, add_special_tokens=False: re.findall(r"<extra_0>|[^\s<]+", text))
 
+    def token_ids(self, problem, steps):
+        return prm_token_ids(self.tokenizer, self.format, problem, steps)
+
     def step_probabilities(self, prompts):
-        return [[0.9, 0.3][:ids.count("<extra_0>")] for ids in prompts]
+        return [[0.9, 0.3][:ids.count("<extra_0>")] if "refused" not in ids else "the server refused it"
+                for ids in prompts]
+
+    def settings(self):
+        return {"model": self.model}
+
+    def record(self):
+        return {"scorer": self.kind}
 
 
 def test_stage_outcomes_without_an_engine():
     records = [Response(id="ok", problem="p", steps=["a", "b"]),
                Response(id="tagged", problem="p", steps=["a<extra_0>", "b"]),
                Response(id="long", problem="p", steps=["word " * 50]),
-               Response(id="three", problem="p", steps=["a", "b", "c"])]
+               Response(id="three", problem="p", steps=["a", "b", "c"]),
+               Response(id="refused", problem="refused", steps=["a"])]
     out = {o.id: o for o in ScoreStage(StubScorer(), threshold=0.5).process(records)}
-    assert out["ok"].records[0].dump()["prm"] == {"scores": [0.9, 0.3], "first_error": 1, "threshold": 0.5, "model": "stub"}
+    assert out["ok"].records[0].dump()["prm"] == {"scores": [0.9, 0.3], "first_error": 1, "threshold": 0.5,
+                                                  "model": "stub", "scorer": "stub"}
     assert "step tag" in out["tagged"].error
     assert "max_model_len is 40" in out["long"].error
     assert out["three"].error == "the PRM returned 2 scores for 3 steps"  # never padded or invented
+    assert out["refused"].error == "the server refused it" and not out["refused"].records
 
 
 def test_threshold_defaults_to_the_checkpoints_tuned_one():
@@ -66,18 +78,14 @@ def test_threshold_defaults_to_the_checkpoints_tuned_one():
     assert out.records[0].dump()["prm"]["first_error"] == 0 and tuned.settings()["threshold"] == 0.95  # 0.9 < 0.95
     assert tuned.settings()["threshold_source"] == "checkpoint"
     (given,) = ScoreStage(Tuned(), threshold=0.5).process([record])
-    assert given.records[0].dump()["prm"] == {"scores": [0.9, 0.3], "first_error": 1, "threshold": 0.5, "model": "stub"}
+    assert given.records[0].dump()["prm"] == {"scores": [0.9, 0.3], "first_error": 1, "threshold": 0.5,
+                                              "model": "stub", "scorer": "stub"}
+    assert tuned.settings() == {"scorer": "stub", "model": "stub", "threshold": 0.95, "threshold_source": "checkpoint"}
 
 
 @pytest.fixture(scope="module")
 def trained_prm(tmp_path_factory):
-    from prm_annotate.prm.train import TrainConfig, train
-
-    tmp = tmp_path_factory.mktemp("prm")
-    data = write_jsonl(tmp / "train.jsonl", trl_rows(world_responses(8, seed=2)))
-    train(TrainConfig(data=str(data), base=str(POLICY_DIR), output=str(tmp / "prm"), steps=15, batch_size=8,
-                      lr=3e-3, quiet=True))
-    return tmp / "prm"
+    return train_world_prm(tmp_path_factory.mktemp("prm"))
 
 
 @pytest.mark.engine
