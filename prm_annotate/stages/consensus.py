@@ -58,11 +58,13 @@ def consensus_record(rollout: Rollout, judged: Judged) -> Consensus:
 
 @dataclass
 class ConsensusSummary:
-    rollouts: int = 0
-    judged: int = 0
-    joined: int = 0
-    written: int = 0
-    skipped: int = 0
+    """One consensus run, as its table and summary line say it."""
+
+    rollouts: int  # read
+    judged: int
+    joined: int  # rollouts with a judged record
+    written: int
+    skipped: int  # already done in an earlier run
     rows: Counter = field(default_factory=Counter)
     only_rollouts: list[str] = field(default_factory=list)
     only_judged: list[str] = field(default_factory=list)
