@@ -13,7 +13,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from prm_annotate.errors import UsageError
-from prm_annotate.judging import JUDGE_STYLES
+from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
+from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
 from prm_annotate.steps import decode_sep
 from prm_annotate.strategies import strategies_help
 
@@ -37,6 +38,11 @@ def _seed(what: str) -> Any:
 
 def _system_prompt(default: str) -> Any:
     return Annotated[Optional[str], typer.Option("--system-prompt", help=default)]
+
+
+def _protocols_help() -> str:
+    return "How the judge is sampled and read: " + "; ".join(
+        f"{name}: {p.description}" for name, p in JUDGE_PROTOCOLS.items()) + "."
 
 
 def _styles_help() -> str:
@@ -99,23 +105,42 @@ class RolloutConfig:
 
 @dataclass(frozen=True)
 class JudgeConfig:
-    prompt: Annotated[str, typer.Option(
-        "--prompt", help="paper | processbench | a template FILE with {problem} and {paragraphs}.")] = "processbench"
+    """Sampling options left at None take the protocol's value (`JudgeProtocol.sampling`); a protocol that sets
+    some itself (processbench-official) refuses them when given."""
+
+    prompt: Annotated[Optional[str], typer.Option(
+        "--prompt", show_default="paper", help=(
+            "paper (the paper's Appendix C protocol: labels) | processbench (ProcessBench's critic template) | "
+            "a template FILE with {problem} and {paragraphs}; processbench under --protocol processbench-official."
+        ))] = None
     style: Annotated[Optional[str], typer.Option("--style", help=_styles_help())] = None
+    protocol: Annotated[str, typer.Option("--protocol", help=_protocols_help())] = "strict"
     votes: Annotated[int, typer.Option(
-        "--votes", min=1, help="Verdicts per response; the majority wins, ties go to the earliest error.")] = 1
+        "--votes", min=1, help="Verdicts per response, made one first error as --protocol says.")] = 1
     temperature: Annotated[Optional[float], typer.Option(
         "--temperature", min=0.0, help="Default: 0 with one vote, 0.7 with several.")] = None
-    top_p: TopP = 1.0
-    max_tokens: _max_tokens("verdict") = 2048
-    seed: _seed("vote") = 0
+    top_p: Annotated[Optional[float], typer.Option("--top-p", min=0.0, max=1.0, show_default="1.0")] = None
+    top_k: Annotated[Optional[int], typer.Option(
+        "--top-k", min=0, show_default="0", help="Sample from the k likeliest tokens only; 0: off.")] = None
+    max_tokens: Annotated[Optional[int], typer.Option(
+        "--max-tokens", min=1, show_default=str(JUDGE_MAX_TOKENS), help="Tokens per verdict.")] = None
+    seed: Annotated[Optional[int], typer.Option(
+        "--seed", show_default="0", help="Run seed; each vote's seed derives from it.")] = None
     constrained: Annotated[bool, typer.Option("--constrained/--no-constrained", metavar="", help=(
-        "Force the verdict's format (vLLM structured outputs) so it always parses."))] = False
+        "Force the verdict's answer (vLLM structured outputs): a processbench index then always parses; "
+        "a paper conclusion's word is forced, its analyses stay the judge's."))] = False
+
+    def __post_init__(self) -> None:
+        if self.protocol not in JUDGE_PROTOCOLS:
+            raise UsageError(f"--protocol {self.protocol}: choose {' or '.join(JUDGE_PROTOCOLS)}")
+        JUDGE_PROTOCOLS[self.protocol].check(self)
 
     @property
-    def sampling_temperature(self) -> float:
-        """`temperature`, or by default greedy for one vote and 0.7 for several: identical greedy
-        votes would make voting pointless."""
-        if self.temperature is not None:
-            return self.temperature
-        return 0.0 if self.votes == 1 else 0.7
+    def prompt_choice(self) -> str:
+        """--prompt, or the protocol's own prompt."""
+        return self.prompt or JUDGE_PROTOCOLS[self.protocol].prompt
+
+    @property
+    def run_seed(self) -> int:
+        """The engine's seed (each request carries its own)."""
+        return 0 if self.seed is None else self.seed
