@@ -84,9 +84,14 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# The benchmarks' policies (the arithmetic world's, SmolLM2) are prompted for one paragraph per step.
+SYSTEM_PROMPT = "step"
+
+
 def sample_responses(engine: Engine, problems: list[dict], *, n: int, temperature: float = 0.7,
                      max_tokens: int = 256, seed: int = 0, step_sep: str = DEFAULT_SEP) -> list[dict]:
-    stage = SampleStage(engine, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed, step_sep=step_sep)
+    stage = SampleStage(engine, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed, step_sep=step_sep,
+                        system_prompt=SYSTEM_PROMPT)
     try:
         out = []
         for outcome in stage.process([Problem.model_validate(p) for p in problems]):
@@ -102,7 +107,8 @@ def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: i
     """One rollout run over all responses, as the runner streams them: at most `window` records
     in flight (lock-step: batches of `window`)."""
     stage = RolloutStage(engine, k=k, strategy=variant.make(), max_tokens=max_tokens, seed=seed,
-                         temperature=temperature, share_prefixes=variant.share_prefixes, step_sep=step_sep)
+                         temperature=temperature, share_prefixes=variant.share_prefixes, step_sep=step_sep,
+                         system_prompt=SYSTEM_PROMPT)
     stage.lockstep = variant.lockstep
     stage.speculate = variant.speculate
     records = [RolloutInput.model_validate(r) for r in responses]

@@ -1,8 +1,13 @@
 """One frozen settings object per model stage: the command's options (an option group, see
 cli/option_groups.py), the stage's `config`, and what its manifest records (`settings()`).
 
-The options the three share (temperature, top-p, max tokens, seed, step separator, system prompt)
-are declared once here; each config words their help for what it generates.
+The options the three share (temperature, top-p, top-k, max tokens, seed, step separator, system
+prompt) are declared once here; each config words their help for what it generates.
+
+Token budgets: 2,048 per response and per completion, the budget Qwen2.5-Math's own evaluation
+gives its Instruct models (the paper's policies; their context is 4,096 tokens), so a completion
+has at least the room the response it continues had. A judge verdict gets 8,192, what ProcessBench
+gives critics: the paper protocol's analyses of a long solution need it.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import typer
 from prm_annotate.errors import UsageError
 from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
 from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
+from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
 from prm_annotate.steps import decode_sep
 from prm_annotate.strategies import strategies_help
 
@@ -24,6 +30,8 @@ def _temperature(default_help: str = "") -> Any:
 
 
 TopP = Annotated[float, typer.Option("--top-p", min=0.0, max=1.0)]
+TopK = Annotated[int, typer.Option("--top-k", min=0, help="Sample from the k likeliest tokens only; 0: off.")]
+POLICY_MAX_TOKENS = 2048
 StepSep = Annotated[str, typer.Option("--step-sep", help="Step separator (backslash escapes allowed).",
                                      callback=decode_sep, show_default=r"\n\n")]
 
@@ -40,9 +48,19 @@ def _system_prompt(default: str) -> Any:
     return Annotated[Optional[str], typer.Option("--system-prompt", help=default)]
 
 
+def _system_prompts_help() -> str:
+    names = ", ".join(SYSTEM_PROMPTS)
+    return (f"System prompt: built-in {names} (prompts/), a FILE, or none for no system prompt. Default: "
+            f"{DEFAULT_SYSTEM_PROMPT}, Qwen2.5-Math-Instruct's chain-of-thought prompt (the paper's policies); "
+            "step asks for one paragraph per step (small models, the demos).")
+
+
 def _protocols_help() -> str:
     return "How the judge is sampled and read: " + "; ".join(
         f"{name}: {p.description}" for name, p in JUDGE_PROTOCOLS.items()) + "."
+
+
+CUT_COMPLETIONS = ("graded", "wrong", "right")
 
 
 def _styles_help() -> str:
@@ -60,12 +78,11 @@ class SampleConfig:
     n: Annotated[int, typer.Option("-n", "--num-samples", min=1, help="Responses per problem.")] = 8
     temperature: _temperature() = 0.7
     top_p: TopP = 1.0
-    max_tokens: _max_tokens("response") = 1024
+    top_k: TopK = 0
+    max_tokens: _max_tokens("response") = POLICY_MAX_TOKENS
     seed: _seed("response") = 0
     step_sep: StepSep = "\n\n"
-    system_prompt: _system_prompt(
-        "System prompt file, or none for no system prompt (default: prompts/sample_system.txt).") = None
-
+    system_prompt: _system_prompt(_system_prompts_help()) = None
 
 
 @dataclass(frozen=True)
@@ -79,11 +96,20 @@ class RolloutConfig:
         "--threshold", min=0.0, max=1.0, help="Hard label = score > threshold (0: any right completion).")] = 0.0
     temperature: _temperature() = 0.7
     top_p: TopP = 1.0
-    max_tokens: _max_tokens("completion") = 1024
+    top_k: TopK = 0
+    max_tokens: _max_tokens("completion") = POLICY_MAX_TOKENS
     seed: _seed("completion") = 0
     step_sep: StepSep = "\n\n"
     system_prompt: _system_prompt(
-        "System prompt file, or none, as given to sample (default: prompts/sample_system.txt).") = None
+        "System prompt to continue under (a built-in name, a FILE, or none). Default: the one each response "
+        "was sampled under (its generator.system_prompt); a different one is refused unless "
+        "--force-system-prompt.") = None
+    force_system_prompt: Annotated[bool, typer.Option("--force-system-prompt/--no-force-system-prompt", metavar="", help=(
+        "Continue under --system-prompt even where the responses were sampled under another."))] = False
+    cut_completions: Annotated[str, typer.Option("--cut-completions", help=(
+        "What a completion cut at --max-tokens counts as: graded (as the grader reads its text, like any "
+        "completion: most have no final answer and are wrong), wrong, or right (a step is never blamed on "
+        "the budget). mc.cut counts them per step."))] = "graded"
     share_prefixes: Annotated[bool, typer.Option("--share-prefixes/--no-share-prefixes", metavar="", help=(
         "Roll out identical step prefixes of one problem's responses once (seeds from the prefix, not the "
         "response id); with binary/scan also take prefixes of right solutions as 1 without sampling."))] = False
@@ -101,6 +127,10 @@ class RolloutConfig:
             raise UsageError(f"--label {self.label}: choose hard or soft")
         if not 0.0 <= self.threshold < 1.0:
             raise UsageError("--threshold must be below 1 (a hard label is score > threshold)")
+        if self.cut_completions not in CUT_COMPLETIONS:
+            raise UsageError(f"--cut-completions {self.cut_completions}: choose {', '.join(CUT_COMPLETIONS)}")
+        if self.force_system_prompt and self.system_prompt is None:
+            raise UsageError("--force-system-prompt needs --system-prompt")
 
 
 @dataclass(frozen=True)
