@@ -291,7 +291,8 @@ class RolloutStage(ModelStage):
                  for key in ok_keys])
             for key, verdict in zip(ok_keys, verdicts):
                 done[key] = (results[key], verdict)
-                # A witness is a solution that reached the answer: never a cut text counted right.
+                # A witness is a solution that reached the answer by its own text (a cut one too, unless
+                # --cut-completions wrong), never a cut text only counted right.
                 if use_witnesses and verdict.correct is True and self._counted(verdict, _cut(results[key])) is True:
                     text = requests[key].messages[-1]["content"] + results[key].texts[0]
                     self._add_witnesses(witnesses, asks[key][0][0].record, split_steps(text, self.config.step_sep))
