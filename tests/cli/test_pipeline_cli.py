@@ -9,6 +9,7 @@ Each engine start costs ~15 s, so the checks are combined into few processes.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -85,6 +86,16 @@ def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model
     assert resumed == read(reference)
     for row in resumed:
         Rollout.model_validate(row)
+    # The summary counts the cut completions and the first errors resting on them, as the records do.
+    said = re.search(r"rollout: ([\d,]+) completions, ([\d,]+) of them cut at --max-tokens \(counted graded\); "
+                     r"(\d+) of 40 responses have a first error, (\d+) of them at a step with cut completions",
+                     whole.stderr)
+    assert said, whole.stderr[-2000:]
+    rows = [r["mc"] for r in resumed]
+    assert int(said[2].replace(",", "")) == sum(mc["truncated"] for mc in rows) == sum(
+        c or 0 for mc in rows for c in mc["cut"])
+    assert int(said[3]) == sum(mc["first_error"] >= 0 for mc in rows)
+    assert int(said[4]) == sum(mc["first_error"] >= 0 and bool(mc["cut"][mc["first_error"]]) for mc in rows)
 
 
 @pytest.mark.engine
