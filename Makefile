@@ -40,8 +40,13 @@ demo: $(STAMP)
 # A real model on real problems: SmolLM2-135M-Instruct on a few GSM8K test problems, small n, K and
 # max-tokens so it fits in minutes on 2 CPU cores. Outputs in $(REAL_DIR) (a fresh run each time).
 # Engines run in float32 on CPU (the default: bfloat16 gave SmolLM2 nonsense on some CPUs).
-# The 135M model almost never writes the judge prompt's \boxed{index} by itself, so its verdict is
-# constrained (--constrained: free analysis, then the index forced by vLLM structured outputs).
+# Prompts, named: the policy gets the project's one-paragraph-per-step prompt (--system-prompt step;
+# the default is Qwen2.5-Math's chain-of-thought prompt, written for the paper's policies), the
+# completer the prompt each response records, the judge ProcessBench's critic template (--prompt
+# processbench: its answer is one index, which can be forced; the paper's protocol, the default, has
+# the judge number its own analyses). The 135M model almost never writes \boxed{index} by itself, so
+# its verdict is constrained (--constrained: free analysis, then the index forced by vLLM structured
+# outputs).
 REAL_DIR    ?= runs/demo-real
 GSM8K       ?= data/gsm8k/test.jsonl
 REAL_LIMIT  ?= 4
@@ -53,7 +58,7 @@ demo-real: $(STAMP)
 	rm -rf $(REAL_DIR) && mkdir -p $(REAL_DIR)
 	$(PY) -m prm_annotate models prepare smollm2 > $(REAL_DIR)/model.txt && cat $(REAL_DIR)/model.txt
 	$(PY) -m prm_annotate sample $(GSM8K) --format gsm8k --limit $(REAL_LIMIT) -n $(REAL_N) --max-tokens $(REAL_TOKENS) \
-		--model "$$(cat $(REAL_DIR)/model.txt)" -o $(REAL_DIR)/responses.jsonl --quiet
+		--system-prompt step --model "$$(cat $(REAL_DIR)/model.txt)" -o $(REAL_DIR)/responses.jsonl --quiet
 	$(PY) -m prm_annotate rollout $(REAL_DIR)/responses.jsonl -k $(REAL_K) --max-tokens $(REAL_TOKENS) \
 		--model "$$(cat $(REAL_DIR)/model.txt)" -o $(REAL_DIR)/rollouts.jsonl --quiet
 	$(PY) -m prm_annotate judge $(REAL_DIR)/responses.jsonl --prompt processbench --constrained --max-tokens $(REAL_TOKENS) \

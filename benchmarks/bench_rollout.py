@@ -56,11 +56,12 @@ def measure(engine, model: str, responses: list[dict], tmp: Path, args, save_pai
     src = tmp / "responses.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in responses))
     # Engine warm-up outside the measurement (first-call allocations), with a grader of its own.
-    warm = RolloutStage(engine, k=2, max_tokens=8)
+    warm = RolloutStage(engine, k=2, max_tokens=8, system_prompt="step")
     run_stage(warm, RunOptions(str(src), str(tmp / "warm.jsonl"), limit=2, quiet=True))
     warm.close()
 
-    stage = RolloutStage(engine, k=args.k, max_tokens=args.max_tokens, engine_info=EngineConfig(model=model).describe())
+    stage = RolloutStage(engine, k=args.k, max_tokens=args.max_tokens, system_prompt="step",
+                         engine_info=EngineConfig(model=model).describe())
     graded: list = []
     if save_pairs:
         grade_many = stage.grader.grade_many

@@ -79,7 +79,7 @@ def main() -> None:
         problems = [Problem.model_validate(p) for p in make_problems(args.problems, seed=0, split="bench")]
         engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
         try:
-            sample = SampleStage(engine, n=args.n, max_tokens=128, seed=0)
+            sample = SampleStage(engine, n=args.n, max_tokens=128, seed=0, system_prompt="step")
             rows.append(compare(f"sample (n={args.n})", sample, problems, args.window))
             _, responses, _ = run(sample, problems, args.window, False)
             sample.close()
@@ -87,7 +87,7 @@ def main() -> None:
             engine.close()
         engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
         try:
-            judge = JudgeStage(engine, votes=args.votes, temperature=0.7, max_tokens=256, seed=0)
+            judge = JudgeStage(engine, prompt="processbench", votes=args.votes, temperature=0.7, max_tokens=256, seed=0)
             rows.append(compare(f"judge ({args.votes} votes)", judge,
                                 [Response.model_validate(r) for r in responses], args.window))
         finally:

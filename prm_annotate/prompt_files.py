@@ -16,8 +16,13 @@ from prm_annotate.errors import UsageError
 # prm_annotate/prompts links to the top-level prompts/ folder, so wheels carry the prompt files too.
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
-# Built-in prompts by name, per use (the file names are in prompts/).
-SYSTEM_PROMPTS = {"default": "sample_system.txt"}  # the policy's system prompt: sample and rollout
+# Built-in prompts by name, per use (the file names are in prompts/; their sources: prompts/SOURCES.md).
+# The policy's system prompt (sample, and rollout's completer): Qwen2.5-Math-Instruct's own
+# chain-of-thought prompt, which the paper's policies were trained with and whose natural "\n\n"
+# steps the paper splits, and this project's one-paragraph-per-step prompt, which the arithmetic
+# world's models were trained on and small models follow better.
+SYSTEM_PROMPTS = {"qwen25-math-cot": "system_qwen25_math_cot.txt", "step": "system_step.txt"}
+DEFAULT_SYSTEM_PROMPT = "qwen25-math-cot"
 
 
 @dataclass(frozen=True)

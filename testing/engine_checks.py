@@ -101,6 +101,14 @@ class EngineChecks:
         # ...and the seed matters (so the checks above can fail).
         assert engine.generate([replace(target, seed=4321)])["t"].texts != alone
 
+    def test_top_k(self, engine):
+        """top_k reaches the sampler: top-1 sampling at temperature 1 is greedy decoding, and top-k
+        off at temperature 1 is not (the random tiny model spreads its probability widely)."""
+        greedy = engine.generate([chat("g", temperature=0.0, max_tokens=24)])["g"].texts
+        top1 = engine.generate([chat("k", temperature=1.0, top_k=1, n=3, seed=11, max_tokens=24)])["k"].texts
+        free = engine.generate([chat("f", temperature=1.0, n=3, seed=11, max_tokens=24)])["f"].texts
+        assert top1 == greedy * 3 and free != greedy * 3
+
     def test_stop_strings(self, engine):
         g = engine.generate([chat("s", stop=("a", "e"), n=4, seed=3, temperature=1.0, max_tokens=32)])["s"]
         assert g.ok, g.error

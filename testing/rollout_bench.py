@@ -90,9 +90,14 @@ def reset_prefix_cache(engine: Engine) -> None:
         raise RuntimeError("vLLM did not clear its prefix cache (requests in flight?)")
 
 
+# The benchmarks' policies (the arithmetic world's, SmolLM2) are prompted for one paragraph per step.
+SYSTEM_PROMPT = "step"
+
+
 def sample_responses(engine: Engine, problems: list[dict], *, n: int, temperature: float = 0.7,
                      max_tokens: int = 256, seed: int = 0, step_sep: str = DEFAULT_SEP) -> list[dict]:
-    stage = SampleStage(engine, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed, step_sep=step_sep)
+    stage = SampleStage(engine, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed, step_sep=step_sep,
+                        system_prompt=SYSTEM_PROMPT)
     try:
         out = []
         for outcome in stage.process([Problem.model_validate(p) for p in problems]):
@@ -109,6 +114,11 @@ def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: i
     in flight (lock-step: batches of `window`)."""
     stage = RolloutStage(engine, k=k, strategy=variant.make(), max_tokens=max_tokens, seed=seed,
                          temperature=temperature, share_prefixes=variant.share_prefixes, step_sep=step_sep)
+
+
+                         temperature=temperature, share_prefixes=variant.share_prefixes, step_sep=step_sep,
+                         system_prompt=SYSTEM_PROMPT)
+    stage.lockstep = variant.lockstep
     stage.speculate = variant.speculate
     records = [RolloutInput.model_validate(r) for r in responses]
     first_errors: dict[str, int] = {}

@@ -30,13 +30,14 @@ from prm_annotate.judging import load_judge_prompt, read_verdict, render_judge_p
 from prm_annotate.reports.labels import Gold, Prediction
 from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
 from lab.world.corrupt import corrupt_solution
+from prm_annotate.world import WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT
 from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps
 from prm_annotate.world.truth import EQUATION, boxed_values, check_steps, true_first_error
 
 # A scratch folder: the shipped models (prm_annotate/world/models) change only when named.
 DEFAULT_OUT = Path("runs") / "world-models"
 # The prompts as the pipeline's stages load them (package resources, so a wheel has them too).
-JUDGE_TEMPLATE = load_judge_prompt("processbench").file.text
+JUDGE_TEMPLATE = load_judge_prompt(WORLD_JUDGE_PROMPT).file.text
 
 # Share of policy examples trained without any system prompt, so the policy also answers a bare
 # user turn (e.g. when a pipeline run gives no system prompt).
@@ -46,8 +47,8 @@ JUDGE_RIGHT_SHARE = 0.35
 
 
 def default_system_prompt() -> str:
-    """The sample stage's default system prompt, as the pipeline sends it."""
-    return load_prompt("default", SYSTEM_PROMPTS).text.strip()
+    """The world's system prompt (the built-in step prompt), as the pipeline sends it."""
+    return load_prompt(WORLD_SYSTEM_PROMPT, SYSTEM_PROMPTS).text.strip()
 
 
 # ---------------------------------------------------------------- examples
@@ -432,7 +433,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--system-prompt", type=Path, default=None,
-                        help="policy system prompt file (default: the sample stage's default prompt)")
+                        help="policy system prompt file (default: the built-in step prompt, the world's)")
     parser.add_argument("--eval-every", type=int, default=0,
                         help="calibration: quick torch-only evaluation and a snapshot in OUT/<kind>-step<N> every N steps")
     parser.add_argument("--no-eval", action="store_true", help="skip the final quick evaluation")
@@ -441,7 +442,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    system_source = str(args.system_prompt) if args.system_prompt else "the sample stage's default"
+    system_source = str(args.system_prompt) if args.system_prompt else f"the built-in {WORLD_SYSTEM_PROMPT}"
     system_prompt = (load_prompt(str(args.system_prompt)).text.strip() if args.system_prompt
                      else default_system_prompt())
     template = JUDGE_TEMPLATE
@@ -500,7 +501,7 @@ def main(argv: list[str] | None = None) -> None:
                 "slip": args.judge_slip, "key_weight": args.judge_key_weight, "target": "diff",
                 "copy_steps": args.judge_copy_steps,
                 "copy_slip": args.judge_copy_slip,
-                "train_seconds": round(time.time() - start), "prompt": "processbench",
+                "train_seconds": round(time.time() - start), "prompt": WORLD_JUDGE_PROMPT,
                 "prompt_template": template, **common}
         if not args.no_eval:
             meta["quick_eval"] = quick_judge_eval(model, tok, template)

@@ -28,8 +28,8 @@ def judge(
     with handled():
         opts = run_opts.run_options(input, output)
         ray = executor_opts.ray()
-        engine = engine_opts.config(seed=config.seed)
-        prompt = load_judge_prompt(config.prompt, config.style)  # before the engine starts
+        engine = engine_opts.config(seed=config.run_seed)
+        prompt = load_judge_prompt(config.prompt_choice, config.style)  # before the engine starts
 
     def report_parsing(stage, summary) -> None:
         if stage.stats["votes"]:

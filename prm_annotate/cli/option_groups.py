@@ -56,8 +56,11 @@ def option_groups(func: F) -> F:
 
     @functools.wraps(func)
     def command(**kwargs: Any) -> Any:
-        for name, (group, names) in groups.items():
-            kwargs[name] = group(**{n: kwargs.pop(n) for n in names})
+        from prm_annotate.cli.app import handled
+
+        with handled():  # a group that refuses its options (a UsageError) is exit 2, as the command's own checks
+            for name, (group, names) in groups.items():
+                kwargs[name] = group(**{n: kwargs.pop(n) for n in names})
         return func(**kwargs)
 
     command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]

@@ -26,6 +26,7 @@ class GenerationRequest:
     n: int = 1
     temperature: float = 0.7
     top_p: float = 1.0
+    top_k: int = 0  # sample from the k likeliest tokens only; 0: off
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
     # Per-request seed: the same seed and model give the same text whatever else is in the batch.

@@ -236,6 +236,8 @@ class OpenAIEngine(Streaming):
             "top_p": r.top_p,
             "max_tokens": r.max_tokens,
         }
+        if r.top_k:  # not an OpenAI parameter: sent only when asked for (vLLM's server takes it)
+            body["top_k"] = r.top_k
         if r.seed is not None:
             body["seed"] = r.seed
         if r.stop:

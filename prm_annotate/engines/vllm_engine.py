@@ -154,7 +154,7 @@ class VLLMEngine(Streaming):
                     error=f"prompt has {len(ids)} tokens, max_model_len is {self.max_model_len}"))
                 continue
             params = SamplingParams(
-                n=r.n, temperature=r.temperature, top_p=r.top_p, max_tokens=min(r.max_tokens, room),
+                n=r.n, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_tokens=min(r.max_tokens, room),
                 stop=list(r.stop) or None, seed=r.seed, structured_outputs=_structured(r.guided_regex),
                 # Only the finished request is wanted, as `LLM.generate` asks for it.
                 output_kind=RequestOutputKind.FINAL_ONLY,

@@ -6,19 +6,28 @@
 
 Add an answer style: a module with its `STYLE` (a `JudgeStyle`), one entry in `JUDGE_STYLES`
 below, and its test; `judge --style` lists it, and a prompt file declares it in its header.
+A protocol (how the judge is sampled and its votes read: protocols.py) is added the same way, as
+a `JudgeProtocol` in `JUDGE_PROTOCOLS`; `judge --protocol` lists it.
 """
 from __future__ import annotations
 
 from prm_annotate.judging import paper, processbench
+from prm_annotate.judging import processbench_official, protocols
 from prm_annotate.judging.prompts import (JUDGE_PROMPTS, JudgePrompt, check_judge_template, render_judge_prompt,
                                           tag_paragraphs)
 from prm_annotate.judging.prompts import load_judge_prompt as _load
+from prm_annotate.judging.protocols import JudgeProtocol, Reading, Sampling
 from prm_annotate.judging.styles import JudgeStyle, ParseFailure
 from prm_annotate.judging.votes import aggregate_votes
 
 JUDGE_STYLES: dict[str, JudgeStyle] = {s.name: s for s in (
     processbench.STYLE,
     paper.STYLE,
+)}
+
+JUDGE_PROTOCOLS: dict[str, JudgeProtocol] = {p.name: p for p in (
+    protocols.STRICT,
+    processbench_official.PROTOCOL,
 )}
 
 
@@ -36,5 +45,6 @@ def read_verdict(text: str, n_steps: int, style: str = "processbench") -> int | 
         return None
 
 
-__all__ = ["JUDGE_PROMPTS", "JUDGE_STYLES", "JudgePrompt", "JudgeStyle", "ParseFailure", "aggregate_votes",
-           "check_judge_template", "load_judge_prompt", "read_verdict", "render_judge_prompt", "tag_paragraphs"]
+__all__ = ["JUDGE_PROMPTS", "JUDGE_PROTOCOLS", "JUDGE_STYLES", "JudgePrompt", "JudgeProtocol", "JudgeStyle",
+           "ParseFailure", "Reading", "Sampling", "aggregate_votes", "check_judge_template", "load_judge_prompt",
+           "read_verdict", "render_judge_prompt", "tag_paragraphs"]

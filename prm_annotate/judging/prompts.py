@@ -91,8 +91,10 @@ def tag_paragraphs(steps: list[str], start: int = 0) -> str:
     return "\n\n".join(f"<paragraph_{i}>\n{step}\n</paragraph_{i}>" for i, step in enumerate(steps, start))
 
 
-def render_judge_prompt(template_text: str, problem: str, steps: list[str], *, start: int = 0) -> str:
-    """Fill `{problem}` and `{paragraphs}` in a judge template (e.g. prompts/judge_processbench.txt)."""
+def render_judge_prompt(template_text: str, problem: str, steps: list[str], *, start: int = 0,
+                        problem_as_given: bool = False) -> str:
+    """Fill `{problem}` and `{paragraphs}` in a judge template (e.g. prompts/judge_processbench.txt).
+    The problem is stripped unless `problem_as_given` (the official ProcessBench script inserts it raw)."""
     check_judge_template(template_text, "judge template")
-    values = {"problem": problem.strip(), "paragraphs": tag_paragraphs(steps, start)}
+    values = {"problem": problem if problem_as_given else problem.strip(), "paragraphs": tag_paragraphs(steps, start)}
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template_text)

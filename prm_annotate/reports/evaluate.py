@@ -33,7 +33,9 @@ from prm_annotate.reports.labels import MISSING, PROCESSBENCH_SPLITS, Gold, Pred
 
 
 def accuracy(hits: int, total: int) -> float | None:
-    return 100.0 * hits / total if total else None
+    # The share first, then percent: ProcessBench's script computes np.mean(matches) * 100, and
+    # 100 * hits / total can differ from it in the last bit.
+    return hits / total * 100 if total else None
 
 
 def harmonic_mean(a: float | None, b: float | None) -> float | None:

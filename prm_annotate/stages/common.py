@@ -6,7 +6,7 @@ from typing import Any, Iterable, Iterator
 
 from prm_annotate.engines.base import Engine
 from prm_annotate.grading.grader import Grader
-from prm_annotate.prompt_files import SYSTEM_PROMPTS, PromptFile, load_prompt
+from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Record
 from prm_annotate.pipeline.runner import Outcome, StageBase
 from prm_annotate.pipeline.scheduler import Job, one_unit_each, run_jobs
@@ -53,7 +53,7 @@ def chat(system_prompt: str | None, problem: str, partial: str | None = None) ->
 
 def system_prompt_file(choice: str | None) -> PromptFile:
     """The policy's system prompt: a built-in name, a file, or "none"; the built-in default if None."""
-    return load_prompt(choice or "default", SYSTEM_PROMPTS, allow_none=True)
+    return load_prompt(choice or DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS, allow_none=True)
 
 
 def config_settings(config: Any, system_prompt: PromptFile) -> dict[str, Any]:

@@ -1,22 +1,25 @@
 """judge: responses -> judged (an LLM finds the first wrong step).
 
 The response's steps are shown as tagged paragraphs in a judge prompt (prompts/judge_paper.txt,
-numbered from 1, or prompts/judge_processbench.txt, numbered from 0, or the user's own file, which
-declares its answer style: prm_annotate/judging). Each of `votes` verdicts is its own request with a
-seed from (record id, vote, --seed); the verdicts are parsed strictly by the style and the
-majority wins, ties going to the earliest error. A vote that cannot be parsed is None in `votes`
-and counted in `parse_failures`; with no parsed vote, `first_error` is null. Such a record is
-final, like any written record: the judge answered, and a rerun with the same seeds would get the
-same unparseable text (with a seeded engine). To try other seeds on them, drop them from the output
-(`jq -c 'select(.judge.first_error != null)'`) and rerun with another --seed.
+the paper's protocol numbered from 1 and the default, or prompts/judge_processbench.txt, numbered
+from 0, or the user's own file, which declares its answer style: prm_annotate/judging). The
+protocol (`--protocol`, prm_annotate/judging/protocols.py) says how votes are sampled and read:
 
-`constrained`: the judge writes its analysis freely up to the answer lead (`\\boxed` or
-`<conclusion>`, a stop string), then a second request continues that text with the answer, lead
-included, forced by a regular expression (vLLM structured outputs) to a paragraph number of this
-response. The verdict then always parses; what it costs in quality is for the evaluation to show.
+- `strict` (labels): each of `votes` verdicts is its own request with a seed from (record id,
+  vote, --seed); the verdicts are parsed strictly by the style and the majority wins, ties going
+  to the earliest error. A vote that cannot be parsed is None in `votes` and counted in
+  `parse_failures`; with no parsed vote, `first_error` is null. Such a record is final, like any
+  written record: the judge answered, and a rerun with the same seeds would get the same
+  unparseable text (with a seeded engine). To try other seeds on them, drop them from the output
+  (`jq -c 'select(.judge.first_error != null)'`) and rerun with another --seed.
+- `processbench-official` (evaluating critics): the votes are the n samples of one request
+  seeded 42, read as ProcessBench's run_eval.py reads them.
 
-Temperature defaults to 0 (greedy) for a single vote and 0.7 for several: identical greedy
-votes would make voting pointless.
+`constrained` (strict only): the judge writes its analysis freely up to the answer lead
+(`\\boxed` or `<conclusion>`, a stop string), then a second request continues that text with the
+answer, lead included, forced by a regular expression (vLLM structured outputs): a paragraph index
+of this response, or the paper's Correct|Incorrect. What it costs in quality is for the evaluation
+to show.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
-from prm_annotate.judging import JudgePrompt, ParseFailure, aggregate_votes, load_judge_prompt, render_judge_prompt
+from prm_annotate.judging import JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, render_judge_prompt
 from prm_annotate.records import Judged, Response
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
@@ -33,8 +36,8 @@ from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
 from prm_annotate.stages.config import JudgeConfig, entry
 
-# Room for the longest forced answer ("<conclusion>\nIncorrect: paragraph 1234\n</conclusion>", 52 characters)
-# even with a byte-level tokenizer: a cut answer would not parse.
+# Room for the longest forced answer ("\\boxed{1234}", "<conclusion>\nIncorrect\n</conclusion>": 36
+# characters) even with a byte-level tokenizer: a cut answer would not parse.
 FORCED_ANSWER_TOKENS = 80
 
 
@@ -51,33 +54,40 @@ class JudgeStage(ModelStage):
             settings["prompt"], prompt = prompt, None
         self.engine = engine
         self.config = replace(config or JudgeConfig(), **settings)
-        self.prompt = prompt or load_judge_prompt(self.config.prompt, self.config.style)
+        self.protocol = JUDGE_PROTOCOLS[self.config.protocol]
+        self.prompt = prompt or load_judge_prompt(self.config.prompt_choice, self.config.style)
         self.style = self.prompt.style
         self.engine_info = engine_info or {"model": engine.model}
+        self.sampling = self.protocol.sampling(self.config, self.engine_info.get("model", ""))
         self.stats: Counter = Counter()
 
     def settings(self) -> dict[str, Any]:
+        """The config with what the protocol made of it: the prompt loaded, the sampling resolved."""
         out: dict[str, Any] = dict(self.engine_info)
+        sampling = entry(self.sampling)
         for key, value in entry(self.config).items():
             if key == "prompt":
                 out["prompt"], out["prompt_sha256"] = self.prompt.name, self.prompt.file.sha256
             elif key == "style":
                 out["style"] = self.style.name
-            elif key == "temperature":
-                out["temperature"] = self.config.sampling_temperature
             else:
-                out[key] = value
+                out[key] = sampling.get(key, value)
+        out["one_request"] = self.sampling.one_request
         return out
 
     def _messages(self, record: Response) -> tuple[dict, ...]:
-        text = render_judge_prompt(self.prompt.file.text, record.problem, record.steps, start=self.style.first_paragraph)
+        text = render_judge_prompt(self.prompt.file.text, record.problem, record.steps, start=self.style.first_paragraph,
+                                   problem_as_given=self.protocol.problem_as_given)
         return ({"role": "user", "content": text},)
 
     def _request(self, record: Response, vote: int, **extra: Any) -> GenerationRequest:
-        return GenerationRequest(
-            key=f"{record.id}\x00{vote}", messages=self._messages(record), temperature=self.config.sampling_temperature,
-            top_p=self.config.top_p, max_tokens=self.config.max_tokens, seed=derive_seed("judge", record.id, vote, self.config.seed),
-            **extra)
+        s = self.sampling
+        if s.one_request:  # every vote from one request under the protocol's own seed
+            key, seed, extra["n"] = f"{record.id}\x00votes", s.seed, self.config.votes
+        else:
+            key, seed = f"{record.id}\x00{vote}", derive_seed("judge", record.id, vote, s.seed)
+        return GenerationRequest(key=key, messages=self._messages(record), temperature=s.temperature, top_p=s.top_p,
+                                 top_k=s.top_k, max_tokens=s.max_tokens, seed=seed, **extra)
 
     def _count(self, result: GenerationResult) -> None:
         self.stats["prompt_tokens"] += result.prompt_tokens
@@ -85,10 +95,12 @@ class JudgeStage(ModelStage):
         self.stats["generated_tokens"] += result.generated_tokens
 
     def job(self, unit: list[Response]) -> Job:
-        """One response: its votes, each (constrained) followed by a forced answer, then parsed."""
+        """One response: its votes (one request each, or one request of n), each constrained vote
+        followed by a forced answer, then read by the protocol."""
         (record,) = unit
-        requests = [self._request(record, v, stop=(self.style.answer_lead,) if self.config.constrained else ())
-                    for v in range(self.config.votes)]
+        stop = (self.style.answer_lead,) if self.config.constrained else ()
+        requests = [self._request(record, v, stop=stop)
+                    for v in range(1 if self.sampling.one_request else self.config.votes)]
         results = yield requests
         texts: dict[str, str] = {}
         tokens = 0
@@ -99,41 +111,37 @@ class JudgeStage(ModelStage):
             if not result.ok:
                 return [Outcome(record.id, error=f"vote {vote}: {result.error}")]
             texts[request.key] = result.texts[0]
-        if self.config.constrained:
-            follow = [self._forced_answer(record, vote, request, texts[request.key])
-                      for vote, request in enumerate(requests)]
-            results = yield follow
-            for request in follow:
-                result = results[request.key]
-                self._count(result)
-                tokens += result.generated_tokens
-                if not result.ok:
-                    return [Outcome(record.id, error=f"forced answer: {result.error}")]
-                texts[request.key] = request.messages[-1]["content"] + result.texts[0]
-        votes: list[int | None] = []
-        failures: list[str] = []
-        for vote in range(self.config.votes):
-            try:
-                votes.append(self.style.parse(texts[f"{record.id}\x00{vote}"], len(record.steps)))
-            except ParseFailure as exc:
-                votes.append(None)
-                failures.append(str(exc))
-        self.stats["votes"] += len(votes)
-        self.stats["parse_failures"] += len(failures)
-        return [Outcome.one(self._judged(record, votes, failures, texts, tokens))]
+        if self.sampling.one_request:
+            outputs = results[requests[0].key].texts
+        else:
+            if self.config.constrained:
+                follow = [self._forced_answer(record, vote, request, texts[request.key])
+                          for vote, request in enumerate(requests)]
+                results = yield follow
+                for request in follow:
+                    result = results[request.key]
+                    self._count(result)
+                    tokens += result.generated_tokens
+                    if not result.ok:
+                        return [Outcome(record.id, error=f"forced answer: {result.error}")]
+                    texts[request.key] = request.messages[-1]["content"] + result.texts[0]
+            outputs = [texts[r.key] for r in requests]
+        reading = self.protocol.read(outputs, len(record.steps), self.style)
+        self.stats["votes"] += len(reading.votes)
+        self.stats["parse_failures"] += len(reading.errors)
+        return [Outcome.one(self._judged(record, reading, outputs, tokens))]
 
-    def _judged(self, record: Response, votes: list[int | None], failures: list[str], texts: dict[str, str],
-                tokens: int) -> Judged:
+    def _judged(self, record: Response, reading: Reading, outputs: list[str], tokens: int) -> Judged:
         out = record.dump()
         out["judge"] = {
-            "first_error": aggregate_votes(votes), "votes": votes, "parse_failures": len(failures),
+            "first_error": reading.first_error, "votes": reading.votes, "parse_failures": len(reading.errors),
             "model": self.engine_info.get("model", self.engine.model), "prompt": self.prompt.name,
-            "prompt_sha256": self.prompt.file.sha256, "style": self.style.name, "constrained": self.config.constrained,
-            "temperature": self.config.sampling_temperature, "generated_tokens": tokens,
-            "outputs": [texts[f"{record.id}\x00{v}"] for v in range(self.config.votes)],
+            "prompt_sha256": self.prompt.file.sha256, "style": self.style.name, "protocol": self.protocol.name,
+            "constrained": self.config.constrained, "temperature": self.sampling.temperature,
+            "generated_tokens": tokens, "outputs": outputs, **reading.extra,
         }
-        if failures:
-            out["judge"]["parse_errors"] = failures
+        if reading.errors:
+            out["judge"]["parse_errors"] = reading.errors
         self.stats["no_verdict"] += out["judge"]["first_error"] is None
         return Judged.make(out)
 
@@ -144,6 +152,7 @@ class JudgeStage(ModelStage):
         return GenerationRequest(
             key=request.key,
             messages=request.messages + ({"role": "assistant", "content": analysis},),
-            continue_final=True, temperature=self.config.sampling_temperature, top_p=self.config.top_p, max_tokens=FORCED_ANSWER_TOKENS,
-            seed=derive_seed("judge-answer", record.id, vote, self.config.seed),
+            continue_final=True, temperature=self.sampling.temperature, top_p=self.sampling.top_p,
+            top_k=self.sampling.top_k, max_tokens=FORCED_ANSWER_TOKENS,
+            seed=derive_seed("judge-answer", record.id, vote, self.sampling.seed),
             guided_regex=self.style.answer_regex(len(record.steps)))

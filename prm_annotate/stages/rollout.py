@@ -9,9 +9,20 @@ shared prefixes, each problem's group of responses) is one job on the scheduler:
 goes to the engine as soon as its last round is back and graded, while other records generate.
 
 Decisions:
+- The completer continues under the system prompt the policy saw: the one the response records
+  (`generator.system_prompt`, checked against `generator.system_prompt_sha256`). `--system-prompt`
+  must be that one unless `--force-system-prompt`: a different one is bad input (exit 2, file and
+  line). A response without that record (not written by `sample`) is continued under
+  `--system-prompt`, else the default. `mc.system_prompt` names what was used.
 - The last step is never rolled out: the response's own graded answer decides it (score 1.0 or
-  0.0). If the input's `correct` is null (not graded), the response is graded here.
+  0.0; this project's rule, the paper does not say). If the input's `correct` is null (not
+  graded), the response is graded here.
 - A completion the grader cannot decide counts as not correct; `mc.grade_errors` counts them.
+- A completion cut at --max-tokens counts as `cut_completions` says: `graded` (as its text is
+  graded, like any other: most have no final answer and are wrong), `wrong` or `right`.
+  `mc.cut[i]` counts step i's cut completions (null where none was made); the stage counts the
+  first errors at a step with a cut completion (`first_errors_at_cut_steps`), since a cut can
+  move a first error earlier, and those at the last step of a response that was itself cut.
 - `--label soft` is recorded as `mc.label` and needs a strategy that scores every step; export
   takes the scores as targets only with its own `--soft`. `first_error` always follows the hard
   rule, score > threshold.
@@ -43,10 +54,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator
 
 import orjson
-from pydantic import Field
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.errors import UsageError
 from prm_annotate.grading.grader import Grader
+from prm_annotate.prompt_files import NO_PROMPT, SYSTEM_PROMPTS, PromptFile
 from prm_annotate.records import Response, Rollout
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
@@ -63,6 +77,70 @@ class RolloutInput(Response):
     answer: str = Field(min_length=1)
 
 
+class CompletionPrompts:
+    """The system prompt each response is continued under (see the module's decisions). Each
+    (name, sha256) a response records is resolved once."""
+
+    def __init__(self, choice: str | None, force: bool = False):
+        self.given = system_prompt_file(choice) if choice is not None else None
+        self.force = force
+        self._resolved: dict[tuple[Any, Any], PromptFile] = {}
+
+    def for_record(self, record: Response) -> PromptFile:
+        """ValueError when the prompt the response was sampled under cannot be used."""
+        generator = (record.model_extra or {}).get("generator")
+        generator = generator if isinstance(generator, dict) else {}
+        name, sha = generator.get("system_prompt"), generator.get("system_prompt_sha256")
+        if not isinstance(sha, (str, type(None))):
+            raise ValueError(f"generator.system_prompt_sha256 must be a string, got {sha!r}")
+        recorded = (name if isinstance(name, str) else None, sha)
+        if recorded not in self._resolved:
+            self._resolved[recorded] = self._resolve(*recorded)
+        return self._resolved[recorded]
+
+    def resolved(self) -> dict[str, str]:
+        """Name -> sha256 of every prompt resolved so far: those of the input, once it is validated."""
+        return {p.name: p.sha256 for p in self._resolved.values()}
+
+    def _resolve(self, name: str | None, sha: str | None) -> PromptFile:
+        said = f"{name!r} (sha256 {str(sha)[:12]})" if name is not None else f"sha256 {str(sha)[:12]}"
+        if self.given is not None:
+            if sha is None or sha == self.given.sha256 or self.force:
+                return self.given
+            raise ValueError(f"the response was sampled under the system prompt {said}, not --system-prompt "
+                             f"{self.given.name} (sha256 {self.given.sha256[:12]}): leave --system-prompt out to "
+                             "continue under the response's own, or add --force-system-prompt")
+        if sha is None:
+            return system_prompt_file(None)
+        candidates = [name] if name is not None else []
+        candidates += [n for n in (*SYSTEM_PROMPTS, NO_PROMPT) if n != name]  # by sha256, whatever the name
+        for candidate in candidates:
+            try:
+                prompt = system_prompt_file(candidate)
+            except UsageError:  # a file named by the response that is not here
+                continue
+            if prompt.sha256 == sha:
+                return prompt
+        raise ValueError(f"the response was sampled under the system prompt {said}, which is neither built in nor "
+                         "found as it was: give it with --system-prompt FILE")
+
+
+def rollout_input_model(prompts: CompletionPrompts) -> type[RolloutInput]:
+    """`RolloutInput` that also refuses a response whose system prompt `prompts` cannot continue
+    under, so the runner reports it as bad input (file and line, exit 2) before any work."""
+
+    class CheckedRolloutInput(RolloutInput):
+        @model_validator(mode="after")
+        def _system_prompt(self) -> "CheckedRolloutInput":
+            try:
+                prompts.for_record(self)
+            except ValueError as exc:
+                raise PydanticCustomError("system_prompt", "{reason}", {"reason": str(exc)}) from None
+            return self
+
+    return CheckedRolloutInput
+
+
 @dataclass
 class _Work:
     record: RolloutInput
@@ -75,6 +153,7 @@ class _Work:
     shared: int = 0
     error: str | None = None
     probes: list[Probe] = field(default_factory=list)
+    cut: dict[int, int] = field(default_factory=dict)  # step -> its cut completions, for steps with completions
 
 
 class RolloutStage(ModelStage):
@@ -96,13 +175,20 @@ class RolloutStage(ModelStage):
         self.engine = engine
         self.strategy = get_strategy(config.strategy, config.label) if given is None or isinstance(given, str) else given
         self.speculate = config.speculate
-        self.system_prompt = system_prompt_file(config.system_prompt)
+        self.prompts = CompletionPrompts(config.system_prompt, config.force_system_prompt)
+        self.input_model = rollout_input_model(self.prompts)
         self.grader = grader or Grader()
         self.engine_info = engine_info or {"model": engine.model}
         self.stats: Counter = Counter()
 
     def settings(self) -> dict[str, Any]:
-        return {**self.engine_info, **config_settings(self.config, self.system_prompt)}
+        given = self.prompts.given
+        out = {**self.engine_info, **config_settings(self.config, given or system_prompt_file(None))}
+        if given is None:
+            out["system_prompt"], out["system_prompt_sha256"] = "the responses' own", None
+        # The input is validated (in this process, also under Ray) before the manifest is written.
+        out["system_prompts_used"] = self.prompts.resolved()
+        return out
 
     def completion_seed(self, response_id: str, step: int, index: int) -> int:
         return derive_seed("rollout", response_id, step, index, self.config.seed)
@@ -112,19 +198,28 @@ class RolloutStage(ModelStage):
 
     def _request(self, record: RolloutInput, probe: Probe) -> GenerationRequest:
         prefix = join_steps(record.steps[: probe.step + 1], self.config.step_sep) + self.config.step_sep
+        system_prompt = self.prompts.for_record(record)
         if self.config.share_prefixes:
             seed = self.shared_seed(record.problem, prefix, probe.index)
             # The key names the content (and the gold answer it is graded against): equal keys are
             # the same completion with the same verdict.
-            key = hashlib.blake2b(orjson.dumps([record.problem, prefix, probe.index, record.answer]),
-                                  digest_size=16).hexdigest()
+            key = hashlib.blake2b(orjson.dumps([record.problem, prefix, probe.index, record.answer,
+                                                system_prompt.sha256]), digest_size=16).hexdigest()
         else:
             seed = self.completion_seed(record.id, probe.step, probe.index)
             key = f"{record.id}\x00{probe.step}\x00{probe.index}"
         return GenerationRequest(
-            key=key, messages=chat(self.system_prompt.text.strip(), record.problem, prefix), continue_final=True,
-            temperature=self.config.temperature, top_p=self.config.top_p, max_tokens=self.config.max_tokens, seed=seed,
+            key=key, messages=chat(system_prompt.text.strip(), record.problem, prefix), continue_final=True,
+            temperature=self.config.temperature, top_p=self.config.top_p, top_k=self.config.top_k,
+            max_tokens=self.config.max_tokens, seed=seed,
         )
+
+    def _counted(self, verdict: Any, cut: bool) -> bool | None:
+        """What a graded completion counts as: its verdict, unless it was cut and --cut-completions
+        says otherwise."""
+        if cut and self.config.cut_completions != "graded":
+            return self.config.cut_completions == "right"
+        return verdict.correct
 
     def _last_correct(self, batch: list[RolloutInput]) -> list[bool]:
         ungraded = [r for r in batch if r.correct is None]
@@ -141,7 +236,8 @@ class RolloutStage(ModelStage):
             return
         group: list[RolloutInput] = []
         for record in records:
-            if group and (record.problem, record.answer) != (group[0].problem, group[0].answer):
+            if group and (record.problem, record.answer, self.prompts.for_record(record).sha256) != (
+                    group[0].problem, group[0].answer, self.prompts.for_record(group[0]).sha256):
                 yield group
                 group = []
             group.append(record)
@@ -195,7 +291,9 @@ class RolloutStage(ModelStage):
                  for key in ok_keys])
             for key, verdict in zip(ok_keys, verdicts):
                 done[key] = (results[key], verdict)
-                if use_witnesses and verdict.correct is True:
+                # A witness is a solution that reached the answer by its own text (a cut one too, unless
+                # --cut-completions wrong), never a cut text only counted right.
+                if use_witnesses and verdict.correct is True and self._counted(verdict, _cut(results[key])) is True:
                     text = requests[key].messages[-1]["content"] + results[key].texts[0]
                     self._add_witnesses(witnesses, asks[key][0][0].record, split_steps(text, self.config.step_sep))
             for key, askers in asks.items():
@@ -204,13 +302,16 @@ class RolloutStage(ModelStage):
                         w.error = w.error or f"step {probe.step} completion {probe.index}: {results[key].error}"
                         continue
                     result, verdict = done[key]
+                    cut = _cut(result)
+                    counted = self._counted(verdict, cut)
                     w.completions += 1
                     w.shared += n > 0 or key not in results  # another response (or an earlier round) paid
                     w.generated_tokens += result.generated_tokens
-                    w.truncated += bool(result.finish_reasons) and result.finish_reasons[0] == "length"
-                    if verdict.correct is None:
+                    w.truncated += cut
+                    w.cut[probe.step] = w.cut.get(probe.step, 0) + cut
+                    if counted is None:
                         w.grade_errors += 1
-                    by_work.setdefault(id(w), []).append(ProbeResult(probe, verdict.correct, result.generated_tokens))
+                    by_work.setdefault(id(w), []).append(ProbeResult(probe, counted, result.generated_tokens))
             for w in work:
                 if w.error is None:
                     w.plan.observe(by_work.get(id(w), []))
@@ -248,9 +349,19 @@ class RolloutStage(ModelStage):
 
     def _rollout(self, w: _Work) -> Rollout:
         result = w.plan.result()
+        n_steps = len(w.record.steps)
+        cut = [w.cut.get(step) for step in range(n_steps)]
+        system_prompt = self.prompts.for_record(w.record)
         self.stats["completions"] += w.completions
+        self.stats["completions_cut"] += w.truncated
         self.stats["grade_errors"] += w.grade_errors
         self.stats["first_error_found"] += result.first_error >= 0
+        if result.first_error >= 0:
+            self.stats["first_errors_at_cut_steps"] += bool(cut[result.first_error])
+            generator = (w.record.model_extra or {}).get("generator")
+            self.stats["first_errors_at_cut_responses"] += (
+                result.first_error == n_steps - 1 and isinstance(generator, dict)
+                and generator.get("finish_reason") == "length")
         out = w.record.dump()
         extra_mc: dict[str, Any] = {}
         if result.sampled is not None:
@@ -265,7 +376,15 @@ class RolloutStage(ModelStage):
             "model": self.engine_info.get("model", self.engine.model), "threshold": self.config.threshold,
             "last_step": "graded response" if w.record.correct is not None else "graded here",
             "last_correct": w.last_correct, "grade_errors": w.grade_errors, "truncated": w.truncated,
-            "temperature": self.config.temperature, "top_p": self.config.top_p, "max_tokens": self.config.max_tokens, "seed": self.config.seed,
+            "cut": cut, "cut_completions": self.config.cut_completions,
+            "temperature": self.config.temperature, "top_p": self.config.top_p, "top_k": self.config.top_k,
+            "max_tokens": self.config.max_tokens, "seed": self.config.seed,
+            "system_prompt": system_prompt.name, "system_prompt_sha256": system_prompt.sha256,
             "share_prefixes": self.config.share_prefixes, **extra_mc,
         }
         return Rollout.make(out)
+
+
+def _cut(result: GenerationResult) -> bool:
+    """The completion stopped at --max-tokens (or the model's context), not at its end."""
+    return bool(result.finish_reasons) and result.finish_reasons[0] == "length"

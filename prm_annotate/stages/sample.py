@@ -64,8 +64,8 @@ class SampleStage(ModelStage):
         return GenerationRequest(
             key=f"{problem.id}\x00{index}\x00{attempt}",
             messages=chat(self.system_prompt.text.strip(), problem.problem),
-            temperature=self.config.temperature, top_p=self.config.top_p, max_tokens=self.config.max_tokens,
-            seed=self._seed(problem.id, index, attempt),
+            temperature=self.config.temperature, top_p=self.config.top_p, top_k=self.config.top_k,
+            max_tokens=self.config.max_tokens, seed=self._seed(problem.id, index, attempt),
         )
 
     def job(self, unit: list[Problem]) -> Job:
@@ -115,10 +115,12 @@ class SampleStage(ModelStage):
             "correct": verdict.correct,
             "generator": {
                 **self.engine_info,
-                "temperature": self.config.temperature, "top_p": self.config.top_p, "max_tokens": self.config.max_tokens,
+                "temperature": self.config.temperature, "top_p": self.config.top_p, "top_k": self.config.top_k,
+                "max_tokens": self.config.max_tokens,
                 "seed": self._seed(problem.id, index, attempt), "run_seed": self.config.seed, "sample_index": index,
                 "attempt": attempt, "finish_reason": finish, "prompt_tokens": result.prompt_tokens,
-                "generated_tokens": result.generated_tokens, "system_prompt_sha256": self.system_prompt.sha256,
+                "generated_tokens": result.generated_tokens, "system_prompt": self.system_prompt.name,
+                "system_prompt_sha256": self.system_prompt.sha256,
             },
         }
         if verdict.error:  # as `grade` writes it ("no answer" included), so a re-grade changes nothing

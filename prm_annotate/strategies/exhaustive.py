@@ -1,4 +1,5 @@
-"""The paper's scheme: K completions at every step but the last, all in one round."""
+"""The paper's scheme, K completions per step, all in one round; the last step is not rolled out
+but decided by the response's own answer (this project's rule, shared by every strategy)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -37,7 +38,7 @@ class ExhaustivePlan(Plan):
 
 class Exhaustive(Strategy):
     name = "exhaustive"
-    summary = "the paper's; the only one for --label soft"
+    summary = "the paper's K per step; the only one for --label soft"
     supports_soft = True
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> ExhaustivePlan:

@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from prm_annotate.engines.defaults import START_TIMEOUT
-from prm_annotate.world import JUDGE_DIR, POLICY_DIR
+from prm_annotate.world import JUDGE_DIR, POLICY_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT
 from prm_annotate.world.problems import make_problems
 from prm_annotate.world.truth import check_steps
 
@@ -138,10 +138,10 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     timings.add("policy engine start", t)
     try:
         _run(SampleStage(engine, n=cfg.n, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
-                         engine_info=config.describe()),
+                         system_prompt=WORLD_SYSTEM_PROMPT, engine_info=config.describe()),
              paths["problems"], paths["responses"], cfg, failures, timings)
         _run(RolloutStage(engine, k=cfg.k, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
-                          engine_info=config.describe()),
+                          system_prompt=WORLD_SYSTEM_PROMPT, engine_info=config.describe()),
              paths["responses"], paths["rollouts"], cfg, failures, timings)
     finally:
         engine.close()  # before the judge's engine starts: two engines on 2 cores starve each other
@@ -151,7 +151,7 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     engine = make_engine(config)
     timings.add("judge engine start", t)
     try:
-        _run(JudgeStage(engine, prompt="processbench", max_tokens=cfg.judge_max_tokens,
+        _run(JudgeStage(engine, prompt=WORLD_JUDGE_PROMPT, max_tokens=cfg.judge_max_tokens,
                         seed=cfg.seed, engine_info=config.describe()),
              paths["responses"], paths["judged"], cfg, failures, timings)
     finally:

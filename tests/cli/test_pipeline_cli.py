@@ -9,6 +9,7 @@ Each engine start costs ~15 s, so the checks are combined into few processes.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -70,7 +71,10 @@ def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model
     assert [r["id"] for r in resumed] == [f"p{i}/0" for i in range(40)]
     manifest = orjson.loads(out.with_name("rollouts.manifest.json").read_bytes())
     settings = manifest["runs"][-1]["settings"]
-    assert settings["k"] == 3 and settings["strategy"] == "exhaustive" and len(settings["system_prompt_sha256"]) == 64
+    assert settings["k"] == 3 and settings["strategy"] == "exhaustive" and settings["system_prompt"] == "the responses' own"
+    # responses not written by sample carry no prompt: the default one, by name and sha256
+    assert list(settings["system_prompts_used"]) == ["qwen25-math-cot"]
+    assert len(settings["system_prompts_used"]["qwen25-math-cot"]) == 64
     assert settings["dtype"] == ("float32" if on_cpu() else "auto")  # no --dtype given: the default, recorded
     assert manifest["runs"][-1]["stats"]["completions"] == (40 - partial) * 2 * 3
 
@@ -82,6 +86,16 @@ def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model
     assert resumed == read(reference)
     for row in resumed:
         Rollout.model_validate(row)
+    # The summary counts the cut completions and the first errors resting on them, as the records do.
+    said = re.search(r"rollout: ([\d,]+) completions, ([\d,]+) of them cut at --max-tokens \(counted graded\); "
+                     r"(\d+) of 40 responses have a first error, (\d+) of them at a step with cut completions",
+                     whole.stderr)
+    assert said, whole.stderr[-2000:]
+    rows = [r["mc"] for r in resumed]
+    assert int(said[2].replace(",", "")) == sum(mc["truncated"] for mc in rows) == sum(
+        c or 0 for mc in rows for c in mc["cut"])
+    assert int(said[3]) == sum(mc["first_error"] >= 0 for mc in rows)
+    assert int(said[4]) == sum(mc["first_error"] >= 0 and bool(mc["cut"][mc["first_error"]]) for mc in rows)
 
 
 @pytest.mark.engine
@@ -106,7 +120,19 @@ def test_sample_pipe_rollout_then_judge_and_consensus(vllm_server, tmp_path):
     assert sum(r.mc.completions for r in rows) > 0
     assert "sample: 3 done, 6 records written" in piped.stderr and "rollout: 6 done" in piped.stderr
 
-    judge = subprocess.run([*CLI, "judge", str(rollouts), "-o", str(judged), "--prompt", "paper", "--constrained",
+    # No --prompt: the paper's protocol (the random model's analyses are noise, so few parse).
+    paper = tmp_path / "judged-paper.jsonl"
+    judge = subprocess.run([*CLI, "judge", str(rollouts), "-o", str(paper), "--max-tokens", "48", *server],
+                           capture_output=True, text=True, timeout=600)
+    assert judge.returncode == 0, judge.stderr[-3000:]
+    from prm_annotate.judging import load_judge_prompt
+
+    sha = load_judge_prompt("paper").file.sha256
+    assert all(r["judge"]["prompt"] == "paper" and r["judge"]["prompt_sha256"] == sha and r["judge"]["style"] == "paper"
+               and r["judge"]["protocol"] == "strict" for r in read(paper))
+    assert orjson.loads(paper.with_name("judged-paper.manifest.json").read_bytes())["runs"][-1]["settings"]["prompt"] == "paper"
+
+    judge = subprocess.run([*CLI, "judge", str(rollouts), "-o", str(judged), "--prompt", "processbench", "--constrained",
                             "--max-tokens", "48", *server], capture_output=True, text=True, timeout=600)
     assert judge.returncode == 0, judge.stderr[-3000:]
     verdicts = [Judged.model_validate(r) for r in read(judged)]

@@ -266,6 +266,8 @@ def test_continuation_body_uses_vllm_chat_extension():
     assert body["seed"] == 4 and body["stop"] == ["\n\n"]
     assert body["structured_outputs"] == {"regex": "[0-9]+"}
     assert "continue_final_message" not in engine.body(chat("p"))
+    # top_k is vLLM's, not OpenAI's: sent only when asked for
+    assert "top_k" not in engine.body(chat("p")) and engine.body(chat("p", top_k=20))["top_k"] == 20
     with pytest.raises(ValueError):
         engine.body(GenerationRequest(key="x", messages=({"role": "user", "content": "hi"},), continue_final=True))
 

@@ -1,5 +1,6 @@
-"""judge: strict parsing of both prompt styles on real-looking outputs (including malformed ones),
-voting, the stage with a scripted engine, and the stage on the tiny model through real vLLM."""
+"""judge: strict parsing of ProcessBench-style verdicts (the paper's format: tests/judging), voting,
+the stage with a scripted engine, and the stage on the tiny model through real vLLM (both
+protocols; the official one against the official script's own call on the same engine)."""
 from __future__ import annotations
 
 import re
@@ -8,7 +9,6 @@ import pytest
 
 from prm_annotate.judging import JUDGE_STYLES as STYLES
 from prm_annotate.judging import ParseFailure, aggregate_votes
-from prm_annotate.judging.paper import parse_paper
 from prm_annotate.judging.processbench import parse_processbench
 from prm_annotate.records import Judged, Response
 from prm_annotate.stages.judge import JudgeStage
@@ -23,20 +23,6 @@ Paragraph 1 computes 3 + 5 = 8. Correct.
 Paragraph 2 claims 8 * 2 = 17, but 8 * 2 = 16. This is the earliest error.
 
 Therefore the index of the earliest error is \\boxed{2}."""
-
-PAPER_GOOD = """<analysis_1>
-The solution starts from 3 apples, as the problem says. This is correct.
-</analysis_1>
-<analysis_2>
-3 + 5 = 8 is right.
-</analysis_2>
-<analysis_3>
-8 * 2 is 16, not 17. The paragraph is wrong; it should read 8 * 2 = 16.
-</analysis_3>
-<conclusion>
-Incorrect: paragraph 3
-</conclusion>"""
-
 
 @pytest.mark.parametrize("text,n,expected", [
     (PB_GOOD, 4, 2),
@@ -65,45 +51,13 @@ def test_processbench_refuses(text, n, why):
         parse_processbench(text, n)
 
 
-@pytest.mark.parametrize("text,n,expected", [
-    (PAPER_GOOD, 4, 2),  # paragraph 3, counted from 1, is step 2
-    ("<analysis_1>ok</analysis_1>\n<analysis_2>ok</analysis_2>\n<conclusion>\nCorrect\n</conclusion>", 2, -1),
-    ("<conclusion>Correct.</conclusion>", 5, -1),
-    ("<conclusion>incorrect, paragraph 1</conclusion>", 5, 0),
-    # A bare "Incorrect", as the paper's own format has it: the analyses stop at the first error.
-    ("<analysis_1>fine</analysis_1><analysis_2>wrong: 8*2 is 16</analysis_2>\n<conclusion>\nIncorrect\n</conclusion>", 4, 1),
-    ("<conclusion>Incorrect: paragraph 2</conclusion> ... <conclusion>Incorrect: paragraph 2</conclusion>", 3, 1),
-])
-def test_paper_parses(text, n, expected):
-    assert parse_paper(text, n) == expected
-
-
-@pytest.mark.parametrize("text,n,why", [
-    (PAPER_GOOD.replace("<conclusion>", "").replace("</conclusion>", ""), 4, "no <conclusion>"),
-    ("<conclusion>Incorrect: paragraph 0</conclusion>", 4, "outside"),  # numbered from 1
-    ("<conclusion>Incorrect: paragraph 5</conclusion>", 4, "outside"),
-    ("<conclusion>Probably fine</conclusion>", 4, "neither"),
-    ("<conclusion>Correct</conclusion>\n<conclusion>Incorrect: paragraph 2</conclusion>", 4, "conflicting"),
-    ("<analysis_1>x</analysis_1><analysis_3>y</analysis_3><conclusion>Incorrect</conclusion>", 4, "bare Incorrect"),
-    ("<conclusion>Incorrect</conclusion>", 4, "bare Incorrect"),
-])
-def test_paper_refuses(text, n, why):
-    with pytest.raises(ParseFailure, match=why):
-        parse_paper(text, n)
-
-
 def test_forced_answer_regexes_accept_only_this_response_paragraphs():
-    pb, paper = STYLES["processbench"], STYLES["paper"]
+    pb = STYLES["processbench"]
     assert re.fullmatch(pb.answer_regex(3), "\\boxed{2}") and re.fullmatch(pb.answer_regex(3), "\\boxed{-1}")
     assert not re.fullmatch(pb.answer_regex(3), "\\boxed{3}") and not re.fullmatch(pb.answer_regex(3), "{2}")
-    assert re.fullmatch(paper.answer_regex(3), "<conclusion>\nIncorrect: paragraph 3\n</conclusion>")
-    assert re.fullmatch(paper.answer_regex(3), "<conclusion>Correct</conclusion>")
-    assert not re.fullmatch(paper.answer_regex(3), "<conclusion>Incorrect: paragraph 0</conclusion>")
     # the forced text starts with the lead the free text stopped at, and always parses
     assert pb.answer_regex(3).startswith(re.escape(pb.answer_lead))
-    assert paper.answer_regex(3).startswith(re.escape(paper.answer_lead))
     assert parse_processbench("blah\n" + "\\boxed{2}", 3) == 2
-    assert parse_paper("<analysis_1>x</analysis_1>" + "<conclusion>\nIncorrect: paragraph 3\n</conclusion>", 3) == 2
 
 
 @pytest.mark.parametrize("votes,expected", [
@@ -125,30 +79,35 @@ def rec(rid="r/0", steps=("3 + 5 = 8.", "8 * 2 = 17.", "\\boxed{17}")) -> Respon
                                     "answer": "16", "steps": list(steps)})
 
 
-def test_prompts_render_with_their_own_numbering():
+def test_prompts_render_with_their_own_numbering_and_the_default_is_the_papers():
     for name, first, last in (("paper", "<paragraph_1>", "<paragraph_3>"), ("processbench", "<paragraph_0>", "<paragraph_2>")):
         stage = JudgeStage(ScriptedEngine(lambda r: ""), prompt=name)
         text = stage._messages(rec())[0]["content"]
         assert first in text and last in text and "{paragraphs}" not in text and "Tom has 3 apples" in text
-    assert "<paragraph_3>" not in JudgeStage(ScriptedEngine(lambda r: ""))._messages(rec())[0]["content"]
+    default = JudgeStage(ScriptedEngine(lambda r: ""))
+    assert default.prompt.name == "paper" and default.style.name == "paper" and default.protocol.name == "strict"
+    assert default._messages(rec()) == JudgeStage(ScriptedEngine(lambda r: ""), prompt="paper")._messages(rec())
+    assert default.settings()["prompt"] == "paper" and default.settings()["max_tokens"] == 8192
 
 
 def test_votes_are_seeded_parsed_and_aggregated():
     answers = iter(["\\boxed{1}", "I think \\boxed{-1}", "no idea", "\\boxed{1}", "\\boxed{9}"])
     engine = ScriptedEngine(lambda r: next(answers))
-    stage = JudgeStage(engine, votes=5)
+    stage = JudgeStage(engine, prompt="processbench", votes=5)
     [out] = list(stage.process([rec()]))
     judge = Judged.model_validate(out.records[0]).judge
     assert judge.votes == [1, -1, None, 1, None] and judge.first_error == 1 and judge.parse_failures == 2
-    assert stage.config.sampling_temperature == 0.7 and len({r.seed for r in engine.requests}) == 5
+    assert stage.sampling.temperature == 0.7 and len({r.seed for r in engine.requests}) == 5
+    assert all(r.n == 1 for r in engine.requests)
     assert out.records[0].dump()["judge"]["prompt"] == "processbench"
+    assert out.records[0].dump()["judge"]["protocol"] == "strict"
 
 
 def test_no_parsed_vote_gives_null_and_engine_failure_leaves_record_for_rerun():
     stage = JudgeStage(ScriptedEngine(lambda r: "looks fine to me"), votes=1)
     [out] = list(stage.process([rec()]))
     assert out.records[0].dump()["judge"]["first_error"] is None and out.records[0].dump()["judge"]["parse_failures"] == 1
-    assert stage.config.sampling_temperature == 0.0
+    assert stage.sampling.temperature == 0.0
     failing = JudgeStage(ScriptedEngine(lambda r: RuntimeError("HTTP 500")), votes=2)
     [out] = list(failing.process([rec()]))
     assert out.records == [] and "HTTP 500" in out.error
@@ -161,7 +120,7 @@ def test_constrained_mode_continues_the_analysis_with_a_forced_answer():
             return "<analysis_1>fine</analysis_1>\n<analysis_2>wrong</analysis_2>\n"
         assert r.continue_final and r.messages[-1]["content"].endswith("</analysis_2>\n")
         assert r.guided_regex.startswith("<conclusion>")
-        return "<conclusion>\nIncorrect: paragraph 2\n</conclusion>"
+        return "<conclusion>\nIncorrect\n</conclusion>"
 
     stage = JudgeStage(ScriptedEngine(script), prompt="paper", constrained=True)
     [out] = list(stage.process([rec()]))
@@ -171,7 +130,8 @@ def test_constrained_mode_continues_the_analysis_with_a_forced_answer():
 @pytest.mark.engine
 def test_judge_on_the_tiny_model_with_and_without_constraint(vllm_engine):
     """Real vLLM, both prompts. The random tiny model writes noise: unconstrained, its verdicts
-    (nearly) never parse; constrained, every one parses and lies in range."""
+    (nearly) never parse; constrained, every processbench verdict parses and lies in range, and
+    every paper verdict has the forced conclusion (what is refused is the judge's own analyses)."""
     records = [rec(f"r/{i}", steps=[f"{i} + 5 = {i + 5}.", f"{i + 5} * 2 = {2 * i + 10}.", f"\\boxed{{{2 * i + 10}}}"])
                for i in range(6)]
     rates = {}
@@ -183,10 +143,50 @@ def test_judge_on_the_tiny_model_with_and_without_constraint(vllm_engine):
             assert all(o.error is None for o in outs)
             judged = [Judged.model_validate(o.records[0]).judge for o in outs]
             rates[name, constrained] = stage.stats["parse_failures"] / stage.stats["votes"]
-            if constrained:
+            if constrained and name == "processbench":
                 assert rates[name, True] == 0.0
                 assert all(j.first_error is not None and -1 <= j.first_error < 3 for j in judged)
+            if constrained and name == "paper":
+                outputs = [text for o in outs for text in o.records[0].dump()["judge"]["outputs"]]
+                assert all(re.search(r"<conclusion>\n(Correct|Incorrect)\n</conclusion>$", text) for text in outputs)
+                errors = [e for o in outs for e in o.records[0].dump()["judge"].get("parse_errors", [])]
+                assert not [e for e in errors if "conclusion" in e], errors
     print("judge parse-failure rates on the tiny model:", rates)
+
+
+@pytest.mark.engine
+def test_the_official_protocol_samples_what_the_official_script_samples(vllm_engine):
+    """`--protocol processbench-official` on real vLLM against the official script's own call,
+    restated (testing/processbench_script.py) on the same engine: its prompt token ids, one
+    `LLM.generate` over every row, the script's SamplingParams. Greedy and 3 votes (n=3 in one
+    request seeded 42); the same texts, and the prediction the script would make of them. The
+    tiny model's context is 2,048 tokens, so both cap max_tokens at what the prompt leaves."""
+    import json
+
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    from testing.processbench_script import (PROCESSBENCH, official_messages, official_prediction,
+                                             official_prompt_ids, official_sampling)
+
+    rows = json.loads((PROCESSBENCH / "gsm8k.json").read_text())[:2]
+    tokenizer, llm = vllm_engine.tokenizer, vllm_engine._llm
+    for votes in (1, 3):
+        stage = JudgeStage(vllm_engine, protocol="processbench-official", votes=votes, engine_info={"model": "tiny"})
+        outs = list(stage.process([stage.input_model.model_validate(r) for r in rows]))
+        assert all(o.error is None for o in outs)
+        judged = [o.records[0].dump()["judge"] for o in outs]
+
+        ids = [official_prompt_ids(tokenizer, official_messages(r["problem"], r["steps"])) for r in rows]
+        kwargs = official_sampling("tiny", votes if votes > 1 else None)
+        params = [SamplingParams(**{**kwargs, "max_tokens": min(kwargs["max_tokens"], vllm_engine.max_model_len - len(i))})
+                  for i in ids]
+        generations = llm.generate([TokensPrompt(prompt_token_ids=i) for i in ids], params, use_tqdm=False)
+        for row, judge, generation in zip(rows, judged, generations):
+            texts = [c.text for c in sorted(generation.outputs, key=lambda c: c.index)]
+            assert judge["outputs"] == texts, row["id"]
+            assert judge["prediction"] == official_prediction(texts, voting=votes > 1)
+        assert len(judged[0]["outputs"]) == votes and (votes == 1 or len(set(judged[0]["outputs"])) > 1)
 
 
 def test_a_judge_template_without_paragraphs_is_refused_everywhere_the_same_way(tmp_path):

@@ -245,3 +245,181 @@ def test_rollout_on_the_tiny_model(vllm_engine, tmp_path):
     print(f"tiny rollout: 4 responses x 2 steps x K=4 in {seconds:.2f} s, "
           f"{stage.stats['generated_tokens']} tokens, {stage.stats['cached_prompt_tokens']} of "
           f"{stage.stats['prompt_tokens']} prompt tokens cached")
+
+
+# ---------------------------------------------------------------- the completer's system prompt
+
+def sampled(rid="p/0", prompt="step", sha=None, **extra) -> dict:
+    """A response as `sample` writes it under the built-in system prompt `prompt`."""
+    from prm_annotate.stages.common import system_prompt_file
+
+    gen = {"model": "m", "system_prompt": prompt, "system_prompt_sha256": sha or system_prompt_file(prompt).sha256}
+    return {**response(rid, **extra).dump(), "generator": gen}
+
+
+def system_of(engine) -> set[str]:
+    return {r.messages[0]["content"] if r.messages[0]["role"] == "system" else "" for r in engine.requests}
+
+
+def test_the_completer_continues_under_the_prompt_each_response_was_sampled_under():
+    from prm_annotate.stages.common import system_prompt_file
+
+    stage = make(k=1)
+    model = stage.input_model
+    recs = [model.model_validate(sampled("a", "step")), model.model_validate(sampled("b", "none")),
+            model.model_validate(sampled("c", "qwen25-math-cot"))]
+    engine = scripted(stage, recs, {})
+    out = run(stage, recs)
+    by_id = {rid: {r.messages[0]["content"] if r.messages[0]["role"] == "system" else None
+                   for r in engine.requests if stage.completion_seed(rid, 0, 0) == r.seed} for rid in "abc"}
+    assert by_id == {"a": {system_prompt_file("step").text.strip()}, "b": {None},
+                     "c": {"Please reason step by step, and put your final answer within \\boxed{}."}}
+    assert [out[r].records[0].dump()["mc"]["system_prompt"] for r in "abc"] == ["step", "none", "qwen25-math-cot"]
+    assert stage.settings()["system_prompt"] == "the responses' own"
+    assert set(stage.settings()["system_prompts_used"]) == {"step", "none", "qwen25-math-cot"}
+
+
+def test_a_response_is_found_by_its_prompt_sha256_and_one_not_written_by_sample_gets_the_default(tmp_path):
+    from prm_annotate.stages.common import system_prompt_file
+
+    stage = make(k=1)
+    # an old record: only the sha256 of the step prompt, no name
+    old = sampled("old", "step")
+    del old["generator"]["system_prompt"]
+    renamed = sampled("renamed", "step")
+    renamed["generator"]["system_prompt"] = str(tmp_path / "gone.txt")  # a file no longer there, same text
+    bare = response("bare").dump()  # no generator: the default
+    recs = [stage.input_model.model_validate(r) for r in (old, renamed, bare)]
+    assert [stage.prompts.for_record(r).name for r in recs] == ["step", "step", "qwen25-math-cot"]
+    assert stage.prompts.for_record(recs[2]).sha256 == system_prompt_file(None).sha256
+
+
+def test_a_different_or_unknown_system_prompt_is_refused_unless_forced(tmp_path):
+    from pydantic import ValidationError
+
+    changed = sampled("x", "step", sha="0" * 64)  # a prompt that is nowhere now
+    with pytest.raises(ValidationError, match="neither built in nor found as it was: give it with --system-prompt"):
+        make(k=1).input_model.model_validate(changed)
+    given = make(k=1, system_prompt="qwen25-math-cot")
+    with pytest.raises(ValidationError, match="sampled under the system prompt 'step'.*--force-system-prompt"):
+        given.input_model.model_validate(sampled("y", "step"))
+    assert given.input_model.model_validate(sampled("z", "qwen25-math-cot"))  # the same one is fine
+    forced = make(k=1, system_prompt="qwen25-math-cot", force_system_prompt=True)
+    rec = forced.input_model.model_validate(sampled("y", "step"))
+    scripted(forced, [rec], {})
+    mc = run(forced, [rec])["y"].records[0].dump()["mc"]
+    assert mc["system_prompt"] == "qwen25-math-cot" and mc["system_prompt_sha256"] != rec.generator["system_prompt_sha256"]
+    with pytest.raises(UsageError, match="--force-system-prompt needs --system-prompt"):
+        make(k=1, force_system_prompt=True)
+
+
+def test_rollout_refuses_a_different_system_prompt_with_exit_2_before_the_engine_starts(tmp_path):
+    import subprocess
+    import sys
+
+    from testing.jsonl_files import write_jsonl
+
+    src = write_jsonl(tmp_path / "responses.jsonl", [sampled("p/0", "step"), sampled("p/1", "qwen25-math-cot")])
+    out = tmp_path / "rollouts.jsonl"
+    cli = subprocess.run([sys.executable, "-m", "prm_annotate", "rollout", str(src), "-o", str(out), "--model",
+                          str(tmp_path / "no-model"), "--system-prompt", "step"], capture_output=True, text=True,
+                         timeout=120)
+    assert cli.returncode == 2, cli.stderr
+    last = cli.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"prm-annotate: error: {src}:2: ") and "'qwen25-math-cot'" in last, last
+    assert "--force-system-prompt" in last and not out.exists()
+
+
+# ---------------------------------------------------------------- completions cut at --max-tokens
+
+def cut_engine(stage: RolloutStage, record, cut: dict[int, set[int]], right: dict[int, set[int]]):
+    """Completion j of step s stops at the budget iff j in cut[s]; its text reaches the gold answer
+    iff j in right[s] (a cut text may hold an answer: it wrote one, then went on)."""
+    from prm_annotate.engines.base import GenerationResult
+
+    where = {stage.completion_seed(record.id, s, j): (s, j) for s in range(len(record.steps)) for j in range(stage.config.k)}
+
+    def script(request):
+        s, j = where[request.seed]
+        text = f"\n\nThe answer is \\boxed{{{16 if j in right.get(s, ()) else 99}}}"
+        reason = "length" if j in cut.get(s, ()) else "stop"
+        return GenerationResult(key="", texts=[text], finish_reasons=[reason], generated_tokens=5)
+
+    stage.engine = ScriptedEngine(script)
+
+
+@pytest.mark.parametrize("rule,scores,first_error", [
+    ("graded", [0.5, 0.25, 0.0, 0.0], 2),  # a cut text is graded as written
+    ("wrong", [0.25, 0.0, 0.0, 0.0], 1),  # step 1's only right completion was cut
+    ("right", [0.75, 0.25, 0.5, 0.0], 3),  # a step is never blamed on the budget
+])
+def test_cut_completions_are_counted_per_step_and_count_as_chosen(rule, scores, first_error):
+    stage = make(k=4, cut_completions=rule)
+    rec = response()
+    cut_engine(stage, rec, cut={0: {1, 2}, 1: {3}, 2: {0, 1}}, right={0: {0, 1}, 1: {3}, 2: set()})
+    mc = run(stage, [rec])["p/0"].records[0].dump()["mc"]
+    assert mc["cut"] == [2, 1, 2, None] and mc["truncated"] == 5 and mc["cut_completions"] == rule
+    assert mc["scores"] == scores and mc["first_error"] == first_error
+    assert stage.stats["completions_cut"] == 5
+    assert stage.stats["first_errors_at_cut_steps"] == (first_error < 3)
+
+
+def test_first_errors_on_cuts_are_counted_for_the_summary():
+    stage = make(k=2)
+    recs = [response("cut-step"), response("clean"),
+            RolloutInput.model_validate({**response("cut-response").dump(),
+                                         "generator": {"finish_reason": "length"}})]
+    where = {stage.completion_seed(r.id, s, j): (r.id, s, j) for r in recs for s in range(3) for j in range(2)}
+    from prm_annotate.engines.base import GenerationResult
+
+    def script(request):
+        rid, s, j = where[request.seed]
+        wrong = (rid == "cut-step" and s == 1) or (rid == "clean" and s == 2)
+        reason = "length" if rid == "cut-step" and (s, j) == (1, 0) else "stop"
+        return GenerationResult(key="", texts=[f"\\boxed{{{99 if wrong else 16}}}"], finish_reasons=[reason])
+
+    stage.engine = ScriptedEngine(script)
+    out = run(stage, recs)
+    assert [out[r.id].records[0].dump()["mc"]["first_error"] for r in recs] == [1, 2, 3]
+    assert stage.stats["first_errors_at_cut_steps"] == 1 and stage.stats["first_errors_at_cut_responses"] == 1
+    assert stage.stats["first_error_found"] == 3
+
+
+def test_an_unknown_cut_rule_is_refused():
+    with pytest.raises(UsageError, match="--cut-completions maybe: choose graded, wrong, right"):
+        make(cut_completions="maybe")
+
+
+@pytest.mark.engine
+def test_rollout_on_the_tiny_model_follows_the_sampled_prompt_and_counts_cuts(vllm_engine, tmp_path):
+    """Real vLLM through the runner: responses sampled under the step prompt are continued under
+    it by default (the same completions as naming it), under another only when forced (other
+    completions); a 4-token budget cuts every completion, and every step says so."""
+    from prm_annotate.records import Problem
+    from prm_annotate.stages.sample import SampleStage
+    from testing.jsonl_files import read_jsonl, write_jsonl
+
+    problems = [Problem.model_validate({"id": f"q{i}", "problem": f"Ann has {i} pens and buys 2 more. How many?",
+                                        "answer": str(i + 2)}) for i in range(3)]
+    sample = SampleStage(vllm_engine, n=1, max_tokens=24, seed=1, step_sep=" ", system_prompt="step")
+    responses = [r.dump() for o in sample.process(problems) for r in o.records]
+    sample.close()
+    assert {r["generator"]["system_prompt"] for r in responses} == {"step"}
+    src = write_jsonl(tmp_path / "responses.jsonl", responses)
+
+    def rollout(name: str, **kw) -> list[dict]:
+        stage = RolloutStage(vllm_engine, k=2, max_tokens=4, seed=3, step_sep=" ", **kw)
+        summary = run_stage(stage, RunOptions(str(src), str(tmp_path / f"{name}.jsonl"), quiet=True))
+        assert summary.exit_code == 0, summary.failures
+        return read_jsonl(tmp_path / f"{name}.jsonl")
+
+    own, named = rollout("own"), rollout("named", system_prompt="step")
+    forced = rollout("forced", system_prompt="qwen25-math-cot", force_system_prompt=True)
+    assert own == named and {r["mc"]["system_prompt"] for r in own} == {"step"}
+    assert {r["mc"]["system_prompt"] for r in forced} == {"qwen25-math-cot"}
+    for row in own:
+        n = len(row["steps"])
+        assert row["mc"]["cut"] == [2] * (n - 1) + [None] and row["mc"]["truncated"] == 2 * (n - 1)
+    with pytest.raises(Exception, match="sampled under the system prompt 'step'"):
+        rollout("refused", system_prompt="qwen25-math-cot")
+    assert not (tmp_path / "refused.jsonl").exists() or not read_jsonl(tmp_path / "refused.jsonl")

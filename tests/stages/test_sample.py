@@ -88,6 +88,22 @@ def test_custom_separator_and_system_prompt(tmp_path):
     assert out.records[0].dump()["steps"] == ["a", "b", "\\boxed{8}"]
     assert engine.requests[0].messages[0]["content"] == "Be brief."
     assert stage.settings()["system_prompt_sha256"] == load_prompt(str(path)).sha256
+    assert out.records[0].dump()["generator"]["system_prompt"] == str(path)
+
+
+def test_the_default_system_prompt_is_qwen25_math_cot_and_the_step_prompt_is_a_choice():
+    """The paper's policies (Qwen2.5-Math-Instruct) get the prompt they were trained with, verbatim
+    (QwenLM/Qwen2.5-Math's README and its evaluation's `qwen25-math-cot`); the record names it."""
+    texts = {}
+    for choice in (None, "qwen25-math-cot", "step"):
+        engine = ScriptedEngine(lambda r: "\\boxed{8}")
+        [out] = list(SampleStage(engine, n=1, system_prompt=choice).process(PROBLEMS[:1]))
+        gen = out.records[0].dump()["generator"]
+        texts[choice] = (engine.requests[0].messages[0]["content"], gen["system_prompt"], gen["system_prompt_sha256"])
+    assert texts[None] == texts["qwen25-math-cot"]
+    assert texts[None][:2] == ("Please reason step by step, and put your final answer within \\boxed{}.", "qwen25-math-cot")
+    assert texts["step"][1] == "step" and "paragraph" in texts["step"][0]
+    assert SampleStage(ScriptedEngine(lambda r: ""), n=1).config.max_tokens == 2048
 
 
 @pytest.mark.engine

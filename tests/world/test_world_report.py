@@ -16,6 +16,7 @@ import sys
 import orjson
 import pytest
 
+from prm_annotate.engines.quiet import QUIET_ENV
 from prm_annotate.world.truth import true_first_error
 from testing.heavy import ENGINE_START_TIMEOUT
 from testing.jsonl_files import group_alive
@@ -50,7 +51,11 @@ def test_world_report_numbers_match_the_files(tmp_path, capsys):
     (workdir / "consensus.jsonl").write_bytes(orjson.dumps({"id": "stale/0"}) + b"\n")
     cmd = [*CLI, "world", "report", "--problems", "6", "-n", "2", "-k", "2", "--seed", "1",
            "--workdir", str(workdir), "--json"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # As a user's shell would start it: an in-process engine of an earlier test sets
+    # VLLM_LOGGING_LEVEL in this process, and the report leaves a variable the user set alone.
+    env = {k: v for k, v in os.environ.items() if k not in QUIET_ENV}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=env)
     try:
         out, err = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
