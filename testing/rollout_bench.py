@@ -113,12 +113,8 @@ def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: i
     """One rollout run over all responses, as the runner streams them: at most `window` records
     in flight (lock-step: batches of `window`)."""
     stage = RolloutStage(engine, k=k, strategy=variant.make(), max_tokens=max_tokens, seed=seed,
-                         temperature=temperature, share_prefixes=variant.share_prefixes, step_sep=step_sep)
-
-
                          temperature=temperature, share_prefixes=variant.share_prefixes, step_sep=step_sep,
                          system_prompt=SYSTEM_PROMPT)
-    stage.lockstep = variant.lockstep
     stage.speculate = variant.speculate
     records = [RolloutInput.model_validate(r) for r in responses]
     first_errors: dict[str, int] = {}

@@ -46,10 +46,18 @@ def planned_verdicts(i: int, label: int, n_steps: int) -> list[int | None]:
     return [label, None, other, label]
 
 
-VERDICT_TEXT = {  # how each answer style states a verdict (0-based first error in, the style's text out)
-    "processbench": lambda k: f"The earliest error is in \\boxed{{{k}}}.",
-    "paper": lambda k: "<conclusion>\nCorrect\n</conclusion>" if k == -1 else
-    f"<conclusion>\nIncorrect: paragraph {k + 1}\n</conclusion>",
+def paper_critique(intro: str, k: int, n_steps: int) -> str:
+    """The paper's Appendix C format: one analysis per paragraph up to the first wrong one, then
+    a bare Correct/Incorrect conclusion."""
+    analysed = n_steps if k == -1 else k + 1
+    analyses = "\n".join(f"<analysis_{j}>\n{intro if j == 1 else ''}Paragraph {j} checked.\n</analysis_{j}>"
+                          for j in range(1, analysed + 1))
+    return f"{analyses}\n<conclusion>\n{'Correct' if k == -1 else 'Incorrect'}\n</conclusion>"
+
+
+CRITIQUE_TEXT = {  # how each answer style states a verdict (0-based first error in, the style's text out)
+    "processbench": lambda intro, k, n_steps: f"{intro}\n\nThe earliest error is in \\boxed{{{k}}}.",
+    "paper": paper_critique,
 }
 
 
@@ -61,6 +69,7 @@ def pipeline(request, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp(f"critic-{style}")
     records = [r for split in ("gsm8k", "math") for r in hf_split(split)[::3]]
     plan = {r["id"]: planned_verdicts(i, r["label"], len(r["steps"])) for i, r in enumerate(records)}
+    n_steps = {r["id"]: len(r["steps"]) for r in records}
 
     # Which response and vote a request is, by its seed (the scheduler renames request keys).
     vote_of = {derive_seed("judge", r["id"], v, 0): (r["id"], v) for r in records for v in range(VOTES)}
@@ -68,8 +77,10 @@ def pipeline(request, tmp_path_factory) -> dict:
     def script(request) -> str:
         rid, vote = vote_of[request.seed]
         verdict = plan[rid][vote]
-        body = f"Critique {vote} of {rid}: I read every paragraph in turn.\n\n"
-        return body + ("I cannot tell which paragraph is wrong." if verdict is None else VERDICT_TEXT[style](verdict))
+        intro = f"Critique {vote} of {rid}: I read every paragraph in turn."
+        if verdict is None:
+            return f"{intro}\n\nI cannot tell which paragraph is wrong."
+        return CRITIQUE_TEXT[style](intro, verdict, n_steps[rid])
 
     responses = write_jsonl(tmp / "responses.jsonl", [response_of(r) for r in records])
     engine = ScriptedEngine(script)
