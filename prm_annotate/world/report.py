@@ -18,7 +18,9 @@ file and scores each label source against it with `compare.compare_sources`:
 
 The conclusion printed under the table is computed from these numbers, whichever way they fall.
 Every file lands in `workdir` (problems, responses, rollouts, judged, consensus, gold, each with
-its run manifest); a new report starts from empty files there.
+its run manifest); a new report starts from empty files there. With `resume`, a killed report run
+again with the same settings continues where it stopped (each stage skips the ids it wrote):
+`report.settings.json`, written first, says which settings the files belong to.
 """
 from __future__ import annotations
 
@@ -66,9 +68,16 @@ class ReportConfig:
     dtype: str | None = None  # None: the engines' default (float32 on CPU)
     quiet: bool = True
     verbose: bool = False  # the libraries' own warnings, logs and progress bars
+    resume: bool = False  # keep the files of an unfinished report with the same settings
 
     def paths(self) -> dict[str, Path]:
         return {role: self.workdir / name for role, name in FILES.items()}
+
+    def settings(self) -> dict[str, Any]:
+        """What the stage files depend on: a report resumes only files made with these."""
+        return {"problems": self.problems, "n": self.n, "k": self.k, "seed": self.seed, "max_tokens": self.max_tokens,
+                "judge_max_tokens": self.judge_max_tokens, "dtype": self.dtype, "policy": str(self.policy.resolve()),
+                "judge": str(self.judge.resolve())}
 
 
 @dataclass
@@ -79,15 +88,24 @@ class Timings:
         self.seconds[name] = round(time.monotonic() - started, 1)
 
 
+SETTINGS_FILE = "report.settings.json"
+
+
 def clear_workdir(cfg: ReportConfig) -> None:
     """Remove the files of an earlier report (stage outputs and their sidecars), nothing else:
-    the stages resume from what is on disk, and a report with other settings must not."""
+    the stages resume from what is on disk, and a report with other settings must not. With
+    `cfg.resume`, files made with the same settings stay, for the stages to continue."""
     cfg.workdir.mkdir(parents=True, exist_ok=True)
+    marker = cfg.workdir / SETTINGS_FILE
+    if cfg.resume and marker.is_file() and orjson.loads(marker.read_bytes()) == cfg.settings():
+        return
+    marker.unlink(missing_ok=True)
     for name in FILES.values():
         stem = name.removesuffix(".jsonl")
         for path in cfg.workdir.glob(f"{stem}.*"):
             if path.is_file():
                 path.unlink()
+    marker.write_bytes(orjson.dumps(cfg.settings()))
 
 
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:

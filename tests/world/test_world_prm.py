@@ -1,79 +1,209 @@
-"""`world prm`: the experiment's plumbing on a hand-built report folder (labels made from the
-world's truth, with the judge wrong on a known set and MC wrong on another), so what each PRM is
-trained on is known: the splits are disjoint, the consensus-sized MC set has consensus's size,
-every PRM scores every held-out response. Slow: it trains four tiny PRMs for a few steps."""
+"""`world prm`: the experiment of the paper's claim, end to end on a tiny configuration through the
+real report (vLLM) and real trainings, then its parts on their own.
+
+The end-to-end test runs the command once, checks what it measured against the files it wrote
+(the truth recomputed from the problems, F1 and Best-of-N recomputed here from the scored files,
+the batched scores against transformers one response at a time), then runs it again (every PRM
+skipped, the same JSON and table), and a third time in a copy with the report kept, SIGKILLed
+after its second PRM and run again: the same results.json as the uninterrupted run but for
+wall-clock times."""
 from __future__ import annotations
 
-import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 
+import orjson
 import pytest
 from typer.testing import CliRunner
 
 from prm_annotate.cli import app
-from prm_annotate.reports.labels import step_labels
-from testing.jsonl_files import read_jsonl, write_jsonl
-from testing.prm_fixtures import world_responses
+from prm_annotate.world.prm_labels import SOURCES, Split, problem_of, training_sets
+from prm_annotate.world.truth import true_first_error
+from testing.heavy import ENGINE_START_TIMEOUT
+from testing.jsonl_files import group_alive
+from testing.jsonl_files import read_jsonl as read
 
-runner = CliRunner()
-
-
-def report_folder(tmp_path):
-    responses = world_responses(8, seed=3, split="test")
-    problems = sorted({r["problem_id"] for r in responses}, key=lambda p: int(p.rsplit("-", 1)[1]))
-    write_jsonl(tmp_path / "problems.jsonl", [{"id": p} for p in problems])
-    write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in responses])
-    write_jsonl(tmp_path / "gold.jsonl", [{"id": r["id"], "label": r["label"]} for r in responses])
-    rollouts, judged, consensus = [], [], []
-    for i, r in enumerate(responses):
-        n = len(r["steps"])
-        mc_fe = -1 if i % 3 == 0 else r["label"]  # MC misses some errors
-        judge_fe = r["label"] if i % 4 else 0  # the judge flags step 0 on others
-        mc = {"k": 8, "label": "hard", "strategy": "every-step", "scores": [1.0] * n, "first_error": mc_fe,
-              "completions": 0, "generated_tokens": 0, "model": "hand"}
-        judge = {"first_error": judge_fe, "votes": [judge_fe], "parse_failures": 0, "model": "hand", "prompt": "hand"}
-        base = {k: v for k, v in r.items() if k != "label"}
-        rollouts.append({**base, "mc": mc})
-        judged.append({**base, "judge": judge})
-        if mc_fe == judge_fe:
-            labels = step_labels(mc_fe, n)
-            consensus.append({"id": r["id"], "problem": r["problem"], "steps": r["steps"][:len(labels)],
-                              "labels": labels, "first_error": mc_fe, "mc": mc, "judge": judge})
-    for name, rows in (("rollouts", rollouts), ("judged", judged), ("consensus", consensus)):
-        write_jsonl(tmp_path / f"{name}.jsonl", rows)
-    return problems, responses, consensus
+CLI = [sys.executable, "-m", "prm_annotate", "world", "prm"]
+TINY = ["--seeds", "2", "--train-problems", "6", "--heldout-problems", "3", "-n", "2", "-k", "2", "--max-steps", "4",
+        "--eval-every", "2", "--patience", "3", "--batch-size", "4", "--val-share", "0.34"]
+TIMEOUT = ENGINE_START_TIMEOUT + 600
 
 
-@pytest.mark.slow
-def test_experiment_plumbing(tmp_path, capsys):
-    problems, responses, consensus = report_folder(tmp_path)
-    result = runner.invoke(app, ["world", "prm", "--workdir", str(tmp_path), "--steps", "2", "--batch-size", "4",
-                                 "--train-share", "0.75", "--json"])
-    assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
-    train_ids, held_ids = set(problems[:6]), set(problems[6:])
-    assert (out["train_problems"], out["heldout_problems"], out["heldout_responses"]) == (6, 2, 4)
-    assert list(out["prms"]) == ["MC", "judge", "consensus", "MC (consensus-sized)"]
-    run = tmp_path / "prm-seed0"
-    sizes = {}
-    for name in ("MC", "judge", "consensus", "MC-sub"):
-        rows = read_jsonl(run / f"train-{name}.trl.jsonl")
-        assert {r["id"].rsplit("/", 1)[0] for r in rows} <= train_ids
-        sizes[name] = len(rows)
-    assert sizes["consensus"] == sum(c["id"].rsplit("/", 1)[0] in train_ids for c in consensus) < sizes["MC"] == 12
-    assert sizes["MC-sub"] == sizes["consensus"]
-    assert out["prms"]["consensus"]["train_responses"] == sizes["consensus"]
-    for name in ("MC", "judge", "consensus", "MC-sub"):
-        scored = read_jsonl(run / f"scored-{name}.jsonl")
-        assert {r["problem_id"] for r in scored} == held_ids and len(scored) == 4
-        assert all(len(r["prm"]["scores"]) == len(r["steps"]) for r in scored)
-
-    from prm_annotate.world.prm_experiment import print_experiment
-
-    print_experiment(out)
-    table = capsys.readouterr().out
-    assert "MC (consensus-sized)" in table and "BoN@2 min" in table and "majority@2" in table
+def run(workdir, *extra, kill_after_files=None):
+    """The command in its own process group; with `kill_after_files`, SIGKILLed as soon as that many
+    PRM result files exist."""
+    proc = subprocess.Popen([*CLI, "--workdir", str(workdir), *TINY, *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        if kill_after_files is not None:
+            deadline = time.monotonic() + TIMEOUT
+            while len(list((workdir / "prms").glob("*.json"))) < kill_after_files:
+                assert proc.poll() is None and time.monotonic() < deadline, "the run ended before the kill"
+                time.sleep(0.2)
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert group_alive(proc.pid) == []
+    return proc.returncode, out, err
 
 
-def test_needs_a_report(tmp_path):
-    result = runner.invoke(app, ["world", "prm", "--workdir", str(tmp_path)])
-    assert result.exit_code == 2 and "world report" in result.stderr
+TIMINGS = {"seconds", "train_seconds", "seconds_to_best", "report_seconds"}
+
+
+def measured(value):
+    """A result without its wall-clock times, which no two runs share."""
+    if isinstance(value, dict):
+        return {k: measured(v) for k, v in value.items() if k not in TIMINGS}
+    if isinstance(value, list):
+        return [measured(v) for v in value]
+    return value
+
+
+def first_below(scores, t):
+    return next((i for i, s in enumerate(scores) if s < t), -1)
+
+
+def f1_of(truth, preds):
+    err = [r for r, t in truth.items() if t != -1]
+    ok = [r for r, t in truth.items() if t == -1]
+    e = 100 * sum(preds[r] == truth[r] for r in err) / len(err)
+    c = 100 * sum(preds[r] == -1 for r in ok) / len(ok)
+    return 2 * e * c / (e + c) if e + c else 0.0
+
+
+def check_measurements(workdir, results):
+    """What results.json says of each PRM, recomputed here from the files."""
+    report = workdir / "report"
+    problems = {p["id"]: p for p in read(report / "problems.jsonl")}
+    held = [p for p in list(problems)[6:]]
+    responses = [r for r in read(report / "responses.jsonl") if r["problem_id"] in held]
+    truth = {r["id"]: true_first_error(problems[r["problem_id"]], r["steps"]) for r in responses}
+    assert results["sizes"]["heldout_responses"] == len(responses) == 6
+    for source in SOURCES:
+        s = results["sources"][source.name]
+        assert s["train"]["capped"] == 2 and s["train"]["steps"] == [4, 4]  # the cap is said
+        for seed, per_seed in enumerate(s["per_seed"]):
+            name = f"{source.key}-seed{seed}"
+            scored = {r["id"]: r for r in read(workdir / "prms" / f"{name}.scored.jsonl")}
+            assert set(scored) == set(truth)
+            t = per_seed["train"]["threshold"]
+            preds = {rid: first_below(r["prm"]["scores"], t) for rid, r in scored.items()}
+            if any(v != -1 for v in truth.values()) and any(v == -1 for v in truth.values()):
+                assert abs(per_seed["metrics"]["f1"] - f1_of(truth, preds)) < 1e-9
+            # Best-of-2 by min: the first response unless the second's weakest step scores higher
+            hits = 0
+            for pid in held:
+                a, b = [r for r in responses if r["problem_id"] == pid][:2]
+                pick = b if min(scored[b["id"]]["prm"]["scores"]) > min(scored[a["id"]]["prm"]["scores"]) else a
+                hits += pick["correct"] is True
+            assert abs(per_seed["metrics"]["bon"]["accuracy"]["prm-min"]["2"] - 100 * hits / 3) < 1e-9
+            # training never saw a held-out problem
+            for part in ("train", "val"):
+                key = "mc" if source.key == "mc-soft" else source.key
+                rows = read(workdir / "data" / f"seed{seed}" / f"{key}.{part}.jsonl")
+                assert {problem_of(r["id"]) for r in rows}.isdisjoint(held)
+
+
+def check_batched_scores(workdir):
+    from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
+
+    model, tokenizer, fmt = load_model(workdir / "prms" / "consensus-seed0")
+    for r in read(workdir / "prms" / "consensus-seed0.scored.jsonl"):
+        one = transformers_step_scores(model, tokenizer, fmt, r["problem"], r["steps"])
+        assert max(abs(x - y) for x, y in zip(one, r["prm"]["scores"])) < 1e-5
+
+
+@pytest.mark.engine
+def test_world_prm_end_to_end_rerun_and_kill(tmp_path):
+    first = tmp_path / "first"
+    code, out, err = run(first)
+    assert code == 0, err[-4000:]
+    results = orjson.loads((first / "results.json").read_bytes())
+    assert results["settings"]["seeds"] == [0, 1]
+    assert (first / "world-prm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(list((first / "prms").glob("*.json"))) == 2 * len(SOURCES)
+    assert out.count("AT THE CAP") == len(SOURCES) and "consensus - MC (consensus-sized)" in out
+    assert "[10/10]" in err and "world report" in err  # progress on stderr
+    sized = results["sources"]["MC (consensus-sized)"]["per_seed"]
+    cons = results["sources"]["consensus"]["per_seed"]
+    assert [s["train"]["responses"] for s in sized] == [s["train"]["responses"] for s in cons]
+    assert {c["pooled"]["reading"] for c in results["comparisons"]} <= {"higher", "lower", "no difference shown"}
+    check_measurements(first, results)
+    check_batched_scores(first)
+
+    code, again, err = run(first)
+    assert code == 0, err[-4000:]
+    assert err.count("done before") == 2 * len(SOURCES) and "training" not in err
+    assert again == out and orjson.loads((first / "results.json").read_bytes()) == results
+
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    shutil.copytree(first / "report", killed / "report")
+    code, _, _ = run(killed, kill_after_files=2)
+    assert code == -signal.SIGKILL
+    code, _, err = run(killed)
+    assert code == 0, err[-4000:]
+    assert err.count("done before") == 2
+    assert measured(orjson.loads((killed / "results.json").read_bytes())) == measured(results)
+
+
+def test_training_sets_split_by_problem_and_size_match(tmp_path):
+    def rows(kept):
+        return [{"id": f"p{i}/{j}", "prompt": "q", "completions": ["a"], "labels": [True], "scores": [1.0]}
+                for i in range(40) for j in range(4) if kept(i, j)]
+
+    labelled = {"rollouts": rows(lambda i, j: True), "judged": rows(lambda i, j: (i + j) % 7),
+                "consensus": rows(lambda i, j: (i * j) % 3 == 0)}
+    split = Split([f"p{i}" for i in range(30)], [f"p{i}" for i in range(30, 40)])
+    vals = []
+    for seed in (0, 1):
+        paths = training_sets(labelled, split, 0.2, seed, tmp_path / f"seed{seed}")
+        sets = {key: (read(t), read(v)) for key, (t, v) in paths.items()}
+        val_problems = {problem_of(r["id"]) for r in sets["mc"][1]}
+        vals.append(val_problems)
+        assert len(val_problems) == 6
+        for key, (train, valid) in sets.items():
+            assert {problem_of(r["id"]) for r in train} <= set(split.train) - val_problems
+            assert {problem_of(r["id"]) for r in valid} <= val_problems
+        assert [len(x) for x in sets["mc-sized"]] == [len(x) for x in sets["consensus"]]
+        assert {r["id"] for r in sets["mc-sized"][0]} <= {r["id"] for r in sets["mc"][0]}
+    assert vals[0] != vals[1]  # the seed draws the validation problems
+    # the same seed, the same files
+    again = training_sets(labelled, split, 0.2, 0, tmp_path / "again")
+    assert again["mc-sized"][0].read_bytes() == (tmp_path / "seed0" / "mc-sized.train.jsonl").read_bytes()
+
+
+def test_judge_verdicts_as_step_scores():
+    from prm_annotate.world.prm_experiment import judge_scores
+
+    steps = ["a", "b", "c"]
+    assert judge_scores({"steps": steps, "judge": {"first_error": -1}}) == [1.0, 1.0, 1.0]
+    assert judge_scores({"steps": steps, "judge": {"first_error": 1}}) == [1.0, 0.0, 0.0]
+    assert judge_scores({"steps": steps, "judge": {"first_error": None}}) is None
+
+
+def test_without_matplotlib_it_stops_at_once_with_the_install_line(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    result = CliRunner().invoke(app, ["world", "prm", "--workdir", str(tmp_path / "w")])
+    assert result.exit_code == 2 and "matplotlib" in result.stderr and "pip install" in result.stderr
+    assert not (tmp_path / "w").exists()  # nothing started
+
+
+def test_a_workdir_of_other_settings_is_refused(tmp_path):
+    from prm_annotate.errors import UsageError
+    from prm_annotate.world.prm_experiment import ExperimentConfig, check_workdir
+
+    check_workdir(ExperimentConfig(workdir=tmp_path))
+    check_workdir(ExperimentConfig(workdir=tmp_path, seeds=9))  # more seeds extend a run
+    with pytest.raises(UsageError, match="lr"):
+        check_workdir(ExperimentConfig(workdir=tmp_path, lr=0.5))

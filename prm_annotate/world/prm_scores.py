@@ -1,0 +1,124 @@
+"""Scoring held-out responses with a trained PRM, and the metrics `world prm` takes of any scorer.
+
+A scorer is a step score per held-out response (a PRM's P(right), the MC scores of the rollouts,
+the judge's verdict as 1 before its first error and 0 from it) and a threshold. Its metrics, all
+against the world's truth and all computed by the project's own reports:
+
+- ProcessBench F1, error and correct accuracy of the first step scored below the threshold
+  (`reports.evaluate.evaluate_scores`), per held-out problem too (the bootstrap's counts);
+- step AUC of the scores against the true step labels (steps up to the true first error,
+  `prm.metrics.auc`);
+- Best-of-N by min and by product for N = 1, 2, 4, ..., majority vote and pass@N, and the paper's
+  two diagnostics (`reports.bon.best_of_n`), with each problem's pick right or not per N (the
+  bootstrap's picks).
+
+Scoring runs the checkpoint with plain transformers in float32, in right-padded batches of
+responses of similar length: on a causal model a padded token comes after every real one, so the
+scores are those of one response at a time (`prm.checkpoint.transformers_step_scores`, which the
+tests hold equal to vLLM's pooling runner), which tests/world/test_world_prm.py checks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from prm_annotate.reports.bon import Problem, best_of_n, prm_pick
+from prm_annotate.reports.labels import Gold, Prediction, step_labels
+
+AGGREGATIONS = ("min", "prod")
+NEUTRAL = 0.5  # the step score of a response a scorer left unscored (an unparsed verdict), for Best-of-N
+
+
+def batched_step_scores(model: Any, tokenizer: Any, fmt: Any, responses: list[dict[str, Any]],
+                        batch_size: int = 64) -> list[list[float]]:
+    """P(right) at each step tag of each response, in the responses' order."""
+    import torch
+
+    from prm_annotate.prm.checkpoint import prm_token_ids, step_tag_id
+
+    tag = step_tag_id(tokenizer, fmt.step_tag)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    encoded = [prm_token_ids(tokenizer, fmt, r["problem"], r["steps"]) for r in responses]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    out: list[list[float]] = [[] for _ in encoded]
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            width = max(len(encoded[i]) for i in rows)
+            ids = torch.full((len(rows), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for b, i in enumerate(rows):
+                ids[b, :len(encoded[i])] = torch.tensor(encoded[i])
+                mask[b, :len(encoded[i])] = 1
+            probs = torch.softmax(model(input_ids=ids, attention_mask=mask).logits.float(), dim=-1)[..., 1]
+            for b, i in enumerate(rows):
+                positions = [p for p, t in enumerate(encoded[i]) if t == tag]
+                if len(positions) != len(responses[i]["steps"]):
+                    raise ValueError(f"{responses[i]['id']}: {len(positions)} step tags for "
+                                     f"{len(responses[i]['steps'])} steps")
+                out[i] = probs[b, positions].tolist()
+    return out
+
+
+@dataclass
+class Heldout:
+    """The held-out problems (in order), the truth of their responses, and their responses graded
+    once for Best-of-N (the scores in `problems` are replaced per scorer)."""
+    problem_ids: list[str]
+    gold: dict[str, Gold]
+    problems: list[Problem]
+
+
+def with_scores(problems: list[Problem], scores: dict[str, list[float] | None]) -> list[Problem]:
+    out = []
+    for p in problems:
+        cands = [replace(c, scores=scores.get(c.id) or [NEUTRAL] * len(c.scores)) for c in p.candidates]
+        out.append(Problem(p.key, cands))
+    return out
+
+
+def step_auc(gold: dict[str, Gold], scores: dict[str, list[float] | None]) -> float | None:
+    from prm_annotate.prm.metrics import auc
+
+    values, right = [], []
+    for rid, g in gold.items():
+        s = scores.get(rid)
+        if s is None:
+            continue
+        labels = step_labels(g.label, len(s))
+        values += s[:len(labels)]
+        right += labels
+    return auc(np.asarray(values, dtype=float), np.asarray(right, dtype=bool))
+
+
+def f1_part(held: Heldout, scores: dict[str, list[float] | None], threshold: float) -> dict[str, Any]:
+    """ProcessBench metric at `threshold`, overall and as (error hits, erroneous, correct hits,
+    correct) per held-out problem."""
+    from prm_annotate.reports.evaluate import evaluate_scores
+
+    preds = {rid: Prediction(rid, None, held.gold[rid].n_steps, None, {}, s) for rid, s in scores.items()}
+    report = evaluate_scores(held.gold, preds, threshold=threshold, split_field="problem_id")
+    overall = report.overall
+    counts = [[m.error_hits, m.n_error, m.correct_hits, m.n_correct]
+              for m in (report.splits[pid] for pid in held.problem_ids)]
+    return {"f1": overall.f1, "error_acc": overall.error_acc, "correct_acc": overall.correct_acc,
+            "threshold": threshold, "f1_counts": counts}
+
+
+def bon_part(held: Heldout, scores: dict[str, list[float] | None]) -> dict[str, Any]:
+    """Best-of-N as `bon` reports it, and per N and aggregation each problem's pick (1 right, 0 not)."""
+    problems = with_scores(held.problems, scores)
+    by_key = {p.key: p for p in problems}
+    result = best_of_n(problems, held.gold, aggregations=AGGREGATIONS)
+    picks = {agg: {str(n): [int(prm_pick(by_key[pid].candidates[:n], agg).correct) for pid in held.problem_ids]
+                   for n in result["n"]} for agg in AGGREGATIONS}
+    return {"bon": result, "picks": picks}
+
+
+def scorer_metrics(held: Heldout, scores: dict[str, list[float] | None], threshold: float) -> dict[str, Any]:
+    """Every metric of one scorer on the held-out responses (module docstring)."""
+    f1 = f1_part(held, scores, threshold)
+    at_half = f1_part(held, scores, 0.5)["f1"] if threshold != 0.5 else f1["f1"]
+    return {**f1, "f1_at_0.5": at_half, "step_auc": step_auc(held.gold, scores), **bon_part(held, scores)}
