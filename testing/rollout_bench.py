@@ -213,7 +213,7 @@ NOISE = 0.05
 
 
 def check_targets(rows: list[Row], *, adaptive_faster: bool = True) -> list[tuple[str, bool | None]]:
-    """The scheduler's targets (issue #17), each as (statement with the figures, met?), or None
+    """The scheduler's targets (docs/rollout-strategies.md), each as (statement with the figures, met?), or None
     for a row shown for information: the `--speculate 0` rows are not how `rollout` runs.
     `adaptive_faster`: every adaptive strategy must be faster than exhaustive (the arithmetic
     world); False where the target is no slower (SmolLM2, which gets nearly every step wrong, so

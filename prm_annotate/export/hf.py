@@ -106,7 +106,7 @@ def source_run_lines(input_path: str) -> list[str]:
             kept, joined = stats.get("same", 0), stats["joined"]
             lines.append(f"  - kept {kept} of {joined} joined responses "
                          f"({round(100 * kept / joined, 2) if joined else 0.0}%) where MC and the judge agree on the first error")
-        elif "kept_percent" in counts:  # a manifest of a version before consensus ran through the runner
+        elif "kept_percent" in counts:  # a consensus manifest that records counts only (no stats)
             lines.append(f"  - kept {counts.get('agreed', '?')} of {counts.get('joined', '?')} joined responses "
                          f"({counts['kept_percent']}%) where MC and the judge agree on the first error")
         elif counts:

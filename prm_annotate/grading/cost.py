@@ -2,9 +2,9 @@
 
 math-verify hands answers to sympy, which computes `10^{10^{7}}` digit by digit, expands
 `(x+1)^{1000}`, and whose LaTeX parser slows down steeply with nesting (16 nested braces: 14 s on
-this project's 2-core machine; 20: past any deadline). Each such comparison used to cost the full
-timeout plus a restart of the grader's worker (seconds of sympy imports): 1,000 hostile answers took
-two hours. `too_costly` spots them in microseconds with plain string scanning and an estimate of
+a 2-core machine; 20: past any deadline). Each such comparison would cost the full timeout plus a
+restart of the grader's worker (seconds of sympy imports): 1,000 hostile answers would take two
+hours. `too_costly` spots them in microseconds with plain string scanning and an estimate of
 the size of numbers (in log10, so no big number is ever built), so the grader can record "too
 costly" (undecided, `correct: null`) without starting math-verify at all. The hard timeout stays
 as the bound for what gets past these checks.

@@ -1,7 +1,7 @@
 """Hostile conditions, through real processes: signals (SIGKILL included), child processes, output
 paths that cannot be written, full disks, foreign manifests, loose types, rejects across reruns.
 
-Each test replays a case of issue 15; the README's "Never lose work" table points here.
+Each test replays one promise of docs/robustness.md, whose table points here.
 """
 from __future__ import annotations
 

@@ -425,7 +425,7 @@ def test_math_verify_published_cases(grader):
 # The files the grader's first rules were written from, where it agrees with >= 99% of the verdicts.
 FIRST_DEV_FILES = ("tests/data/grading/processbench-gsm8k-gold.jsonl",
                    "tests/data/grading/processbench-math-gold.jsonl", "data/gsm8k/example_model_solutions.jsonl")
-# False accepts of the grader on each verdict file before the rules for prose endings (issue #29),
+# False accepts of the grader on each verdict file without the rules for prose endings (a fixed baseline),
 # measured on the same files: no rule may add one.
 FALSE_ACCEPTS_BEFORE = {
     "tests/data/grading/processbench-gsm8k-gold.jsonl": 2,
@@ -485,7 +485,7 @@ def test_agreement_on_the_olympiad_level_verdicts(verdicts, split):
         assert ours.share >= 0.97, f"{split}: ours {ours}, plain math-verify {plain}"
 
 
-# Each kind of prose ending of issue #29 in real responses from the held-out split, picked after the
+# Each kind of prose ending (an answer stated in a sentence) in real responses from the held-out split, picked after the
 # rules were written (so not what they were written from): (id, the answer the grader reads, and
 # for a right answer a gold that the text does not state). The grader's verdict is the human one.
 HELD_OUT_CASES = {
