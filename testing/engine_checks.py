@@ -33,9 +33,14 @@ def n_tokens(tok, text: str) -> int:
 
 
 class EngineChecks:
-    """The same checks for both engines; subclasses provide the `engine` fixture."""
+    """The same checks for both engines; a subclass names its engine's kind and fixture."""
 
     kind = ""
+    engine_fixture = ""
+
+    @pytest.fixture
+    def engine(self, request):
+        return request.getfixturevalue(self.engine_fixture)
 
     def test_chat(self, engine, tiny_tokenizer):
         r = chat("c", max_tokens=12, seed=1, temperature=1.0)

@@ -21,10 +21,7 @@ from testing.fault_server import FaultServer
 @pytest.mark.engine
 class TestOpenAIEngineOnVLLMServer(EngineChecks):
     kind = "openai"
-
-    @pytest.fixture
-    def engine(self, openai_engine):
-        return openai_engine
+    engine_fixture = "openai_engine"
 
     @pytest.fixture(autouse=True)
     def _server(self, vllm_server):

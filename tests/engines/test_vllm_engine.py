@@ -15,10 +15,7 @@ from testing.paths import REPO
 @pytest.mark.engine
 class TestVLLMEngine(EngineChecks):
     kind = "vllm"
-
-    @pytest.fixture
-    def engine(self, vllm_engine):
-        return vllm_engine
+    engine_fixture = "vllm_engine"
 
     def reference_continuation(self, engine, req, prompt):
         """vLLM's own chat path with `continue_final_message` (our engine renders by itself)."""
