@@ -6,7 +6,7 @@ on consensus labels beat one trained on MC labels, and with how much certainty?
 1. Labels: one `world report` (prm_labels.py): `train_problems` problems for training and
    `heldout_problems` more held out, `n` responses each, K rollouts per step, the judge on all.
 2. PRMs: for each seed and each label source (prm_labels.SOURCES: MC hard, MC soft, judge,
-   consensus, MC cut to consensus's size) one PRM from the world policy with `train` — the same
+   consensus, MC cut to consensus's size, and the truth as the backbone's ceiling) one PRM from the world policy with `train` — the same
    steps cap, batch, learning rate, evaluation cadence and patience for all: every `eval_every`
    steps it is evaluated on its validation problems (drawn from the training problems, labelled
    by its own source), the checkpoint with the best F1 is kept with its F1-maximising threshold,
@@ -191,7 +191,7 @@ def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
     (cfg.workdir / "prms").mkdir(exist_ok=True)
     held, records = load_heldout(folder, split.heldout, cfg.workdir)
     progress(f"held out: {len(records)} responses of {len(held.problem_ids)} problems")
-    rows = export_rows(folder)
+    rows = export_rows(folder, cfg.workdir / "data")
     results: dict[tuple[str, int], dict[str, Any]] = {}
     total, done = cfg.seeds * len(SOURCES), 0
     for seed in range(cfg.seeds):

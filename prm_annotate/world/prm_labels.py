@@ -45,6 +45,9 @@ SOURCES = (
     Source("judge", "judge", "judged"),
     Source("consensus", "consensus", "consensus"),
     Source("MC (consensus-sized)", "mc-sized", "rollouts", sized_like="consensus"),
+    # The true labels, which no annotator has: what this backbone learns from perfect labels, the
+    # ceiling the others are read against.
+    Source("truth (ceiling)", "truth", "truth"),
 )
 
 
@@ -93,12 +96,25 @@ def split_problems(folder: Path, train_problems: int) -> Split:
     return Split(ids[:train_problems], ids[train_problems:])
 
 
-def export_rows(folder: Path) -> dict[str, list[dict[str, Any]]]:
-    """The `trl` rows of each report file that labels, MC scores kept (for the soft labels)."""
+def truth_file(folder: Path, out: Path) -> Path:
+    """The responses with their true first errors as ProcessBench records (`label`), which
+    `export` reads like any labelled file."""
+    problems = {r["id"]: r["problem"] for r in read_jsonl(folder / FILES["responses"])}
+    write_jsonl(out, [{"id": g["id"], "problem": problems[g["id"]], "steps": g["steps"], "label": g["label"]}
+                      for g in read_jsonl(folder / FILES["gold"])])
+    return out
+
+
+def export_rows(folder: Path, scratch: Path) -> dict[str, list[dict[str, Any]]]:
+    """The `trl` rows of each report file that labels (and of the truth), MC scores kept (for the
+    soft labels)."""
     from prm_annotate.export import ExportOptions, build_rows
 
     options = ExportOptions(format="trl", keep_scores=True)
-    return {role: build_rows(str(folder / FILES[role]), options)[0] for role in {s.role for s in SOURCES}}
+    scratch.mkdir(parents=True, exist_ok=True)
+    files = {role: folder / FILES[role] for role in {s.role for s in SOURCES} if role != "truth"}
+    files["truth"] = truth_file(folder, scratch / "truth.jsonl")
+    return {role: build_rows(str(path), options)[0] for role, path in files.items()}
 
 
 def validation_problems(train: list[str], share: float, seed: int) -> set[str]:

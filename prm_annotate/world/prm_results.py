@@ -23,6 +23,7 @@ COMPARISONS = (
     ("consensus", "MC (consensus-sized)", "consensus vs MC of the same size (quality, quantity held equal)"),
     ("consensus", "judge", "consensus vs judge"),
     ("MC", "MC soft", "hard vs soft MC labels"),
+    ("truth (ceiling)", "consensus", "what perfect labels would add to consensus's"),
 )
 SCALARS = ("f1", "error_acc", "correct_acc", "step_auc", "f1_at_0.5")
 PER_PROBLEM = ("f1_counts", "picks")  # the bootstrap's inputs: in the per-PRM files, not in results.json

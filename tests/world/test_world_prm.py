@@ -66,6 +66,13 @@ def measured(value):
     return value
 
 
+def true_labels(problems, row):
+    """A training row's labels restated from the checker: true up to the true first error, false at it."""
+    steps = row["completions"]
+    first = true_first_error(problems[problem_of(row["id"])], steps)
+    return [True] * len(steps) if first == -1 else [True] * first + [False]
+
+
 def first_below(scores, t):
     return next((i for i, s in enumerate(scores) if s < t), -1)
 
@@ -104,11 +111,13 @@ def check_measurements(workdir, results):
                 pick = b if min(scored[b["id"]]["prm"]["scores"]) > min(scored[a["id"]]["prm"]["scores"]) else a
                 hits += pick["correct"] is True
             assert abs(per_seed["metrics"]["bon"]["accuracy"]["prm-min"]["2"] - 100 * hits / 3) < 1e-9
-            # training never saw a held-out problem
+            # training never saw a held-out problem; the ceiling's labels are the truth's
             for part in ("train", "val"):
                 key = "mc" if source.key == "mc-soft" else source.key
                 rows = read(workdir / "data" / f"seed{seed}" / f"{key}.{part}.jsonl")
                 assert {problem_of(r["id"]) for r in rows}.isdisjoint(held)
+                if key == "truth":
+                    assert rows and all(r["labels"] == true_labels(problems, r) for r in rows)
 
 
 def check_batched_scores(workdir):
@@ -160,7 +169,7 @@ def test_training_sets_split_by_problem_and_size_match(tmp_path):
                 for i in range(40) for j in range(4) if kept(i, j)]
 
     labelled = {"rollouts": rows(lambda i, j: True), "judged": rows(lambda i, j: (i + j) % 7),
-                "consensus": rows(lambda i, j: (i * j) % 3 == 0)}
+                "consensus": rows(lambda i, j: (i * j) % 3 == 0), "truth": rows(lambda i, j: True)}
     split = Split([f"p{i}" for i in range(30)], [f"p{i}" for i in range(30, 40)])
     vals = []
     for seed in (0, 1):
