@@ -25,7 +25,7 @@ COMPARISONS = (
     ("MC", "MC soft", "hard vs soft MC labels"),
     ("truth (ceiling)", "consensus", "what perfect labels would add to consensus's"),
 )
-SCALARS = ("f1", "error_acc", "correct_acc", "step_auc", "f1_at_0.5")
+SCALARS = ("f1", "error_acc", "correct_acc", "step_auc", "right_over_wrong", "f1_at_0.5")
 PER_PROBLEM = ("f1_counts", "picks")  # the bootstrap's inputs: in the per-PRM files, not in results.json
 
 
@@ -143,7 +143,7 @@ def results_table(summary: dict[str, Any]) -> Any:
     table = Table(title=f"PRMs per label source: mean ± sd over {len(seeds)} seeds [95% interval], on "
                         f"{sizes['heldout_responses']} held-out responses of {sizes['heldout_problems']} problems, "
                         "against the true first errors")
-    for col in ("PRM", "train", "stop / best step", "F1 ± sd [95%]", "err acc", "cor acc", "AUC",
+    for col in ("PRM", "train", "stop / best step", "F1 ± sd [95%]", "err acc", "cor acc", "AUC", "right > wrong",
                 f"BoN@{largest} min [95%]", f"BoN@{largest} prod [95%]", "min last", "flawed picks"):
         table.add_column(col, justify="left" if col == "PRM" else "right")
     for name, s in summary["sources"].items():
@@ -151,13 +151,15 @@ def results_table(summary: dict[str, Any]) -> Any:
         table.add_row(name, _num(s["train"]["responses"]["mean"], 0), _stops(s["train"]),
                       f"{_num(s['f1']['mean'])} ± {_num(s['f1']['sd'])} [{_num(iv['F1']['low'])}, {_num(iv['F1']['high'])}]",
                       _num(s["error_acc"]["mean"]), _num(s["correct_acc"]["mean"]), _num(s["step_auc"]["mean"], 3),
+                      _num(s["right_over_wrong"]["mean"]),
                       _iv(iv[f"BoN@{largest} min"]), _iv(iv[f"BoN@{largest} prod"]),
                       _num(s["min_on_final_step"]["mean"]), _num(s["right_answer_wrong_step"]["min"]["mean"]))
     for name, m in summary["references"].items():
         iv = m["intervals"]
         flawed = m["bon"]["right_answer_wrong_step"]["prm-min"]["share"]
         table.add_row(f"{name} (annotator)", "", "", _iv(iv["F1"]), _num(m["error_acc"]), _num(m["correct_acc"]),
-                      _num(m["step_auc"], 3), _iv(iv[f"BoN@{largest} min"]), _iv(iv[f"BoN@{largest} prod"]),
+                      _num(m["step_auc"], 3), _num(m["right_over_wrong"]), _iv(iv[f"BoN@{largest} min"]),
+                      _iv(iv[f"BoN@{largest} prod"]),
                       _num(m["bon"]["min_on_final_step"]["share"]), _num(flawed))
     base = summary["baselines"]
     line = Text("baselines (the same for every PRM): " + ", ".join(
@@ -169,7 +171,8 @@ def results_table(summary: dict[str, Any]) -> Any:
         comp.add_row(f"{c['a']} - {c['b']}", c["metric"], _iv(c["pooled"], signed=True), c["pooled"]["reading"],
                      "; ".join(_iv(s, signed=True) for s in c["per_seed"]))
     notes = Text("train: training responses (mean); stop / best step: ranges over the seeds; err / cor acc: error "
-                 "and correct accuracy; AUC: step AUC vs the true step labels; min last: % of responses whose lowest "
+                 "and correct accuracy; AUC: step AUC vs the true step labels; right > wrong: % of a problem's (right, "
+                 "wrong answer) response pairs the min step score orders right (50: cannot tell them apart); min last: % of responses whose lowest "
                  f"step score is on the last step; flawed picks: % of BoN@{largest} min's right-answer picks with a "
                  "wrong step (the paper's two diagnostics)")
     return Group(table, notes, line, comp)

@@ -8,6 +8,9 @@ against the world's truth and all computed by the project's own reports:
   (`reports.evaluate.evaluate_scores`), per held-out problem too (the bootstrap's counts);
 - step AUC of the scores against the true step labels (steps up to the true first error,
   `prm.metrics.auc`);
+- right over wrong: within each held-out problem, the share of (right answer, wrong answer)
+  response pairs whose lowest step score ranks the right one higher (a tie counts half): 50 is a
+  scorer that cannot tell them apart, whatever its F1;
 - Best-of-N by min and by product for N = 1, 2, 4, ..., majority vote and pass@N, and the paper's
   two diagnostics (`reports.bon.best_of_n`), with each problem's pick right or not per N (the
   bootstrap's picks).
@@ -117,8 +120,22 @@ def bon_part(held: Heldout, scores: dict[str, list[float] | None]) -> dict[str, 
     return {"bon": result, "picks": picks}
 
 
+def right_over_wrong(held: Heldout, scores: dict[str, list[float] | None]) -> float | None:
+    """Percent of (right, wrong) response pairs of one problem that the min step score orders right."""
+    wins, pairs = 0.0, 0
+    for p in with_scores(held.problems, scores):
+        right = [min(c.scores) for c in p.candidates if c.correct is True]
+        wrong = [min(c.scores) for c in p.candidates if c.correct is False]
+        for r in right:
+            for w in wrong:
+                pairs += 1
+                wins += 1.0 if r > w else 0.5 if r == w else 0.0
+    return 100 * wins / pairs if pairs else None
+
+
 def scorer_metrics(held: Heldout, scores: dict[str, list[float] | None], threshold: float) -> dict[str, Any]:
     """Every metric of one scorer on the held-out responses (module docstring)."""
     f1 = f1_part(held, scores, threshold)
     at_half = f1_part(held, scores, 0.5)["f1"] if threshold != 0.5 else f1["f1"]
-    return {**f1, "f1_at_0.5": at_half, "step_auc": step_auc(held.gold, scores), **bon_part(held, scores)}
+    return {**f1, "f1_at_0.5": at_half, "step_auc": step_auc(held.gold, scores),
+            "right_over_wrong": right_over_wrong(held, scores), **bon_part(held, scores)}

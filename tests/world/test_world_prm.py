@@ -111,6 +111,15 @@ def check_measurements(workdir, results):
                 pick = b if min(scored[b["id"]]["prm"]["scores"]) > min(scored[a["id"]]["prm"]["scores"]) else a
                 hits += pick["correct"] is True
             assert abs(per_seed["metrics"]["bon"]["accuracy"]["prm-min"]["2"] - 100 * hits / 3) < 1e-9
+            # right over wrong: the pairs of one problem with a right and a wrong answer
+            pairs = [(min(scored[a["id"]]["prm"]["scores"]), min(scored[b["id"]]["prm"]["scores"]))
+                     for pid in held for a in responses for b in responses
+                     if a["problem_id"] == b["problem_id"] == pid and a["correct"] is True and b["correct"] is False]
+            wins = sum(1.0 if x > y else 0.5 if x == y else 0.0 for x, y in pairs)
+            if pairs:
+                assert per_seed["metrics"]["right_over_wrong"] == pytest.approx(100 * wins / len(pairs))
+            else:
+                assert per_seed["metrics"]["right_over_wrong"] is None
             # training never saw a held-out problem; the ceiling's labels are the truth's
             for part in ("train", "val"):
                 key = "mc" if source.key == "mc-soft" else source.key
@@ -139,7 +148,7 @@ def test_world_prm_end_to_end_rerun_and_kill(tmp_path):
     assert (first / "world-prm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(list((first / "prms").glob("*.json"))) == 2 * len(SOURCES)
     assert out.count("AT THE CAP") == len(SOURCES) and "consensus - MC (consensus-sized)" in out
-    assert "[10/10]" in err and "world report" in err  # progress on stderr
+    assert f"[{2 * len(SOURCES)}/{2 * len(SOURCES)}]" in err and "world report" in err  # progress on stderr
     sized = results["sources"]["MC (consensus-sized)"]["per_seed"]
     cons = results["sources"]["consensus"]["per_seed"]
     assert [s["train"]["responses"] for s in sized] == [s["train"]["responses"] for s in cons]
