@@ -1,6 +1,6 @@
 """`train` (transformers' Trainer) against a plain torch loop: training throughput and padding.
 
-    flock /work/locks/engine.lock .venv/bin/python benchmarks/bench_train.py [--steps N] [--repeat N]
+    .venv/bin/python benchmarks/bench_train.py [--steps N] [--repeat N]
 
 The same data (arithmetic-world responses: a reference solution and a corrupted copy per
 problem, as `trl` rows), the same model (the world policy with the PRM head, built by `train`'s
