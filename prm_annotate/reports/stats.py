@@ -165,6 +165,13 @@ class MCScores(Collector):
                               **{name: bins[name] for _, _, name in SCORE_BINS}}}
 
 
+def count_settings(meta: Counter, section: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Count each `name=value` of the settings a record's section names (model, prompt, ...)."""
+    for name in names:
+        if name in section:
+            meta[f"{name}={section[name]}"] += 1
+
+
 class MCCosts(Collector):
     """What the rollouts cost, and the settings they ran with."""
 
@@ -180,9 +187,7 @@ class MCCosts(Collector):
         for name, bucket in (("generated_tokens", self.tokens), ("completions", self.completions)):
             if isinstance(mc.get(name), int):
                 bucket.append(mc[name])
-        for name in ("k", "label", "strategy", "model"):
-            if name in mc:
-                self.meta[f"{name}={mc[name]}"] += 1
+        count_settings(self.meta, mc, ("k", "label", "strategy", "model"))
 
     def report(self) -> dict[str, Any]:
         if not (self.tokens or self.completions or self.meta):
@@ -207,9 +212,7 @@ class Judge(Collector):
         self.unparsed += judge.get("first_error", MISSING) is None
         if isinstance(judge.get("votes"), list):
             self.votes.append(len(judge["votes"]))
-        for name in ("model", "prompt"):
-            if name in judge:
-                self.meta[f"{name}={judge[name]}"] += 1
+        count_settings(self.meta, judge, ("model", "prompt"))
 
     def report(self) -> dict[str, Any]:
         if not (self.failures or self.votes or self.meta):
