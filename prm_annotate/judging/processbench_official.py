@@ -55,6 +55,9 @@ def official_prediction(extracted: list[str | None]) -> int | None:
 
 
 def read_official(texts: list[str], n_steps: int, style: JudgeStyle) -> Reading:
+    def a_step(value: int | None) -> int | None:
+        return value if value is not None and -1 <= value < n_steps else None
+
     extracted = [extract_answer(t) for t in texts]
     votes: list[int | None] = []
     errors: list[str] = []
@@ -64,11 +67,11 @@ def read_official(texts: list[str], n_steps: int, style: JudgeStyle) -> Reading:
             errors.append("no \\boxed{} answer")
         elif value is None:
             errors.append(f"the answer {answer!r} is not an integer")
-        elif not -1 <= value < n_steps:
+        elif a_step(value) is None:
             errors.append(f"index {value} is outside -1..{n_steps - 1}")
-        votes.append(value if value is not None and -1 <= value < n_steps else None)
+        votes.append(a_step(value))
     prediction = official_prediction(extracted)
-    first_error = prediction if prediction is not None and -1 <= prediction < n_steps else None
+    first_error = a_step(prediction)
     return Reading(first_error, votes, errors, {"prediction": prediction, "extracted": extracted})
 
 
