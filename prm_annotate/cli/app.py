@@ -125,7 +125,9 @@ class CommonRunOptions:
 
     def run_options(self, input: str, output: str, **fields: str) -> RunOptions:
         """`run_options` with these options; `fields` are format, id_field, problem_field, answer_field."""
-        return run_options(input, output, **fields, **dataclasses.asdict(self))
+        # These fields only: a group built on this one (model_stage.ModelStageOptions) has others.
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(CommonRunOptions)}
+        return run_options(input, output, **fields, **own)
 
 
 @app.callback()

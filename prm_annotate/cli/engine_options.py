@@ -1,10 +1,6 @@
 """Typer options every model-using command shares, grouped in `EngineOptions`, and `build_config`
-to turn them into an `EngineConfig`. A command takes the group as one parameter (see option_groups):
-
-    @app.command()
-    @option_groups
-    def sample(..., seed: ... = 0, *, engine_opts: EngineOptions, ...):
-        config = engine_opts.config(seed=seed)
+to turn them into an `EngineConfig`. The generating stages take the group as part of
+`model_stage.ModelStageOptions` (see option_groups); `score` takes its own PRM options and these aliases.
 
 Defaults live in `engines/defaults.py` (read by `EngineConfig` and the fields below); pass None
 to keep them.
@@ -71,9 +67,10 @@ def build_config(*, model: str, request_timeout: float | None = None, **options:
         raise UsageError(f"bad engine option: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EngineOptions:
-    """The engine options as one command parameter; the field order is the --help order."""
+    """The engine options as one command parameter; the field order is the --help order. Keyword-only,
+    so that a group built on it (model_stage.ModelStageOptions) may put options with defaults first."""
 
     model: ModelOpt
     base_url: BaseUrlOpt = None
@@ -91,4 +88,5 @@ class EngineOptions:
 
     def config(self, **extra: Any) -> EngineConfig:
         """`build_config` from these options plus the command's own (e.g. seed); raises UsageError."""
-        return build_config(**dataclasses.asdict(self), **extra)
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(EngineOptions)}  # not a subclass's
+        return build_config(**own, **extra)

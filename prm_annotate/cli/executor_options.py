@@ -1,14 +1,14 @@
 """`--executor local|ray` and the Ray resources, shared by every stage command.
 
-A command takes them as one `ExecutorOptions` parameter (see option_groups) and turns that into
-`RayOptions` (None: local):
+A command takes them as one parameter (see option_groups; the model stages as part of
+`model_stage.ModelStageOptions`) and turns that into `RayOptions` (None: local):
 
-    def grade(..., *, executor_opts: ExecutorOptions):
+    def grade(..., *, executor_opts: GraderExecutorOptions):
         ray = executor_opts.ray()
 
 and, when `ray` is set, runs the stage through `model_stage.run_model_stage(..., ray=ray)`
 (model stages) or `prm_annotate.pipeline.executors.ray_executor.run_stage_on_ray(build, None, opts, ray)`
-(stages without a model), and as before otherwise.
+(stages without a model), and locally otherwise.
 """
 from __future__ import annotations
 

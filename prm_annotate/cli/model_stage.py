@@ -1,18 +1,51 @@
-"""Running a stage that needs a model: start the engine, run, close it, and leave by
-`exit_process` (an in-process vLLM engine sometimes aborts a normal interpreter exit)."""
+"""Running a stage that needs a model: the options every such command takes (`ModelStageOptions`),
+start the engine, run, close it, and leave by `exit_process` (an in-process vLLM engine sometimes
+aborts a normal interpreter exit)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Callable, NoReturn
 
 import typer
 
-from prm_annotate.cli.app import EXIT_USAGE, handled
+from prm_annotate.cli.app import EXIT_USAGE, BatchOpt, CommonRunOptions, handled
+from prm_annotate.cli.engine_options import EngineOptions
+from prm_annotate.cli.executor_options import ExecutorOptions
 from prm_annotate.engines import EngineConfig, exit_process, make_engine
 from prm_annotate.engines.base import Engine
 from prm_annotate.records import Record
 from prm_annotate.pipeline.executors import RayOptions, StageFactory
 from prm_annotate.pipeline.runner import RunOptions, RunSummary, Stage, preflight, run_and_close
+
+
+@dataclass(frozen=True)
+class ModelStageOptions(ExecutorOptions, EngineOptions, CommonRunOptions):
+    """How a model stage reads its input, its engine and its executor, as one command parameter (see
+    option_groups); the --help order is CommonRunOptions', EngineOptions', ExecutorOptions'. A command
+    with another --batch-size default declares the field again in a subclass (it keeps its place), as
+    rollout does.
+    """
+
+    batch_size: BatchOpt = 256
+
+    def prepare(self, input: str, output: str, *, seed: int, **fields: str) -> "PreparedRun":
+        """The run options, the executor and the engine config, all checked before an engine starts;
+        raises UsageError. `fields` as in CommonRunOptions.run_options."""
+        return PreparedRun(self.run_options(input, output, **fields), self.ray(), self.config(seed=seed))
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A model stage's run, checked and not yet started: `start` is `run_model_stage` with it."""
+
+    opts: RunOptions
+    ray: RayOptions | None
+    engine: EngineConfig
+
+    def start(self, build: Callable[[Engine], Stage], after: Callable[[Stage, RunSummary], None] | None = None,
+              input_model: type[Record] | None = None) -> NoReturn:
+        run_model_stage(self.engine, build, self.opts, after, ray=self.ray, input_model=input_model)
 
 
 def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts: RunOptions,

@@ -6,9 +6,8 @@ one instance built from them:
 
     @app.command()
     @option_groups
-    def sample(input: InputArg, ..., *, engine_opts: EngineOptions, executor_opts: ExecutorOptions) -> None:
-        config = engine_opts.config(seed=seed)
-        ray = executor_opts.ray()
+    def judge(input: InputArg, ..., *, config: JudgeConfig, stage_opts: ModelStageOptions) -> None:
+        run = stage_opts.prepare(input, output, seed=config.run_seed)
 
 A default instance of the group, e.g. `run_opts: CommonRunOptions = CommonRunOptions(batch_size=8)`,
 gives the command its own defaults. The group parameter's own name never reaches the command line;

@@ -2,39 +2,24 @@ from __future__ import annotations
 
 import typer
 
-from prm_annotate.cli.app import (AnswerFieldOpt, CommonRunOptions, FormatOpt, IdFieldOpt, InputArg, OutputOpt,
-                                  ProblemFieldOpt, app, handled)
-from prm_annotate.cli.engine_options import EngineOptions
-from prm_annotate.cli.executor_options import ExecutorOptions
+from prm_annotate.cli.app import AnswerFieldOpt, FormatOpt, IdFieldOpt, InputArg, OutputOpt, ProblemFieldOpt, app, handled
+from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.stages.config import SampleConfig
 
 
 @app.command()
 @option_groups
-def sample(
-    input: InputArg,
-    output: OutputOpt = "-",
-    format: FormatOpt = "auto",
-    id_field: IdFieldOpt = "id",
-    problem_field: ProblemFieldOpt = "problem",
-    answer_field: AnswerFieldOpt = "answer",
-    *,
-    config: SampleConfig,
-    run_opts: CommonRunOptions = CommonRunOptions(batch_size=256),
-    engine_opts: EngineOptions,
-    executor_opts: ExecutorOptions,
-) -> None:
+def sample(input: InputArg, output: OutputOpt = "-", format: FormatOpt = "auto", id_field: IdFieldOpt = "id",
+           problem_field: ProblemFieldOpt = "problem", answer_field: AnswerFieldOpt = "answer", *,
+           config: SampleConfig, stage_opts: ModelStageOptions) -> None:
     """Sample n step-by-step responses per problem; split into steps and grade the final answers."""
-    from prm_annotate.cli.model_stage import run_model_stage
     from prm_annotate.stages.common import system_prompt_file
     from prm_annotate.stages.sample import SampleStage
 
     with handled():
-        opts = run_opts.run_options(input, output, format=format, id_field=id_field, problem_field=problem_field,
-                                    answer_field=answer_field)
-        ray = executor_opts.ray()
-        engine = engine_opts.config(seed=config.seed)
+        run = stage_opts.prepare(input, output, seed=config.seed, format=format, id_field=id_field,
+                                 problem_field=problem_field, answer_field=answer_field)
         system_prompt_file(config.system_prompt)  # a missing prompt file is said before the engine starts
 
     def report_correct(stage, summary) -> None:
@@ -42,5 +27,5 @@ def sample(
             typer.echo(f"sample: {stage.stats['correct']} of {stage.stats['responses']} responses correct, "
                        f"{stage.stats['truncated']} cut at --max-tokens", err=True)
 
-    run_model_stage(engine, lambda e: SampleStage(e, config, engine_info=engine.describe()), opts, report_correct,
-                    ray=ray, input_model=SampleStage.input_model)
+    run.start(lambda e: SampleStage(e, config, engine_info=run.engine.describe()), report_correct,
+              input_model=SampleStage.input_model)

@@ -142,14 +142,38 @@ class FirstErrors(Collector):
         return {"first_error": {f: _histogram(c, list(self.ORDER)) for f, c in self.bins.items() if c}}
 
 
-class MCScores(Collector):
+class Section(Collector):
+    """A collector of one object-valued section of a record (`mc`, `judge`): it sees the records that
+    have one, and counts the `name=value` of each setting in `settings` (model, prompt, ...)."""
+
+    section = ""
+    settings: tuple[str, ...] = ()
+
     def __init__(self) -> None:
+        self.meta: Counter = Counter()
+
+    def see(self, obj: dict[str, Any]) -> None:
+        part = obj.get(self.section)
+        if isinstance(part, dict):
+            self.see_section(part)
+            for name in self.settings:
+                if name in part:
+                    self.meta[f"{name}={part[name]}"] += 1
+
+    def see_section(self, part: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class MCScores(Section):
+    section = "mc"
+
+    def __init__(self) -> None:
+        super().__init__()
         self.scores: list[float] = []
         self.null_scores = 0
 
-    def see(self, obj: dict[str, Any]) -> None:
-        mc = obj.get("mc")
-        for s in (mc.get("scores") or []) if isinstance(mc, dict) else []:
+    def see_section(self, mc: dict[str, Any]) -> None:
+        for s in mc.get("scores") or []:
             if s is None:
                 self.null_scores += 1
             elif isinstance(s, (int, float)):
@@ -165,29 +189,20 @@ class MCScores(Collector):
                               **{name: bins[name] for _, _, name in SCORE_BINS}}}
 
 
-def count_settings(meta: Counter, section: dict[str, Any], names: tuple[str, ...]) -> None:
-    """Count each `name=value` of the settings a record's section names (model, prompt, ...)."""
-    for name in names:
-        if name in section:
-            meta[f"{name}={section[name]}"] += 1
-
-
-class MCCosts(Collector):
+class MCCosts(Section):
     """What the rollouts cost, and the settings they ran with."""
 
+    section, settings = "mc", ("k", "label", "strategy", "model")
+
     def __init__(self) -> None:
+        super().__init__()
         self.tokens: list[int] = []
         self.completions: list[int] = []
-        self.meta: Counter = Counter()
 
-    def see(self, obj: dict[str, Any]) -> None:
-        mc = obj.get("mc")
-        if not isinstance(mc, dict):
-            return
+    def see_section(self, mc: dict[str, Any]) -> None:
         for name, bucket in (("generated_tokens", self.tokens), ("completions", self.completions)):
             if isinstance(mc.get(name), int):
                 bucket.append(mc[name])
-        count_settings(self.meta, mc, ("k", "label", "strategy", "model"))
 
     def report(self) -> dict[str, Any]:
         if not (self.tokens or self.completions or self.meta):
@@ -196,23 +211,21 @@ class MCCosts(Collector):
                        "tokens per record": statistics.fmean(self.tokens) if self.tokens else None, **dict(self.meta)}}
 
 
-class Judge(Collector):
+class Judge(Section):
+    section, settings = "judge", ("model", "prompt")
+
     def __init__(self) -> None:
+        super().__init__()
         self.failures: list[int] = []
         self.unparsed = 0
         self.votes: list[int] = []
-        self.meta: Counter = Counter()
 
-    def see(self, obj: dict[str, Any]) -> None:
-        judge = obj.get("judge")
-        if not isinstance(judge, dict):
-            return
+    def see_section(self, judge: dict[str, Any]) -> None:
         if isinstance(judge.get("parse_failures"), int):
             self.failures.append(judge["parse_failures"])
         self.unparsed += judge.get("first_error", MISSING) is None
         if isinstance(judge.get("votes"), list):
             self.votes.append(len(judge["votes"]))
-        count_settings(self.meta, judge, ("model", "prompt"))
 
     def report(self) -> dict[str, Any]:
         if not (self.failures or self.votes or self.meta):

@@ -57,3 +57,39 @@ def test_a_field_named_like_a_parameter_is_refused():
         @option_groups
         def clash(size: int = 1, *, group: Group) -> None:
             pass
+
+
+def test_model_stage_options_keep_each_groups_fields_and_order():
+    """The model stages' one group is the three it is built from, in their --help order, and hands
+    each part only its own fields (an EngineConfig from engine options alone, as before)."""
+    import dataclasses
+
+    from prm_annotate.cli.app import CommonRunOptions
+    from prm_annotate.cli.engine_options import EngineOptions
+    from prm_annotate.cli.executor_options import ExecutorOptions
+    from prm_annotate.cli.model_stage import ModelStageOptions
+    from prm_annotate.cli.rollout import RolloutStageOptions
+
+    names = [f.name for f in dataclasses.fields(ModelStageOptions)]
+    assert names == [f.name for g in (CommonRunOptions, EngineOptions, ExecutorOptions) for f in dataclasses.fields(g)]
+    assert [f.name for f in dataclasses.fields(RolloutStageOptions)] == names
+    opts = ModelStageOptions(model="m", dtype="float32", limit=3, shard="1/4", executor="local")
+    run = opts.prepare("in.jsonl", "out.jsonl", seed=7, format="generic", id_field="uid")
+    assert run.engine == EngineOptions(model="m", dtype="float32").config(seed=7)
+    assert run.opts == CommonRunOptions(limit=3, batch_size=256, shard="1/4").run_options(
+        "in.jsonl", "out.jsonl", format="generic", id_field="uid")
+    assert run.ray is None
+    assert (ModelStageOptions(model="m").batch_size, RolloutStageOptions(model="m").batch_size) == (256, 1024)
+
+
+@pytest.mark.parametrize(("command", "batch_size"), [("sample", 256), ("rollout", 1024), ("judge", 256)])
+def test_model_stage_commands_show_their_own_batch_size_and_the_engine_panel(command, batch_size):
+    from prm_annotate.cli import app
+
+    help_text = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "250"}).output
+    lines = help_text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "--batch-size" in line)
+    assert f"[default: {batch_size}]" in " ".join(lines[at:at + 3])
+    for option in ("--model", "--base-url", "--executor", "--ray-actors", "--limit", "--shard"):
+        assert option in help_text
+    assert "--stage-opts" not in help_text and "Engine" in help_text and "Executor" in help_text
