@@ -18,10 +18,7 @@ from prm_annotate.prm.checkpoint import tag_in_text
 from prm_annotate.prm.scorers import Scorer
 from prm_annotate.records import Response, Scored
 from prm_annotate.pipeline.runner import Outcome, StageBase
-
-
-def first_below(scores: list[float], threshold: float) -> int:
-    return next((i for i, s in enumerate(scores) if s < threshold), -1)
+from prm_annotate.reports.evaluate import first_below
 
 
 class ScoreStage(StageBase):
