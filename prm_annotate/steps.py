@@ -18,5 +18,8 @@ def join_steps(steps: list[str], sep: str = DEFAULT_SEP) -> str:
 
 
 def decode_sep(sep: str) -> str:
-    """Let users write `--step-sep '\\n'` in a shell: backslash escapes are decoded."""
-    return sep.encode("utf-8").decode("unicode_escape") if "\\" in sep else sep
+    """Let users write `--step-sep '\\n'` in a shell: backslash escapes are decoded, other text kept.
+
+    `unicode_escape` reads bytes as Latin-1, so the text goes in as Latin-1 with every other
+    character written as its own `\\u` escape (UTF-8 bytes would come back as mojibake: ' ки' as ' ÐºÐ¸')."""
+    return sep.encode("latin-1", "backslashreplace").decode("unicode_escape") if "\\" in sep else sep

@@ -1,0 +1,25 @@
+"""steps: splitting and joining, and the separator a user types in a shell."""
+from __future__ import annotations
+
+import codecs
+
+import pytest
+
+from prm_annotate.steps import decode_sep, join_steps, split_steps
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    (r"\n\n", "\n\n"), (r"\t", "\t"), (r"\\", "\\"), ("plain", "plain"), (r"\u043a\u0438", "ки"),
+    (r" ки\n", " ки\n"),  # Math-Shepherd's step tag, then a newline
+    (r"→\n", "→\n"), (r"é\n", "é\n"), (r"步骤\n\n", "步骤\n\n"), ("ки", "ки"),
+])
+def test_escapes_are_decoded_and_other_text_is_kept(typed, meant):
+    assert decode_sep(typed) == meant
+    if typed.isascii():  # where the plain codec is right, the rule agrees with it
+        assert decode_sep(typed) == codecs.decode(typed, "unicode_escape")
+
+
+def test_a_decoded_separator_splits_what_it_joined():
+    steps = ["Step 1: 2+2=4.", "Step 2: so 4."]
+    sep = decode_sep(r" ки\n")
+    assert split_steps(join_steps(steps, sep), sep) == steps
