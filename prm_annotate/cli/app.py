@@ -90,7 +90,7 @@ def handled() -> Iterator[None]:
 # Options shared by the single-input stages.
 InputArg = Annotated[str, typer.Argument(help="Input file, or - for standard input.")]
 OutputOpt = Annotated[str, typer.Option("-o", "--output", help="Output JSONL, or - for standard output.")]
-FormatOpt = Annotated[str, typer.Option("--format", help=f"Input format: {'|'.join(format_names())}.")]
+FormatOpt = Annotated[str, typer.Option("--format", help=f"Input format: {' | '.join(format_names())}.")]
 IdFieldOpt = Annotated[str, typer.Option("--id-field", help="Field holding the id (generic format).")]
 ProblemFieldOpt = Annotated[str, typer.Option("--problem-field", help="Field holding the problem text.")]
 AnswerFieldOpt = Annotated[str, typer.Option("--answer-field", help="Field holding the gold answer.")]

@@ -12,7 +12,7 @@ from prm_annotate.export import EXPORT_FORMATS, format_names
 @app.command()
 def export(
     input: InputArg,
-    format: Annotated[str, typer.Option("--format", help="|".join(EXPORT_FORMATS))],
+    format: Annotated[str, typer.Option("--format", help=" | ".join(EXPORT_FORMATS))],
     output: Annotated[str, typer.Option("-o", "--output", help="Output: JSONL, Parquet if it ends with .parquet, or - (JSONL on standard output); a directory for hf.")] = "-",
     soft: Annotated[bool, typer.Option("--soft/--no-soft", metavar="", help=f"MC scores as labels instead of hard labels ({format_names(lambda f: f.soft, ', ')}).")] = False,
     keep_scores: Annotated[bool, typer.Option("--keep-scores/--no-keep-scores", metavar="", help="Add a `scores` column with the MC scores of the kept steps.")] = False,

@@ -15,7 +15,7 @@ KNOWN = ("smollm2",)
 
 @models_app.command()
 def prepare(
-    name: Annotated[str, typer.Argument(help=f"Model to prepare: {'|'.join(KNOWN)}.")],
+    name: Annotated[str, typer.Argument(help=f"Model to prepare: {' | '.join(KNOWN)}.")],
     cache_dir: Annotated[Optional[str], typer.Option(
         "--cache-dir", help="Folder to write the checkpoint to (default: under $PRM_ANNOTATE_CACHE "
                             "or ~/.cache/prm-annotate/models).")] = None,

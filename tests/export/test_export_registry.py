@@ -58,7 +58,7 @@ def package_with_lines(tmp_path_factory) -> Path:
 
 def cli(package: Path | None, *args: str) -> subprocess.CompletedProcess:
     """`prm-annotate` in a fresh interpreter, on the copied package when one is given."""
-    env = {**os.environ, "COLUMNS": "200"}  # the --format help is one word: rich cuts it at the terminal width
+    env = {**os.environ, "COLUMNS": "200"}  # wide enough that the --format list is one line
     if package is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(package), env.get("PYTHONPATH", "")])
     code = "import sys, prm_annotate; print(prm_annotate.__file__, file=sys.stderr); from prm_annotate.cli import main; main()"
@@ -68,12 +68,12 @@ def cli(package: Path | None, *args: str) -> subprocess.CompletedProcess:
 
 def test_a_registered_format_is_listed_checked_and_written(package_with_lines, tmp_path):
     before = cli(None, "export", "--help")
-    assert before.returncode == 0 and "trl|openrlhf|qwen|math-shepherd|tokens|hf|critic|critic-hf" in before.stdout
+    assert before.returncode == 0 and "trl | openrlhf | qwen | math-shepherd | tokens | hf | critic | critic-hf" in before.stdout
     assert "lines" not in before.stdout  # the baseline: the repository's own package has no such format
 
     helped = cli(package_with_lines, "export", "--help")
     assert str(package_with_lines) in helped.stderr, helped.stderr  # ran on the copy
-    assert "trl|openrlhf|qwen|math-shepherd|tokens|hf|critic|critic-hf|lines" in helped.stdout
+    assert "trl | openrlhf | qwen | math-shepherd | tokens | hf | critic | critic-hf | lines" in helped.stdout
     assert "(qwen, tokens, lines)" in helped.stdout  # --soft names the formats that take soft labels
 
     files = write_all(tmp_path, mixed_records(8))
@@ -118,3 +118,21 @@ def test_a_name_is_registered_once():
         register(EXPORT_FORMATS["trl"])
     with pytest.raises(TypeError):
         register("csv")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("command", "names"), [("export", list(EXPORT_FORMATS)), ("sample", None),
+                                                ("models", None)])
+def test_every_listed_name_survives_a_narrow_terminal(command, names):
+    """At 80 columns the lists of names wrap instead of being cut (`trl|openrlhf|qw…` was all a
+    terminal showed of export's formats)."""
+    from typer.testing import CliRunner
+
+    from prm_annotate.cli import app
+    from prm_annotate.io.inputs import format_names
+    from prm_annotate.cli.models import KNOWN
+
+    args = {"export": ["export", "--help"], "sample": ["sample", "--help"], "models": ["models", "prepare", "--help"]}
+    names = names or (format_names() if command == "sample" else list(KNOWN))
+    text = CliRunner().invoke(app, args[command], env={"COLUMNS": "80"}).output
+    words = set(text.replace("|", " ").replace(",", " ").replace(".", " ").split())
+    assert [n for n in names if n not in words] == []
