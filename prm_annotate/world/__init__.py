@@ -15,6 +15,13 @@ from prm_annotate.world.truth import true_first_error
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 POLICY_DIR = MODELS_DIR / "policy"
 JUDGE_DIR = MODELS_DIR / "judge"
+
+
+def model_setting(path: Path) -> str:
+    """A model as a run's settings record it: a shipped one by its name in the package (the same
+    in every checkout, so a moved checkout resumes its runs), any other by its resolved path."""
+    resolved = Path(path).resolve()
+    return f"shipped:{resolved.name}" if resolved.parent == MODELS_DIR else str(resolved)
 # The built-in prompts the world's models were trained on (lab/world/train.py), by name: the
 # world names them wherever it runs a stage, whatever the stages' defaults are.
 WORLD_SYSTEM_PROMPT = "step"

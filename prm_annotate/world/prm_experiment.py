@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 
 from prm_annotate.errors import UsageError
-from prm_annotate.world import POLICY_DIR
+from prm_annotate.world import POLICY_DIR, model_setting
 from prm_annotate.world.prm_labels import (SOURCES, Source, ensure_report, export_rows, problem_of, split_problems,
                                            training_sets, write_atomic)
 from prm_annotate.world.prm_scores import Heldout, batched_step_scores, scorer_metrics
@@ -64,7 +64,7 @@ class ExperimentConfig:
         """What the results depend on (not the workdir, and not the number of seeds: more seeds
         extend a run)."""
         out = {k: v for k, v in asdict(self).items() if k not in ("workdir", "seeds")}
-        out["base"] = str(Path(self.base).resolve())
+        out["base"] = model_setting(self.base)
         return out
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from prm_annotate.engines.defaults import START_TIMEOUT
-from prm_annotate.world import JUDGE_DIR, POLICY_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT
+from prm_annotate.world import JUDGE_DIR, POLICY_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT, model_setting
 from prm_annotate.world.problems import make_problems
 from prm_annotate.world.truth import check_steps
 
@@ -76,8 +76,8 @@ class ReportConfig:
     def settings(self) -> dict[str, Any]:
         """What the stage files depend on: a report resumes only files made with these."""
         return {"problems": self.problems, "n": self.n, "k": self.k, "seed": self.seed, "max_tokens": self.max_tokens,
-                "judge_max_tokens": self.judge_max_tokens, "dtype": self.dtype, "policy": str(self.policy.resolve()),
-                "judge": str(self.judge.resolve())}
+                "judge_max_tokens": self.judge_max_tokens, "dtype": self.dtype, "policy": model_setting(self.policy),
+                "judge": model_setting(self.judge)}
 
 
 @dataclass

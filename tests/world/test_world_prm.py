@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import orjson
 import pytest
@@ -225,3 +226,31 @@ def test_a_workdir_of_other_settings_is_refused(tmp_path):
     check_workdir(ExperimentConfig(workdir=tmp_path, seeds=9))  # more seeds extend a run
     with pytest.raises(UsageError, match="lr"):
         check_workdir(ExperimentConfig(workdir=tmp_path, lr=0.5))
+
+
+def test_a_moved_checkout_keeps_its_runs_and_another_base_is_refused(tmp_path):
+    """The shipped models are recorded by name, so the same package at another path (a moved or
+    fresh checkout) has the same settings; a base model elsewhere is recorded by its path."""
+    from prm_annotate.errors import UsageError
+    from prm_annotate.world import POLICY_DIR
+    from prm_annotate.world.prm_experiment import ExperimentConfig, check_workdir
+    from prm_annotate.world.report import ReportConfig
+
+    moved = tmp_path / "moved"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "prm_annotate", moved / "prm_annotate",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("import orjson, prm_annotate; from prm_annotate.world.prm_experiment import ExperimentConfig; "
+            "from prm_annotate.world.report import ReportConfig; "
+            "print(prm_annotate.__file__); print(orjson.dumps([ExperimentConfig().settings(), ReportConfig().settings()]).decode())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=moved, check=True,
+                         env={**os.environ, "PYTHONPATH": str(moved)}, timeout=120).stdout.splitlines()
+    assert out[0].startswith(str(moved))  # the copy ran
+    assert orjson.loads(out[1]) == [ExperimentConfig().settings(), ReportConfig().settings()]
+    assert ExperimentConfig().settings()["base"] == "shipped:policy"
+
+    check_workdir(ExperimentConfig(workdir=tmp_path / "w"))
+    other = tmp_path / "policy"  # the same weights, elsewhere: another base as far as a run can tell
+    shutil.copytree(POLICY_DIR, other)
+    assert ExperimentConfig(base=other).settings()["base"] == str(other.resolve())
+    with pytest.raises(UsageError, match="base"):
+        check_workdir(ExperimentConfig(workdir=tmp_path / "w", base=other))
