@@ -100,7 +100,7 @@ def load_heldout(folder: Path, heldout: list[str], out: Path) -> tuple[Heldout, 
     gold = {rid: g for rid, g in load_gold(str(folder / FILES["gold"])).items() if rid in ids}
     problems, _ = read_scored(str(path))
     present = [p for p in heldout if any(problem_of(rid) == p for rid in ids)]
-    return Heldout(present, gold, problems), records
+    return Heldout(present, gold, problems, {r["id"]: tuple(r["steps"]) for r in records}), records
 
 
 def train_config(cfg: ExperimentConfig, source: Source, seed: int, data: tuple[Path, Path], output: Path) -> Any:
@@ -158,6 +158,18 @@ def run_prm(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]],
     return result
 
 
+def remeasured(held: Heldout, path: Path) -> dict[str, Any]:
+    """A PRM trained and scored before: its result with the metrics taken again from its scored
+    file (scoring is what costs; the metrics follow the code that reads them)."""
+    result = orjson.loads(path.read_bytes())
+    scored = read_jsonl(path.with_suffix(".scored.jsonl"))
+    metrics = scorer_metrics(held, {r["id"]: r["prm"]["scores"] for r in scored}, scored[0]["prm"]["threshold"])
+    if metrics != result["metrics"]:
+        result["metrics"] = metrics
+        write_atomic(path, orjson.dumps(result))
+    return result
+
+
 def judge_scores(record: dict[str, Any]) -> list[float] | None:
     """The verdict as step scores: 1 before the first error, 0 from it on; None when unparsed."""
     first = record["judge"].get("first_error")
@@ -200,7 +212,7 @@ def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
             done += 1
             path = cfg.workdir / "prms" / f"{source.key}-seed{seed}.json"
             if path.is_file():
-                results[source.name, seed] = orjson.loads(path.read_bytes())
+                results[source.name, seed] = remeasured(held, path)
                 progress(f"[{done}/{total}] {source.name}, seed {seed}: done before")
                 continue
             progress(f"[{done}/{total}] {source.name}, seed {seed}: training (cap {cfg.max_steps} steps) "

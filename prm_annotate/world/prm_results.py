@@ -25,7 +25,7 @@ COMPARISONS = (
     ("MC", "MC soft", "hard vs soft MC labels"),
     ("truth (ceiling)", "consensus", "what perfect labels would add to consensus's"),
 )
-SCALARS = ("f1", "error_acc", "correct_acc", "step_auc", "right_over_wrong", "f1_at_0.5")
+SCALARS = ("f1", "error_acc", "correct_acc", "step_auc", "right_over_wrong", "score_range", "f1_at_0.5")
 PER_PROBLEM = ("f1_counts", "picks")  # the bootstrap's inputs: in the per-PRM files, not in results.json
 
 
@@ -87,6 +87,7 @@ def summarize(cfg: Any, report: dict[str, Any], held: Any, results: dict[tuple[s
               refs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """results.json: settings and sizes, the report's label quality, each source over its seeds,
     the reference rows, the baselines and the comparisons."""
+    from prm_annotate.world.prm_scores import blind_baselines
     from prm_annotate.world.report import source_row
 
     seeds = sorted({s for _, s in results})
@@ -107,7 +108,8 @@ def summarize(cfg: Any, report: dict[str, Any], held: Any, results: dict[tuple[s
         "references": {name: {**_public(m), "intervals": {k: single(draws, stats(m), fn).to_dict()
                                                           for k, (stats, fn) in metrics.items()}}
                        for name, m in refs.items()},
-        "baselines": {k: first["accuracy"][k] for k in ("majority", "pass@N")},
+        "baselines": {**{k: first["accuracy"][k] for k in ("majority", "pass@N")},
+                      **blind_baselines(held, first["n"])},
         "n": first["n"],
         "comparisons": [{"a": a, "b": b, "question": q, "metric": name,
                          **comparison(runs[a], runs[b], draws, stats, fn)}
@@ -144,26 +146,27 @@ def results_table(summary: dict[str, Any]) -> Any:
                         f"{sizes['heldout_responses']} held-out responses of {sizes['heldout_problems']} problems, "
                         "against the true first errors")
     for col in ("PRM", "train", "stop / best step", "F1 ± sd [95%]", "err acc", "cor acc", "AUC", "right > wrong",
-                f"BoN@{largest} min [95%]", f"BoN@{largest} prod [95%]", "min last", "flawed picks"):
+                "score range", f"BoN@{largest} min [95%]", f"BoN@{largest} prod [95%]", "min last", "flawed picks"):
         table.add_column(col, justify="left" if col == "PRM" else "right")
     for name, s in summary["sources"].items():
         iv = s["intervals"]
         table.add_row(name, _num(s["train"]["responses"]["mean"], 0), _stops(s["train"]),
                       f"{_num(s['f1']['mean'])} ± {_num(s['f1']['sd'])} [{_num(iv['F1']['low'])}, {_num(iv['F1']['high'])}]",
                       _num(s["error_acc"]["mean"]), _num(s["correct_acc"]["mean"]), _num(s["step_auc"]["mean"], 3),
-                      _num(s["right_over_wrong"]["mean"]),
+                      _num(s["right_over_wrong"]["mean"]), _num(s["score_range"]["mean"], 4),
                       _iv(iv[f"BoN@{largest} min"]), _iv(iv[f"BoN@{largest} prod"]),
                       _num(s["min_on_final_step"]["mean"]), _num(s["right_answer_wrong_step"]["min"]["mean"]))
     for name, m in summary["references"].items():
         iv = m["intervals"]
         flawed = m["bon"]["right_answer_wrong_step"]["prm-min"]["share"]
         table.add_row(f"{name} (annotator)", "", "", _iv(iv["F1"]), _num(m["error_acc"]), _num(m["correct_acc"]),
-                      _num(m["step_auc"], 3), _num(m["right_over_wrong"]), _iv(iv[f"BoN@{largest} min"]),
+                      _num(m["step_auc"], 3), _num(m["right_over_wrong"]), _num(m["score_range"], 4),
+                      _iv(iv[f"BoN@{largest} min"]),
                       _iv(iv[f"BoN@{largest} prod"]),
                       _num(m["bon"]["min_on_final_step"]["share"]), _num(flawed))
     base = summary["baselines"]
-    line = Text("baselines (the same for every PRM): " + ", ".join(
-        f"N={n}: majority {_num(base['majority'][str(n)])}, pass@N {_num(base['pass@N'][str(n)])}" for n in summary["n"]))
+    line = Text("baselines (the same for every PRM): " + "; ".join(
+        f"N={n}: " + ", ".join(f"{k} {_num(base[k][str(n)])}" for k in base) for n in summary["n"]))
     comp = Table(title="Paired differences (a - b) on the same held-out problems [95% bootstrap interval]")
     for col in ("comparison", "metric", f"pooled over {len(seeds)} seeds", "reading", "per seed"):
         comp.add_column(col)
@@ -172,7 +175,10 @@ def results_table(summary: dict[str, Any]) -> Any:
                      "; ".join(_iv(s, signed=True) for s in c["per_seed"]))
     notes = Text("train: training responses (mean); stop / best step: ranges over the seeds; err / cor acc: error "
                  "and correct accuracy; AUC: step AUC vs the true step labels; right > wrong: % of a problem's (right, "
-                 "wrong answer) response pairs the min step score orders right (50: cannot tell them apart); min last: % of responses whose lowest "
+                 "wrong answer) response pairs the min step score orders right (50: cannot tell them apart); score range: median "
+                 "over problems of the range of its different responses' min step scores (0: scores the problem, not the "
+                 "response); random response / random text: a pick blind to correctness among the N responses / "
+                 "their different texts; min last: % of responses whose lowest "
                  f"step score is on the last step; flawed picks: % of BoN@{largest} min's right-answer picks with a "
                  "wrong step (the paper's two diagnostics)")
     return Group(table, notes, line, comp)
@@ -210,7 +216,7 @@ def plot_results(summary: dict[str, Any], path: Path) -> None:
     ns = summary["n"]
     for i, (name, s) in enumerate(sources.items()):
         right.plot(ns, [s["bon"]["min"][str(n)]["mean"] for n in ns], marker="o", color=f"C{i}", label=name)
-    for key, style in (("majority", "--"), ("pass@N", ":")):
+    for key, style in (("majority", "--"), ("pass@N", ":"), ("random text", "-.")):
         right.plot(ns, [summary["baselines"][key][str(n)] for n in ns], style, color="black", label=key)
     right.set_xscale("log", base=2)
     right.set_xticks(ns, [str(n) for n in ns])

@@ -11,9 +11,17 @@ against the world's truth and all computed by the project's own reports:
 - right over wrong: within each held-out problem, the share of (right answer, wrong answer)
   response pairs whose lowest step score ranks the right one higher (a tie counts half): 50 is a
   scorer that cannot tell them apart, whatever its F1;
+- score range: the median, over the held-out problems with two or more different responses, of
+  the range (highest - lowest) of their responses' lowest step scores: near 0, a scorer that
+  scores the problem and not the response;
 - Best-of-N by min and by product for N = 1, 2, 4, ..., majority vote and pass@N, and the paper's
   two diagnostics (`reports.bon.best_of_n`), with each problem's pick right or not per N (the
   bootstrap's picks).
+
+Beside them, what a selector blind to correctness gets (`blind_baselines`): a random one of the
+first N responses, and a random one of their different texts. A scorer that reads a response but
+not whether it is right gives copies one score and orders the rest by chance: it lands on the
+second, and the right answer is more often one text written several times than a wrong one.
 
 Scoring runs the checkpoint with plain transformers in float32, in right-padded batches of
 responses of similar length: on a causal model a padded token comes after every real one, so the
@@ -22,6 +30,7 @@ tests hold equal to vLLM's pooling runner), which tests/world/test_world_prm.py 
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -67,11 +76,13 @@ def batched_step_scores(model: Any, tokenizer: Any, fmt: Any, responses: list[di
 
 @dataclass
 class Heldout:
-    """The held-out problems (in order), the truth of their responses, and their responses graded
-    once for Best-of-N (the scores in `problems` are replaced per scorer)."""
+    """The held-out problems (in order), the truth of their responses, their responses graded
+    once for Best-of-N (the scores in `problems` are replaced per scorer), and each response's
+    steps (which responses are copies of one another)."""
     problem_ids: list[str]
     gold: dict[str, Gold]
     problems: list[Problem]
+    steps: dict[str, tuple[str, ...]]
 
 
 def with_scores(problems: list[Problem], scores: dict[str, list[float] | None]) -> list[Problem]:
@@ -133,9 +144,39 @@ def right_over_wrong(held: Heldout, scores: dict[str, list[float] | None]) -> fl
     return 100 * wins / pairs if pairs else None
 
 
+def score_range(held: Heldout, scores: dict[str, list[float] | None]) -> float | None:
+    """The median, over problems with two or more different scored responses, of the range of
+    their lowest step scores."""
+    ranges = []
+    for p in held.problems:
+        scored = [c for c in p.candidates if scores.get(c.id)]
+        if len({held.steps[c.id] for c in scored}) > 1:
+            lows = [min(scores[c.id]) for c in scored]  # type: ignore[arg-type]
+            ranges.append(max(lows) - min(lows))
+    return statistics.median(ranges) if ranges else None
+
+
+def blind_baselines(held: Heldout, ns: list[int]) -> dict[str, dict[str, float]]:
+    """Expected Best-of-N accuracy (%) of a random one of each problem's first N responses, and of
+    a random one of their different texts (copies of a text are graded alike)."""
+    def share(pick_from: Any) -> dict[str, float]:
+        out = {}
+        for n in ns:
+            per_problem = []
+            for p in held.problems:
+                pool = pick_from(p.candidates[:n])
+                per_problem.append(sum(correct for correct in pool) / len(pool))
+            out[str(n)] = 100 * statistics.fmean(per_problem)
+        return out
+
+    return {"random response": share(lambda cands: [c.correct for c in cands]),
+            "random text": share(lambda cands: list({held.steps[c.id]: c.correct for c in cands}.values()))}
+
+
 def scorer_metrics(held: Heldout, scores: dict[str, list[float] | None], threshold: float) -> dict[str, Any]:
     """Every metric of one scorer on the held-out responses (module docstring)."""
     f1 = f1_part(held, scores, threshold)
     at_half = f1_part(held, scores, 0.5)["f1"] if threshold != 0.5 else f1["f1"]
     return {**f1, "f1_at_0.5": at_half, "step_auc": step_auc(held.gold, scores),
-            "right_over_wrong": right_over_wrong(held, scores), **bon_part(held, scores)}
+            "right_over_wrong": right_over_wrong(held, scores), "score_range": score_range(held, scores),
+            **bon_part(held, scores)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -121,6 +122,14 @@ def check_measurements(workdir, results):
                 assert per_seed["metrics"]["right_over_wrong"] == pytest.approx(100 * wins / len(pairs))
             else:
                 assert per_seed["metrics"]["right_over_wrong"] is None
+            # score range: per problem with two different responses, the spread of their lowest scores
+            ranges = sorted(abs(min(scored[a["id"]]["prm"]["scores"]) - min(scored[b["id"]]["prm"]["scores"]))
+                            for pid in held for a, b in [[r for r in responses if r["problem_id"] == pid]]
+                            if a["steps"] != b["steps"])
+            if ranges:
+                assert per_seed["metrics"]["score_range"] == pytest.approx(statistics.median(ranges))
+            else:
+                assert per_seed["metrics"]["score_range"] is None
             # training never saw a held-out problem; the ceiling's labels are the truth's
             for part in ("train", "val"):
                 key = "mc" if source.key == "mc-soft" else source.key
@@ -128,6 +137,22 @@ def check_measurements(workdir, results):
                 assert {problem_of(r["id"]) for r in rows}.isdisjoint(held)
                 if key == "truth":
                     assert rows and all(r["labels"] == true_labels(problems, r) for r in rows)
+
+
+def check_blind_baselines(workdir, results):
+    """A random response of the first N, and a random one of their different texts, restated."""
+    report = workdir / "report"
+    held = [p["id"] for p in read(report / "problems.jsonl")][6:]
+    responses = [r for r in read(report / "responses.jsonl") if r["problem_id"] in held]
+    for n in (1, 2):
+        pools = [[r for r in responses if r["problem_id"] == pid][:n] for pid in held]
+        texts = [{tuple(r["steps"]): r["correct"] is True for r in pool} for pool in pools]
+        base = results["baselines"]
+        assert base["random response"][str(n)] == pytest.approx(
+            100 * statistics.fmean(sum(r["correct"] is True for r in pool) / len(pool) for pool in pools))
+        assert base["random text"][str(n)] == pytest.approx(
+            100 * statistics.fmean(sum(t.values()) / len(t) for t in texts))
+    assert base["random response"]["1"] == base["random text"]["1"] == base["pass@N"]["1"]
 
 
 def check_batched_scores(workdir):
@@ -155,12 +180,18 @@ def test_world_prm_end_to_end_rerun_and_kill(tmp_path):
     assert [s["train"]["responses"] for s in sized] == [s["train"]["responses"] for s in cons]
     assert {c["pooled"]["reading"] for c in results["comparisons"]} <= {"higher", "lower", "no difference shown"}
     check_measurements(first, results)
+    check_blind_baselines(first, results)
     check_batched_scores(first)
 
+    # A rerun measures the finished PRMs again from their scored files: a stale metric is replaced.
+    stale = first / "prms" / "judge-seed1.json"
+    kept = stale.read_bytes()
+    stale.write_bytes(orjson.dumps({**orjson.loads(kept), "metrics": {**orjson.loads(kept)["metrics"], "f1": -1.0}}))
     code, again, err = run(first)
     assert code == 0, err[-4000:]
     assert err.count("done before") == 2 * len(SOURCES) and "training" not in err
     assert again == out and orjson.loads((first / "results.json").read_bytes()) == results
+    assert stale.read_bytes() == kept
 
     killed = tmp_path / "killed"
     killed.mkdir()
@@ -254,3 +285,22 @@ def test_a_moved_checkout_keeps_its_runs_and_another_base_is_refused(tmp_path):
     assert ExperimentConfig(base=other).settings()["base"] == str(other.resolve())
     with pytest.raises(UsageError, match="base"):
         check_workdir(ExperimentConfig(workdir=tmp_path / "w", base=other))
+
+
+def test_score_range_and_blind_baselines_on_known_responses():
+    """Two problems: one whose right answer is one text written three times beside two different
+    wrong texts, one of copies only."""
+    from prm_annotate.reports.bon import Candidate, Problem
+    from prm_annotate.world.prm_scores import Heldout, blind_baselines, score_range
+
+    right, wrong1, wrong2 = ("2 + 2 = 4.",), ("2 + 2 = 5.",), ("2 + 2 = 3.",)
+    texts = {"a0": right, "a1": wrong1, "a2": right, "a3": wrong2, "a4": right, "b0": right, "b1": right}
+    problems = [Problem("a", [Candidate(i, [0.5], texts[i] == right, 0) for i in ("a0", "a1", "a2", "a3", "a4")]),
+                Problem("b", [Candidate(i, [0.5], True, 0) for i in ("b0", "b1")])]
+    held = Heldout(["a", "b"], {}, problems, texts)
+    base = blind_baselines(held, [1, 2, 4])
+    assert base["random response"] == pytest.approx({"1": 100.0, "2": 75.0, "4": 75.0})  # a: 1, 1/2, 2/4
+    assert base["random text"] == pytest.approx({"1": 100.0, "2": 75.0, "4": (100 + 100 / 3) / 2})  # a at 4: 1 of 3
+    scores = {"a0": [0.9, 0.4], "a1": [0.3], "a2": [0.6], "a3": [0.8], "a4": [0.5], "b0": [0.1], "b1": [0.9]}
+    assert score_range(held, scores) == pytest.approx(0.8 - 0.3)  # b's two copies are one response
+    assert score_range(held, {**scores, "a1": None, "a3": None}) is None  # a's scored ones are copies
