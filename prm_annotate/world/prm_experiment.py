@@ -20,8 +20,8 @@ on consensus labels beat one trained on MC labels, and with how much certainty?
    bootstrap intervals (bootstrap.py), `results.json`, the table and `world-prm.png`.
 
 Every (source, seed) PRM's result is a file `prms/<source>-seed<N>.json`, written last: a rerun
-skips the finished ones (and resumes a killed training from its last checkpoint); `--seeds` more
-adds seeds to the same run. The workdir's `settings.json` refuses a rerun with other settings.
+neither trains nor scores the finished ones again but measures them again from their scored files
+(and resumes a killed training from its last checkpoint); `--seeds` more adds seeds to the same run. The workdir's `settings.json` refuses a rerun with other settings.
 """
 from __future__ import annotations
 
