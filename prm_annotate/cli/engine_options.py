@@ -7,13 +7,13 @@ to keep them.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
 import typer
 from pydantic import ValidationError
 
+from prm_annotate.cli.app import group_values
 from prm_annotate.engines import EngineConfig, defaults
 from prm_annotate.errors import UsageError
 
@@ -88,5 +88,4 @@ class EngineOptions:
 
     def config(self, **extra: Any) -> EngineConfig:
         """`build_config` from these options plus the command's own (e.g. seed); raises UsageError."""
-        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(EngineOptions)}  # not a subclass's
-        return build_config(**own, **extra)
+        return build_config(**group_values(self, EngineOptions), **extra)
