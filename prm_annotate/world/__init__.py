@@ -15,6 +15,10 @@ from prm_annotate.world.truth import true_first_error
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 POLICY_DIR = MODELS_DIR / "policy"
 JUDGE_DIR = MODELS_DIR / "judge"
+# The built-in prompts the world's models were trained on (lab/world/train.py), by name: the
+# world names them wherever it runs a stage, whatever the stages' defaults are.
+WORLD_SYSTEM_PROMPT = "step"
+WORLD_JUDGE_PROMPT = "processbench"
 
 
 def model_setting(path: Path) -> str:
@@ -22,10 +26,7 @@ def model_setting(path: Path) -> str:
     in every checkout, so a moved checkout resumes its runs), any other by its resolved path."""
     resolved = Path(path).resolve()
     return f"shipped:{resolved.name}" if resolved.parent == MODELS_DIR else str(resolved)
-# The built-in prompts the world's models were trained on (lab/world/train.py), by name: the
-# world names them wherever it runs a stage, whatever the stages' defaults are.
-WORLD_SYSTEM_PROMPT = "step"
-WORLD_JUDGE_PROMPT = "processbench"
+
 
 __all__ = ["make_problem", "make_problems", "true_first_error", "MODELS_DIR", "POLICY_DIR", "JUDGE_DIR",
-           "WORLD_SYSTEM_PROMPT", "WORLD_JUDGE_PROMPT"]
+           "WORLD_SYSTEM_PROMPT", "WORLD_JUDGE_PROMPT", "model_setting"]
