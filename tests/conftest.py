@@ -45,6 +45,13 @@ def pytest_collection_modifyitems(config, items):
         names = getattr(item, "fixturenames", ())
         return min((g for f, g in _GROUP_OF_FIXTURE.items() if f in names), default=0)
 
+    # `make test` runs the tests not marked `engine` on both cores at once, the others one at a
+    # time: a test that takes an engine's fixture unmarked would start an engine beside another.
+    unmarked = [item.nodeid for item in items
+                if set(getattr(item, "fixturenames", ())) & {*_GROUP_OF_FIXTURE, "heavy"}
+                and item.get_closest_marker("engine") is None]
+    if unmarked:
+        raise pytest.UsageError(f"tests using an engine fixture must be marked engine: {unmarked}")
     items.sort(key=group)  # stable: the order within a group is kept
 
 

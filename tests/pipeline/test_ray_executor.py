@@ -23,6 +23,10 @@ if os.environ.get("CI", "").lower() in ("true", "1"):
 else:
     pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'prm-annotate[ray]')")
 
+# Each test counts the Ray processes it started among all of the machine's: under `pytest -n`,
+# one worker runs them all, one after another.
+pytestmark = pytest.mark.xdist_group("ray")
+
 CLI = [sys.executable, "-m", "prm_annotate"]
 RAY_TIMEOUT = 300
 
