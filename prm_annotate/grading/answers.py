@@ -95,8 +95,9 @@ _QUALIFIER_WORDS = (
 )
 _QUALIFIER_RE = re.compile(
     r"(?i)(?<![\\A-Za-z])(?:(" + _QUALIFIER_WORDS + r")|([A-Za-z]{1,12}n't)|(up\s+to)|(or\s+so))(?![A-Za-z])"
-    # relations other than "=" and "\approx" bound a value instead of stating it
-    r"|(<|>|≤|≥|≠|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt|leqslant|geqslant)(?![A-Za-z]))"
+    # relations other than "=" and "\approx" bound a value instead of stating it ("5!=120" is a
+    # factorial and "=": no "!=" after a digit or a bracket)
+    r"|(<|>|≤|≥|≠|(?<![\d)}])!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt|leqslant|geqslant)(?![A-Za-z]))"
     r"|(\?)"                                                 # a question
     r"|(==|=>|\(\s*\)|\]\s*\[|(?<![A-Za-z'])['\"`](?=\s*[\w({\[])|\d['\"`])"  # code: calls, indexing, quotes
     r"|(\d\s*\+\s*$)")                                       # "5+": five or more
@@ -261,6 +262,20 @@ def _looks_bare(par: str) -> bool:
 _MATH_ENV_RE = re.compile(r"\\\[(.+?)\\\]|\\\((.+?)\\\)|\$\$(.+?)\$\$|(?<![\\\d])\$(?!\s)([^$\n]+?)(?<![\\\s])\$(?!\d)", re.DOTALL)
 _DISPLAY_RE = re.compile(r"\\\[[^\[\]]{0,2000}?\\\]|\$\$[^$]{0,2000}?\$\$")
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|(?<=\\\])\s*|\n")
+
+
+def _sentences(par: str) -> list[str]:
+    """The sentences of a paragraph, split where `_SENTENCE_SPLIT_RE` says but never inside a math
+    environment: "$5! \\times 5! = 14,\\!400$" is one value (a factorial, a thin space), not
+    three sentences."""
+    inside = [(m.start(), m.end()) for m in _MATH_ENV_RE.finditer(par)]
+    out, start = [], 0
+    for m in _SENTENCE_SPLIT_RE.finditer(par):
+        if any(a < m.start() < b for a, b in inside):
+            continue
+        out.append(par[start:m.start()])
+        start = m.end()
+    return [t for t in out + [par[start:]] if t and t.strip()]
 _RESULT_RE = re.compile(r"=\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)(?![\d.,]*\d)")
 
 
@@ -278,6 +293,8 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
             if len(rhs) > 1 and _NAME_RE.fullmatch(value):
                 left = rhs[0].rsplit("=", 1)[-1].strip()
                 value = left if _VALUE_ONLY_RE.fullmatch(left) and re.search(r"\d", left) else value
+            elif len(rhs) > 1 and _in_variables(_left_side(body)):
+                value = f"{_left_side(body)} = {value}"  # the rule at `_in_variables`
             found.append((m.start(), m.end(), value, len(rhs) > 1))
         text_only = text_only[:m.start()] + " " * (m.end() - m.start()) + text_only[m.end():]  # keep offsets
     for m in _NUMBER_RE.finditer(text_only):
@@ -285,7 +302,26 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
     return sorted(found)
 
 
-_RELATION_RE = re.compile(r"[<>≤≥≠]|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt)(?![A-Za-z])")
+def _left_side(equation: str) -> str:
+    return equation.split("=", 1)[0].strip()
+
+
+# Rule: an equation whose left side is an expression in variables, not a name ("the equation of the
+# circle is \[ x^2 + y^2 = 13 \]", "$a + b + c = 3 - 4 + 24 = 23$", "$xy = \sqrt{6}$"), is read whole
+# (its left side and its last right side): math-verify compares a gold number with the right side
+# of an equation, and a gold equation with all of it; 13 alone would not be the circle. A name
+# ("$x = 5$", "$f(x) = 1 - x$", "$\text{Area} = 24$") still gives the value on its right.
+_LOWER_LETTER_RE = re.compile(r"(?<![\\A-Za-z])[a-z](?![A-Za-z])")
+
+
+def _in_variables(side: str) -> bool:
+    if not side or len(side) > 100 or "\\text" in side or _NAME_RE.fullmatch(side):
+        return False
+    bare = re.sub(r"\\[A-Za-z]+", " ", side)  # "\\sin x": the command is no variable
+    return bool(_LOWER_LETTER_RE.search(bare)) and bool(re.search(r"[-+^]|[a-z]\s*[a-z]", bare))
+
+
+_RELATION_RE = re.compile(r"[<>≤≥≠]|(?<![\d)}])!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt)(?![A-Za-z])")
 # A value with no variable in it: digits, operators and the commands of numbers ("\\frac{1}{2}", "3\\sqrt{2}").
 # A name for a value: a letter, subscripted or applied ("A_{4}", "f(50)").
 _NAME_RE = re.compile(r"[A-Za-z](?:_\{?\w+\}?|\(\s*[\w,\s]*\))?")
@@ -300,6 +336,44 @@ _AFTER_VALUE_RE = re.compile(
 
 _CONDITION_WORDS = {"if", "unless", "when", "whenever", "assuming", "assume", "provided", "suppose",
                     "supposing"}
+# Rule: the words before a verb that states the value right before it ("The probability that
+# Blaise wins more games than Pierre is \(\frac{11}{32}\)", "... the number of cubes with no
+# paint is $\frac{69}{125}$", "... the sum of the n with $n^2 < 50$ is 28") describe the subject,
+# not the value: a bound, a relation or a negation there does not qualify it. A hedge ("I think it
+# is 18"), a modal verb ("cannot be 18", "might be 18") and a qualifier after the verb ("is at least
+# 7", "is not 18") still do.
+_SUBJECT_VERB_RE = re.compile(r"(?i)(?:is|are|was|were|equals?|gives|yields)[,:]?")
+_SUBJECT_WORDS = {"least", "most", "less", "more", "greater", "fewer", "smaller", "larger", "bigger",
+                  "higher", "lower", "than", "over", "under", "above", "below", "between", "within",
+                  "exceed", "exceeds", "exceeding", "not", "no", "none", "nothing", "never", "nor",
+                  "neither", "except", "excluding", "relation"}
+
+
+def _names(sentence: str, cand: tuple[int, int, str, bool]) -> str | None:
+    """The left side of the equation a candidate is (without spaces), or None."""
+    m = _MATH_ENV_RE.fullmatch(sentence, cand[0], cand[1])
+    body = next((g for g in m.groups() if g is not None), "") if m else ""
+    if "=" not in body or _RELATION_RE.search(body):
+        return None
+    return "".join(_left_side(body).split())
+
+
+# Rule: in a list of equations for different things, an equation of the things named before it is
+# the value they were found for: "So $a = 3$, $b = -4$, $c = 24$, and $a + b + c = 23$" states 23,
+# "$x^2y^2 = 6$ and $xy = \sqrt{6}$" states \sqrt{6}, "$b + 1 = 2016$ or $b = 2015$" states 2015.
+# Equations for the same thing ("$x = -1$ and $x = -9$") or for new things ("$x = 1$ and $y = 2$")
+# stay a list, an answer in several parts.
+def _derived_from(sentence: str, cands: list[tuple[int, int, str, bool]], first: int, i: int) -> int:
+    """The first item of the list cands[first..i] under the rule above."""
+    last = _names(sentence, cands[i])
+    if first == i or not last:
+        return first
+    earlier = [_names(sentence, c) for c in cands[first:i]]
+    letters = set(re.findall(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", last)))
+    known = set(re.findall(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", "".join(n or "" for n in earlier))))
+    if all(earlier) and any(n != last for n in earlier) and letters and letters <= known:
+        return i
+    return first
 
 
 def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> str:
@@ -313,6 +387,7 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
         if len(gap) > MAX_GAP or not _LIST_GAP_RE.fullmatch(gap) or not gap.strip(" $"):
             break
         first -= 1
+    first = _derived_from(sentence, cands, first, i)
     start, end = cands[first][0], cands[i][1]
     before = _CALCULATOR_RE.sub(" ", sentence[:start]).split()[-3:]
     after = _AFTER_VALUE_RE.match(sentence[end:])
@@ -322,7 +397,10 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
     rest = sentence[end:]
     if not before and len(rest.split()) <= 5 and _qualifiers(rest):
         return sentence.strip()
-    if _qualifiers(" ".join(before)) - _CONDITION_WORDS or after:
+    said = _qualifiers(" ".join(before)) - _CONDITION_WORDS
+    if before and _SUBJECT_VERB_RE.fullmatch(before[-1].strip("*")):
+        said -= _SUBJECT_WORDS  # the rule above
+    if said or after:
         return " ".join(before + [sentence[start:end] + (after.group(0) if after else "")])
     return _join_items([c[2] for c in cands[first:i + 1]])
 
@@ -368,7 +446,7 @@ def _from_final_paragraph(text: str) -> str | None:
     for par in reversed(pars):
         # A display written over several lines ("\\[\\n x^2 = \\frac{1}{2}\\n\\]") is one sentence.
         par = _DISPLAY_RE.sub(lambda m: " ".join(m.group(0).split()), par)
-        for sentence in reversed([s for s in _SENTENCE_SPLIT_RE.split(par) if s and s.strip()]):
+        for sentence in reversed(_sentences(par)):
             cands = _sentence_candidates(sentence)
             if cands:
                 closing = _closing_math(sentence, cands)
