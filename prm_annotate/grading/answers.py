@@ -172,6 +172,12 @@ def _join_items(items: list[str]) -> str:
     return ", ".join(items)
 
 
+# A box offered as an alternative to the box before it ("\\boxed{3}, or maybe \\boxed{4}", "\\boxed{3}
+# ... or perhaps \\boxed{4}") is a hedge, not a correction: the answer is both, with the hedge.
+_BOX_HEDGE_RE = re.compile(r"(?i)(?<![A-Za-z])(?:or\s+)?(?:maybe|perhaps|possibly|probably|alternatively)"
+                           r"[\s,:$(\[\\]*(?:\\boxed\s*)?$")
+
+
 def _last_boxed(text: str) -> str | None:
     """The last box, together with the boxes right before it that are items of the same answer.
 
@@ -185,12 +191,15 @@ def _last_boxed(text: str) -> str | None:
     if not boxes:
         return None
     start, _, last = boxes[-1]
+    hedge = _BOX_HEDGE_RE.search(text[max(0, start - 40):start])
     items = [last]
     for b_start, b_end, content in reversed(boxes[:-1]):
         if b_end > start:  # a box nested in the one after it
             continue
         gap = text[b_end:start]
         if len(items) >= MAX_ITEMS or len(gap) > MAX_GAP or not _LIST_GAP_RE.fullmatch(gap):
+            if hedge and len(items) == 1 and len(gap) <= MAX_GAP:
+                return f"{content} {hedge.group(0).strip(' $([')} {last}"  # "3 or maybe 4": see hedged
             break
         items.insert(0, content)
         start = b_start
@@ -280,13 +289,22 @@ _RESULT_RE = re.compile(r"=\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)(?![\d.,]*\d)")
 
 
 def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
-    """(start, end, answer, is an equation result) for each math environment holding a digit and
-    each plain number of a sentence, in order of position."""
+    """(start, end, answer, is an equation result) for each math environment holding a digit or
+    a word in `\\text{}` (not a unit after a number), and each plain number of a sentence, in order
+    of position."""
     found: list[tuple[int, int, str, bool]] = []
     text_only = sentence
     for m in reversed(list(_MATH_ENV_RE.finditer(sentence))):
         body = next(g for g in m.groups() if g is not None)
-        if re.search(r"\d", body):
+        if _WORD_ANSWER_RE.fullmatch(body):
+            # "the day of the week is $\text{Monday}$"; "24 $\text{ cm}$" is a unit
+            if not re.search(r"[\d})$]\s*$", sentence[:m.start()]):
+                found.append((m.start(), m.end(), body.strip(), False))
+        elif re.search(r"\d", body):
+            # "$17^{-1} \equiv 44 \pmod{83}$" states the residue 44 as "=" states a value
+            congruence = _PMOD_END_RE.search(body)
+            if congruence and _EQUIV_RE.search(body):
+                body = _EQUIV_RE.sub("=", body[:congruence.start()])
             rhs = [body] if _RELATION_RE.search(body) else body.rsplit("=", 1)
             value = rhs[-1].strip()
             # "\\[ 3 = A_{4} \\]": the value is the number on the left of the name it is given
@@ -300,6 +318,12 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
     for m in _NUMBER_RE.finditer(text_only):
         found.append((m.start(), m.end(), m.group(0), False))
     return sorted(found)
+
+
+# An answer in words written as mathematics: "$\\text{Monday}$", "$\\textbf{Devon}$".
+_WORD_ANSWER_RE = re.compile(r"\s*\\(?:text|textbf|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z' -]{1,40}\}\s*")
+_PMOD_END_RE = re.compile(r"\s*(?:\\pmod\s*(?:\{[^{}]*\}|\w+)|\(\s*\\(?:bmod|mod)\s*\w+\s*\))\s*[.,]?\s*$")
+_EQUIV_RE = re.compile(r"\\equiv(?![A-Za-z])|≡")
 
 
 def _left_side(equation: str) -> str:
@@ -434,6 +458,16 @@ def _closing_math(sentence: str, cands: list[tuple[int, int, str, bool]]) -> int
     return len(cands) - 1 if _STATES_RE.search(said.replace("**", "")) else None
 
 
+# Rule: a sentence after the answer that only remarks on it ("Note that this formula also holds when
+# $x = 0$.", "We may check our answer: $17 \\cdot 44 = 748$ ...", "(Special thanks to ... for this
+# solution.)", "(Checking, ...)") is not where the answer is: the last sentence with a value that
+# is no remark gives it (a response whose every such sentence is a remark still has its last one).
+_REMARK_SENTENCE_RE = re.compile(
+    r"(?i)\s*(?:\*\*)?(?:(?:note|remark|recall)(?![A-Za-z])|\((?-i:\s*[A-Z][a-z])"
+    r"|(?:we|you|one)\s+(?:can|may|could)\s+(?:also\s+)?(?:check|verify|confirm|double-check)(?![A-Za-z])"
+    r"|checking(?![A-Za-z])|this\s+(?:also\s+)?(?:follows|agrees|matches|is\s+consistent)(?![A-Za-z]))")
+
+
 def _from_final_paragraph(text: str) -> str | None:
     pars = [p.strip()[-TAIL:] for p in text.split("\n\n")[-3:] if p.strip()]
     if not pars:
@@ -443,18 +477,22 @@ def _from_final_paragraph(text: str) -> str | None:
     # Results of equations anywhere in the response: "... = 34 hours] So, a total of 34 hours in
     # 4 weeks" states 34, the computed value, not 4.
     results = {normalize_answer(r) for r in _RESULT_RE.findall(text)}
-    for par in reversed(pars):
-        # A display written over several lines ("\\[\\n x^2 = \\frac{1}{2}\\n\\]") is one sentence.
-        par = _DISPLAY_RE.sub(lambda m: " ".join(m.group(0).split()), par)
-        for sentence in reversed(_sentences(par)):
-            cands = _sentence_candidates(sentence)
-            if cands:
-                closing = _closing_math(sentence, cands)
-                if closing is not None:
-                    return _stated(sentence, cands, closing)
-                computed = [k for k, (_, _, a, is_result) in enumerate(cands)
-                            if is_result or normalize_answer(a) in results]
-                return _stated(sentence, cands, computed[-1] if computed else len(cands) - 1)
+    # A display written over several lines ("\\[\\n x^2 = \\frac{1}{2}\\n\\]") is one sentence.
+    sentences = [s for par in pars
+                 for s in _sentences(_DISPLAY_RE.sub(lambda m: " ".join(m.group(0).split()), par))]
+    sentences = [(s, _sentence_candidates(s)) for s in reversed(sentences)]
+    with_values = [(s, cands) for s, cands in sentences if cands]
+    # The rule at `_REMARK_SENTENCE_RE`: the last sentence with a value that is no remark, else the last one.
+    for sentence, cands in [next(((s, c) for s, c in with_values if not _REMARK_SENTENCE_RE.match(s)),
+                                 with_values[0] if with_values else (None, None))]:
+        if sentence is None:
+            return None
+        closing = _closing_math(sentence, cands)
+        if closing is not None:
+            return _stated(sentence, cands, closing)
+        computed = [k for k, (_, _, a, is_result) in enumerate(cands)
+                    if is_result or normalize_answer(a) in results]
+        return _stated(sentence, cands, computed[-1] if computed else len(cands) - 1)
     return None
 
 
@@ -800,9 +838,26 @@ def _sets_of_reals(gold: str, answer: str) -> tuple[str, str] | None:
 _PERCENT_END_RE = re.compile(r"(?i)\s*(?:\\?%|\b(?:percent|per\s+cent|percentage|pct)\b)\s*$")
 
 
+# Rule: a value stated exactly and rounded ("t = \\frac{3}{7} \\approx 0.43", "\\frac{145}{488} \\cdot 360
+# \\approx 107") states both: the gold may be either (a gold that is itself approximate, or one value
+# of a list, is compared as written).
+_APPROX_RE = re.compile(r"\\approx(?![A-Za-z])|≈")
+
+
+def _approximations(gold: str, answer: str) -> list[tuple[str, str]] | None:
+    if len(answer) > MAX_PROSE or not _APPROX_RE.search(answer) or _APPROX_RE.search(gold) \
+            or len(_top_level_items(answer)) > 1 or _RELATION_RE.search(answer):
+        return None
+    parts = [part.rsplit("=", 1)[-1].strip() for part in _APPROX_RE.split(answer)]
+    return [(gold, answer)] + [(gold, part) for part in parts if part]
+
+
 def comparison_forms(gold: str, answer: str) -> list[tuple[str, str]]:
     """The (gold, answer) pairs, normalised, that decide a comparison: the answer is right when any
     of them is equal (the percent rule above); a single pair for everything else."""
+    approx = _approximations(gold, answer)
+    if approx:
+        return approx
     reals = _sets_of_reals(gold, answer)
     if reals:
         return [(gold, answer), reals]
