@@ -166,8 +166,15 @@ MAX_ITEMS = 12
 
 
 def _join_items(items: list[str]) -> str:
-    """One answer from several stated items: itself when they all say the same, else the list."""
-    if len({normalize_answer(i) for i in items}) == 1:
+    """One answer from several stated items: itself when they all say the same (also as a set of
+    reals in two notations: "$-2 \\le x \\le 7$ and $x \\in [-2, 7]$"), else the list."""
+    forms = {normalize_answer(i) for i in items}
+    if len(forms) == 2:
+        one, other = sorted(forms)
+        reals = _sets_of_reals(one, other)
+        if reals is not None and len({"".join(r.split()) for r in reals}) == 1:
+            return items[-1]
+    if len(forms) == 1:
         return items[-1]
     return ", ".join(items)
 
@@ -228,10 +235,14 @@ def _is_prose(s: str) -> bool:
     return not _MATH_CHARS_RE.search(s) and len(s.split()) > 1 and not _NUMBER_WORD_RE.fullmatch(s)
 
 
+_VERDICT_WORD_RE = re.compile(r"(?i)(?:indeed\s+)?(?:correct|right|verified|confirmed|consistent|valid|reasonable)\W*")
+
+
 def _last_answer_is(text: str) -> str | None:
     for m in reversed(list(_ANSWER_IS_RE.finditer(text))[-MAX_TRIES:]):
         cand = _strip_hope(_math_or_sentence(text[m.end():m.end() + WINDOW]))
-        if cand and not _is_prose(cand):
+        # "so our answer is correct": a check of the answer, not one
+        if cand and not _is_prose(cand) and not _VERDICT_WORD_RE.fullmatch(cand):
             return cand
     return None
 
@@ -244,8 +255,14 @@ def _last_hashes(text: str) -> str | None:
                  if f and not re.match(r"[A-Za-z]{2,}", f) and not _HEADING_RE.search(f)), None)
 
 
+# "We may check our answer: ..." introduces a check, not the answer.
+_CHECK_BEFORE_RE = re.compile(r"(?i)(?:check|verify|confirm|double-check)(?:ing)?\s+(?:our|the|this|my)?\s*$")
+
+
 def _last_answer_colon(text: str) -> str | None:
     for m in reversed(list(_ANSWER_COLON_RE.finditer(text))[-MAX_TRIES:]):
+        if _CHECK_BEFORE_RE.search(text[max(0, m.start() - 30):m.start()]):
+            continue
         cand = _strip_hope(_math_or_sentence(m.group(1)[:WINDOW].strip()))
         if cand:
             return cand
@@ -313,7 +330,8 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
                 value = left if _VALUE_ONLY_RE.fullmatch(left) and re.search(r"\d", left) else value
             elif len(rhs) > 1 and _in_variables(_left_side(body)):
                 value = f"{_left_side(body)} = {value}"  # the rule at `_in_variables`
-            found.append((m.start(), m.end(), value, len(rhs) > 1))
+            # a rounded value ("$... \\approx \\$16,\\!386.16$") is a result as an equation's is
+            found.append((m.start(), m.end(), value, len(rhs) > 1 or bool(_APPROX_RE.search(body))))
         text_only = text_only[:m.start()] + " " * (m.end() - m.start()) + text_only[m.end():]  # keep offsets
     for m in _NUMBER_RE.finditer(text_only):
         found.append((m.start(), m.end(), m.group(0), False))
@@ -496,13 +514,35 @@ def _from_final_paragraph(text: str) -> str | None:
     return None
 
 
+# Rule: an answer stated and then restated in another notation ("$6 < y < 7$, which is written in
+# interval notation as $(6, 7)$", "$x < 2$ or $x > 3$, or $x \\in (-\\infty, 2) \\cup (3, \\infty)$ in
+# interval notation", "$\\frac{3}{4}$, i.e. $75\\%$") is its last form: the words say the two are one
+# answer, not two. Only a math environment after the marker is taken ("18, i.e. maybe 19" is not).
+_RESTATED_RE = re.compile(
+    r"(?i)(?:,\s*|\s+)(?:i\.\s?e\.,?|that\s+is,?|in\s+other\s+words,?|or\s+equivalently,?"
+    r"|which\s+is(?:\s+(?:written|expressed))?(?:\s+in\s+[\w-]+(?:\s+[\w-]+)?\s+(?:notation|form))?\s+as"
+    r"|or(?:,?\s+in\s+[\w-]+\s+(?:notation|form),?)?)\s*"
+    r"(\$[^$]{1,300}\$|\\\(.{1,300}?\\\))(?:\s+in\s+[\w-]+\s+(?:notation|form))?[\s.]*$")
+
+
+def _restated(found: str) -> str:
+    m = _RESTATED_RE.search(found, max(0, len(found) - 400))
+    if not m or not _MATH_ENV_RE.search(found[:m.start()]):
+        return found
+    said = m.group(0)
+    # "or" alone offers an alternative ("$x = 1$, or $x = 2$"); it restates only with "notation"/"form"
+    if re.match(r"(?i)[,\s]*or\s*[$\\]", said) and not re.search(r"(?i)notation|form", said):
+        return found
+    return m.group(1)
+
+
 def extract_final_answer(text: str) -> str | None:
     """The final answer a response states, exactly as written, or None when it gives none."""
     for rule in (_last_boxed, _last_answer_is, _last_hashes, _last_answer_colon, _last_bold,
                  _from_final_paragraph):
         found = rule(text)
         if found:
-            return found
+            return _restated(found)
     return None
 
 
@@ -907,7 +947,7 @@ def normalize_answer(s: str) -> str:
     s = _integer_parameter(" ".join(s.split()))  # single spaces: its patterns then cannot backtrack
     s = _SPACES_RE.sub(" ", s)
     s = s.replace("\\$", "").replace("$", "")
-    s = re.sub(r"\\(?=\d)", "", s)  # "\15": a dollar sign that lost its "$"
+    s = re.sub(r"(?<!\\)\\(?=\d)", "", s)  # "\15": a dollar sign that lost its "$" (not a row break: "1 \\\\ 0")
     s = re.sub(r"\\(?:mathrm|mathit|rm)\s*\{\s*([A-Za-z])\s*\}", r"\1", s)
     s = _drop_text(s)
     s = _DEGREE_RE.sub("", s)
