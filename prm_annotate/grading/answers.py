@@ -14,7 +14,8 @@
      last one that is the result of an equation somewhere in the response ("= 34 hours] So, 34
      hours in 4 weeks" -> 34), else the last one, with the values listed right before it ("The
      solutions are $x=-1$ and $x=-9$") and with the words around it that take it back ("must be
-     at least 7").
+     at least 7"); sentences that only remark on the answer ("Note that ...") are passed over,
+     and an answer restated in another notation is its last form (`_restated`).
 It returns the text it found, unchanged, or None. Every rule reads a bounded window, so a long
 degenerate generation costs linear time (the parent process runs these without a timeout).
 
