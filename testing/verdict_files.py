@@ -6,12 +6,19 @@ tests/grading/ and benchmarks/bench_grading.py.
 The GSM8K and MATH responses are the grader's first development set. The olympiad-level ones
 (OlympiadBench, Omni-MATH) are split in two by a fixed rule on the id, chosen before any rule was
 written from them (`held_out`): the development half is what the rules for prose endings were
-written from; the held-out half was not looked at while writing them, only measured."""
+written from; the held-out half was not looked at while writing them, only measured.
+
+The second development set for prose endings (`unboxed_math`): MATH's own level-5 solutions with
+their boxes taken off, each right against its gold by construction, and the same texts against the
+next problem's gold as a control for false accepts."""
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
+
+from prm_annotate.boxed import find_boxes
+from prm_annotate.grading.answers import normalize_answer
 
 ROOT = Path(__file__).resolve().parents[1]
 GRADING_DIR = ROOT / "tests" / "data" / "grading"
@@ -19,6 +26,8 @@ GPT3_FILE = ROOT / "data" / "gsm8k" / "example_model_solutions.jsonl"
 GPT3_KEYS = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification"]
 # The olympiad-level verdict files, split into a development and a held-out half.
 OLYMPIAD = ("processbench-olympiadbench-gold.jsonl", "processbench-omnimath-gold.jsonl")
+
+MATH_LEVEL5 = ROOT / "tests" / "data" / "math" / "test-level5.jsonl"
 
 Row = tuple[str, str, str, bool]
 
@@ -57,3 +66,33 @@ def olympiad_split() -> dict[str, list[Row]]:
     """"dev" and "held-out": the olympiad-level responses of both files, by `held_out`."""
     rows = [row for name in OLYMPIAD for row in processbench(GRADING_DIR / name)]
     return {"dev": [r for r in rows if not held_out(r[0])], "held-out": [r for r in rows if held_out(r[0])]}
+
+
+def unboxed_math(path: Path = MATH_LEVEL5) -> list[Row]:
+    """MATH level-5 solutions ending in prose: the gold is the last `\\boxed{}` of the solution
+    (how MATH gives its answers), and the text is the solution with every box replaced by its
+    content ("... there are $\\boxed{20}$ rolls" -> "... there are $20$ rolls"); verdict True."""
+    rows = []
+    for i, line in enumerate(path.read_text().splitlines()):
+        solution = json.loads(line)["answer"]
+        boxes = [b for b in find_boxes(solution, last=50) if b.closed]
+        if not boxes:
+            continue
+        parts, pos = [], 0
+        for b in boxes:
+            if b.start >= pos:  # a box inside a box is unboxed with its outer one
+                parts += [solution[pos:b.start], b.content]
+                pos = b.end
+        rows.append((f"math-level5-{i}", boxes[-1].content.strip(), "".join(parts + [solution[pos:]]), True))
+    return rows
+
+
+def unboxed_math_control(rows: list[Row]) -> list[Row]:
+    """Each unboxed solution against the gold of the next one, where the two golds differ as
+    strings once normalised: verdict False (a wrong answer that the text never states)."""
+    out = []
+    for k, (rid, gold, text, _) in enumerate(rows):
+        other = rows[(k + 1) % len(rows)][1]
+        if normalize_answer(other) != normalize_answer(gold):
+            out.append((rid + "/control", other, text, False))
+    return out

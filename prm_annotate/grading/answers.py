@@ -14,7 +14,8 @@
      last one that is the result of an equation somewhere in the response ("= 34 hours] So, 34
      hours in 4 weeks" -> 34), else the last one, with the values listed right before it ("The
      solutions are $x=-1$ and $x=-9$") and with the words around it that take it back ("must be
-     at least 7").
+     at least 7"); sentences that only remark on the answer ("Note that ...") are passed over,
+     and an answer restated in another notation is its last form (`_restated`).
 It returns the text it found, unchanged, or None. Every rule reads a bounded window, so a long
 degenerate generation costs linear time (the parent process runs these without a timeout).
 
@@ -95,8 +96,9 @@ _QUALIFIER_WORDS = (
 )
 _QUALIFIER_RE = re.compile(
     r"(?i)(?<![\\A-Za-z])(?:(" + _QUALIFIER_WORDS + r")|([A-Za-z]{1,12}n't)|(up\s+to)|(or\s+so))(?![A-Za-z])"
-    # relations other than "=" and "\approx" bound a value instead of stating it
-    r"|(<|>|≤|≥|≠|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt|leqslant|geqslant)(?![A-Za-z]))"
+    # relations other than "=" and "\approx" bound a value instead of stating it ("5!=120" is a
+    # factorial and "=": no "!=" after a digit or a bracket)
+    r"|(<|>|≤|≥|≠|(?<![\d)}])!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt|leqslant|geqslant)(?![A-Za-z]))"
     r"|(\?)"                                                 # a question
     r"|(==|=>|\(\s*\)|\]\s*\[|(?<![A-Za-z'])['\"`](?=\s*[\w({\[])|\d['\"`])"  # code: calls, indexing, quotes
     r"|(\d\s*\+\s*$)")                                       # "5+": five or more
@@ -165,10 +167,23 @@ MAX_ITEMS = 12
 
 
 def _join_items(items: list[str]) -> str:
-    """One answer from several stated items: itself when they all say the same, else the list."""
-    if len({normalize_answer(i) for i in items}) == 1:
+    """One answer from several stated items: itself when they all say the same (also as a set of
+    reals in two notations: "$-2 \\le x \\le 7$ and $x \\in [-2, 7]$"), else the list."""
+    forms = {normalize_answer(i) for i in items}
+    if len(forms) == 2:
+        one, other = sorted(forms)
+        reals = _sets_of_reals(one, other)
+        if reals is not None and len({"".join(r.split()) for r in reals}) == 1:
+            return items[-1]
+    if len(forms) == 1:
         return items[-1]
     return ", ".join(items)
+
+
+# A box offered as an alternative to the box before it ("\\boxed{3}, or maybe \\boxed{4}", "\\boxed{3}
+# ... or perhaps \\boxed{4}") is a hedge, not a correction: the answer is both, with the hedge.
+_BOX_HEDGE_RE = re.compile(r"(?i)(?<![A-Za-z])(?:or\s+)?(?:maybe|perhaps|possibly|probably|alternatively)"
+                           r"[\s,:$(\[\\]*(?:\\boxed\s*)?$")
 
 
 def _last_boxed(text: str) -> str | None:
@@ -184,12 +199,15 @@ def _last_boxed(text: str) -> str | None:
     if not boxes:
         return None
     start, _, last = boxes[-1]
+    hedge = _BOX_HEDGE_RE.search(text[max(0, start - 40):start])
     items = [last]
     for b_start, b_end, content in reversed(boxes[:-1]):
         if b_end > start:  # a box nested in the one after it
             continue
         gap = text[b_end:start]
         if len(items) >= MAX_ITEMS or len(gap) > MAX_GAP or not _LIST_GAP_RE.fullmatch(gap):
+            if hedge and len(items) == 1 and len(gap) <= MAX_GAP:
+                return f"{content} {hedge.group(0).strip(' $([')} {last}"  # "3 or maybe 4": see hedged
             break
         items.insert(0, content)
         start = b_start
@@ -218,10 +236,14 @@ def _is_prose(s: str) -> bool:
     return not _MATH_CHARS_RE.search(s) and len(s.split()) > 1 and not _NUMBER_WORD_RE.fullmatch(s)
 
 
+_VERDICT_WORD_RE = re.compile(r"(?i)(?:indeed\s+)?(?:correct|right|verified|confirmed|consistent|valid|reasonable)\W*")
+
+
 def _last_answer_is(text: str) -> str | None:
     for m in reversed(list(_ANSWER_IS_RE.finditer(text))[-MAX_TRIES:]):
         cand = _strip_hope(_math_or_sentence(text[m.end():m.end() + WINDOW]))
-        if cand and not _is_prose(cand):
+        # "so our answer is correct": a check of the answer, not one
+        if cand and not _is_prose(cand) and not _VERDICT_WORD_RE.fullmatch(cand):
             return cand
     return None
 
@@ -234,8 +256,14 @@ def _last_hashes(text: str) -> str | None:
                  if f and not re.match(r"[A-Za-z]{2,}", f) and not _HEADING_RE.search(f)), None)
 
 
+# "We may check our answer: ..." introduces a check, not the answer.
+_CHECK_BEFORE_RE = re.compile(r"(?i)(?:check|verify|confirm|double-check)(?:ing)?\s+(?:our|the|this|my)?\s*$")
+
+
 def _last_answer_colon(text: str) -> str | None:
     for m in reversed(list(_ANSWER_COLON_RE.finditer(text))[-MAX_TRIES:]):
+        if _CHECK_BEFORE_RE.search(text[max(0, m.start() - 30):m.start()]):
+            continue
         cand = _strip_hope(_math_or_sentence(m.group(1)[:WINDOW].strip()))
         if cand:
             return cand
@@ -261,31 +289,82 @@ def _looks_bare(par: str) -> bool:
 _MATH_ENV_RE = re.compile(r"\\\[(.+?)\\\]|\\\((.+?)\\\)|\$\$(.+?)\$\$|(?<![\\\d])\$(?!\s)([^$\n]+?)(?<![\\\s])\$(?!\d)", re.DOTALL)
 _DISPLAY_RE = re.compile(r"\\\[[^\[\]]{0,2000}?\\\]|\$\$[^$]{0,2000}?\$\$")
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|(?<=\\\])\s*|\n")
+
+
+def _sentences(par: str) -> list[str]:
+    """The sentences of a paragraph, split where `_SENTENCE_SPLIT_RE` says but never inside a math
+    environment: "$5! \\times 5! = 14,\\!400$" is one value (a factorial, a thin space), not
+    three sentences."""
+    inside = [(m.start(), m.end()) for m in _MATH_ENV_RE.finditer(par)]
+    out, start = [], 0
+    for m in _SENTENCE_SPLIT_RE.finditer(par):
+        if any(a < m.start() < b for a, b in inside):
+            continue
+        out.append(par[start:m.start()])
+        start = m.end()
+    return [t for t in out + [par[start:]] if t and t.strip()]
 _RESULT_RE = re.compile(r"=\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)(?![\d.,]*\d)")
 
 
 def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
-    """(start, end, answer, is an equation result) for each math environment holding a digit and
-    each plain number of a sentence, in order of position."""
+    """(start, end, answer, is an equation result) for each math environment holding a digit or
+    a word in `\\text{}` (not a unit after a number), and each plain number of a sentence, in order
+    of position."""
     found: list[tuple[int, int, str, bool]] = []
     text_only = sentence
     for m in reversed(list(_MATH_ENV_RE.finditer(sentence))):
         body = next(g for g in m.groups() if g is not None)
-        if re.search(r"\d", body):
+        if _WORD_ANSWER_RE.fullmatch(body):
+            # "the day of the week is $\text{Monday}$"; "24 $\text{ cm}$" is a unit
+            if not re.search(r"[\d})$]\s*$", sentence[:m.start()]):
+                found.append((m.start(), m.end(), body.strip(), False))
+        elif re.search(r"\d", body):
+            # "$17^{-1} \equiv 44 \pmod{83}$" states the residue 44 as "=" states a value
+            congruence = _PMOD_END_RE.search(body)
+            if congruence and _EQUIV_RE.search(body):
+                body = _EQUIV_RE.sub("=", body[:congruence.start()])
             rhs = [body] if _RELATION_RE.search(body) else body.rsplit("=", 1)
             value = rhs[-1].strip()
             # "\\[ 3 = A_{4} \\]": the value is the number on the left of the name it is given
             if len(rhs) > 1 and _NAME_RE.fullmatch(value):
                 left = rhs[0].rsplit("=", 1)[-1].strip()
                 value = left if _VALUE_ONLY_RE.fullmatch(left) and re.search(r"\d", left) else value
-            found.append((m.start(), m.end(), value, len(rhs) > 1))
+            elif len(rhs) > 1 and _in_variables(_left_side(body)):
+                value = f"{_left_side(body)} = {value}"  # the rule at `_in_variables`
+            # a rounded value ("$... \\approx \\$16,\\!386.16$") is a result as an equation's is
+            found.append((m.start(), m.end(), value, len(rhs) > 1 or bool(_APPROX_RE.search(body))))
         text_only = text_only[:m.start()] + " " * (m.end() - m.start()) + text_only[m.end():]  # keep offsets
     for m in _NUMBER_RE.finditer(text_only):
         found.append((m.start(), m.end(), m.group(0), False))
     return sorted(found)
 
 
-_RELATION_RE = re.compile(r"[<>≤≥≠]|!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt)(?![A-Za-z])")
+# An answer in words written as mathematics: "$\\text{Monday}$", "$\\textbf{Devon}$".
+_WORD_ANSWER_RE = re.compile(r"\s*\\(?:text|textbf|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z' -]{1,40}\}\s*")
+_PMOD_END_RE = re.compile(r"\s*(?:\\pmod\s*(?:\{[^{}]*\}|\w+)|\(\s*\\(?:bmod|mod)\s*\w+\s*\))\s*[.,]?\s*$")
+_EQUIV_RE = re.compile(r"\\equiv(?![A-Za-z])|≡")
+
+
+def _left_side(equation: str) -> str:
+    return equation.split("=", 1)[0].strip()
+
+
+# Rule: an equation whose left side is an expression in variables, not a name ("the equation of the
+# circle is \[ x^2 + y^2 = 13 \]", "$a + b + c = 3 - 4 + 24 = 23$", "$xy = \sqrt{6}$"), is read whole
+# (its left side and its last right side): math-verify compares a gold number with the right side
+# of an equation, and a gold equation with all of it; 13 alone would not be the circle. A name
+# ("$x = 5$", "$f(x) = 1 - x$", "$\text{Area} = 24$") still gives the value on its right.
+_LOWER_LETTER_RE = re.compile(r"(?<![\\A-Za-z])[a-z](?![A-Za-z])")
+
+
+def _in_variables(side: str) -> bool:
+    if not side or len(side) > 100 or "\\text" in side or _NAME_RE.fullmatch(side):
+        return False
+    bare = re.sub(r"\\[A-Za-z]+", " ", side)  # "\\sin x": the command is no variable
+    return bool(_LOWER_LETTER_RE.search(bare)) and bool(re.search(r"[-+^]|[a-z]\s*[a-z]", bare))
+
+
+_RELATION_RE = re.compile(r"[<>≤≥≠]|(?<![\d)}])!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt)(?![A-Za-z])")
 # A value with no variable in it: digits, operators and the commands of numbers ("\\frac{1}{2}", "3\\sqrt{2}").
 # A name for a value: a letter, subscripted or applied ("A_{4}", "f(50)").
 _NAME_RE = re.compile(r"[A-Za-z](?:_\{?\w+\}?|\(\s*[\w,\s]*\))?")
@@ -300,6 +379,44 @@ _AFTER_VALUE_RE = re.compile(
 
 _CONDITION_WORDS = {"if", "unless", "when", "whenever", "assuming", "assume", "provided", "suppose",
                     "supposing"}
+# Rule: the words before a verb that states the value right before it ("The probability that
+# Blaise wins more games than Pierre is \(\frac{11}{32}\)", "... the number of cubes with no
+# paint is $\frac{69}{125}$", "... the sum of the n with $n^2 < 50$ is 28") describe the subject,
+# not the value: a bound, a relation or a negation there does not qualify it. A hedge ("I think it
+# is 18"), a modal verb ("cannot be 18", "might be 18") and a qualifier after the verb ("is at least
+# 7", "is not 18") still do.
+_SUBJECT_VERB_RE = re.compile(r"(?i)(?:is|are|was|were|equals?|gives|yields)[,:]?")
+_SUBJECT_WORDS = {"least", "most", "less", "more", "greater", "fewer", "smaller", "larger", "bigger",
+                  "higher", "lower", "than", "over", "under", "above", "below", "between", "within",
+                  "exceed", "exceeds", "exceeding", "not", "no", "none", "nothing", "never", "nor",
+                  "neither", "except", "excluding", "relation"}
+
+
+def _names(sentence: str, cand: tuple[int, int, str, bool]) -> str | None:
+    """The left side of the equation a candidate is (without spaces), or None."""
+    m = _MATH_ENV_RE.fullmatch(sentence, cand[0], cand[1])
+    body = next((g for g in m.groups() if g is not None), "") if m else ""
+    if "=" not in body or _RELATION_RE.search(body):
+        return None
+    return "".join(_left_side(body).split())
+
+
+# Rule: in a list of equations for different things, an equation of the things named before it is
+# the value they were found for: "So $a = 3$, $b = -4$, $c = 24$, and $a + b + c = 23$" states 23,
+# "$x^2y^2 = 6$ and $xy = \sqrt{6}$" states \sqrt{6}, "$b + 1 = 2016$ or $b = 2015$" states 2015.
+# Equations for the same thing ("$x = -1$ and $x = -9$") or for new things ("$x = 1$ and $y = 2$")
+# stay a list, an answer in several parts.
+def _derived_from(sentence: str, cands: list[tuple[int, int, str, bool]], first: int, i: int) -> int:
+    """The first item of the list cands[first..i] under the rule above."""
+    last = _names(sentence, cands[i])
+    if first == i or not last:
+        return first
+    earlier = [_names(sentence, c) for c in cands[first:i]]
+    letters = set(re.findall(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", last)))
+    known = set(re.findall(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", "".join(n or "" for n in earlier))))
+    if all(earlier) and any(n != last for n in earlier) and letters and letters <= known:
+        return i
+    return first
 
 
 def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> str:
@@ -313,6 +430,7 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
         if len(gap) > MAX_GAP or not _LIST_GAP_RE.fullmatch(gap) or not gap.strip(" $"):
             break
         first -= 1
+    first = _derived_from(sentence, cands, first, i)
     start, end = cands[first][0], cands[i][1]
     before = _CALCULATOR_RE.sub(" ", sentence[:start]).split()[-3:]
     after = _AFTER_VALUE_RE.match(sentence[end:])
@@ -322,7 +440,10 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
     rest = sentence[end:]
     if not before and len(rest.split()) <= 5 and _qualifiers(rest):
         return sentence.strip()
-    if _qualifiers(" ".join(before)) - _CONDITION_WORDS or after:
+    said = _qualifiers(" ".join(before)) - _CONDITION_WORDS
+    if before and _SUBJECT_VERB_RE.fullmatch(before[-1].strip("*")):
+        said -= _SUBJECT_WORDS  # the rule above
+    if said or after:
         return " ".join(before + [sentence[start:end] + (after.group(0) if after else "")])
     return _join_items([c[2] for c in cands[first:i + 1]])
 
@@ -356,6 +477,16 @@ def _closing_math(sentence: str, cands: list[tuple[int, int, str, bool]]) -> int
     return len(cands) - 1 if _STATES_RE.search(said.replace("**", "")) else None
 
 
+# Rule: a sentence after the answer that only remarks on it ("Note that this formula also holds when
+# $x = 0$.", "We may check our answer: $17 \\cdot 44 = 748$ ...", "(Special thanks to ... for this
+# solution.)", "(Checking, ...)") is not where the answer is: the last sentence with a value that
+# is no remark gives it (a response whose every such sentence is a remark still has its last one).
+_REMARK_SENTENCE_RE = re.compile(
+    r"(?i)\s*(?:\*\*)?(?:(?:note|remark|recall)(?![A-Za-z])|\((?-i:\s*[A-Z][a-z])"
+    r"|(?:we|you|one)\s+(?:can|may|could)\s+(?:also\s+)?(?:check|verify|confirm|double-check)(?![A-Za-z])"
+    r"|checking(?![A-Za-z])|this\s+(?:also\s+)?(?:follows|agrees|matches|is\s+consistent)(?![A-Za-z]))")
+
+
 def _from_final_paragraph(text: str) -> str | None:
     pars = [p.strip()[-TAIL:] for p in text.split("\n\n")[-3:] if p.strip()]
     if not pars:
@@ -365,19 +496,45 @@ def _from_final_paragraph(text: str) -> str | None:
     # Results of equations anywhere in the response: "... = 34 hours] So, a total of 34 hours in
     # 4 weeks" states 34, the computed value, not 4.
     results = {normalize_answer(r) for r in _RESULT_RE.findall(text)}
-    for par in reversed(pars):
-        # A display written over several lines ("\\[\\n x^2 = \\frac{1}{2}\\n\\]") is one sentence.
-        par = _DISPLAY_RE.sub(lambda m: " ".join(m.group(0).split()), par)
-        for sentence in reversed([s for s in _SENTENCE_SPLIT_RE.split(par) if s and s.strip()]):
-            cands = _sentence_candidates(sentence)
-            if cands:
-                closing = _closing_math(sentence, cands)
-                if closing is not None:
-                    return _stated(sentence, cands, closing)
-                computed = [k for k, (_, _, a, is_result) in enumerate(cands)
-                            if is_result or normalize_answer(a) in results]
-                return _stated(sentence, cands, computed[-1] if computed else len(cands) - 1)
+    # A display written over several lines ("\\[\\n x^2 = \\frac{1}{2}\\n\\]") is one sentence.
+    sentences = [s for par in pars
+                 for s in _sentences(_DISPLAY_RE.sub(lambda m: " ".join(m.group(0).split()), par))]
+    sentences = [(s, _sentence_candidates(s)) for s in reversed(sentences)]
+    with_values = [(s, cands) for s, cands in sentences if cands]
+    # The rule at `_REMARK_SENTENCE_RE`: the last sentence with a value that is no remark, else the last one.
+    for sentence, cands in [next(((s, c) for s, c in with_values if not _REMARK_SENTENCE_RE.match(s)),
+                                 with_values[0] if with_values else (None, None))]:
+        if sentence is None:
+            return None
+        closing = _closing_math(sentence, cands)
+        if closing is not None:
+            return _stated(sentence, cands, closing)
+        computed = [k for k, (_, _, a, is_result) in enumerate(cands)
+                    if is_result or normalize_answer(a) in results]
+        return _stated(sentence, cands, computed[-1] if computed else len(cands) - 1)
     return None
+
+
+# Rule: an answer stated and then restated in another notation ("$6 < y < 7$, which is written in
+# interval notation as $(6, 7)$", "$x < 2$ or $x > 3$, or $x \\in (-\\infty, 2) \\cup (3, \\infty)$ in
+# interval notation", "$\\frac{3}{4}$, i.e. $75\\%$") is its last form: the words say the two are one
+# answer, not two. Only a math environment after the marker is taken ("18, i.e. maybe 19" is not).
+_RESTATED_RE = re.compile(
+    r"(?i)(?:,\s*|\s+)(?:i\.\s?e\.,?|that\s+is,?|in\s+other\s+words,?|or\s+equivalently,?"
+    r"|which\s+is(?:\s+(?:written|expressed))?(?:\s+in\s+[\w-]+(?:\s+[\w-]+)?\s+(?:notation|form))?\s+as"
+    r"|or(?:,?\s+in\s+[\w-]+\s+(?:notation|form),?)?)\s*"
+    r"(\$[^$]{1,300}\$|\\\(.{1,300}?\\\))(?:\s+in\s+[\w-]+\s+(?:notation|form))?[\s.]*$")
+
+
+def _restated(found: str) -> str:
+    m = _RESTATED_RE.search(found, max(0, len(found) - 400))
+    if not m or not _MATH_ENV_RE.search(found[:m.start()]):
+        return found
+    said = m.group(0)
+    # "or" alone offers an alternative ("$x = 1$, or $x = 2$"); it restates only with "notation"/"form"
+    if re.match(r"(?i)[,\s]*or\s*[$\\]", said) and not re.search(r"(?i)notation|form", said):
+        return found
+    return m.group(1)
 
 
 def extract_final_answer(text: str) -> str | None:
@@ -386,7 +543,7 @@ def extract_final_answer(text: str) -> str | None:
                  _from_final_paragraph):
         found = rule(text)
         if found:
-            return found
+            return _restated(found)
     return None
 
 
@@ -722,9 +879,26 @@ def _sets_of_reals(gold: str, answer: str) -> tuple[str, str] | None:
 _PERCENT_END_RE = re.compile(r"(?i)\s*(?:\\?%|\b(?:percent|per\s+cent|percentage|pct)\b)\s*$")
 
 
+# Rule: a value stated exactly and rounded ("t = \\frac{3}{7} \\approx 0.43", "\\frac{145}{488} \\cdot 360
+# \\approx 107") states both: the gold may be either (a gold that is itself approximate, or one value
+# of a list, is compared as written).
+_APPROX_RE = re.compile(r"\\approx(?![A-Za-z])|≈")
+
+
+def _approximations(gold: str, answer: str) -> list[tuple[str, str]] | None:
+    if len(answer) > MAX_PROSE or not _APPROX_RE.search(answer) or _APPROX_RE.search(gold) \
+            or len(_top_level_items(answer)) > 1 or _RELATION_RE.search(answer):
+        return None
+    parts = [part.rsplit("=", 1)[-1].strip() for part in _APPROX_RE.split(answer)]
+    return [(gold, answer)] + [(gold, part) for part in parts if part]
+
+
 def comparison_forms(gold: str, answer: str) -> list[tuple[str, str]]:
     """The (gold, answer) pairs, normalised, that decide a comparison: the answer is right when any
     of them is equal (the percent rule above); a single pair for everything else."""
+    approx = _approximations(gold, answer)
+    if approx:
+        return approx
     reals = _sets_of_reals(gold, answer)
     if reals:
         return [(gold, answer), reals]
@@ -774,7 +948,7 @@ def normalize_answer(s: str) -> str:
     s = _integer_parameter(" ".join(s.split()))  # single spaces: its patterns then cannot backtrack
     s = _SPACES_RE.sub(" ", s)
     s = s.replace("\\$", "").replace("$", "")
-    s = re.sub(r"\\(?=\d)", "", s)  # "\15": a dollar sign that lost its "$"
+    s = re.sub(r"(?<!\\)\\(?=\d)", "", s)  # "\15": a dollar sign that lost its "$" (not a row break: "1 \\\\ 0")
     s = re.sub(r"\\(?:mathrm|mathit|rm)\s*\{\s*([A-Za-z])\s*\}", r"\1", s)
     s = _drop_text(s)
     s = _DEGREE_RE.sub("", s)
