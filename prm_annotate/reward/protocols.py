@@ -6,7 +6,9 @@ OpenRLHF's remote reward model (`--remote_rm_url`; OpenRLHF 0.11.2, `openrlhf/ut
 `remote_rm_utils.request_api_wrapper`): POST `{"query": [text], "prompts": [text], "labels": [any]}`,
 answered with `{"rewards": [float], "scores": [float], "extra_logs": {name: [float]}}`, one entry per
 query in order (as its `serve_rm.py` answers). A query is the decoded prompt and response, special
-tokens kept: the response is what follows the prompt, less trailing end-of-turn tokens; the problem
+tokens kept: the response is what follows the prompt (or, when the query does not start with it, as
+when the trainer cut a long prompt, what follows the query's last ChatML assistant header), less
+trailing end-of-turn tokens; the problem
 the PRM reads is the prompt's last user turn when the prompt is a ChatML chat (`<|im_start|>user`),
 else the prompt itself. Besides OpenRLHF's keys the answer carries `step_rewards` (each response's
 per-step rewards), `aggregate` and `errors` (null, or why a response was not scored and got the
@@ -26,6 +28,7 @@ from prm_annotate.steps import DEFAULT_SEP, split_steps
 END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
 _USER = "<|im_start|>user\n"
 _TURN_END = "<|im_end|>"
+_ASSISTANT = "<|im_start|>assistant\n"
 
 
 class BadRequest(ValueError):
@@ -85,10 +88,13 @@ def openrlhf_items(body: Any, rules: TextRules, max_batch: int) -> tuple[list[It
         raise BadRequest(f"`labels` must be a list of {len(queries)} entries (or absent)")
     items: list[Item | str] = []
     for query, prompt in zip(queries, prompts):
-        if not query.startswith(prompt):
-            items.append("the query does not start with its prompt")
-            continue
-        items.append(Item(problem_of_prompt(prompt), rules.steps(query[len(prompt):])))
+        if query.startswith(prompt):
+            items.append(Item(problem_of_prompt(prompt), rules.steps(query[len(prompt):])))
+        elif _ASSISTANT in query:  # a prompt the trainer cut or re-decoded: the chat's own turns
+            head, response = query.rsplit(_ASSISTANT, 1)
+            items.append(Item(problem_of_prompt(head), rules.steps(response)))
+        else:
+            items.append("the query does not start with its prompt (and is no ChatML chat)")
     return items, _aggregate(body)
 
 

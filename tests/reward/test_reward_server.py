@@ -129,7 +129,9 @@ def test_openrlhf_reading_of_queries():
     items, aggregate = openrlhf_items({"query": [chat + "2+2=4.\n\nSo 4.<|im_end|><|endoftext|>", "other text"],
                                        "prompts": [chat, "a prompt"], "labels": [None, None]}, rules, 10)
     assert items[0].problem == "What is 2+2?" and items[0].steps == ["2+2=4.", "So 4."]
-    assert items[1] == "the query does not start with its prompt" and aggregate is None
+    assert items[1].startswith("the query does not start with its prompt") and aggregate is None
+    cut, _ = openrlhf_items({"query": [chat + "2+2=4."], "prompts": ["<|im_start|>system\nBe  brief."]}, rules, 10)
+    assert cut[0].problem == "What is 2+2?" and cut[0].steps == ["2+2=4."]  # a prompt the trainer re-decoded
     for body, reason in (([], "JSON object"), ({"query": "x", "prompts": []}, "`query` must be a list"),
                          ({"query": ["a"], "prompts": ["a", "b"]}, "2 entries for 1"),
                          ({"query": [], "prompts": []}, "no responses"),
