@@ -31,6 +31,7 @@ from prm_annotate.reports.labels import Gold as FirstError
 from prm_annotate.reports.labels import Prediction
 
 TUNE_SAMPLE = 100
+RELEASE_RESPONSES = 200  # the test split: a number is comparable with published ones only on all of it
 THRESHOLD_RULE = ("Hard2Verify's for PRMs: tuned on a random subset of 100 responses (here: the best ErrorID "
                   "balanced F1 there, drawn with --seed), reported on the others")
 UNPARSED = -2  # the script's verdict for an answer it could not read
@@ -83,7 +84,9 @@ class Report:
     extra_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        n = len((self.all_responses or self.reported).ids)
         return {"benchmark": "hard2verify", "pred_field": self.pred_field, "threshold": self.threshold.to_dict(),
+                "release": {"responses": n, "of": RELEASE_RESPONSES},
                 "reported": self.reported.to_dict(),
                 "all_responses": None if self.all_responses is None else self.all_responses.to_dict(),
                 "tuning_ids": self.tuning_ids, "extra_predictions": len(self.extra_ids), "extra_ids": self.extra_ids}
@@ -185,6 +188,9 @@ def table(report: Report) -> Any:
                                                 f"{th.tuning_f1:.2f}, the best of {th.candidates} cuts)")
     lines: list[Any] = [t, Text(f"threshold {th.value:g} ({how}): a step scored below it is wrong; the first "
                                 "such step is the ErrorID prediction")]
+    n = len((report.all_responses or report.reported).ids)
+    if n != RELEASE_RESPONSES:
+        lines.append(Text(f"{n} responses, not Hard2Verify's {RELEASE_RESPONSES}: not comparable with published numbers"))
     if report.reported.missing:
         lines.append(Text(f"{report.reported.missing} response(s) have no scores (counted wrong, as the script counts "
                           "an unparsed verdict)"))

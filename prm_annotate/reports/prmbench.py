@@ -28,6 +28,7 @@ from prm_annotate.io.inputs import read_records
 from prm_annotate.reports.labels import Prediction
 
 VALIDITY_THRESHOLD = 0.5
+RELEASE_RESPONSES = 6216  # rows of prmbench_preview.jsonl: a number is comparable with published ones only on all
 THRESHOLD_RULE = "PRMBench's fixed validity threshold: a step is valid when its score is above 0.5"
 # PRMBench's groups, its categories (as `classification` spells them) in the paper's column order.
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -133,6 +134,7 @@ class Report:
             "categories": {name: {"responses": self.responses[name], "prmscore": self.prmscore(name), **c.to_dict()}
                            for name, c in self.categories.items()},
             "groups": self.group_scores(),
+            "release": {"responses": len(self.missing_ids) + sum(self.responses.values()), "of": RELEASE_RESPONSES},
             "total": self.total.to_dict(),
             "missing_predictions": len(self.missing_ids),
             "extra_predictions": len(self.extra_ids),
@@ -206,6 +208,10 @@ def table(report: Report) -> Any:
     lines: list[Any] = [t, Text(f"groups (mean of their categories' PRMScore): {groups}"),
                         Text(f"threshold {report.threshold:g}: a step is valid when its score is above it"
                              + (" (PRMBench's)" if report.threshold == VALIDITY_THRESHOLD else " (given)"))]
+    gold_n = len(report.missing_ids) + sum(report.responses.values())
+    if gold_n != RELEASE_RESPONSES:
+        lines.append(Text(f"{gold_n} responses, not PRMBench's {RELEASE_RESPONSES:,}: not comparable with published "
+                          "numbers"))
     if report.missing_ids:
         lines.append(Text(f"{len(report.missing_ids)} response(s) have no scores (left out, as PRMBench's script "
                           f"leaves out a missing result), e.g. {', '.join(report.missing_ids[:3])}"))
