@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     {"export"},
     {"prm"},
     {"stages"},
-    {"world"},
+    {"world", "reward"},
     {"cli"},
     {"__main__"},
 ]

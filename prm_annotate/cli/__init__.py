@@ -12,6 +12,7 @@ from prm_annotate.cli import evaluate  # noqa: E402,F401
 from prm_annotate.cli import export  # noqa: E402,F401
 from prm_annotate.cli import compare  # noqa: E402,F401
 from prm_annotate.cli import score  # noqa: E402,F401
+from prm_annotate.cli import reward_server  # noqa: E402,F401
 from prm_annotate.cli import bon  # noqa: E402,F401
 from prm_annotate.cli import train  # noqa: E402,F401
 from prm_annotate.cli import stats  # noqa: E402,F401

@@ -6,6 +6,7 @@ import orjson
 import typer
 
 from prm_annotate.cli.app import app, handled
+from prm_annotate.reports.benchmarks import BENCHMARKS
 
 
 @app.command()
@@ -18,14 +19,22 @@ def evaluate(
     split_field: Annotated[Optional[str], typer.Option("--split-field", help="Dotted path of the split (default: the split of the gold file, else the id prefix before the first '-').")] = None,
     label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
     as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of a table.")] = False,
+    benchmark: Annotated[str, typer.Option("--benchmark", help=f"The benchmark's metric: {', '.join(BENCHMARKS)}. prmbench and hard2verify read a PRM's step scores (`score` output of the benchmark's published file) and --gold as published: the file, its folder, or the dataset's hub id in the local Hugging Face cache.")] = "processbench",
+    tune_sample: Annotated[int, typer.Option("--tune-sample", min=1, help="hard2verify without --threshold: the number of random responses the threshold is tuned on (the paper's 100); the others are reported.")] = 100,
+    seed: Annotated[int, typer.Option("--seed", help="hard2verify: the seed of the tuning subset's draw.")] = 0,
 ) -> None:
     """ProcessBench metric (error acc, correct acc, F1 per split, average F1) of first-error predictions,
-    or of a PRM's step scores cut at a threshold given or tuned on one split."""
+    or of a PRM's step scores cut at a threshold given or tuned on one split; with --benchmark,
+    PRMBench's PRMScore per category or Hard2Verify's ErrorID metrics, as their own scripts compute them."""
     from prm_annotate.errors import UsageError
     from prm_annotate.reports.evaluate import evaluate as run
     from prm_annotate.reports.evaluate import evaluate_scores
     from prm_annotate.reports.labels import load_gold_files, load_prediction_files
 
+    if benchmark != "processbench":
+        _other_benchmark(benchmark, predictions, gold, pred_field, threshold, tune_threshold_on, split_field,
+                         label_field, tune_sample, seed, as_json)
+        return
     with handled():
         if threshold is not None and tune_threshold_on is not None:
             raise UsageError("--threshold and --tune-threshold-on: give one (a threshold, or the split to choose it on)")
@@ -48,3 +57,26 @@ def evaluate(
         from prm_annotate.reports.tables import evaluate_table, show
 
         show(evaluate_table(report))
+
+
+def _other_benchmark(name: str, predictions: list[str], gold: list[str], pred_field: Optional[str],
+                     threshold: Optional[float], tune_threshold_on: Optional[str], split_field: Optional[str],
+                     label_field: str, tune_sample: int, seed: int, as_json: bool) -> None:
+    from prm_annotate.errors import UsageError
+    from prm_annotate.reports.benchmarks import Options
+
+    with handled():
+        bench = BENCHMARKS.get(name)
+        if bench is None or bench.run is None:
+            raise UsageError(f"--benchmark {name}: not a benchmark (choose from {', '.join(BENCHMARKS)})")
+        for option, value in (("--tune-threshold-on", tune_threshold_on), ("--split-field", split_field),
+                              ("--label-field", None if label_field == "label" else label_field)):
+            if value is not None:
+                raise UsageError(f"{option} is ProcessBench's; {name}'s threshold rule: {bench.threshold_rule}")
+        report = bench.run(Options(predictions, gold, pred_field, threshold, tune_sample, seed))
+    if as_json:
+        typer.echo(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        from prm_annotate.reports.tables import show
+
+        show(bench.table(report))

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Annotated, Optional
+
+import typer
+
+from prm_annotate.cli.app import app, handled
+from prm_annotate.cli.engine_options import (ApiKeyEnvOpt, ConcurrencyOpt, DtypeOpt, EnforceEagerOpt, KvCacheOpt,
+                                             MaxAttemptsOpt, MaxModelLenOpt, RequestTimeoutOpt, StartTimeoutOpt,
+                                             build_config)
+from prm_annotate.cli.score import PRMOpt, PRMServerOpt
+from prm_annotate.engines import defaults
+from prm_annotate.reward.scoring import AGGREGATES, DEFAULT_AGGREGATE
+
+_S = "Server"  # help panel
+
+
+@app.command("reward-server")
+def reward_server(
+    model: PRMOpt,
+    host: Annotated[str, typer.Option("--host", rich_help_panel=_S, help="Address to bind; 127.0.0.1 keeps it to this machine (0.0.0.0: every interface, put it behind your own network rules).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, rich_help_panel=_S, help="Port (0: a free one, printed at start).")] = 8008,
+    aggregate: Annotated[str, typer.Option("--aggregate", rich_help_panel=_S, help=f"A response's reward from its step rewards: {', '.join(AGGREGATES)} (a request may name another).")] = DEFAULT_AGGREGATE,
+    key_env: Annotated[str, typer.Option("--key-env", rich_help_panel=_S, help="Environment variable holding this server's bearer key: when it is set, every request needs `Authorization: Bearer <key>`. OpenRLHF's client sends no such header: leave it unset for OpenRLHF on a trusted host.")] = "PRM_REWARD_KEY",
+    max_batch: Annotated[int, typer.Option("--max-batch", min=1, rich_help_panel=_S, help="Most responses in one request (and in one engine call).")] = 1024,
+    max_request_mb: Annotated[float, typer.Option("--max-request-mb", min=0.001, rich_help_panel=_S, help="Largest request body, in MiB.")] = 16.0,
+    max_clients: Annotated[int, typer.Option("--max-clients", min=1, rich_help_panel=_S, help="Requests handled at once; more are answered 503 with Retry-After.")] = 64,
+    client_timeout: Annotated[float, typer.Option("--client-timeout", min=0.1, rich_help_panel=_S, help="Seconds a client may take to send its request.")] = 60.0,
+    fallback_reward: Annotated[float, typer.Option("--fallback-reward", rich_help_panel=_S, help="Reward of a response the PRM cannot read (no steps, too long, the step tag in it); the answer's `errors` says why.")] = 0.0,
+    step_sep: Annotated[str, typer.Option("--step-sep", rich_help_panel=_S, help="What separates a response's steps (backslash escapes read).")] = "\\n\\n",
+    base_url: PRMServerOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    concurrency: ConcurrencyOpt = defaults.CONCURRENCY,
+    request_timeout: RequestTimeoutOpt = defaults.REQUEST_TIMEOUT,
+    max_attempts: MaxAttemptsOpt = defaults.MAX_ATTEMPTS,
+    dtype: DtypeOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    enforce_eager: EnforceEagerOpt = None,
+    kv_cache_gb: KvCacheOpt = None,
+    start_timeout: StartTimeoutOpt = None,
+) -> None:
+    """Serve a PRM as an RL reward: OpenRLHF's remote reward model (POST /get_reward, for
+    --remote_rm_url) and this server's own form (POST /score, what reward.verl.compute_score sends):
+    per-step rewards and their aggregate (min, product, last), as `score` computes them."""
+    from prm_annotate.engines import exit_process
+    from prm_annotate.errors import UsageError
+    from prm_annotate.prm.checkpoint import locate
+    from prm_annotate.prm.scorers import scorer_for
+    from prm_annotate.reward.protocols import TextRules
+    from prm_annotate.reward.scoring import RewardScorer
+    from prm_annotate.reward.server import RewardServer, ServerConfig
+    from prm_annotate.steps import decode_sep
+
+    with handled():
+        if aggregate not in AGGREGATES:
+            raise UsageError(f"--aggregate {aggregate}: choose from {', '.join(AGGREGATES)}")
+        config = build_config(model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+                              request_timeout=request_timeout, max_attempts=max_attempts, dtype=dtype,
+                              max_model_len=max_model_len, enforce_eager=enforce_eager, kv_cache_gb=kv_cache_gb,
+                              start_timeout=start_timeout)
+        checkpoint = locate(model)
+        kind = scorer_for(checkpoint, served=base_url is not None)
+        server_config = ServerConfig(host=host, port=port, aggregate=aggregate, key_env=key_env,
+                                     max_request_bytes=int(max_request_mb * 2**20), max_batch=max_batch,
+                                     max_clients=max_clients, request_timeout=client_timeout,
+                                     fallback_reward=fallback_reward, rules=TextRules(decode_sep(step_sep)))
+    try:
+        scorer = RewardScorer(kind.start(checkpoint, config))
+    except Exception as exc:
+        print(f"prm-annotate: error: cannot start the PRM {model}: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    try:
+        try:
+            server = RewardServer(scorer, server_config)
+        except OSError as exc:
+            print(f"prm-annotate: error: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+            scorer.close()
+            exit_process(2)
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, lambda *_: stop.set())
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+        keyed = " (bearer key required)" if server.key else ""
+        print(f"prm-annotate reward-server: {model} ({kind.name}) on {server.url}{keyed}; "
+              f"POST /get_reward (OpenRLHF), POST /score, GET /health; aggregate {aggregate}", file=sys.stderr,
+              flush=True)
+        while not stop.wait(0.5):
+            pass
+        server.shutdown()
+        server.server_close()
+    finally:
+        scorer.close()
+    exit_process(0)
