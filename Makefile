@@ -26,14 +26,14 @@ ifeq ($(FLAVOUR),cpu)
 endif
 	touch $(STAMP)
 
-# Two runs: the tests without a vLLM engine on both cores (pytest-xdist; the Ray tests stay on one
-# worker), then the engine tests one at a time (vLLM pins a core per engine: see tests/conftest.py).
+# Two runs: the tests without a vLLM engine on both cores (pytest-xdist, a file's tests on one
+# worker: the Ray tests must not run beside each other), then the engine tests one at a time (vLLM pins a core per engine: see tests/conftest.py).
 test: $(STAMP)
-	$(PY) -m pytest -m "not engine" -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not engine" -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
 	$(PY) -m pytest -m engine --durations=15 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow and not engine" -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not engine" -n 2 --dist loadfile $(PYTEST_ARGS)
 
 # The arithmetic world: tiny shipped models, known truth, label quality per source (~1 minute).
 # It prints the pipeline's own lines only (`prm-annotate world report -v` shows the libraries' too).

@@ -23,9 +23,9 @@ if os.environ.get("CI", "").lower() in ("true", "1"):
 else:
     pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'prm-annotate[ray]')")
 
-# Each test counts the Ray processes it started among all of the machine's: under `pytest -n`,
-# one worker runs them all, one after another.
-pytestmark = pytest.mark.xdist_group("ray")
+# Each test counts the Ray processes it started among all of the machine's, and some run Ray in
+# the test process itself: under `pytest -n` they must not run beside each other (`make test`
+# sends each file's tests to one worker: --dist loadfile).
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 RAY_TIMEOUT = 300
