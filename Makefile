@@ -27,7 +27,8 @@ endif
 	touch $(STAMP)
 
 # Two runs: the tests without a vLLM engine on both cores (pytest-xdist, a file's tests on one
-# worker: the Ray tests must not run beside each other), then the engine tests one at a time (vLLM pins a core per engine: see tests/conftest.py).
+# worker: the Ray tests must not run beside each other), then the engine tests one at a time
+# (vLLM pins a core per engine: see tests/conftest.py).
 test: $(STAMP)
 	$(PY) -m pytest -m "not engine" -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
 	$(PY) -m pytest -m engine --durations=15 $(PYTEST_ARGS)
