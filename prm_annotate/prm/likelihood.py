@@ -240,14 +240,20 @@ class LikelihoodScorer:
         self.prm = None
 
 
-def step_probabilities(model: Any, prompts: list[list[int]], starts: list[int], pad_id: int,
-                       device: str = "cpu") -> list[list[float]]:
-    """P(right) at each tag of each prompt, from one right-padded forward pass."""
+def right_padded(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input ids, attention mask) of the prompts right-padded to the longest."""
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, p in enumerate(prompts):
         ids[row, :len(p)], mask[row, :len(p)] = torch.tensor(p), 1
+    return ids, mask
+
+
+def step_probabilities(model: Any, prompts: list[list[int]], starts: list[int], pad_id: int,
+                       device: str = "cpu") -> list[list[float]]:
+    """P(right) at each tag of each prompt, from one right-padded forward pass."""
+    ids, mask = right_padded(prompts, pad_id)
     with torch.inference_mode():
         logits = model(input_ids=ids.to(device), attention_mask=mask.to(device),
                        response_start=torch.tensor(starts, device=device)).logits
@@ -275,12 +281,7 @@ def lowest_token_probabilities(base: Any, responses: list[tuple[str, list[str]]]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out: list[list[float]] = [[] for _ in prompts]
     for batch in padded_batches(prompts):
-        rows = [prompts[i] for i in batch]
-        width = max(len(p) for p in rows)
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, p in enumerate(rows):
-            ids[r, :len(p)], mask[r, :len(p)] = torch.tensor(p), 1
+        ids, mask = right_padded([prompts[i] for i in batch], pad)
         with torch.inference_mode():
             feats, is_tag = model.step_inputs(ids, mask, torch.tensor([starts[i] for i in batch]), raw=True)
         for r, i in enumerate(batch):

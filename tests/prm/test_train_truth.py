@@ -10,14 +10,15 @@ The responses are each problem's reference solution and corrupted copies of it
 (testing/prm_fixtures.py: lab/world/corrupt.py's mistakes, labelled by the world's truth)."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 from typer.testing import CliRunner
 
 from prm_annotate.cli import app
-from prm_annotate.reports.labels import step_labels
 from prm_annotate.world import POLICY_DIR
 from testing.jsonl_files import read_jsonl, write_jsonl
-from testing.prm_fixtures import world_responses
+from testing.prm_fixtures import trl_rows, world_responses
 
 runner = CliRunner()
 BAR = 75.0  # held-out error-free > erroneous, percent: 50 is chance
@@ -32,14 +33,6 @@ def moved(responses: list[dict], shift: int) -> list[dict]:
             label = label + shift if label + shift < len(r["steps"]) else -1
         out.append({**r, "label": label})
     return out
-
-
-def trl(responses: list[dict]) -> list[dict]:
-    rows = []
-    for r in responses:
-        labels = step_labels(r["label"], len(r["steps"]))
-        rows.append({"id": r["id"], "prompt": r["problem"], "completions": r["steps"][:len(labels)], "labels": labels})
-    return rows
 
 
 def error_free_over_erroneous(scored: list[dict], truth: dict[str, dict]) -> tuple[float, int]:
@@ -60,8 +53,8 @@ def error_free_over_erroneous(scored: list[dict], truth: dict[str, dict]) -> tup
 
 
 def train_and_score(tmp, name: str, train: list[dict], val: list[dict], held: list[dict]) -> list[dict]:
-    data = write_jsonl(tmp / f"{name}.train.jsonl", trl(train))
-    evals = write_jsonl(tmp / f"{name}.val.jsonl", trl(val))
+    data = write_jsonl(tmp / f"{name}.train.jsonl", trl_rows(train))
+    evals = write_jsonl(tmp / f"{name}.val.jsonl", trl_rows(val))
     out = tmp / name
     result = runner.invoke(app, ["train", str(data), "--head", "likelihood", "--base", str(POLICY_DIR), "-o", str(out),
                                  "--eval", str(evals), "--system-prompt", "", "--steps", "150", "--batch-size", "16",
@@ -87,6 +80,7 @@ def test_true_labels_verify_and_labels_one_step_late_do_not(tmp_path):
         assert [r["id"] for r in scored] == [r["id"] for r in held]
         assert all(len(r["prm"]["scores"]) == len(truth[r["id"]]["steps"]) for r in scored)
         measured[name] = error_free_over_erroneous(scored, truth)
-    print(f"held-out error-free > erroneous (%, pairs): {measured}")
+    # On the real stderr: the CLI runs above swap sys.stdout and sys.stderr for their own.
+    print(f"held-out error-free > erroneous (%, pairs): {measured}", file=sys.__stderr__)
     assert measured["true"][0] >= BAR, measured
     assert measured["one step late"][0] < BAR, measured
