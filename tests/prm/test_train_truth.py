@@ -10,6 +10,7 @@ The responses are each problem's reference solution and corrupted copies of it
 (testing/prm_fixtures.py: lab/world/corrupt.py's mistakes, labelled by the world's truth)."""
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
@@ -63,8 +64,10 @@ def train_and_score(tmp, name: str, train: list[dict], val: list[dict], held: li
     assert result.exit_code == 0, result.output
     responses = write_jsonl(tmp / "held.jsonl", [{k: r[k] for k in ("id", "problem", "steps")} for r in held])
     scored = tmp / f"{name}.scored.jsonl"
-    result = runner.invoke(app, ["score", str(responses), "--model", str(out), "-o", str(scored), "--quiet"])
-    assert result.exit_code == 0, result.output
+    # A child process, as a user runs it: a model stage's command ends its process when done.
+    run = subprocess.run([sys.executable, "-m", "prm_annotate", "score", str(responses), "--model", str(out), "-o",
+                          str(scored), "--quiet"], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
     return read_jsonl(scored)
 
 
@@ -80,7 +83,7 @@ def test_true_labels_verify_and_labels_one_step_late_do_not(tmp_path):
         assert [r["id"] for r in scored] == [r["id"] for r in held]
         assert all(len(r["prm"]["scores"]) == len(truth[r["id"]]["steps"]) for r in scored)
         measured[name] = error_free_over_erroneous(scored, truth)
-    # On the real stderr: the CLI runs above swap sys.stdout and sys.stderr for their own.
-    print(f"held-out error-free > erroneous (%, pairs): {measured}", file=sys.__stderr__)
+    assert list(measured) == ["true", "one step late"]  # both halves ran
+    print(f"held-out error-free > erroneous (%, pairs): {measured}")
     assert measured["true"][0] >= BAR, measured
     assert measured["one step late"][0] < BAR, measured
