@@ -69,9 +69,10 @@ demo-real: $(STAMP)
 		--model "$$(cat $(REAL_DIR)/model.txt)" -o $(REAL_DIR)/judged.jsonl --quiet
 	$(PY) -m prm_annotate consensus $(REAL_DIR)/rollouts.jsonl $(REAL_DIR)/judged.jsonl -o $(REAL_DIR)/consensus.jsonl
 
-# The paper's claim in the arithmetic world (docs/world-prm.md): label 1,400 problems, train five
-# PRMs per seed (MC hard, MC soft, judge, consensus, size-matched MC), measure them on the 400
-# held-out problems with bootstrap intervals; about 40 minutes on 2 CPU cores. A rerun continues.
+# The paper's claim in the arithmetic world (docs/world-prm.md): label 1,400 problems, train seven
+# likelihood PRMs per seed (the true labels and the shuffled control, MC hard, MC soft, judge,
+# consensus, size-matched MC), measure them on the 400 held-out problems with bootstrap
+# intervals. Its time on 2 idle cores is not measured yet (docs/world-prm.md). A rerun continues.
 LOOP_DIR   ?= runs/world-prm
 LOOP_SEEDS ?= 5
 demo-loop: export VLLM_LOGGING_LEVEL ?= ERROR

@@ -17,7 +17,7 @@ RUN = "Schedule, devices and checkpoints"
 @app.command()
 def train(
     data: Annotated[str, typer.Argument(help="An export: trl JSONL (--keep-scores for --soft), tokens JSONL/Parquet, or an hf dataset directory.")],
-    base: Annotated[Path, typer.Option("--base", help="Qwen2 checkpoint whose backbone the PRM starts from (a policy).")],
+    base: Annotated[Path, typer.Option("--base", help="The checkpoint the PRM starts from (a policy): Qwen2 for --head qwen, any causal LM for --head likelihood.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Directory for the PRM checkpoint (written when complete).")],
     steps: Annotated[Optional[int], typer.Option("--steps", min=1, help="Optimiser steps (default 200 unless --epochs).")] = None,
     epochs: Annotated[Optional[float], typer.Option("--epochs", min=0.0, help="Passes over the training set, instead of --steps.")] = None,
@@ -28,6 +28,7 @@ def train(
     max_length: Annotated[int, typer.Option("--max-length", min=8, help="Tokens per response; labels past it are dropped.")] = 2048,
     step_tag: Annotated[str, typer.Option("--step-tag", help="Token written after each step (added to the tokenizer if needed).")] = PRMFormat.step_tag,
     system_prompt: Annotated[Optional[str], typer.Option("--system-prompt", help="System turn of the PRM's input ('' for none).")] = PRMFormat.system_prompt,
+    head: Annotated[str, typer.Option("--head", help="qwen: Qwen2ForProcessRewardModel, the backbone fine-tuned (a Qwen2 base; vLLM serves it); likelihood: a head on the frozen base's token log-probabilities over each step (any causal LM; scored in process), docs/training.md.")] = "qwen",
     data_format: Annotated[str, typer.Option("--format", help="auto, trl, tokens or hf.")] = "auto",
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a non-empty output directory and earlier checkpoints.")] = False,
     log_every: Annotated[int, typer.Option("--log-every", min=1, help="Print the mean loss every N steps.")] = 50,
@@ -58,7 +59,7 @@ def train(
             data=data, base=str(base), output=str(output), steps=steps, epochs=epochs, batch_size=batch_size,
             grad_accum=grad_accum, lr=lr, lr_scheduler=lr_scheduler, warmup=warmup, weight_decay=weight_decay,
             soft=soft, seed=seed, max_length=max_length, step_tag=step_tag, system_prompt=system_prompt or None,
-            format=data_format, eval=eval_file, eval_split=eval_split, eval_every=eval_every, save_every=save_every,
+            head=head, format=data_format, eval=eval_file, eval_split=eval_split, eval_every=eval_every, save_every=save_every,
             save_total_limit=save_total_limit, patience=patience, group_by_length=group_by_length,
             gradient_checkpointing=gradient_checkpointing, precision=precision, report_to=report_to, resume=resume,
             overwrite=overwrite, log_every=log_every, quiet=quiet))

@@ -83,15 +83,16 @@ def prm_experiment(
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="Rollouts per step.")] = 8,
     report_seed: Annotated[int, typer.Option("--report-seed", help="Seed of the world report (the labels, shared by every seed).")] = 0,
     val_share: Annotated[float, typer.Option("--val-share", min=0.01, max=0.5, help="Share of the training problems drawn (per seed) for validation.")] = 0.1,
-    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="The step cap of every PRM.")] = 2000,
+    head: Annotated[str, typer.Option("--head", help="train --head of every PRM: likelihood (a step head on the frozen policy's token log-probabilities) or qwen (the policy fine-tuned as Qwen2ForProcessRewardModel).")] = "likelihood",
+    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="The step cap of every PRM.")] = 1000,
     eval_every: Annotated[int, typer.Option("--eval-every", min=1, help="Steps between validations (and checkpoints).")] = 50,
     patience: Annotated[int, typer.Option("--patience", min=1, help="Validations without a better F1 before a PRM stops.")] = 5,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Responses per step.")] = 16,
-    lr: Annotated[float, typer.Option("--lr", min=0, help="Peak learning rate.")] = 1e-3,
+    lr: Annotated[float, typer.Option("--lr", min=0, help="Peak learning rate.")] = 3e-3,
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json instead of the table.")] = False,
 ) -> None:
     """The paper's claim with confidence intervals: PRMs trained on MC (hard, soft), judge, consensus and
-    size-matched MC labels of one world report, several seeds each, measured against the truth on held-out
+    size-matched MC labels of one world report (and on the true labels, and on them shuffled: the control), several seeds each, measured against the truth on held-out
     problems (ProcessBench F1, step AUC, Best-of-N), with paired bootstrap intervals; results.json and a PNG."""
     import orjson
 
@@ -106,7 +107,7 @@ def prm_experiment(
         cfg = ExperimentConfig(workdir=workdir, seeds=seeds, train_problems=train_problems,
                                heldout_problems=heldout_problems, n=n, k=k, report_seed=report_seed,
                                val_share=val_share, max_steps=max_steps, eval_every=eval_every, patience=patience,
-                               batch_size=batch_size, lr=lr)
+                               batch_size=batch_size, lr=lr, head=head)
         summary = run_experiment(cfg)
         plot_results(summary, workdir / "world-prm.png")
     if as_json:

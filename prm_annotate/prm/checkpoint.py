@@ -34,6 +34,7 @@ from prm_annotate.errors import UsageError
 from prm_annotate.export import QWEN_SYSTEM, QWEN_TAG as STEP_TAG
 
 ARCHITECTURE = "Qwen2ForProcessRewardModel"
+LIKELIHOOD_ARCHITECTURE = "StepLikelihoodPRM"  # train --head likelihood (prm/likelihood.py)
 DEFAULT_THRESHOLD = 0.5  # a step scoring below it is an error, when no eval set tuned one
 
 
@@ -89,10 +90,20 @@ def _cached_snapshot(repo_id: str) -> tuple[Path, str]:
 
 @dataclass(frozen=True)
 class PRMFormat:
-    """How a checkpoint reads a response (tag, system turn), and the threshold it was tuned with."""
+    """How a checkpoint reads a response (tag, system turn), and the threshold it was tuned with.
+
+    Attributes:
+        step_tag: the token after each step, where the step is scored.
+        system_prompt: the system turn, or None.
+        threshold: a step scoring below it is an error.
+        separator: written between a step and its tag, except after the last step (a response
+            ends there): "" is Qwen's convention; a likelihood PRM (prm/likelihood.py) keeps the
+            steps' own separator, so its LM reads the response exactly as written.
+    """
     step_tag: str = STEP_TAG
     system_prompt: str | None = QWEN_SYSTEM
     threshold: float = DEFAULT_THRESHOLD
+    separator: str = ""
 
     @classmethod
     def of_checkpoint(cls, path: str | Path) -> "PRMFormat":
@@ -107,7 +118,8 @@ class PRMFormat:
         ours = config.get("prm_annotate") or {}
         threshold = ours.get("threshold")
         return cls(step_tag=ours.get("step_tag", STEP_TAG), system_prompt=ours.get("system_prompt", QWEN_SYSTEM),
-                   threshold=DEFAULT_THRESHOLD if threshold is None else float(threshold))
+                   threshold=DEFAULT_THRESHOLD if threshold is None else float(threshold),
+                   separator=ours.get("step_separator", ""))
 
 
 def step_tag_id(tokenizer: Any, tag: str) -> int:
@@ -120,7 +132,8 @@ def step_tag_id(tokenizer: Any, tag: str) -> int:
 
 def prm_token_ids(tokenizer: Any, fmt: PRMFormat, problem: str, steps: list[str]) -> list[int]:
     """Token ids of the PRM's input for one response: one step tag after each step."""
-    response = "".join(f"{step.strip()}{fmt.step_tag}" for step in steps)
+    last = len(steps) - 1
+    response = "".join(f"{step.strip()}{fmt.separator if i < last else ''}{fmt.step_tag}" for i, step in enumerate(steps))
     messages = [{"role": "user", "content": problem}, {"role": "assistant", "content": response}]
     if fmt.system_prompt:
         messages.insert(0, {"role": "system", "content": fmt.system_prompt})
@@ -129,6 +142,24 @@ def prm_token_ids(tokenizer: Any, fmt: PRMFormat, problem: str, steps: list[str]
     else:
         text = "\n\n".join(m["content"] for m in messages)
     return tokenizer.encode(text, add_special_tokens=False)
+
+
+def response_start(tokenizer: Any, fmt: PRMFormat, problem: str, ids: list[int]) -> int:
+    """Where the response begins in `ids` (prm_token_ids'): the length of the prompt alone with the
+    assistant turn opened, or of its common prefix with `ids` where the two tokenize differently."""
+    if not getattr(tokenizer, "chat_template", None):  # prm_token_ids' plain join
+        prefix = tokenizer.encode("\n\n".join(([fmt.system_prompt] if fmt.system_prompt else []) + [problem]) + "\n\n",
+                                  add_special_tokens=False)
+    else:
+        messages = [{"role": "user", "content": problem}]
+        if fmt.system_prompt:
+            messages.insert(0, {"role": "system", "content": fmt.system_prompt})
+        prefix = tokenizer.encode(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
+                                  add_special_tokens=False)
+    n = 0
+    while n < min(len(prefix), len(ids)) and prefix[n] == ids[n]:
+        n += 1
+    return n
 
 
 def tag_in_text(fmt: PRMFormat, problem: str, steps: list[str]) -> bool:

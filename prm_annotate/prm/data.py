@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.prm.checkpoint import PRMFormat, prm_token_ids, step_tag_id, tag_in_text
+from prm_annotate.prm.checkpoint import PRMFormat, prm_token_ids, response_start, step_tag_id, tag_in_text
 from prm_annotate.reports.labels import read_raw
 
 IGNORE = -100
@@ -184,8 +184,9 @@ def _cut(ids: list[int], positions: list[int], ex: Example, max_length: int,
 
 
 def encode(examples: list[Example], tokenizer: Any, fmt: PRMFormat, max_length: int,
-           skipped: dict[str, int]) -> list[dict[str, Any]]:
-    """Features (`input_ids`, `positions` of the labelled tokens, `targets`, `hard`) per response."""
+           skipped: dict[str, int], with_start: bool = False) -> list[dict[str, Any]]:
+    """Features (`input_ids`, `positions` of the labelled tokens, `targets`, `hard`) per response;
+    `with_start`: also `response_start`, where the response begins (a text export's)."""
     tag = step_tag_id(tokenizer, fmt.step_tag)
     out = []
     for ex in examples:
@@ -200,6 +201,8 @@ def encode(examples: list[Example], tokenizer: Any, fmt: PRMFormat, max_length: 
             assert len(positions) == len(ex.targets), "one tag per step"
         feature = _cut(ids, positions, ex, max_length, skipped)
         if feature is not None:
+            if with_start:
+                feature["response_start"] = response_start(tokenizer, fmt, ex.prompt, ids)
             out.append(feature)
     return out
 
@@ -248,7 +251,10 @@ class StepCollator:
             hard[b, f["positions"]] = torch.tensor(f["hard"])
             self.tokens += n
         self.padded += len(features) * width
-        return {"input_ids": ids, "attention_mask": mask, "labels": labels, "step_labels": hard}
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": labels, "step_labels": hard}
+        if "response_start" in features[0]:
+            batch["response_start"] = torch.tensor([f["response_start"] for f in features])
+        return batch
 
     @property
     def pad_share(self) -> float:

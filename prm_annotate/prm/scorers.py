@@ -3,6 +3,8 @@
     qwen-prm         a `Qwen2ForProcessRewardModel` (Qwen2.5-Math-PRM, or what `train` writes) in
                      process: vLLM's pooling runner (prm/vllm_scorer.py)
     qwen-prm-served  the same PRM behind `vllm serve --runner pooling`, over HTTP (prm/served.py)
+    likelihood-prm   a `StepLikelihoodPRM` (`train --head likelihood`): a step head on a frozen
+                     causal LM's token log-probabilities, in process with transformers (prm/likelihood.py)
     math-shepherd    a causal LM read at each ` ки` tag: P(+) against P(-), as
                      `peiyi9979/math-shepherd-mistral-7b-prm`'s card does (prm/shepherd.py)
 
@@ -79,6 +81,18 @@ def _served(checkpoint: Checkpoint, config: EngineConfig) -> Scorer:
                            concurrency=config.concurrency, timeout=config.timeout, max_attempts=config.max_attempts)
 
 
+def _is_likelihood_prm(checkpoint: Checkpoint) -> bool:
+    from prm_annotate.prm.checkpoint import LIKELIHOOD_ARCHITECTURE
+
+    return LIKELIHOOD_ARCHITECTURE in checkpoint.architectures
+
+
+def _likelihood(checkpoint: Checkpoint, config: EngineConfig) -> Scorer:
+    from prm_annotate.prm.likelihood import LikelihoodScorer
+
+    return LikelihoodScorer(checkpoint, max_model_len=config.max_model_len, progress=config.load_progress)
+
+
 def _shepherd(checkpoint: Checkpoint, config: EngineConfig) -> Scorer:
     from prm_annotate.prm.shepherd import ShepherdScorer
 
@@ -90,6 +104,8 @@ SCORERS: dict[str, ScorerKind] = {k.name: k for k in (
     ScorerKind("qwen-prm", f"{ARCHITECTURE} in process (vLLM pooling runner)", False, _is_prm, _in_process),
     ScorerKind("qwen-prm-served", f"{ARCHITECTURE} behind `vllm serve --runner pooling` (--base-url)", True,
                _is_prm, _served),
+    ScorerKind("likelihood-prm", "a step head on a causal LM's token log-probabilities (train --head likelihood; "
+               "transformers)", False, _is_likelihood_prm, _likelihood),
     ScorerKind("math-shepherd", "a causal LM read at each ' ки' tag, P(+) against P(-) (transformers)", False,
                _is_causal_lm, _shepherd),
 )}

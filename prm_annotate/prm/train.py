@@ -41,6 +41,7 @@ from typing import Any
 from prm_annotate.errors import UsageError
 from prm_annotate.prm.checkpoint import PRMFormat, step_tag_id
 from prm_annotate.prm.data import Example, StepCollator, encode, marker_tag, read_examples, split_by_problem
+from prm_annotate.steps import DEFAULT_SEP
 
 DEFAULT_STEPS = 200  # neither --steps nor --epochs
 REPORTERS = {"none": None, "tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",)}
@@ -66,6 +67,7 @@ class TrainConfig:
     max_length: int = 2048
     step_tag: str = PRMFormat.step_tag
     system_prompt: str | None = PRMFormat.system_prompt
+    head: str = "qwen"  # HEADS
     format: str = "auto"
     eval: str | None = None
     eval_split: float = 0.0
@@ -114,6 +116,10 @@ def check_config(cfg: TrainConfig) -> None:
         raise UsageError(f"--eval-split must be in [0, 1), got {cfg.eval_split}")
     if cfg.precision not in ("auto", "bf16", "fp32"):
         raise UsageError(f"--precision {cfg.precision}: choose auto, bf16 or fp32")
+    if cfg.head not in HEADS:
+        raise UsageError(f"--head {cfg.head}: choose from {', '.join(HEADS)}")
+    if cfg.head == "likelihood" and cfg.gradient_checkpointing:
+        raise UsageError("--head likelihood trains no LM weights: --gradient-checkpointing does not apply")
     if cfg.report_to not in REPORTERS:
         raise UsageError(f"--report-to {cfg.report_to}: choose from {', '.join(REPORTERS)}")
     modules = REPORTERS[cfg.report_to]
@@ -259,6 +265,53 @@ def load_base(base: str, fmt: PRMFormat) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def load_likelihood_base(base: str, fmt: PRMFormat) -> tuple[Any, Any]:
+    """The PRM of `--head likelihood` (prm/likelihood.py): any causal LM, frozen, and a new step
+    head on its token log-probabilities; the tokenizer with the step tag as one token (the LM's
+    embeddings do not grow: the LM never reads the tag)."""
+    from transformers import AutoTokenizer
+
+    from prm_annotate.prm.likelihood import build
+
+    path = Path(base).expanduser()
+    if not (path / "config.json").is_file():
+        raise UsageError(f"--base {base}: no such checkpoint directory")
+    architectures = json.loads((path / "config.json").read_text()).get("architectures") or []
+    if not any(a.endswith("ForCausalLM") for a in architectures):
+        raise UsageError(f"--base {base}: --head likelihood reads a causal LM's log-probabilities; this is "
+                         f"{'/'.join(architectures) or 'a model without architectures'}")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if len(tokenizer.encode(fmt.step_tag, add_special_tokens=False)) != 1:
+        tokenizer.add_tokens([fmt.step_tag], special_tokens=True)
+    model = build(str(path), tokenizer, fmt)
+    model.config.prm_annotate = {"step_tag": fmt.step_tag, "step_tag_id": step_tag_id(tokenizer, fmt.step_tag),
+                                 "system_prompt": fmt.system_prompt, "step_separator": fmt.separator}
+    return model, tokenizer
+
+
+@dataclass(frozen=True)
+class Head:
+    """A kind of PRM `train` makes.
+
+    Attributes:
+        name: the `--head` choice.
+        load: (base, format) -> (model, tokenizer).
+        separator: written between a step and its tag (PRMFormat.separator).
+        response_start: the features carry where the response begins (the likelihood head's first step).
+    """
+    name: str
+    load: Any
+    separator: str = ""
+    response_start: bool = False
+
+
+HEADS = {h.name: h for h in (
+    Head("qwen", load_base),
+    # The steps' own separator stays in the text, so the LM reads the response as it was written.
+    Head("likelihood", load_likelihood_base, separator=DEFAULT_SEP, response_start=True),
+)}
+
+
 @dataclass
 class Data:
     train: list[dict[str, Any]]
@@ -278,12 +331,17 @@ def _sources(cfg: TrainConfig) -> tuple[list[Example], list[Example]]:
     return train_rows, splits.get("test", [])
 
 
-def load_data(cfg: TrainConfig, model_of: Any) -> tuple[Data, Any, Any]:
+def load_data(cfg: TrainConfig, model_of: Any = None) -> tuple[Data, Any, Any]:
     """The encoded train and eval sets, with the model and tokenizer they were encoded for (a
     tokens export names its own step tag and has no system turn)."""
+    head = HEADS[cfg.head]
+    model_of = model_of or head.load
     train_rows, eval_rows = _sources(cfg)
-    fmt = PRMFormat(step_tag=cfg.step_tag, system_prompt=cfg.system_prompt)
+    fmt = PRMFormat(step_tag=cfg.step_tag, system_prompt=cfg.system_prompt, separator=head.separator)
     tokenized = [e for e in train_rows + eval_rows if e.input_ids is not None]
+    if tokenized and head.response_start:
+        raise UsageError(f"{cfg.data}: --head {cfg.head} builds its own text (the steps with their separator); "
+                         "give a trl or hf export, not a tokens one")
     if tokenized:
         if len(tokenized) < len(train_rows) + len(eval_rows):
             raise UsageError("--eval: a tokens export and a text export do not mix (one is tokenized already)")
@@ -293,12 +351,14 @@ def load_data(cfg: TrainConfig, model_of: Any) -> tuple[Data, Any, Any]:
         fmt = PRMFormat(step_tag=tag, system_prompt=None)
     model, tokenizer = model_of(cfg.base, fmt)
     skipped: dict[str, int] = {}
-    train_set = encode(train_rows, tokenizer, fmt, cfg.max_length, skipped)
-    eval_set = encode(eval_rows, tokenizer, fmt, cfg.max_length, {})
+    train_set = encode(train_rows, tokenizer, fmt, cfg.max_length, skipped, head.response_start)
+    eval_set = encode(eval_rows, tokenizer, fmt, cfg.max_length, {}, head.response_start)
     if not train_set:
         raise UsageError(f"{cfg.data}: no example left to train on ({skipped})")
     rows = model.get_input_embeddings().num_embeddings
-    if any(max(f["input_ids"]) >= rows for f in train_set + eval_set):
+    read = (lambda ids: [i for i in ids if i != step_tag_id(tokenizer, fmt.step_tag)]) if head.response_start \
+        else (lambda ids: ids)  # the likelihood PRM's LM never reads the tag
+    if any(max(read(f["input_ids"]), default=0) >= rows for f in train_set + eval_set):
         raise UsageError(f"{cfg.data}: token ids past the --base embeddings ({rows}): export with the base's tokenizer")
     eval_set.sort(key=lambda f: len(f["input_ids"]))  # less padding; the metrics do not depend on order
     return Data(train_set, eval_set, fmt, skipped), model, tokenizer
@@ -323,7 +383,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     state = PartialState()
     resume_from = check_folders(cfg, paths)
     set_seed(cfg.seed)  # the head's initialisation, the same on every process
-    data, model, tokenizer = load_data(cfg, load_base)
+    data, model, tokenizer = load_data(cfg)
     if has_eval and not data.eval:
         raise UsageError("the eval set is empty after encoding")
     if state.is_main_process:
@@ -346,7 +406,7 @@ def save_final(trainer: Any, cfg: TrainConfig, paths: Paths, fmt: PRMFormat, res
     one writes into the partial directory, then renames it into place."""
     model = trainer.model
     rows = model.get_input_embeddings().num_embeddings
-    if model.config.vocab_size != rows:
+    if cfg.head == "qwen" and model.config.vocab_size != rows:
         raise AssertionError(f"config vocab_size {model.config.vocab_size} != {rows} embedding rows")
     model.config.prm_annotate = {
         **model.config.prm_annotate, "threshold": result.threshold,

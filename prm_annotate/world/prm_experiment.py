@@ -6,16 +6,19 @@ on consensus labels beat one trained on MC labels, and with how much certainty?
 1. Labels: one `world report` (prm_labels.py): `train_problems` problems for training and
    `heldout_problems` more held out, `n` responses each, K rollouts per step, the judge on all.
 2. PRMs: for each seed and each label source (prm_labels.SOURCES: MC hard, MC soft, judge,
-   consensus, MC cut to consensus's size, and the truth as the backbone's ceiling) one PRM from the world policy with `train` — the same
+   consensus, MC cut to consensus's size, the truth as the ceiling, and the truth shuffled among
+   the responses as the control) one PRM on the world policy with `train --head likelihood`
+   (prm/likelihood.py: a step head on the frozen policy's token log-probabilities) — the same
    steps cap, batch, learning rate, evaluation cadence and patience for all: every `eval_every`
    steps it is evaluated on its validation problems (drawn from the training problems, labelled
    by its own source), the checkpoint with the best F1 is kept with its F1-maximising threshold,
    and it stops after `patience` evaluations without a better one, or at the cap (said).
    The seed draws the validation problems, the size-matched subsample, the head's initialisation
    and the order of the batches.
-3. Scoring: each PRM scores the held-out responses (prm_scores.py, transformers in process) and
-   is measured against the truth at its own tuned threshold; the rollouts and the judge are
-   measured on the same responses as reference rows (an annotator against the PRM trained on it).
+3. Scoring: each PRM scores the held-out responses (prm_scores.py: `score`'s own in-process
+   scorer) and is measured against the truth at its own tuned threshold; the rollouts and the
+   judge are measured on the same responses as reference rows (an annotator against the PRM
+   trained on it), and so is the policy's likelihood untrained (no labels at all).
 4. Results (prm_results.py): per source the seeds' mean and spread, the paired comparisons with
    bootstrap intervals (bootstrap.py), `results.json`, the table and `world-prm.png`.
 
@@ -38,7 +41,8 @@ from prm_annotate.errors import UsageError
 from prm_annotate.world import POLICY_DIR, model_setting
 from prm_annotate.world.prm_labels import (SOURCES, Source, ensure_report, export_rows, problem_of, split_problems,
                                            training_sets, write_atomic)
-from prm_annotate.world.prm_scores import Heldout, batched_step_scores, scorer_metrics
+from prm_annotate.world.prm_scores import (Heldout, checkpoint_step_scores, likelihood_baseline_scores,
+                                           scorer_metrics)
 from prm_annotate.world.report import FILES, read_jsonl, write_jsonl
 
 
@@ -52,9 +56,10 @@ class ExperimentConfig:
     k: int = 8  # rollouts per step
     report_seed: int = 0  # the labels are one report, shared by every seed
     val_share: float = 0.1  # of the training problems, drawn per seed
+    head: str = "likelihood"  # train --head: a step head on the frozen policy's token log-probabilities
     batch_size: int = 16
-    lr: float = 1e-3
-    max_steps: int = 2000  # the cap
+    lr: float = 3e-3
+    max_steps: int = 1000  # the cap
     eval_every: int = 50
     patience: int = 5  # evaluations without a better validation F1
     max_length: int = 256  # tokens; world responses are under 200
@@ -109,7 +114,7 @@ def train_config(cfg: ExperimentConfig, source: Source, seed: int, data: tuple[P
     # No system turn: Qwen's system prompt is a fixed quarter of every world input that the PRM
     # reads the same way every time; leaving it out makes each step a quarter cheaper.
     return TrainConfig(data=str(data[0]), eval=str(data[1]), base=str(cfg.base), output=str(output),
-                       steps=cfg.max_steps, batch_size=cfg.batch_size, lr=cfg.lr, soft=source.soft, seed=seed,
+                       steps=cfg.max_steps, batch_size=cfg.batch_size, lr=cfg.lr, soft=source.soft, seed=seed, head=cfg.head,
                        max_length=cfg.max_length, system_prompt=None, eval_every=cfg.eval_every,
                        save_every=cfg.eval_every, save_total_limit=1, patience=cfg.patience,
                        log_every=cfg.eval_every, resume=True, overwrite=True, quiet=True)
@@ -129,7 +134,6 @@ def validation_curve(checkpoints: Path) -> list[list[float]]:
 def run_prm(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]], source: Source, seed: int,
             data: tuple[Path, Path]) -> dict[str, Any]:
     """Train one PRM, score the held-out responses, measure; the result file is written last."""
-    from prm_annotate.prm.checkpoint import load_model
     from prm_annotate.prm.train import train
 
     name = f"{source.key}-seed{seed}"
@@ -137,12 +141,11 @@ def run_prm(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]],
     started = time.monotonic()
     trained = train(train_config(cfg, source, seed, data, folder / name))
     t = time.monotonic()
-    model, tokenizer, fmt = load_model(folder / name)
-    scores = batched_step_scores(model, tokenizer, fmt, records)
+    scores, threshold = checkpoint_step_scores(folder / name, records)
     write_jsonl(folder / f"{name}.scored.jsonl",
                 [{**{k: v for k, v in r.items() if k not in ("mc", "prm")},
-                  "prm": {"scores": s, "threshold": fmt.threshold, "model": name}} for r, s in zip(records, scores)])
-    metrics = scorer_metrics(held, {r["id"]: s for r, s in zip(records, scores)}, fmt.threshold)
+                  "prm": {"scores": s, "threshold": threshold, "model": name}} for r, s in zip(records, scores)])
+    metrics = scorer_metrics(held, {r["id"]: s for r, s in zip(records, scores)}, threshold)
     result = {
         "source": source.name, "seed": seed,
         "train": {"responses": trained.examples, "step_labels": trained.labels, "val_responses": trained.eval_examples,
@@ -179,16 +182,36 @@ def judge_scores(record: dict[str, Any]) -> list[float] | None:
     return [1.0] * n if first == -1 else [1.0] * first + [0.0] * (n - first)
 
 
+LIKELIHOOD_BASELINE = "policy likelihood (no training)"
+
+
+def likelihood_reference(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The no-training reference: each step scored by the policy's lowest probability of one of
+    its tokens (prm_scores.likelihood_baseline_scores), an error below 0.5; timed, and kept in a
+    file like a PRM's (a rerun measures it again from there)."""
+    path = cfg.workdir / "prms" / "likelihood-baseline.scored.jsonl"
+    started = time.monotonic()
+    if path.is_file():
+        scores = {r["id"]: r["prm"]["scores"] for r in read_jsonl(path)}
+    else:
+        values = likelihood_baseline_scores(cfg.base, records)
+        scores = {r["id"]: s for r, s in zip(records, values)}
+        write_jsonl(path, [{"id": r["id"], "prm": {"scores": scores[r["id"]], "threshold": 0.5}} for r in records])
+    return {**scorer_metrics(held, scores, 0.5), "seconds": round(time.monotonic() - started, 1)}
+
+
 def reference_rows(cfg: ExperimentConfig, folder: Path, held: Heldout,
                    records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The annotators themselves on the held-out responses. MC's first error is its hard label (no
-    completion right: the first score below 1/(2K), the scores being multiples of 1/K); its last
-    step's score is the response's own graded answer, so its Best-of-N knows the gold answers."""
+    """The annotators themselves on the held-out responses, and the policy's likelihood untrained.
+    MC's first error is its hard label (no completion right: the first score below 1/(2K), the
+    scores being multiples of 1/K); its last step's score is the response's own graded answer, so
+    its Best-of-N knows the gold answers."""
     ids = {r["id"] for r in records}
     judged = {r["id"]: judge_scores(r) for r in read_jsonl(folder / FILES["judged"]) if r["id"] in ids}
     mc = {r["id"]: r["mc"]["scores"] for r in records}
     return {"MC rollouts": scorer_metrics(held, mc, 0.5 / cfg.k),
-            "judge": scorer_metrics(held, {rid: judged.get(rid) for rid in ids}, 0.5)}
+            "judge": scorer_metrics(held, {rid: judged.get(rid) for rid in ids}, 0.5),
+            LIKELIHOOD_BASELINE: likelihood_reference(cfg, held, records)}
 
 
 def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
@@ -203,7 +226,7 @@ def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
     (cfg.workdir / "prms").mkdir(exist_ok=True)
     held, records = load_heldout(folder, split.heldout, cfg.workdir)
     progress(f"held out: {len(records)} responses of {len(held.problem_ids)} problems")
-    rows = export_rows(folder, cfg.workdir / "data")
+    rows = export_rows(folder, cfg.workdir / "data", split.train)
     results: dict[tuple[str, int], dict[str, Any]] = {}
     total, done = cfg.seeds * len(SOURCES), 0
     for seed in range(cfg.seeds):

@@ -40,14 +40,19 @@ class Source:
 
 
 SOURCES = (
+    # First the two controls, which say whether the run can answer at all (and come first in a run
+    # cut short). The true labels, which no annotator has: what this PRM learns from perfect labels,
+    # the ceiling the others are read against.
+    Source("truth (ceiling)", "truth", "truth"),
+    # The true labels shuffled among the training responses with as many steps: where errors sit
+    # (and how often) is kept, which response has them is not. A PRM that checks steps learns
+    # nothing from them (right > wrong 50); one that learns priors would look as good as the ceiling.
+    Source("truth (shuffled)", "shuffled", "shuffled"),
     Source("MC", "mc", "rollouts"),
     Source("MC soft", "mc-soft", "rollouts", soft=True),
     Source("judge", "judge", "judged"),
     Source("consensus", "consensus", "consensus"),
     Source("MC (consensus-sized)", "mc-sized", "rollouts", sized_like="consensus"),
-    # The true labels, which no annotator has: what this backbone learns from perfect labels, the
-    # ceiling the others are read against.
-    Source("truth (ceiling)", "truth", "truth"),
 )
 
 
@@ -96,24 +101,41 @@ def split_problems(folder: Path, train_problems: int) -> Split:
     return Split(ids[:train_problems], ids[train_problems:])
 
 
-def truth_file(folder: Path, out: Path) -> Path:
+def truth_records(folder: Path) -> list[dict[str, Any]]:
     """The responses with their true first errors as ProcessBench records (`label`), which
     `export` reads like any labelled file."""
     problems = {r["id"]: r["problem"] for r in read_jsonl(folder / FILES["responses"])}
-    write_jsonl(out, [{"id": g["id"], "problem": problems[g["id"]], "steps": g["steps"], "label": g["label"]}
-                      for g in read_jsonl(folder / FILES["gold"])])
-    return out
+    return [{"id": g["id"], "problem": problems[g["id"]], "steps": g["steps"], "label": g["label"]}
+            for g in read_jsonl(folder / FILES["gold"])]
 
 
-def export_rows(folder: Path, scratch: Path) -> dict[str, list[dict[str, Any]]]:
-    """The `trl` rows of each report file that labels (and of the truth), MC scores kept (for the
-    soft labels)."""
+def shuffled_labels(records: list[dict[str, Any]], pool: set[str]) -> list[dict[str, Any]]:
+    """The training pool's records with their labels permuted among the records of as many steps
+    (seeded, the same for every seed of the experiment, as the other labels are)."""
+    rng = random.Random(derive_seed("world-prm", "shuffled labels"))
+    mine = [r for r in records if problem_of(r["id"]) in pool]
+    out = {r["id"]: dict(r) for r in mine}
+    for n in sorted({len(r["steps"]) for r in mine}):
+        group = [r for r in mine if len(r["steps"]) == n]
+        labels = [r["label"] for r in group]
+        rng.shuffle(labels)
+        for r, label in zip(group, labels):
+            out[r["id"]]["label"] = label
+    return [out[r["id"]] for r in mine]
+
+
+def export_rows(folder: Path, scratch: Path, pool: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The `trl` rows of each report file that labels (and of the truth, and of the shuffled truth
+    of the training `pool`), MC scores kept (for the soft labels)."""
     from prm_annotate.export import ExportOptions, build_rows
 
     options = ExportOptions(format="trl", keep_scores=True)
     scratch.mkdir(parents=True, exist_ok=True)
-    files = {role: folder / FILES[role] for role in {s.role for s in SOURCES} if role != "truth"}
-    files["truth"] = truth_file(folder, scratch / "truth.jsonl")
+    files = {role: folder / FILES[role] for role in {s.role for s in SOURCES} if role not in ("truth", "shuffled")}
+    truth = truth_records(folder)
+    for role, records in (("truth", truth), ("shuffled", shuffled_labels(truth, set(pool)))):
+        files[role] = scratch / f"{role}.jsonl"
+        write_jsonl(files[role], records)
     return {role: build_rows(str(path), options)[0] for role, path in files.items()}
 
 

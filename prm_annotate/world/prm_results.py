@@ -24,9 +24,10 @@ COMPARISONS = (
     ("consensus", "judge", "consensus vs judge"),
     ("MC", "MC soft", "hard vs soft MC labels"),
     ("truth (ceiling)", "consensus", "what perfect labels would add to consensus's"),
+    ("truth (ceiling)", "truth (shuffled)", "the control: the true labels against the same labels shuffled among responses"),
 )
 SCALARS = ("f1", "error_acc", "correct_acc", "step_auc", "right_over_wrong", "score_range", "f1_at_0.5")
-PER_PROBLEM = ("f1_counts", "picks")  # the bootstrap's inputs: in the per-PRM files, not in results.json
+PER_PROBLEM = ("f1_counts", "picks", "rw_counts")  # the bootstrap's inputs: in the per-PRM files, not in results.json
 
 
 def metric_names(largest_n: str) -> dict[str, tuple[Callable[[dict[str, Any]], np.ndarray], Any]]:
@@ -36,6 +37,7 @@ def metric_names(largest_n: str) -> dict[str, tuple[Callable[[dict[str, Any]], n
                                    np.ones(len(m["picks"][agg][largest_n]))], axis=1)
 
     return {"F1": (lambda m: np.asarray(m["f1_counts"], float), f1_metric),
+            "right > wrong": (lambda m: np.asarray(m["rw_counts"], float), accuracy_metric),
             f"BoN@{largest_n} min": (picks("min"), accuracy_metric),
             f"BoN@{largest_n} prod": (picks("prod"), accuracy_metric)}
 
@@ -65,7 +67,8 @@ def source_summary(runs: list[dict[str, Any]], draws: Draws, metrics: dict[str, 
                   "steps": [r["train"]["steps"] for r in runs], "best_steps": [r["train"]["best_step"] for r in runs],
                   "capped": sum(r["train"]["capped"] for r in runs),
                   "thresholds": [r["train"]["threshold"] for r in runs],
-                  "seconds": spread([r["seconds"]["train"] + r["seconds"]["score"] for r in runs])},
+                  "seconds": spread([r["seconds"]["train"] + r["seconds"]["score"] for r in runs]),
+                  "train_seconds": spread([r["seconds"]["train"] for r in runs])},
         **{k: spread([m[k] for m in ms]) for k in SCALARS},
         "bon": bon,
         "min_on_final_step": spread([m["bon"]["min_on_final_step"]["share"] for m in ms]),
@@ -145,22 +148,26 @@ def results_table(summary: dict[str, Any]) -> Any:
     table = Table(title=f"PRMs per label source: mean ± sd over {len(seeds)} seeds [95% interval], on "
                         f"{sizes['heldout_responses']} held-out responses of {sizes['heldout_problems']} problems, "
                         "against the true first errors")
-    for col in ("PRM", "train", "stop / best step", "F1 ± sd [95%]", "err acc", "cor acc", "AUC", "right > wrong",
-                "score range", f"BoN@{largest} min [95%]", f"BoN@{largest} prod [95%]", "min last", "flawed picks"):
+    for col in ("PRM", "train", "stop / best step", "train s", "F1 ± sd [95%]", "err acc", "cor acc", "AUC",
+                "right > wrong [95%]", "score range", f"BoN@{largest} min [95%]", f"BoN@{largest} prod [95%]",
+                "min last", "flawed picks"):
         table.add_column(col, justify="left" if col == "PRM" else "right")
     for name, s in summary["sources"].items():
         iv = s["intervals"]
         table.add_row(name, _num(s["train"]["responses"]["mean"], 0), _stops(s["train"]),
+                      _num(s["train"]["train_seconds"]["mean"], 0),
                       f"{_num(s['f1']['mean'])} ± {_num(s['f1']['sd'])} [{_num(iv['F1']['low'])}, {_num(iv['F1']['high'])}]",
                       _num(s["error_acc"]["mean"]), _num(s["correct_acc"]["mean"]), _num(s["step_auc"]["mean"], 3),
-                      _num(s["right_over_wrong"]["mean"]), _num(s["score_range"]["mean"], 4),
+                      _iv(iv["right > wrong"]), _num(s["score_range"]["mean"], 4),
                       _iv(iv[f"BoN@{largest} min"]), _iv(iv[f"BoN@{largest} prod"]),
                       _num(s["min_on_final_step"]["mean"]), _num(s["right_answer_wrong_step"]["min"]["mean"]))
     for name, m in summary["references"].items():
         iv = m["intervals"]
         flawed = m["bon"]["right_answer_wrong_step"]["prm-min"]["share"]
-        table.add_row(f"{name} (annotator)", "", "", _iv(iv["F1"]), _num(m["error_acc"]), _num(m["correct_acc"]),
-                      _num(m["step_auc"], 3), _num(m["right_over_wrong"]), _num(m["score_range"], 4),
+        label = name if "seconds" in m else f"{name} (annotator)"
+        table.add_row(label, "", "", _num(m.get("seconds"), 0), _iv(iv["F1"]), _num(m["error_acc"]),
+                      _num(m["correct_acc"]), _num(m["step_auc"], 3), _iv(iv["right > wrong"]),
+                      _num(m["score_range"], 4),
                       _iv(iv[f"BoN@{largest} min"]),
                       _iv(iv[f"BoN@{largest} prod"]),
                       _num(m["bon"]["min_on_final_step"]["share"]), _num(flawed))
@@ -173,7 +180,8 @@ def results_table(summary: dict[str, Any]) -> Any:
     for c in summary["comparisons"]:
         comp.add_row(f"{c['a']} - {c['b']}", c["metric"], _iv(c["pooled"], signed=True), c["pooled"]["reading"],
                      "; ".join(_iv(s, signed=True) for s in c["per_seed"]))
-    notes = Text("train: training responses (mean); stop / best step: ranges over the seeds; err / cor acc: error "
+    notes = Text("train: training responses (mean); stop / best step: ranges over the seeds; train s: seconds to "
+                 "train one PRM (mean; loading, training, validations, saving; the no-training row: scoring); err / cor acc: error "
                  "and correct accuracy; AUC: step AUC vs the true step labels; right > wrong: % of a problem's (right, "
                  "wrong answer) response pairs the min step score orders right (50: cannot tell them apart); score range: median "
                  "over problems of the range of its different responses' min step scores (0: scores the problem, not the "
@@ -199,7 +207,7 @@ def plot_results(summary: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     sources = summary["sources"]
-    names = list(sources) + [f"{n} (annotator)" for n in summary["references"]]
+    names = list(sources) + [n if "seconds" in m else f"{n} (annotator)" for n, m in summary["references"].items()]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     for i, (name, s) in enumerate(sources.items()):
         iv = s["intervals"]["F1"]

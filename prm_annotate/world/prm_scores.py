@@ -74,6 +74,38 @@ def batched_step_scores(model: Any, tokenizer: Any, fmt: Any, responses: list[di
     return out
 
 
+def checkpoint_step_scores(path: Any, responses: list[dict[str, Any]]) -> tuple[list[list[float]], float]:
+    """(P(right) at each step of each response, the checkpoint's threshold) for a checkpoint `train`
+    wrote: a likelihood PRM through `score`'s own in-process scorer (prm/likelihood.py), a
+    Qwen2ForProcessRewardModel with transformers in batches (batched_step_scores)."""
+    from prm_annotate.prm.checkpoint import LIKELIHOOD_ARCHITECTURE, load_model, locate
+
+    checkpoint = locate(str(path))
+    if LIKELIHOOD_ARCHITECTURE in checkpoint.architectures:
+        from prm_annotate.prm.likelihood import LikelihoodScorer
+
+        scorer = LikelihoodScorer(checkpoint, progress=False)
+        try:
+            out = scorer.step_probabilities([scorer.token_ids(r["problem"], r["steps"]) for r in responses])
+        finally:
+            scorer.close()
+        for r, s in zip(responses, out):
+            if isinstance(s, str) or len(s) != len(r["steps"]):
+                raise ValueError(f"{r['id']}: {s if isinstance(s, str) else len(s)} step scores for "
+                                 f"{len(r['steps'])} steps")
+        return [list(s) for s in out], scorer.format.threshold
+    model, tokenizer, fmt = load_model(path)
+    return batched_step_scores(model, tokenizer, fmt, responses), fmt.threshold
+
+
+def likelihood_baseline_scores(base: Any, responses: list[dict[str, Any]]) -> list[list[float]]:
+    """No training: per step, the causal LM's lowest probability of a token of the step given the
+    ones before it (prm/likelihood.py's statistics, its text and its reading)."""
+    from prm_annotate.prm.likelihood import lowest_token_probabilities
+
+    return lowest_token_probabilities(base, [(r["problem"], r["steps"]) for r in responses])
+
+
 @dataclass
 class Heldout:
     """The held-out problems (in order), the truth of their responses, their responses graded
@@ -131,17 +163,19 @@ def bon_part(held: Heldout, scores: dict[str, list[float] | None]) -> dict[str, 
     return {"bon": result, "picks": picks}
 
 
-def right_over_wrong(held: Heldout, scores: dict[str, list[float] | None]) -> float | None:
-    """Percent of (right, wrong) response pairs of one problem that the min step score orders right."""
-    wins, pairs = 0.0, 0
-    for p in with_scores(held.problems, scores):
+def right_over_wrong(held: Heldout, scores: dict[str, list[float] | None]) -> tuple[float | None, list[list[float]]]:
+    """Percent of (right, wrong) response pairs of one problem that the min step score orders right,
+    and (wins, pairs) per held-out problem (the bootstrap's counts)."""
+    by_key = {p.key: p for p in with_scores(held.problems, scores)}
+    counts = []
+    for pid in held.problem_ids:
+        p = by_key[pid]
         right = [min(c.scores) for c in p.candidates if c.correct is True]
         wrong = [min(c.scores) for c in p.candidates if c.correct is False]
-        for r in right:
-            for w in wrong:
-                pairs += 1
-                wins += 1.0 if r > w else 0.5 if r == w else 0.0
-    return 100 * wins / pairs if pairs else None
+        wins = sum(1.0 if r > w else 0.5 if r == w else 0.0 for r in right for w in wrong)
+        counts.append([wins, len(right) * len(wrong)])
+    wins, pairs = (sum(c[i] for c in counts) for i in (0, 1))
+    return (100 * wins / pairs if pairs else None), counts
 
 
 def score_range(held: Heldout, scores: dict[str, list[float] | None]) -> float | None:
@@ -177,6 +211,7 @@ def scorer_metrics(held: Heldout, scores: dict[str, list[float] | None], thresho
     """Every metric of one scorer on the held-out responses (module docstring)."""
     f1 = f1_part(held, scores, threshold)
     at_half = f1_part(held, scores, 0.5)["f1"] if threshold != 0.5 else f1["f1"]
+    rw, rw_counts = right_over_wrong(held, scores)
     return {**f1, "f1_at_0.5": at_half, "step_auc": step_auc(held.gold, scores),
-            "right_over_wrong": right_over_wrong(held, scores), "score_range": score_range(held, scores),
+            "right_over_wrong": rw, "rw_counts": rw_counts, "score_range": score_range(held, scores),
             **bon_part(held, scores)}

@@ -137,6 +137,14 @@ def check_measurements(workdir, results):
                 assert {problem_of(r["id"]) for r in rows}.isdisjoint(held)
                 if key == "truth":
                     assert rows and all(r["labels"] == true_labels(problems, r) for r in rows)
+            if source.key == "shuffled":  # the truth's first errors, permuted among responses of as many steps
+                def labels(key):
+                    rows = [r for part in ("train", "val") for r in read(workdir / "data" / f"seed{seed}" / f"{key}.{part}.jsonl")]
+                    return sorted((len(responses_steps[r["id"]]), r["labels"].index(False) if False in r["labels"] else -1)
+                                  for r in rows)
+
+                responses_steps = {r["id"]: r["steps"] for r in read(report / "responses.jsonl")}
+                assert labels("shuffled") == labels("truth")
 
 
 def check_blind_baselines(workdir, results):
@@ -156,12 +164,14 @@ def check_blind_baselines(workdir, results):
 
 
 def check_batched_scores(workdir):
-    from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
+    """The scores in the file (`score`'s scorer, batched) are those of one response at a time."""
+    from prm_annotate.prm.checkpoint import locate
+    from prm_annotate.prm.likelihood import LikelihoodScorer
 
-    model, tokenizer, fmt = load_model(workdir / "prms" / "consensus-seed0")
+    scorer = LikelihoodScorer(locate(str(workdir / "prms" / "consensus-seed0")))
     for r in read(workdir / "prms" / "consensus-seed0.scored.jsonl"):
-        one = transformers_step_scores(model, tokenizer, fmt, r["problem"], r["steps"])
-        assert max(abs(x - y) for x, y in zip(one, r["prm"]["scores"])) < 1e-5
+        (one,) = scorer.step_probabilities([scorer.token_ids(r["problem"], r["steps"])])
+        assert len(one) == len(r["steps"]) and max(abs(x - y) for x, y in zip(one, r["prm"]["scores"])) < 1e-5
 
 
 @pytest.mark.engine
@@ -210,7 +220,8 @@ def test_training_sets_split_by_problem_and_size_match(tmp_path):
                 for i in range(40) for j in range(4) if kept(i, j)]
 
     labelled = {"rollouts": rows(lambda i, j: True), "judged": rows(lambda i, j: (i + j) % 7),
-                "consensus": rows(lambda i, j: (i * j) % 3 == 0), "truth": rows(lambda i, j: True)}
+                "consensus": rows(lambda i, j: (i * j) % 3 == 0), "truth": rows(lambda i, j: True),
+                "shuffled": rows(lambda i, j: True)}
     split = Split([f"p{i}" for i in range(30)], [f"p{i}" for i in range(30, 40)])
     vals = []
     for seed in (0, 1):
