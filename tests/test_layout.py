@@ -22,8 +22,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prm_annotate"
 LAYERS: list[set[str]] = [
     {"", "errors"},
     {"records", "steps", "seeds", "boxed", "prompt_files"},
-    {"io"},
-    {"grading", "judging", "engines", "strategies"},
+    {"io", "engines"},
+    {"grading", "judging", "strategies"},
     {"reports", "pipeline"},
     {"export"},
     {"prm"},

@@ -1,16 +1,28 @@
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from prm_annotate.cli.app import InputArg, OutputOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
+from prm_annotate.cli.sampling_options import sampling_options
+from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS
 from prm_annotate.stages.config import JudgeConfig
+
+
+# Given or not (None: the protocol's value), so the defaults shown are the strict protocol's.
+JUDGE_OPTIONS = {"sampling": sampling_options(
+    "verdict", "vote", temperature={"help": "Default: 0 with one vote, 0.7 with several."},
+    top_p={"show_default": "1.0"}, top_k={"show_default": "0"}, max_tokens={"show_default": str(DEFAULT_MAX_TOKENS)},
+    seed={"show_default": "0"})}
 
 
 @app.command()
 @option_groups
-def judge(input: InputArg, output: OutputOpt = "-", *, config: JudgeConfig, stage_opts: ModelStageOptions) -> None:
+def judge(input: InputArg, output: OutputOpt = "-", *, config: Annotated[JudgeConfig, JUDGE_OPTIONS],
+          stage_opts: ModelStageOptions) -> None:
     """LLM-as-a-judge: find the first wrong step of each response (strictly parsed, never guessed)."""
     from prm_annotate.judging import load_judge_prompt
     from prm_annotate.stages.judge import JudgeStage

@@ -12,6 +12,10 @@ one instance built from them:
 A default instance of the group, e.g. `run_opts: CommonRunOptions = CommonRunOptions(batch_size=8)`,
 gives the command its own defaults. The group parameter's own name never reaches the command line;
 its fields' names must not clash with the command's other parameters.
+
+A group whose fields are plain (a stage config) gets its options from the parameter's annotation,
+`config: Annotated[SampleConfig, {"n": typer.Option(...), "sampling": {...}}]`: a field's option, or
+for a field holding a dataclass (`sampling`) a dict of that dataclass's options, expanded in its place.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import dataclasses
 import functools
 import inspect
 import typing
-from typing import Any, Callable, TypeVar
+from typing import Annotated, Any, Callable, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -27,27 +31,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 def option_groups(func: F) -> F:
     """Expand every dataclass-typed parameter of `func` into its fields for Typer."""
     signature = inspect.signature(func, eval_str=True)
-    groups: dict[str, tuple[type, list[str]]] = {}  # parameter -> (dataclass, its field names)
+    groups: dict[str, tuple[type, dict]] = {}  # parameter -> (dataclass, its options)
     params: list[inspect.Parameter] = []
     for param in signature.parameters.values():
-        group = param.annotation
-        if not (isinstance(group, type) and dataclasses.is_dataclass(group)):
+        group, options = _group(param.annotation)
+        if group is None:
             params.append(param)
             continue
-        hints = typing.get_type_hints(group, include_extras=True)
         # A default instance (`run_opts: Group = Group(batch_size=8)`) sets this command's defaults.
         given = param.default if isinstance(param.default, group) else None
-        names = []
-        for field in dataclasses.fields(group):
-            if given is not None:
-                default = getattr(given, field.name)
-            else:
-                default = inspect.Parameter.empty if field.default is dataclasses.MISSING else field.default
-            # Keyword-only: a required field (--model) may then follow options with defaults.
-            params.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY,
-                                            default=default, annotation=hints[field.name]))
-            names.append(field.name)
-        groups[param.name] = (group, names)
+        params.extend(_fields(group, given, options))
+        groups[param.name] = (group, options)
     flat = [p.name for p in params]
     clashes = {n for n in flat if flat.count(n) > 1}
     if clashes:
@@ -58,8 +52,8 @@ def option_groups(func: F) -> F:
         from prm_annotate.cli.app import handled
 
         with handled():  # a group that refuses its options (a UsageError) is exit 2, as the command's own checks
-            for name, (group, names) in groups.items():
-                kwargs[name] = group(**{n: kwargs.pop(n) for n in names})
+            for name, (group, options) in groups.items():
+                kwargs[name] = _build(group, options, kwargs)
         return func(**kwargs)
 
     command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
@@ -68,3 +62,44 @@ def option_groups(func: F) -> F:
     if signature.return_annotation is not inspect.Signature.empty:
         command.__annotations__["return"] = signature.return_annotation
     return command  # type: ignore[return-value]
+
+
+def _group(annotation: Any) -> tuple[type | None, dict]:
+    """(the dataclass, its options) of a group parameter's annotation, `Group` or
+    `Annotated[Group, options]`; (None, {}) for any other parameter."""
+    options: dict = {}
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation, options = annotation.__origin__, annotation.__metadata__[0]
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+        return annotation, options
+    return None, {}
+
+
+def _fields(group: type, given: Any, options: dict) -> list[inspect.Parameter]:
+    """The command-line parameters of a group's fields: a field's option from `options`, else its
+    own annotation; a field holding a dataclass with its options in `options` (a dict) is expanded
+    in its place."""
+    hints = typing.get_type_hints(group, include_extras=True)
+    params = []
+    for field in dataclasses.fields(group):
+        if given is not None:
+            default = getattr(given, field.name)
+        else:
+            default = inspect.Parameter.empty if field.default is dataclasses.MISSING else field.default
+        option = options.get(field.name)
+        if isinstance(option, dict):
+            params.extend(_fields(hints[field.name], None if default is inspect.Parameter.empty else default, option))
+            continue
+        annotation = hints[field.name] if option is None else Annotated[hints[field.name], option]
+        # Keyword-only: a required field (--model) may then follow options with defaults.
+        params.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=annotation))
+    return params
+
+
+def _build(group: type, options: dict, values: dict[str, Any]) -> Any:
+    """The group built from the command's values (taken out of `values`)."""
+    hints = typing.get_type_hints(group)
+    return group(**{field.name: _build(hints[field.name], options[field.name], values)
+                    if isinstance(options.get(field.name), dict) else values.pop(field.name)
+                    for field in dataclasses.fields(group)})

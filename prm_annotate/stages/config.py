@@ -1,8 +1,10 @@
 """One frozen settings object per model stage: the command's options (an option group, see
 cli/option_groups.py), the stage's `config`, and what its manifest records (`settings()`).
 
-The options the three share (temperature, top-p, top-k, max tokens, seed, step separator, system
-prompt) are declared once here; each config words their help for what it generates.
+Each holds its sampling as one `Sampling` (engines/sampling.py), `config.sampling`; the judge's is a
+`SamplingOverrides` (None where not given: the protocol fills it). The command-line options of the
+sampling fields are cli/sampling_options.py's; the step separator and system prompt are declared
+once here.
 
 Token budgets: 2,048 per response and per completion, the budget Qwen2.5-Math's own evaluation
 gives its Instruct models (the paper's policies; their context is 4,096 tokens), so a completion
@@ -17,31 +19,17 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from prm_annotate.engines.sampling import Sampling, SamplingOverrides, sampling_fields
 from prm_annotate.errors import UsageError
 from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
-from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
 from prm_annotate.steps import decode_sep
 from prm_annotate.strategies import strategies_help
 
 
-def _temperature(default_help: str = "") -> Any:
-    return Annotated[float, typer.Option("--temperature", min=0.0, help=default_help or None)]
-
-
-TopP = Annotated[float, typer.Option("--top-p", min=0.0, max=1.0)]
-TopK = Annotated[int, typer.Option("--top-k", min=0, help="Sample from the k likeliest tokens only; 0: off.")]
 POLICY_MAX_TOKENS = 2048
 StepSep = Annotated[str, typer.Option("--step-sep", help="Step separator (backslash escapes allowed).",
                                      callback=decode_sep, show_default=r"\n\n")]
-
-
-def _max_tokens(what: str) -> Any:
-    return Annotated[int, typer.Option("--max-tokens", min=1, help=f"Tokens per {what}.")]
-
-
-def _seed(what: str) -> Any:
-    return Annotated[int, typer.Option("--seed", help=f"Run seed; each {what}'s seed derives from it.")]
 
 
 def _system_prompt(default: str) -> Any:
@@ -69,18 +57,30 @@ def _styles_help() -> str:
 
 
 def entry(config: Any) -> dict[str, Any]:
-    """The config as a manifest records it."""
-    return dataclasses.asdict(config)
+    """The config as a manifest records it: its fields in order, its sampling's in its place."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if field.name == "sampling":
+            out.update((k, v) for k, v in dataclasses.asdict(value).items())
+        else:
+            out[field.name] = value
+    return out
+
+
+def configured(config: Any, settings: dict[str, Any]) -> Any:
+    """`config` with `settings` replacing its fields; a field of its sampling may be given by name
+    (`configured(SampleConfig(), {"n": 4, "temperature": 0})`)."""
+    inner = {k: settings.pop(k) for k in sampling_fields() if k in settings}
+    if inner:
+        settings["sampling"] = dataclasses.replace(config.sampling, **inner)
+    return dataclasses.replace(config, **settings)
 
 
 @dataclass(frozen=True)
 class SampleConfig:
     n: Annotated[int, typer.Option("-n", "--num-samples", min=1, help="Responses per problem.")] = 8
-    temperature: _temperature() = 0.7
-    top_p: TopP = 1.0
-    top_k: TopK = 0
-    max_tokens: _max_tokens("response") = POLICY_MAX_TOKENS
-    seed: _seed("response") = 0
+    sampling: Sampling = Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0)
     step_sep: StepSep = "\n\n"
     system_prompt: _system_prompt(_system_prompts_help()) = None
 
@@ -94,11 +94,7 @@ class RolloutConfig:
     strategy: Annotated[str, typer.Option("--strategy", help=strategies_help())] = "exhaustive"
     threshold: Annotated[float, typer.Option(
         "--threshold", min=0.0, max=1.0, help="Hard label = score > threshold (0: any right completion).")] = 0.0
-    temperature: _temperature() = 0.7
-    top_p: TopP = 1.0
-    top_k: TopK = 0
-    max_tokens: _max_tokens("completion") = POLICY_MAX_TOKENS
-    seed: _seed("completion") = 0
+    sampling: Sampling = Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0)
     step_sep: StepSep = "\n\n"
     system_prompt: _system_prompt(
         "System prompt to continue under (a built-in name, a FILE, or none). Default: the one each response "
@@ -135,8 +131,8 @@ class RolloutConfig:
 
 @dataclass(frozen=True)
 class JudgeConfig:
-    """Sampling options left at None take the protocol's value (`JudgeProtocol.sampling`); a protocol that sets
-    some itself (processbench-official) refuses them when given."""
+    """Sampling values left at None take the protocol's (`JudgeProtocol.sampling`); a protocol that sets
+    them itself (processbench-official) refuses them when given."""
 
     prompt: Annotated[Optional[str], typer.Option(
         "--prompt", show_default="paper", help=(
@@ -147,15 +143,8 @@ class JudgeConfig:
     protocol: Annotated[str, typer.Option("--protocol", help=_protocols_help())] = "strict"
     votes: Annotated[int, typer.Option(
         "--votes", min=1, help="Verdicts per response, made one first error as --protocol says.")] = 1
-    temperature: Annotated[Optional[float], typer.Option(
-        "--temperature", min=0.0, help="Default: 0 with one vote, 0.7 with several.")] = None
-    top_p: Annotated[Optional[float], typer.Option("--top-p", min=0.0, max=1.0, show_default="1.0")] = None
-    top_k: Annotated[Optional[int], typer.Option(
-        "--top-k", min=0, show_default="0", help="Sample from the k likeliest tokens only; 0: off.")] = None
-    max_tokens: Annotated[Optional[int], typer.Option(
-        "--max-tokens", min=1, show_default=str(JUDGE_MAX_TOKENS), help="Tokens per verdict.")] = None
-    seed: Annotated[Optional[int], typer.Option(
-        "--seed", show_default="0", help="Run seed; each vote's seed derives from it.")] = None
+    # Given values only; the protocol fills the rest (`JudgeProtocol.sampling`).
+    sampling: SamplingOverrides = SamplingOverrides()
     constrained: Annotated[bool, typer.Option("--constrained/--no-constrained", metavar="", help=(
         "Force the verdict's answer (vLLM structured outputs): a processbench index then always parses; "
         "a paper conclusion's word is forced, its analyses stay the judge's."))] = False
@@ -173,4 +162,4 @@ class JudgeConfig:
     @property
     def run_seed(self) -> int:
         """The engine's seed (each request carries its own)."""
-        return 0 if self.seed is None else self.seed
+        return 0 if self.sampling.seed is None else self.sampling.seed
