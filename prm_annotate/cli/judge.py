@@ -7,16 +7,8 @@ import typer
 from prm_annotate.cli.app import InputArg, OutputOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
-from prm_annotate.cli.sampling_options import sampling_options
-from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS
+from prm_annotate.cli.stage_options import JUDGE_OPTIONS
 from prm_annotate.stages.config import JudgeConfig
-
-
-# Given or not (None: the protocol's value), so the defaults shown are the strict protocol's.
-JUDGE_OPTIONS = {"sampling": sampling_options(
-    "verdict", "vote", temperature={"help": "Default: 0 with one vote, 0.7 with several."},
-    top_p={"show_default": "1.0"}, top_k={"show_default": "0"}, max_tokens={"show_default": str(DEFAULT_MAX_TOKENS)},
-    seed={"show_default": "0"})}
 
 
 @app.command()

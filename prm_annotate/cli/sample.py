@@ -7,7 +7,7 @@ import typer
 from prm_annotate.cli.app import AnswerFieldOpt, FormatOpt, IdFieldOpt, InputArg, OutputOpt, ProblemFieldOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
-from prm_annotate.cli.sampling_options import sampling_options
+from prm_annotate.cli.stage_options import SAMPLE_OPTIONS
 from prm_annotate.stages.config import SampleConfig
 
 
@@ -15,8 +15,7 @@ from prm_annotate.stages.config import SampleConfig
 @option_groups
 def sample(input: InputArg, output: OutputOpt = "-", format: FormatOpt = "auto", id_field: IdFieldOpt = "id",
            problem_field: ProblemFieldOpt = "problem", answer_field: AnswerFieldOpt = "answer", *,
-           config: Annotated[SampleConfig, {"sampling": sampling_options("response", "response")}],
-           stage_opts: ModelStageOptions) -> None:
+           config: Annotated[SampleConfig, SAMPLE_OPTIONS], stage_opts: ModelStageOptions) -> None:
     """Sample n step-by-step responses per problem; split into steps and grade the final answers."""
     from prm_annotate.stages.common import system_prompt_file
     from prm_annotate.stages.sample import SampleStage
