@@ -1,7 +1,8 @@
 """The command-line options of the model stages' configs (stages/config.py), one dict per config:
 a field's `typer.Option`, or for `sampling` its options (cli/sampling_options.py). A command takes
 its config as `config: Annotated[SampleConfig, SAMPLE_OPTIONS]` (see option_groups); a field left
-out of the dict is not an option and keeps its default.
+out of the dict is not an option and keeps its default. Help texts are one sentence: the config's
+`Attributes:` and docs/pipeline.md say the rest.
 """
 from __future__ import annotations
 
@@ -22,9 +23,8 @@ STEP_SEP = typer.Option("--step-sep", help="Step separator (backslash escapes al
 
 def _system_prompts_help() -> str:
     names = ", ".join(SYSTEM_PROMPTS)
-    return (f"System prompt: built-in {names} (prompts/), a FILE, or none for no system prompt. Default: "
-            f"{DEFAULT_SYSTEM_PROMPT}, Qwen2.5-Math-Instruct's chain-of-thought prompt (the paper's policies); "
-            "step asks for one paragraph per step (small models, the demos).")
+    return (f"System prompt: built-in {names} (prompts/), a FILE, or none (default: {DEFAULT_SYSTEM_PROMPT}, "
+            "the paper's policies' prompt).")
 
 
 def _protocols_help() -> str:
@@ -46,43 +46,30 @@ SAMPLE_OPTIONS: dict[str, Any] = {
 
 ROLLOUT_OPTIONS: dict[str, Any] = {
     "k": typer.Option("-k", "--k", min=1, help="Completions per step."),
-    "label": typer.Option("--label", help=(
-        "hard|soft, recorded as mc.label: soft needs every step's score (--strategy exhaustive). "
-        "export takes MC scores as labels with its own --soft; first_error is always hard.")),
+    "label": typer.Option("--label", help="hard|soft, recorded as mc.label; soft needs --strategy exhaustive."),
     "strategy": typer.Option("--strategy", help=strategies_help()),
     "threshold": typer.Option("--threshold", min=0.0, max=1.0,
                               help="Hard label = score > threshold (0: any right completion)."),
     "sampling": sampling_options("completion", "completion"),
     "step_sep": STEP_SEP,
     "system_prompt": typer.Option("--system-prompt", help=(
-        "System prompt to continue under (a built-in name, a FILE, or none). Default: the one each response "
-        "was sampled under (its generator.system_prompt); a different one is refused unless "
-        "--force-system-prompt.")),
+        "System prompt to continue under (a built-in name, a FILE, or none; default: each response's own).")),
     "force_system_prompt": typer.Option("--force-system-prompt/--no-force-system-prompt", metavar="", help=(
         "Continue under --system-prompt even where the responses were sampled under another.")),
     "cut_completions": typer.Option("--cut-completions", help=(
-        "What a completion cut at --max-tokens counts as: graded (as the grader reads its text, like any "
-        "completion: most have no final answer and are wrong), wrong, or right (a step is never blamed on "
-        "the budget). mc.cut counts them per step.")),
+        "What a completion cut at --max-tokens counts as: graded (on its text), wrong or right.")),
     "share_prefixes": typer.Option("--share-prefixes/--no-share-prefixes", metavar="", help=(
-        "Roll out identical step prefixes of one problem's responses once (seeds from the prefix, not the "
-        "response id); with binary/scan also take prefixes of right solutions as 1 without sampling.")),
+        "Roll out identical step prefixes of one problem's responses once.")),
     "speculate": typer.Option("--speculate", min=0, show_default=False, help=(
-        "With early-stop, binary or scan: once no new record can start (the end of the input, or a full "
-        "window) and while fewer than this many requests are in flight, start probes ahead of the round that "
-        "may ask for them (the rest of a step's completions; binary/scan also the next step's first one); "
-        "the limit grows as such probes prove needed (this / the share wasted, up to 4096); each is "
-        "cancelled as soon as it is no longer needed. Spends a few tokens to save rounds where the "
-        "engine has room; the labels are the same. 0: off. Default: 256 in process, 0 over HTTP (a "
-        "cancelled HTTP request still runs on the server).")),
+        "Probes early-stop, binary and scan may start before a round asks for them (0: off; default: 256 "
+        "in process, 0 over HTTP).")),
 }
 
 # The judge's sampling options are given or not (None: the protocol's value); the defaults shown
 # are the strict protocol's.
 JUDGE_OPTIONS: dict[str, Any] = {
     "prompt": typer.Option("--prompt", show_default="paper", help=(
-        "paper (the paper's Appendix C protocol: labels) | processbench (ProcessBench's critic template) | "
-        "a template FILE with {problem} and {paragraphs}; processbench under --protocol processbench-official.")),
+        "paper (the paper's protocol) | processbench (ProcessBench's critic template) | a template FILE.")),
     "style": typer.Option("--style", help=_styles_help()),
     "protocol": typer.Option("--protocol", help=_protocols_help()),
     "votes": typer.Option("--votes", min=1, help="Verdicts per response, made one first error as --protocol says."),
@@ -90,7 +77,6 @@ JUDGE_OPTIONS: dict[str, Any] = {
         "verdict", "vote", temperature={"help": "Default: 0 with one vote, 0.7 with several."},
         top_p={"show_default": "1.0"}, top_k={"show_default": "0"}, max_tokens={"show_default": str(JUDGE_MAX_TOKENS)},
         seed={"show_default": "0"}),
-    "constrained": typer.Option("--constrained/--no-constrained", metavar="", help=(
-        "Force the verdict's answer (vLLM structured outputs): a processbench index then always parses; "
-        "a paper conclusion's word is forced, its analyses stay the judge's.")),
+    "constrained": typer.Option("--constrained/--no-constrained", metavar="",
+                                help="Force the verdict's answer (vLLM structured outputs)."),
 }
