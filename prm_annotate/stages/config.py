@@ -22,7 +22,7 @@ from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
 from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
 from prm_annotate.steps import decode_sep
-from prm_annotate.strategies import strategies_help
+from prm_annotate.strategies import STRATEGIES, strategies_help
 
 
 def _temperature(default_help: str = "") -> Any:
@@ -92,6 +92,9 @@ class RolloutConfig:
         "hard|soft, recorded as mc.label: soft needs every step's score (--strategy exhaustive). "
         "export takes MC scores as labels with its own --soft; first_error is always hard."))] = "hard"
     strategy: Annotated[str, typer.Option("--strategy", help=strategies_help())] = "exhaustive"
+    judged: Annotated[Optional[str], typer.Option("--judged", help=(
+        "With --strategy verify: the judge's output for these responses; MC confirms or refutes each "
+        "judge.first_error (recorded as mc.verified), for `consensus` with the same file."))] = None
     threshold: Annotated[float, typer.Option(
         "--threshold", min=0.0, max=1.0, help="Hard label = score > threshold (0: any right completion).")] = 0.0
     temperature: _temperature() = 0.7
@@ -131,6 +134,12 @@ class RolloutConfig:
             raise UsageError(f"--cut-completions {self.cut_completions}: choose {', '.join(CUT_COMPLETIONS)}")
         if self.force_system_prompt and self.system_prompt is None:
             raise UsageError("--force-system-prompt needs --system-prompt")
+        needs_judged = self.strategy in STRATEGIES and STRATEGIES[self.strategy].needs_judged
+        if needs_judged and self.judged is None:
+            raise UsageError(f"--strategy {self.strategy} checks the judge's verdicts: give them with --judged "
+                             "judged.jsonl (the output of `judge` on the same responses)")
+        if self.judged is not None and not needs_judged:
+            raise UsageError(f"--judged is read by --strategy verify only, not {self.strategy}")
 
 
 @dataclass(frozen=True)
