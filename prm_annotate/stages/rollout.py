@@ -276,7 +276,8 @@ class RolloutStage(ModelStage):
             for w in work:
                 if w.error is None:
                     for probe in w.plan.next_round():
-                        if use_witnesses and self._witness_key(w.record, w.record.steps[: probe.step + 1]) in witnesses:
+                        if use_witnesses and w.plan.takes_witness(probe.step) and self._witness_key(
+                                w.record, w.record.steps[: probe.step + 1]) in witnesses:
                             by_work.setdefault(id(w), []).append(ProbeResult(probe, True, 0, witness=True))
                             continue
                         request = self._request(w.record, probe)
@@ -345,7 +346,8 @@ class RolloutStage(ModelStage):
             if w.error is None:
                 for kind, probes in zip(found, (w.plan.ahead(), w.plan.spare())):
                     for probe in probes:
-                        if witnesses is not None and self._witness_key(w.record, w.record.steps[: probe.step + 1]) in witnesses:
+                        if witnesses is not None and w.plan.takes_witness(probe.step) and self._witness_key(
+                                w.record, w.record.steps[: probe.step + 1]) in witnesses:
                             continue
                         request = self._request(w.record, probe)
                         if request.key not in requests and request.key not in done:

@@ -70,6 +70,11 @@ class Plan:
     def result(self) -> PlanResult:
         raise NotImplementedError
 
+    def takes_witness(self, step: int) -> bool:
+        """Whether a witness may decide `step` (strategies with `uses_witnesses`; verify takes none
+        at the judge's step, which only fresh completions decide)."""
+        return True
+
     def ahead(self) -> list[Probe]:
         """Probes a later round may ask for: the stage may start them early (speculation) while
         the engine has room. Never changes what the plan asks for or decides."""

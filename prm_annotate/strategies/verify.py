@@ -7,9 +7,12 @@ exactly when step j has no right completion out of K and step j-1 has one. So:
 
 - step j is probed with early stopping: its first right completion refutes the claim ("refuted at
   j"); only K failures confirm it (a confirmed j costs the full K);
-- step j-1 is probed with early stopping: its first right completion settles it; K failures
-  refute the claim ("refuted at j-1"). Step j's later rounds wait while step j-1 has a failure and
-  is undecided: where j-1 turns out 0, j's K completions would be wasted (j is then usually 0 too);
+- step j-1 is probed, with early stopping, only once step j is 0: its first right completion
+  confirms the claim, K failures refute it ("refuted at j-1"). The judge's j often comes before
+  MC's first error (the policy recovers from a wrong step), so step j is refuted more often than
+  j-1 and goes first: j-1's completions would be wasted on a refuted j. Speculation (`ahead`)
+  starts the rest of step j's completions and step j-1's first once step j has failed, when a
+  confirmation is likely, and nothing before;
 - step 0 has no step before it, and the last step is decided by the response's own answer (the
   rule every strategy shares), so j = 0 probes only step 0 and j = last only step j-1;
 - the judge saying "no error" (-1) needs no rollout: a right final answer is the witness that
@@ -26,9 +29,14 @@ A step left undecided when the claim is settled scores null (its completions so 
 in `sampled`). `first_error` is the first 0 among the decided steps (the last step from the
 response's answer), so it equals the judge's exactly when the claim is confirmed: `consensus`
 keeps exactly those. Every other step is unprobed: the record holds MC evidence at one or two
-steps, not MC labels, and export/train refuse it as such. Witnesses are not used (a sibling's
-right solution could only refute, never confirm, and would part verify from exhaustive's K fresh
-samples at the steps it probes): with the same seeds, a probed step's hard label is exhaustive's.
+steps, not MC labels, and export/train refuse it as such.
+
+With `--share-prefixes`, a witness (a prefix of a right solution of the same problem: a correct
+response, the response itself when it is right, prefix + a right completion; see monotone.py) may
+settle step j-1 as 1 without sampling, as it does for binary and scan. Step j takes no witness:
+only fresh completions decide it, as exhaustive's would (a witness there could only refute, and
+the response's own right answer would refute every prized case unseen). Without sharing, a
+probed step's hard label is exhaustive's with the same seeds.
 """
 from __future__ import annotations
 
@@ -98,29 +106,36 @@ class VerifyPlan(Plan):
         elif (self.at_j is None or self.at_j.label is False) and (self.before is None or self.before.label is True):
             self.outcome = CONFIRMED
 
-    def _j_waits(self) -> bool:
-        """Step j's next round waits while step j-1 has failed and is undecided."""
-        b = self.before
-        return b is not None and b.label is None and b.right < b.sampled
+    def _j_open(self) -> bool:
+        return self.at_j is not None and self.at_j.label is None
 
     def next_round(self) -> list[Probe]:
         if self.outcome is not None:
             return []
-        probes = self.before.next_probes() if self.before is not None else []
-        if self.at_j is not None and not (probes and self._j_waits()):
-            probes += self.at_j.next_probes()
-        return probes
+        if self._j_open():
+            return self.at_j.next_probes()
+        return self.before.next_probes()  # step j is 0 (or the last step): step j-1 decides
+
+    def takes_witness(self, step: int) -> bool:
+        return self.at_j is None or step != self.at_j.step
 
     def observe(self, results: Sequence[ProbeResult]) -> None:
         for r in results:
             sampler = self.at_j if self.at_j is not None and r.probe.step == self.at_j.step else self.before
-            sampler.observe(r.correct)
+            sampler.observe(r.correct, r.witness)
         self._decide()
 
     def ahead(self) -> list[Probe]:
         if self.outcome is not None:
             return []
-        return [p for s in (self.before, self.at_j) if s is not None for p in s.ahead()]
+        # Only after a step's first result is in and was a failure (undecided, so no right one yet):
+        # before that, its first right completion (no more needed) is as likely.
+        if self._j_open():
+            if self.at_j.sampled == 0:
+                return []
+            before = StepSampler(self.before.step, self.before.k, self.threshold).next_probes() if self.before else []
+            return self.at_j.ahead() + before
+        return self.before.ahead() if self.before.sampled else []
 
     def result(self) -> PlanResult:
         if self.outcome is None:
@@ -132,14 +147,16 @@ class VerifyPlan(Plan):
                 scores[s.step] = s.score if s.label is not None else None
                 sampled[s.step] = s.sampled
         scores[-1] = last_step_score(self.last_correct)
+        witnessed = [s.step for s in (self.before, self.at_j) if s is not None and s.witnessed]
         return PlanResult(scores=scores, first_error=first_error_of(scores, self.threshold), sampled=sampled,
-                          verified=self.outcome)
+                          witnessed=witnessed, verified=self.outcome)
 
 
 class Verify(Strategy):
     name = "verify"
     summary = "needs --judged: MC only at the judge's first error j and j-1, for consensus"
     needs_judged = True
+    uses_witnesses = True  # at step j-1 only (VerifyPlan.takes_witness)
 
     def __init__(self, probe_right_answers: bool = True):
         self.probe_right_answers = probe_right_answers

@@ -14,6 +14,7 @@ from prm_annotate.records import Judged
 from prm_annotate.stages.config import RolloutConfig
 from prm_annotate.stages.consensus import run_consensus
 from prm_annotate.stages.judged_file import JudgedFile
+from prm_annotate.strategies import Probe, ProbeResult
 from prm_annotate.strategies.exhaustive import Exhaustive
 from prm_annotate.strategies.verify import (CONFIRMED, CONFIRMED_FREE, KEPT, MISSING, REFUTED_AT_J, REFUTED_AT_J_1,
                                             REFUTED_FREE, UNPARSED, Verify)
@@ -90,24 +91,43 @@ def test_where_the_claim_is_decided_without_rollouts():
         assert mc["first_error"] == (j if outcome in KEPT else mc["first_error"])
 
 
-def test_what_a_confirmation_costs_and_when_step_j_waits():
+def test_what_a_confirmation_costs_and_the_order_of_the_steps():
     rec = response("r", 5, False)
-    # j = 2: step 1 right at its first completion, step 2 never: 1 + K completions in three rounds
-    # (step j's rounds of 1, 2, the rest), as early-stop spends on one step.
+    # j = 2: step 2 never right, step 1 right at its first completion: K + 1 completions in four
+    # rounds (step j's rounds of 1, 2, the rest; then step j-1's first).
     mc, engine = verify({("r", 1): {0}, ("r", 2): set()}, rec, 2)
     assert mc["verified"] == CONFIRMED and mc["sampled"] == [0, 1, K, 0, 0]
-    assert mc["completions"] == 1 + K and engine.calls == 3
-    # Step 1 fails its first completion: step 2's second round waits for step 1 to settle.
-    mc, engine = verify({("r", 1): {2}, ("r", 2): set()}, rec, 2)
-    assert mc["verified"] == CONFIRMED and mc["sampled"] == [0, 3, K, 0, 0] and engine.calls == 4
-    # Step 1 is 0 (all K fail): refuted at j-1; step 2 got only its first completion, and scores null.
-    mc, engine = verify({("r", 1): set(), ("r", 2): set()}, rec, 2)
-    assert mc["verified"] == REFUTED_AT_J_1 and mc["sampled"] == [0, K, 1, 0, 0]
-    assert mc["scores"] == [None, 0.0, None, None, 0.0] and mc["first_error"] == 1
-    # Step j is right at its first completion: refuted at j at once.
-    mc, engine = verify({("r", 1): {0}, ("r", 2): {0}}, rec, 2)
-    assert mc["verified"] == REFUTED_AT_J and mc["completions"] == 2 and engine.calls == 1
+    assert mc["completions"] == 1 + K and engine.calls == 4
+    # Step j is right at its second completion: refuted at j, step j-1 never probed.
+    mc, engine = verify({("r", 1): {0}, ("r", 2): {1}}, rec, 2)
+    assert mc["verified"] == REFUTED_AT_J and mc["sampled"] == [0, 0, 3, 0, 0] and engine.calls == 2
+    assert mc["scores"] == [None, None, 1 / 3, None, 0.0]
     assert mc["first_error"] == 4  # the wrong answer: the first 0 among the decided steps, not a label
+    # Step j-1 is 0 too (all K fail): refuted at j-1, after step j's K.
+    mc, engine = verify({("r", 1): set(), ("r", 2): set()}, rec, 2)
+    assert mc["verified"] == REFUTED_AT_J_1 and mc["sampled"] == [0, K, K, 0, 0]
+    assert mc["scores"] == [None, 0.0, 0.0, None, 0.0] and mc["first_error"] == 1
+    # j = last, wrong answer: only step j-1 is probed.
+    mc, engine = verify({("r", 3): {2}}, rec, 4)
+    assert mc["verified"] == CONFIRMED and mc["sampled"] == [0, 0, 0, 3, 0]
+
+
+def test_speculation_waits_for_a_failure_and_changes_no_verdict():
+    from prm_annotate.strategies.verify import JudgeClaim
+
+    plan = Verify().plan(5, K, 0.0, False, judged=JudgeClaim(2))
+    assert [p.step for p in plan.next_round()] == [2] and plan.ahead() == []
+    plan.observe([ProbeResult(Probe(2, 0), False)])
+    assert [(p.step, p.index) for p in plan.next_round()] == [(2, 1), (2, 2)]
+    assert [(p.step, p.index) for p in plan.ahead()] == [(2, 3), (1, 0)]
+    rec = response("r", 5, False)
+    for right in ({("r", 1): {0}, ("r", 2): set()}, {("r", 1): set(), ("r", 2): {3}}, {("r", 1): {2}}):
+        stage, _ = stage_for(Verify(), right, judged="judged.jsonl", judged_file=judged_file([(rec, 2)]))
+        plain = mc_of(stage, [rec])["r"]
+        stage, _ = stage_for(Verify(), right, judged="judged.jsonl", judged_file=judged_file([(rec, 2)]))
+        stage.speculate = 64
+        ahead = mc_of(stage, [rec])["r"]
+        assert ahead == plain, right
 
 
 def test_a_right_answer_faulted_before_the_last_step_is_probed_unless_told_not_to():
@@ -168,3 +188,84 @@ def test_settings_name_the_judged_file_and_the_options_go_together(tmp_path):
     other = response("r", 3, False, ["Step 1: other.", "Step 2: other.", "\\boxed{16}"])
     with pytest.raises(ValueError, match="holds other steps"):
         stage.input_model.model_validate(other.dump())
+
+
+def verify_files(tmp_path) -> tuple:
+    """responses.jsonl, judged.jsonl and a verify rollouts file of three responses (scripted engine)."""
+    records = [response(f"r{i}", 3, i == 0) for i in range(3)]
+    judged = judged_file([(rec, [-1, 1, 0][i]) for i, rec in enumerate(records)])
+    stage, _ = stage_for(Verify(), {("r1", 0): {0}, ("r2", 0): set()}, judged="judged.jsonl", judged_file=judged)
+
+    def write(name: str, rows: list[dict]):
+        (tmp_path / name).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+        return tmp_path / name
+
+    rollouts = write("rollouts.jsonl", [o.records[0].dump() for o in stage.process(records)])
+    return (write("responses.jsonl", [r.dump() for r in records]),
+            write("judged.jsonl", [r.dump() for r in judged.records.values()]), rollouts)
+
+
+def test_export_and_train_refuse_verify_rollouts_as_mc_labels(tmp_path):
+    from typer.testing import CliRunner
+
+    from prm_annotate.cli import app
+    from prm_annotate.world import POLICY_DIR
+
+    runner = CliRunner()
+    _, judged, rollouts = verify_files(tmp_path)
+    for args in (["export", str(rollouts), "-o", str(tmp_path / "train.jsonl"), "--format", "trl"],
+                 ["export", str(rollouts), "-o", str(tmp_path / "ms.jsonl"), "--format", "math-shepherd"],
+                 ["train", str(rollouts), "--base", str(POLICY_DIR), "-o", str(tmp_path / "prm")]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.stderr)
+        assert f"{rollouts}:1:" in result.stderr and "--strategy verify" in result.stderr, result.stderr
+        assert "consensus" in result.stderr
+    assert not (tmp_path / "train.jsonl").exists() and not (tmp_path / "prm").exists()
+    # Its consensus is labels: export takes it.
+    consensus = tmp_path / "consensus.jsonl"
+    run_consensus(str(rollouts), str(judged), str(consensus), quiet=True)
+    result = runner.invoke(app, ["export", str(consensus), "-o", str(tmp_path / "train.jsonl"), "--format", "trl"])
+    assert result.exit_code == 0, result.stderr
+    # r0 (-1, right answer), r1 (1: step 0 right, step 1 never) and r2 (0: never right) are confirmed.
+    assert [orjson.loads(line)["labels"] for line in (tmp_path / "train.jsonl").read_bytes().splitlines()] == [
+        [True, True, True], [True, False], [False]]
+
+
+def test_a_resume_against_a_changed_judged_file_is_refused_before_any_engine_starts(tmp_path):
+    import subprocess
+    import sys
+
+    responses, judged, rollouts = verify_files(tmp_path)
+    # The scripted records name a judged file of sha256 0...0; a real file has its own.
+    cmd = [sys.executable, "-m", "prm_annotate", "rollout", str(responses), "-o", str(rollouts), "--strategy", "verify",
+           "--judged", str(judged), "--model", "/nonexistent-model", "--quiet"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert f"{rollouts} line 1 was verified against judged file sha256 000000000000" in result.stderr
+    assert "must use the judged file it started with" in result.stderr
+    without = subprocess.run(cmd[:cmd.index("--judged")] + cmd[cmd.index("--model"):], capture_output=True, text=True,
+                             timeout=120)
+    assert without.returncode == 2 and "--judged" in without.stderr
+
+
+def test_with_shared_prefixes_a_witness_settles_step_j_minus_1_never_step_j():
+    from prm_annotate.stages.rollout import RolloutStage
+    from testing.scripted_engine import ScriptedEngine
+
+    a = response("a", 0, True, ["Step 1: x.", "Step 2: y.", "\\boxed{16}"])  # right
+    b = response("b", 0, False, ["Step 1: x.", "Step 2: z.", "\\boxed{9}"])  # wrong, a's first step
+    for share in (True, False):
+        engine = ScriptedEngine(lambda request: "\\boxed{99}")  # every fresh completion wrong
+        stage = RolloutStage(engine, k=K, strategy=Verify(), share_prefixes=share, judged="judged.jsonl",
+                             judged_file=judged_file([(a, 1), (b, 1)]))
+        mc = mc_of(stage, [a, b])
+        if share:
+            # Step 0 is a prefix of the right response a: 1 without sampling. Step 1 takes K fresh
+            # completions, even a's own (the prized case: a right answer through a wrong step).
+            for rid in "ab":
+                assert mc[rid]["verified"] == CONFIRMED and mc[rid]["witnessed"] == [0], rid
+                assert mc[rid]["sampled"] == [0, K, 0] and mc[rid]["first_error"] == 1
+            assert len(engine.requests) == 2 * K
+        else:
+            assert mc["a"]["verified"] == mc["b"]["verified"] == REFUTED_AT_J_1
+            assert "witnessed" not in mc["a"] and len(engine.requests) == 4 * K
