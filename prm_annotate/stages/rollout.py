@@ -45,6 +45,12 @@ Decisions:
   that begins a solution known to reach the gold answer (every prefix of a correct response of
   the problem, and of prefix + a right completion) is answered as a 1 without sampling; the
   record's `mc.witnessed` lists those steps.
+- A strategy that `needs_judged` (verify) reads `--judged` whole before any work (`JudgedFile`:
+  a bad line is exit 2; a judged record holding other steps for a response's id is bad input at
+  the response's line) and plans each response from its judge verdict; the record says what MC
+  found of it (`mc.verified`), the claim (`mc.judge_first_error`) and the file's sha256
+  (`mc.judged_sha256`, also in the manifest with its path), so a resume against another judged
+  file can be refused.
 """
 from __future__ import annotations
 
