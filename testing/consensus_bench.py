@@ -209,6 +209,12 @@ def check_targets(rows: list[RoadRow], road: str = "judge + verify +share") -> l
                     f"{vp:.1f} vs {ep:.1f}", vp >= ep - 0.5))
     ek, vk = 100.0 * len(ex.kept) / ex.responses, 100.0 * len(v.kept) / v.responses
     out.append((f"{road}: kept share within 3 points of exhaustive's: {vk:.1f}% vs {ek:.1f}%", abs(vk - ek) <= 3))
+    if "judge + verify" in by:
+        # With the same seeds and no witnesses, verify sees exhaustive's labels at j-1 and j, so it
+        # confirms every claim exhaustive's consensus keeps (and more where a step before j-1 is 0).
+        plain = by["judge + verify"]
+        out.append((f"judge + verify keeps every response exhaustive's consensus keeps (same seeds): "
+                    f"{plain.quality['only_first']} kept by exhaustive only", plain.quality["only_first"] == 0))
     return out
 
 

@@ -188,7 +188,7 @@ class RolloutStage(ModelStage):
         self.speculate = config.speculate
         self.prompts = CompletionPrompts(config.system_prompt, config.force_system_prompt)
         self.judged: JudgedFile | None = None
-        if self.strategy.needs_judged:
+        if getattr(self.strategy, "needs_judged", False):  # a duck-typed strategy may not say
             if config.judged is None:
                 raise UsageError(f"--strategy {self.strategy.name} needs --judged")
             self.judged = judged_file or JudgedFile.load(config.judged)

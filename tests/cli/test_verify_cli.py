@@ -3,11 +3,9 @@ mid-run (the whole process group, EngineCore too) and rerun, it gives exactly th
 uninterrupted run; its manifest names the judged file; consensus on it keeps the confirmed."""
 from __future__ import annotations
 
-import os
-import signal
+import hashlib
 import subprocess
 import sys
-import time
 
 import orjson
 import pytest
@@ -16,7 +14,7 @@ from prm_annotate.records import Rollout
 from prm_annotate.stages.consensus import run_consensus
 from prm_annotate.strategies.verify import KEPT
 from testing.heavy import ENGINE_START_TIMEOUT
-from testing.jsonl_files import group_alive, write_jsonl
+from testing.jsonl_files import sigkill_after_lines, write_jsonl
 from testing.jsonl_files import read_jsonl as read
 
 CLI = [sys.executable, "-m", "prm_annotate"]
@@ -42,10 +40,6 @@ def responses_and_verdicts() -> tuple[list[dict], list[dict]]:
     return responses, judged
 
 
-def lines(path) -> int:
-    return path.read_bytes().count(b"\n") if path.exists() else 0
-
-
 @pytest.mark.engine
 def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_dir, tmp_path):
     responses, judged = responses_and_verdicts()
@@ -55,19 +49,7 @@ def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_
     cmd = [*CLI, "rollout", str(src), "-o", str(out), "--model", str(tiny_model_dir), "--max-model-len", "2048",
            "--start-timeout", str(int(ENGINE_START_TIMEOUT)), "--strategy", "verify", "--judged", str(judged_path),
            "-k", "3", "--max-tokens", "40", "--seed", "3", "--batch-size", "1", "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        deadline = time.monotonic() + ENGINE_START_TIMEOUT
-        while lines(out) < 5 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert proc.poll() is None, f"finished or died before it could be killed: {proc.stderr.read().decode()[-2000:]}"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert group_alive(proc.pid) == [], "EngineCore outlived the killed command"
-    partial = lines(out)
+    partial = sigkill_after_lines(cmd, out, 5, ENGINE_START_TIMEOUT)
     assert 5 <= partial < N
 
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=ENGINE_START_TIMEOUT + 300)
@@ -77,7 +59,6 @@ def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_
     manifest = orjson.loads(out.with_name("rollouts.manifest.json").read_bytes())
     settings = manifest["runs"][-1]["settings"]
     assert settings["strategy"] == "verify" and settings["judged"]["path"] == str(judged_path)
-    import hashlib
     assert settings["judged"]["sha256"] == hashlib.sha256(judged_path.read_bytes()).hexdigest()
 
     reference = tmp_path / "reference.jsonl"
