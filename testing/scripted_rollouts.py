@@ -31,9 +31,9 @@ def stage_for(strategy, right: dict[tuple[str, int], set[int]], k: int = K, thre
             for (rid, s), good in right.items():
                 if s != step:
                     continue
-                if share and seed == request.seed and steps[-1].split()[2] == rid:
+                if share and seed == request.sampling.seed and steps[-1].split()[2] == rid:
                     return f"\\boxed{{{16 if j in good else 99}}}"
-                if not share and stage.completion_seed(rid, s, j) == request.seed:
+                if not share and stage.completion_seed(rid, s, j) == request.sampling.seed:
                     return f"\\boxed{{{16 if j in good else 99}}}"
         return "\\boxed{99}"  # a (record, step) without a rule: every completion wrong
 

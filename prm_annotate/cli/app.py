@@ -94,7 +94,7 @@ IdFieldOpt = Annotated[str, typer.Option("--id-field", help="Field holding the i
 ProblemFieldOpt = Annotated[str, typer.Option("--problem-field", help="Field holding the problem text.")]
 AnswerFieldOpt = Annotated[str, typer.Option("--answer-field", help="Field holding the gold answer.")]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="Process at most the first N input records.")]
-BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Records at a time: a model stage keeps this many in flight on its engine (each advancing on its own); other stages, and each Ray actor call, take batches of this size.")]
+BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Records at a time: in flight on a model stage's engine, else per batch (and per Ray actor call).")]
 SkipInvalidOpt = Annotated[bool, typer.Option("--skip-invalid/--no-skip-invalid", metavar="", help="Set bad input lines aside in <output>.rejects.jsonl and go on.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet/--no-quiet", "-q", metavar="", help="No progress output (the summary line stays).")]
 ShardOpt = Annotated[Optional[str], typer.Option("--shard", help="Process only shard I/N (0-based), by a stable hash of the id.")]

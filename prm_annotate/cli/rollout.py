@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Annotated
 
 import typer
 
 from prm_annotate.cli.app import BatchOpt, InputArg, OutputOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
+from prm_annotate.cli.stage_options import ROLLOUT_OPTIONS
 from prm_annotate.stages.config import RolloutConfig
 
 
@@ -18,7 +20,8 @@ class RolloutStageOptions(ModelStageOptions):
 
 @app.command()
 @option_groups
-def rollout(input: InputArg, output: OutputOpt = "-", *, config: RolloutConfig,
+def rollout(input: InputArg, output: OutputOpt = "-", *,
+            config: Annotated[RolloutConfig, ROLLOUT_OPTIONS],
             stage_opts: RolloutStageOptions) -> None:
     """Monte Carlo estimation: K completions from every step prefix, graded against the gold answer."""
     from prm_annotate.engines.defaults import SPECULATE_IN_PROCESS
@@ -28,7 +31,7 @@ def rollout(input: InputArg, output: OutputOpt = "-", *, config: RolloutConfig,
     from prm_annotate.strategies.verify import OUTCOMES
 
     with handled():
-        run = stage_opts.prepare(input, output, seed=config.seed)
+        run = stage_opts.prepare(input, output, seed=config.sampling.seed)
         get_strategy(config.strategy, config.label)  # an unknown strategy is said before the engine starts
         judged = JudgedFile.load(config.judged) if config.judged is not None else None
         if judged is not None:

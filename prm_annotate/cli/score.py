@@ -15,8 +15,7 @@ _P = "Engine"  # help panel
 
 PRMOpt = Annotated[str, typer.Option(
     "--model", "-m", rich_help_panel=_P,
-    help="The PRM: a checkpoint folder, or a hub id found in the local Hugging Face cache (never downloaded). "
-         "With --base-url its tokenizer and config.json (step tag, system prompt, threshold) are read here.")]
+    help="The PRM: a checkpoint folder, or a hub id found in the local Hugging Face cache (never downloaded).")]
 # No environment variable (unlike the generating stages' --base-url): the PRM's server is seldom the policy's.
 PRMServerOpt = Annotated[Optional[str], typer.Option(
     "--base-url", rich_help_panel=_P,

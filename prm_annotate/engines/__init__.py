@@ -22,17 +22,21 @@ from pydantic import BaseModel, Field
 from prm_annotate.engines import defaults
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult, check_keys
 from prm_annotate.engines.defaults import on_cpu, resolve_dtype
+from prm_annotate.engines.sampling import Sampling, SamplingOverrides, sampling_record
 
 __all__ = [
     "Engine",
     "EngineConfig",
     "GenerationRequest",
     "GenerationResult",
+    "Sampling",
+    "SamplingOverrides",
     "check_keys",
     "exit_process",
     "make_engine",
     "on_cpu",
     "resolve_dtype",
+    "sampling_record",
 ]
 
 

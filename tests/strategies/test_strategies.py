@@ -168,7 +168,7 @@ def test_shared_prefixes_are_rolled_out_once():
         assert shared > 0
         assert len(engine.requests) == mc["a"]["completions"] + mc["b"]["completions"] - shared
         assert stage.stats["engine_completions"] == len(engine.requests)
-        keys = [(r.messages[-1]["content"], r.seed) for r in engine.requests]
+        keys = [(r.messages[-1]["content"], r.sampling.seed) for r in engine.requests]
         assert len(keys) == len(set(keys))
     # Exhaustive: the 2 shared steps x K once, plus each response's own third step.
     stage, engine = stage_for(Exhaustive(), right, share=True)
