@@ -1,8 +1,9 @@
-"""The extension points are each a change of three files: one new module, its registration (one
-line in the registry), and its test. Each test here makes exactly that change in a copy of the
-package — writes the new module, adds the one line — and then finds the new piece in the command
-line's help and running through the stage that uses it, in a fresh process. (Export formats:
-tests/export/.)"""
+"""The extension points and routine changes, each made in a copy of the package exactly as
+docs/architecture.md lists it. A registry extension is three files: one new module, its
+registration (one line in the registry), and its test. A sampling parameter, an engine option and
+a new stage command touch the files their row of "the files to touch" names, and nothing else (the
+test reads the row). Each test then finds the new piece in the command line's help and running
+through what uses it, in a fresh process. (Export formats: tests/export/.)"""
 from __future__ import annotations
 
 import json
@@ -285,3 +286,98 @@ def test_a_new_sampling_parameter_is_its_field_its_option_and_the_two_engine_map
         '''))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["vllm.sampling_params", "SamplingParams", "0.25", "3"]
+
+
+def test_a_new_engine_option_is_its_vllm_setting_and_its_option(copy):
+    """A vLLM setting (`max_num_seqs`) added as docs/architecture.md says: every model stage takes
+    --max-num-seqs, `EngineConfig` has the field, and vLLM's engine arguments get it (each one a
+    field of vLLM's own EngineArgs)."""
+    copy.edit({
+        "engines/defaults.py": {
+            "    load_progress: bool = True\n": "    max_num_seqs: Optional[int] = None\n",
+            '            args["use_tqdm_on_load"] = False\n':
+                '        if self.max_num_seqs is not None:\n            args["max_num_seqs"] = self.max_num_seqs\n'},
+        "cli/engine_options.py": {'                                  help="Seconds to wait for the vLLM engine to start."),\n':
+                                  '    "max_num_seqs": typer.Option("--max-num-seqs", min=1, rich_help_panel=_P,\n'
+                                  '                                 help="Requests vLLM runs at once."),\n'},
+    })
+    assert copy.changed == routine_files("an engine option (a vLLM setting)")
+    for command in ("sample", "rollout", "judge", "score"):
+        assert "--max-num-seqs" in copy.run(command, "--help").stdout, command
+    pytest.importorskip("vllm")
+    out = copy.run(code=textwrap.dedent('''
+        import typer
+        from typer.testing import CliRunner
+        from prm_annotate.cli.app import app
+        from prm_annotate.cli import model_stage
+
+        seen = []
+        model_stage.run_model_stage = lambda config, *args, **kw: seen.append(config)
+        CliRunner().invoke(app, ["sample", "p.jsonl", "--model", "m", "--max-num-seqs", "8"])
+        [config] = seen
+        from prm_annotate.engines.defaults import VLLMSettings
+        args = VLLMSettings(**config.vllm_settings()).args("/m", cpu=True)
+        import dataclasses
+        from vllm.engine.arg_utils import EngineArgs
+        assert set(args) <= {f.name for f in dataclasses.fields(EngineArgs)}, args  # vLLM takes every one
+        print(config.max_num_seqs, args["max_num_seqs"])
+        '''))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["8", "8"]
+
+
+def test_a_new_stage_is_its_module_its_command_and_one_import(copy, tmp_path):
+    """A stage without a model (`reverse`: each response's steps in reverse order) with its command:
+    the stage module, the command module and its import in cli/__init__.py, as docs/architecture.md
+    says; the command is listed, runs through the runner (resumable output, manifest) and exits 0."""
+    copy.add("stages/reverse.py", '''
+        """reverse: responses -> responses with their steps in reverse order (a throwaway for the test)."""
+        from collections import Counter
+
+        from prm_annotate.pipeline.runner import Outcome, StageBase
+        from prm_annotate.records import Response
+
+
+        class ReverseStage(StageBase):
+            name = "reverse"
+            input_model = Response
+            output_model = Response
+
+            def __init__(self):
+                self.stats = Counter()
+
+            def settings(self):
+                return {}
+
+            def process(self, batch):
+                self.stats["reversed"] += len(batch)
+                return [Outcome.one(Response.make({**r.dump(), "steps": r.steps[::-1]})) for r in batch]
+        ''', "cli/__init__.py", {"from prm_annotate.cli import world  # noqa: E402,F401\n":
+                                 "from prm_annotate.cli import reverse  # noqa: E402,F401\n"})
+    copy.add("cli/reverse.py", '''
+        import typer
+
+        from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, app, handled
+        from prm_annotate.cli.option_groups import option_groups
+        from prm_annotate.pipeline.runner import run_and_close
+
+
+        @app.command()
+        @option_groups
+        def reverse(input: InputArg, output: OutputOpt = "-", *, run_opts: CommonRunOptions) -> None:
+            """Reverse each response's steps."""
+            from prm_annotate.stages.reverse import ReverseStage
+
+            with handled():
+                summary = run_and_close(ReverseStage(), run_opts.run_options(input, output))
+            raise typer.Exit(summary.exit_code)
+        ''', "cli/__init__.py", {})
+    allowed = routine_files("a stage") | {"stages/reverse.py", "cli/reverse.py"}
+    assert copy.changed <= allowed and "cli/__init__.py" in copy.changed
+    assert "Reverse each response's steps." in copy.run("--help").stdout
+    src = tmp_path / "responses.jsonl"
+    src.write_text('{"id": "r", "problem": "p", "steps": ["a", "b", "c"]}\n')
+    done = copy.run("reverse", str(src), "-o", "out.jsonl", "-q")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out.jsonl").read_text())["steps"] == ["c", "b", "a"]
+    assert json.loads((tmp_path / "out.manifest.json").read_text())["runs"][-1]["stage"] == "reverse"

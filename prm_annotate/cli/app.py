@@ -8,12 +8,13 @@ written, records the run in the manifest and ends its child processes; a rerun r
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import signal
 import sys
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Annotated, Any, Iterator, Optional
 
 import typer
@@ -111,12 +112,6 @@ def run_options(input: str, output: str, *, format: str = "auto", id_field: str 
                       shard=parse_shard(shard))
 
 
-def group_values(obj: Any, group: type) -> dict[str, Any]:
-    """The values of option group `group`'s own fields on `obj`, which may be a group built on it
-    with more (model_stage.ModelStageOptions): what `group`'s methods hand on, and nothing else."""
-    return {f.name: getattr(obj, f.name) for f in fields(group)}
-
-
 @dataclass(frozen=True)
 class CommonRunOptions:
     """How a stage goes through its input, as one command parameter (see option_groups); a command
@@ -130,7 +125,7 @@ class CommonRunOptions:
 
     def run_options(self, input: str, output: str, **fields: str) -> RunOptions:
         """`run_options` with these options; `fields` are format, id_field, problem_field, answer_field."""
-        return run_options(input, output, **fields, **group_values(self, CommonRunOptions))
+        return run_options(input, output, **fields, **dataclasses.asdict(self))
 
 
 @app.callback()

@@ -5,17 +5,17 @@ from typing import Annotated
 
 import typer
 
-from prm_annotate.cli.app import BatchOpt, InputArg, OutputOpt, app, handled
+from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.cli.stage_options import ROLLOUT_OPTIONS
 from prm_annotate.stages.config import RolloutConfig
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RolloutStageOptions(ModelStageOptions):
     # The adaptive strategies hold ~1 request per record: 256 records would leave the engine underfed.
-    batch_size: BatchOpt = 1024
+    run: CommonRunOptions = CommonRunOptions(batch_size=1024)
 
 
 @app.command()
