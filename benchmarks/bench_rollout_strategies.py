@@ -6,8 +6,12 @@ sharing. Prints generated tokens, completions, wall time (fastest of --repeats r
 the engine's busy share as ratios to exhaustive, lock-step rows as the baseline (testing/lockstep.py), agreement of
 first_error with exhaustive, and accuracy against the world's true first error.
 Workload 2 (`--smollm2`, slow: ~150 tokens/s here): SmolLM2-135M-Instruct on a few GSM8K problems.
+The consensus section (`--consensus`, on the world; `--consensus-smollm2` on SmolLM2/GSM8K): what
+the consensus set costs per road, the paper's order (exhaustive or binary +share, then the judge)
+against the cheap road (judge, then rollout --strategy verify), with its quality against the truth
+(testing/consensus_bench.py).
 
-    .venv/bin/python benchmarks/bench_rollout_strategies.py [--smollm2]
+    .venv/bin/python benchmarks/bench_rollout_strategies.py [--smollm2] [--consensus [--consensus-only]]
 
 One engine at a time; each is closed before the next starts and before the process exits.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -101,6 +106,96 @@ def smollm2_workload(args) -> str:
             + "\n\nThe engine's throughput by requests at once (32-token completions):\n\n" + curve)
 
 
+def consensus_report(rows, judge, head: str, truth: bool) -> str:
+    from testing.consensus_bench import format_outcomes, format_roads, format_targets
+
+    return (head + "\n\n" + format_roads(rows, judge) + "\n\nWhat verify found of the judge's claims:\n\n"
+            + format_outcomes(rows) + ("\n\nTargets:\n" + format_targets(rows) if truth else ""))
+
+
+def consensus_world(args) -> str:
+    from prm_annotate.engines.vllm_engine import VLLMEngine
+    from prm_annotate.world import JUDGE_DIR, POLICY_DIR, WORLD_JUDGE_PROMPT, make_problems, true_first_error
+    from testing.consensus_bench import ROADS, judge_responses, run_road, score_roads, write_jsonl
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-consensus-"))
+    problems = make_problems(args.consensus_problems, seed=args.seed, split="bench")
+    engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
+    try:
+        responses = sample_responses(engine, problems, n=args.n, max_tokens=128, seed=args.seed)
+    finally:
+        engine.close()
+    responses_path = write_jsonl(workdir / "responses.jsonl", responses)
+    truth = {r["id"]: true_first_error(r, r["steps"]) for r in responses}
+    gold = write_jsonl(workdir / "gold.jsonl", [{"id": r["id"], "steps": r["steps"], "label": truth[r["id"]]}
+                                                for r in responses])
+    judged = workdir / "judged.jsonl"
+    engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
+    try:
+        judge = judge_responses(engine, responses_path, judged, prompt=WORLD_JUDGE_PROMPT, max_tokens=256,
+                                seed=args.seed)
+    finally:
+        engine.close()
+    log(f"consensus: judged {len(responses)} responses, {judge.tokens:,} tokens in {judge.wall:.1f} s")
+    roads = [r for r in ROADS if args.roads is None or r.label == ROADS[0].label or r.label in args.roads]
+    engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
+    try:
+        rows = []
+        for road in roads:
+            rows.append(run_road(engine, responses_path, judged, road, workdir, k=args.k, max_tokens=128,
+                                 window=args.window, seed=args.seed, speculate=args.speculate))
+            log(f"{road.label}: {rows[-1].rollout.tokens:,} tokens in {rows[-1].rollout.wall:.1f} s, "
+                f"{len(rows[-1].kept)} kept")
+    finally:
+        engine.close()
+    score_roads(rows, gold)
+    right = sum(bool(r["correct"]) for r in responses)
+    unparsed = sum(r["judge"]["first_error"] is None for r in map(orjson.loads, judged.read_bytes().splitlines()))
+    head = (f"Consensus on the arithmetic world: {args.consensus_problems} problems x {args.n} responses, K={args.k}; "
+            f"{right} of {len(responses)} final answers right, {sum(v >= 0 for v in truth.values())} with a true "
+            f"first error; the judge (shipped, {WORLD_JUDGE_PROMPT} prompt) left {unparsed} unparsed, "
+            f"{judge.tokens:,} tokens in {judge.wall:.1f} s. Files: {workdir}")
+    return consensus_report(rows, judge, head, truth=True)
+
+
+def consensus_smollm2(args) -> str:
+    from prm_annotate.engines.local_models import prepare_smollm2
+    from prm_annotate.engines.vllm_engine import VLLMEngine
+    from prm_annotate.io.inputs import read_records
+    from testing.consensus_bench import ROADS, judge_responses, run_road, score_roads, write_jsonl
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-consensus-smollm2-"))
+    problems = [rec for _, rec in read_records(args.gsm8k, "gsm8k")][: args.smollm2_problems]
+    sep = args.smollm2_step_sep.encode().decode("unicode_escape")
+    engine = VLLMEngine(str(prepare_smollm2()), max_model_len=2048, dtype="float32", start_timeout=600)
+    try:
+        responses = sample_responses(engine, problems, n=args.smollm2_n, max_tokens=args.smollm2_max_tokens,
+                                     seed=args.seed, step_sep=sep)
+        responses_path = write_jsonl(workdir / "responses.jsonl", responses)
+        judged = workdir / "judged.jsonl"
+        # The 135M model as its own judge, as `make demo-real` runs it: ProcessBench's template, the index forced.
+        judge = judge_responses(engine, responses_path, judged, prompt="processbench", constrained=True,
+                                max_tokens=args.smollm2_max_tokens, seed=args.seed)
+        log(f"consensus (SmolLM2): judged {len(responses)} responses, {judge.tokens:,} tokens in {judge.wall:.1f} s")
+        roads = [r for r in ROADS if args.roads is None or r.label == ROADS[0].label or r.label in args.roads]
+        rows = []
+        for road in roads:
+            rows.append(run_road(engine, responses_path, judged, road, workdir, k=args.smollm2_k,
+                                 max_tokens=args.smollm2_max_tokens, window=args.window, seed=args.seed,
+                                 step_sep=sep, speculate=args.speculate))
+            log(f"{road.label}: {rows[-1].rollout.tokens:,} tokens in {rows[-1].rollout.wall:.1f} s, "
+                f"{len(rows[-1].kept)} kept")
+    finally:
+        engine.close()
+    score_roads(rows, None)
+    right = sum(bool(r["correct"]) for r in responses)
+    head = (f"Consensus with SmolLM2-135M-Instruct on GSM8K test (policy, completer and judge): {len(problems)} problems "
+            f"x {args.smollm2_n} responses, K={args.smollm2_k}, max {args.smollm2_max_tokens} tokens, steps split on "
+            f"{sep!r}; {right} of {len(responses)} final answers right; no truth (quality only against exhaustive's "
+            f"consensus). Files: {workdir}")
+    return consensus_report(rows, judge, head, truth=False)
+
+
 def main() -> None:
     from prm_annotate.engines.defaults import SPECULATE_IN_PROCESS
 
@@ -126,6 +221,12 @@ def main() -> None:
     parser.add_argument("--smollm2-max-tokens", type=int, default=256)
     parser.add_argument("--smollm2-step-sep", default=r"\n\n", help=r"step separator for SmolLM2 (e.g. '\n')")
     parser.add_argument("--save-responses", help="write the SmolLM2 responses here (JSONL)")
+    parser.add_argument("--consensus", action="store_true", help="also run the consensus section on the world")
+    parser.add_argument("--consensus-only", action="store_true", help="only the consensus section (world)")
+    parser.add_argument("--consensus-smollm2", action="store_true", help="the consensus section on SmolLM2/GSM8K")
+    parser.add_argument("--consensus-problems", type=int, default=240)
+    parser.add_argument("--roads", type=lambda text: text.split(","), default=None,
+                        help="only these consensus roads (exhaustive + judge always), comma-separated")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -133,10 +234,15 @@ def main() -> None:
 
     code = 0
     try:
-        if not args.smollm2_only:
+        only = args.smollm2_only or args.consensus_only or (args.consensus_smollm2 and not args.consensus)
+        if not only:
             print(world_workload(args), flush=True)
         if args.smollm2 or args.smollm2_only:
             print("\n" + smollm2_workload(args), flush=True)
+        if args.consensus or args.consensus_only:
+            print("\n" + consensus_world(args), flush=True)
+        if args.consensus_smollm2:
+            print("\n" + consensus_smollm2(args), flush=True)
     except Exception as exc:  # engines are closed by now; say what failed and leave with status 1
         log(f"bench_rollout_strategies: {type(exc).__name__}: {exc}")
         code = 1

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -28,6 +30,28 @@ def group_alive(pgid: int, wait: float = 30.0) -> list[int]:
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)
+
+
+def line_count(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def sigkill_after_lines(cmd: list[str], out: Path, lines: int, timeout: float) -> int:
+    """Run `cmd` in its own process group, SIGKILL the whole group (vLLM's EngineCore too) once `out`
+    holds `lines` lines, and return how many it holds then; the group must be gone."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while line_count(out) < lines and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, f"finished or died before it could be killed: {proc.stderr.read().decode()[-2000:]}"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert group_alive(proc.pid) == [], "EngineCore outlived the killed command"
+    return line_count(out)
 
 
 def kill_all(procs: list[psutil.Process]) -> None:

@@ -55,7 +55,9 @@ def variants(shared: bool = True, speculate: int = SPECULATE_IN_PROCESS) -> list
     as `rollout` runs it in process (`--speculate` 256 unless given). `binary`/`scan` trust a
     correct final answer (the monotonic assumption); the `verify` variant probes correct
     responses too (see docs/rollout-strategies.md)."""
-    strategies: list[tuple[str, Callable[[], Strategy]]] = list(STRATEGIES.items())
+    # The MC-only road: verify checks a judge's verdicts (the consensus section measures it).
+    strategies: list[tuple[str, Callable[[], Strategy]]] = [(n, s) for n, s in STRATEGIES.items()
+                                                            if not s.needs_judged]
     strategies.append(("scan verify", lambda: Scan(trust_correct=False)))
     out = [Variant(label, make, speculate=speculate) for label, make in strategies]
     if shared:

@@ -25,14 +25,19 @@ def rollout(input: InputArg, output: OutputOpt = "-", *,
             stage_opts: RolloutStageOptions) -> None:
     """Monte Carlo estimation: K completions from every step prefix, graded against the gold answer."""
     from prm_annotate.engines.defaults import SPECULATE_IN_PROCESS
+    from prm_annotate.stages.judged_file import JudgedFile
     from prm_annotate.stages.rollout import CompletionPrompts, RolloutStage, rollout_input_model
     from prm_annotate.strategies import get_strategy
+    from prm_annotate.strategies.verify import OUTCOMES
 
     with handled():
         run = stage_opts.prepare(input, output, seed=config.sampling.seed)
         get_strategy(config.strategy, config.label)  # an unknown strategy is said before the engine starts
+        judged = JudgedFile.load(config.judged) if config.judged is not None else None
+        if judged is not None:
+            judged.check_resume(output)
         # A missing prompt file now, and a response sampled under another prompt in the input's check.
-        input_model = rollout_input_model(CompletionPrompts(config.system_prompt, config.force_system_prompt))
+        input_model = rollout_input_model(CompletionPrompts(config.system_prompt, config.force_system_prompt), judged)
         if config.speculate is None:
             config = replace(config, speculate=SPECULATE_IN_PROCESS if run.engine.kind == "vllm" else 0)
 
@@ -44,6 +49,9 @@ def rollout(input: InputArg, output: OutputOpt = "-", *,
                        f"have a first error, {s['first_errors_at_cut_steps']} of them at a step with cut completions "
                        f"and {s['first_errors_at_cut_responses']} at the last step of a response cut at sample's "
                        f"--max-tokens; {s['grade_errors']} completions could not be graded", err=True)
+            if judged is not None:
+                typer.echo("rollout --strategy verify: " + ", ".join(
+                    f"{s[f'verified: {o}']} {o}" for o in OUTCOMES) + " (consensus keeps the confirmed)", err=True)
 
-    run.start(lambda e: RolloutStage(e, config, engine_info=run.engine.describe()), report_labels,
+    run.start(lambda e: RolloutStage(e, config, engine_info=run.engine.describe(), judged_file=judged), report_labels,
               input_model=input_model)

@@ -50,6 +50,8 @@ ROLLOUT_OPTIONS: dict[str, Any] = {
         "hard|soft, recorded as mc.label (soft needs --strategy exhaustive; export takes MC scores as labels "
         "with its own --soft).")),
     "strategy": typer.Option("--strategy", help=strategies_help()),
+    "judged": typer.Option("--judged", help=(
+        "With --strategy verify: the judge's output on these responses, whose first errors MC checks.")),
     "threshold": typer.Option("--threshold", min=0.0, max=1.0,
                               help="Hard label = score > threshold (0: any right completion)."),
     "sampling": sampling_options("completion", "completion"),

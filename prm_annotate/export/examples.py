@@ -17,6 +17,7 @@ from prm_annotate.errors import InputError
 from prm_annotate.records import Consensus, Judged, Rollout
 from prm_annotate.records import describe_validation_error
 from prm_annotate.reports.labels import read_raw, step_labels
+from prm_annotate.strategies.verify import Verify
 
 
 @dataclass
@@ -43,6 +44,16 @@ def _validated(model: Any, obj: dict[str, Any], path: str, where: str) -> Any:
         raise InputError(path, where, describe_validation_error(exc)) from None
 
 
+def not_mc_labels(obj: dict[str, Any]) -> str | None:
+    """Why a record's MC fields are no labels to train on (a verify rollout), else None."""
+    mc = obj.get("mc")
+    if isinstance(mc, dict) and mc.get("strategy") == Verify.name:
+        return (f"a rollout of --strategy {Verify.name} holds MC evidence at the judge's first error and the step "
+                "before it, not MC labels: run `prm-annotate consensus` on it with the judged file it was verified "
+                "against, and export (or train on) the consensus")
+    return None
+
+
 def example_from(obj: dict[str, Any], path: str, where: str) -> Example | str:
     """The labelled example of a record, or the reason it has none."""
     if "labels" in obj:
@@ -50,6 +61,9 @@ def example_from(obj: dict[str, Any], path: str, where: str) -> Example | str:
         scores = rec.mc.scores[: len(rec.steps)]
         return Example(rec.id, rec.problem, rec.steps, rec.labels, scores)
     if isinstance(obj.get("mc"), dict):
+        refused = not_mc_labels(obj)
+        if refused:
+            raise InputError(path, where, refused)
         rec = _validated(Rollout, obj, path, where)
         labels = step_labels(rec.mc.first_error, len(rec.steps))
         return Example(rec.id, rec.problem, rec.steps[: len(labels)], labels, rec.mc.scores[: len(labels)])

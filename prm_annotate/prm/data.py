@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from prm_annotate.errors import InputError, UsageError
+from prm_annotate.export.examples import not_mc_labels
 from prm_annotate.prm.checkpoint import PRMFormat, prm_token_ids, response_start, step_tag_id, tag_in_text
 from prm_annotate.reports.labels import read_raw
 
@@ -50,6 +51,9 @@ def _soft_scores(obj: dict[str, Any], n: int) -> list[float] | None:
 
 
 def trl_example(obj: dict[str, Any], soft: bool, bad: Callable[[str], InputError], where: str) -> Example:
+    refused = not_mc_labels(obj)
+    if refused:
+        raise bad(refused)
     rid, prompt, steps, labels = obj.get("id"), obj.get("prompt"), obj.get("completions"), obj.get("labels")
     if not isinstance(prompt, str) or not isinstance(steps, list) or not isinstance(labels, list):
         raise bad("not a trl export row (needs `prompt`, `completions`, `labels`)")
@@ -104,6 +108,9 @@ def _token_rows(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
 def read_tokens(path: str, soft: bool) -> dict[str, list[Example]]:
     examples = []
     for where, obj in _token_rows(path):
+        refused = not_mc_labels(obj)
+        if refused:
+            raise InputError(path, where, refused)
         ids, labels = obj.get("input_ids"), obj.get("labels")
         if not isinstance(ids, list) or not isinstance(labels, list) or len(ids) != len(labels) or not ids:
             raise InputError(path, where, "not a tokens export row (needs `input_ids` and `labels` of one length)")

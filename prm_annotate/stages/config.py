@@ -18,6 +18,7 @@ from typing import Any, Optional
 from prm_annotate.engines.sampling import Sampling, SamplingOverrides, sampling_fields
 from prm_annotate.errors import UsageError
 from prm_annotate.judging import JUDGE_PROTOCOLS
+from prm_annotate.strategies import STRATEGIES
 
 POLICY_MAX_TOKENS = 2048
 LABELS = ("hard", "soft")
@@ -73,6 +74,8 @@ class RolloutConfig:
         label: "hard" or "soft", recorded as `mc.label`; soft needs every step's score (the
             exhaustive strategy). `first_error` is always hard.
         strategy: the rollout strategy (strategies.STRATEGIES).
+        judged: with a strategy that checks the judge's verdicts (verify), the judged file of
+            these responses; its `judge.first_error` is what MC confirms or refutes.
         threshold: a step's hard label is score > threshold (0: any right completion).
         sampling: temperature, top-p, top-k, max tokens per completion, and the run seed each
             completion's seed derives from.
@@ -94,6 +97,7 @@ class RolloutConfig:
     k: int = 8
     label: str = "hard"
     strategy: str = "exhaustive"
+    judged: Optional[str] = None
     threshold: float = 0.0
     sampling: Sampling = Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0)
     step_sep: str = "\n\n"
@@ -112,6 +116,12 @@ class RolloutConfig:
             raise UsageError(f"--cut-completions {self.cut_completions}: choose {', '.join(CUT_COMPLETIONS)}")
         if self.force_system_prompt and self.system_prompt is None:
             raise UsageError("--force-system-prompt needs --system-prompt")
+        needs_judged = self.strategy in STRATEGIES and STRATEGIES[self.strategy].needs_judged
+        if needs_judged and self.judged is None:
+            raise UsageError(f"--strategy {self.strategy} checks the judge's verdicts: give them with --judged "
+                             "judged.jsonl (the output of `judge` on the same responses)")
+        if self.judged is not None and not needs_judged:
+            raise UsageError(f"--judged is read by --strategy verify only, not {self.strategy}")
 
 
 @dataclass(frozen=True)

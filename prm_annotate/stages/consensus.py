@@ -8,7 +8,10 @@ input: a pair holding different steps is bad usage. Records are joined by id; a 
 when `mc.first_error == judge.first_error` (both -1 agrees; a null judge verdict never agrees).
 The kept record is the rollout record plus the judge's fields, with the steps truncated after the
 first error and one label per kept step (True before the first error, False at it; all True when
--1). Records found in only one input are counted and named in the summary, never silently
+-1). Rollouts of `--strategy verify` join the same way: their `mc.first_error` equals the judge's
+exactly when MC confirmed it (strategies/verify.py), so those are the ones kept; such a record
+checked against another verdict than the judged file's (`mc.judge_first_error`) is bad usage, and
+the responses verify did not roll out (no parsed judge verdict) are counted in the summary line. Records found in only one input are counted and named in the summary, never silently
 dropped. The output is resumable like every stage's: ids already written are skipped (and, as in
 every stage, not counted again in this run's table).
 """
@@ -69,6 +72,7 @@ class ConsensusSummary:
     only_rollouts: list[str] = field(default_factory=list)
     only_judged: list[str] = field(default_factory=list)
     rejects: int = 0  # bad rollout lines set aside (--skip-invalid)
+    not_rolled_out: int = 0  # verify rollouts without a parsed judge verdict
     seconds: float = 0.0
 
     @property
@@ -83,7 +87,9 @@ class ConsensusSummary:
                 f"{self.joined - self.agreed} disagreed, {self.written} records written, "
                 f"{self.skipped} already done, {len(self.only_rollouts)} only in rollouts, "
                 f"{len(self.only_judged)} only in judged"
-                + (f", {self.rejects} invalid set aside" if self.rejects else "") + f" in {self.seconds:.1f} s")
+                + (f", {self.rejects} invalid set aside" if self.rejects else "")
+                + (f", {self.not_rolled_out} not rolled out by verify (no parsed judge verdict)"
+                   if self.not_rolled_out else "") + f" in {self.seconds:.1f} s")
 
 
 class ConsensusStage(StageBase):
@@ -110,11 +116,18 @@ class ConsensusStage(StageBase):
         if other is not None and other.steps != rollout.steps:
             raise UsageError(f"{self.rollouts_path} and {self.judged_path} hold different steps for id "
                              f"{rollout.id!r}: they are not the same response")
+        mc = rollout.mc.model_extra or {}
+        if other is not None and "verified" in mc and mc.get("judge_first_error") != other.judge.first_error:
+            raise UsageError(f"{self.rollouts_path}: id {rollout.id!r} was verified against the judge's first error "
+                             f"{mc.get('judge_first_error')}, but {self.judged_path} says {other.judge.first_error}: "
+                             "run consensus with the judged file the rollout was verified against (its --judged)")
 
     def process(self, batch: list[Rollout]) -> Iterable[Outcome]:
         for rollout in batch:
             self.check(rollout)
             self.seen.add(rollout.id)
+            if str((rollout.mc.model_extra or {}).get("verified", "")).startswith("not rolled out"):
+                self.stats["not rolled out"] += 1
             other = self.judged.get(rollout.id)
             if other is None:
                 self.only_rollouts.append(rollout.id)
@@ -150,7 +163,7 @@ def run_consensus(rollouts_path: str, judged_path: str, output: str, *, limit: i
     summary = ConsensusSummary(rollouts=run.read, judged=len(judged), joined=stage.stats["joined"],
                                written=run.written, skipped=run.skipped, rejects=run.rejects, seconds=run.seconds,
                                rows=Counter({r: stage.stats[r] for r in ROWS if stage.stats[r]}),
-                               only_rollouts=stage.only_rollouts)
+                               only_rollouts=stage.only_rollouts, not_rolled_out=stage.stats["not rolled out"])
     if limit is None:  # with --limit, judged records past the limit are simply not looked at
         # Ids skipped as already done were joined by an earlier run: they are in the output.
         done = set() if output == STDIO else {obj["id"] for _, obj in iter_jsonl(output)}

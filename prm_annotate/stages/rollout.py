@@ -45,6 +45,12 @@ Decisions:
   that begins a solution known to reach the gold answer (every prefix of a correct response of
   the problem, and of prefix + a right completion) is answered as a 1 without sampling; the
   record's `mc.witnessed` lists those steps.
+- A strategy that `needs_judged` (verify) reads `--judged` whole before any work (`JudgedFile`:
+  a bad line is exit 2; a judged record holding other steps for a response's id is bad input at
+  the response's line) and plans each response from its judge verdict; the record says what MC
+  found of it (`mc.verified`), the claim (`mc.judge_first_error`) and the file's sha256
+  (`mc.judged_sha256`, also in the manifest with its path), so a resume against another judged
+  file can be refused.
 """
 from __future__ import annotations
 
@@ -68,6 +74,7 @@ from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job, Round, one_unit_each
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
 from prm_annotate.stages.config import RolloutConfig, configured
+from prm_annotate.stages.judged_file import JudgedFile
 from prm_annotate.steps import join_steps, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, get_strategy
 
@@ -126,15 +133,18 @@ class CompletionPrompts:
                          "found as it was: give it with --system-prompt FILE")
 
 
-def rollout_input_model(prompts: CompletionPrompts) -> type[RolloutInput]:
+def rollout_input_model(prompts: CompletionPrompts, judged: JudgedFile | None = None) -> type[RolloutInput]:
     """`RolloutInput` that also refuses a response whose system prompt `prompts` cannot continue
-    under, so the runner reports it as bad input (file and line, exit 2) before any work."""
+    under, or (verify) whose judged record holds other steps, so the runner reports it as bad input
+    (file and line, exit 2) before any work."""
 
     class CheckedRolloutInput(RolloutInput):
         @model_validator(mode="after")
         def _system_prompt(self) -> "CheckedRolloutInput":
             try:
                 prompts.for_record(self)
+                if judged is not None:
+                    judged.check(self)
             except ValueError as exc:
                 raise PydanticCustomError("system_prompt", "{reason}", {"reason": str(exc)}) from None
             return self
@@ -163,9 +173,10 @@ class RolloutStage(ModelStage):
     output_model = Rollout
 
     def __init__(self, engine: Engine | None, config: RolloutConfig | None = None, *, grader: Grader | None = None,
-                 engine_info: dict[str, Any] | None = None, **settings: Any):
+                 engine_info: dict[str, Any] | None = None, judged_file: JudgedFile | None = None, **settings: Any):
         """`settings` override fields of `config` (RolloutStage(engine, k=4) is RolloutConfig(k=4));
-        `strategy` may also be a `Strategy` object (one not in the registry: tests, experiments)."""
+        `strategy` may also be a `Strategy` object (one not in the registry: tests, experiments).
+        `judged_file`: `config.judged` already read (else it is read here, for a strategy that needs it)."""
         given = settings.get("strategy")
         if given is not None and not isinstance(given, str):
             settings["strategy"] = given.name
@@ -177,7 +188,12 @@ class RolloutStage(ModelStage):
         self.strategy = get_strategy(config.strategy, config.label) if given is None or isinstance(given, str) else given
         self.speculate = config.speculate
         self.prompts = CompletionPrompts(config.system_prompt, config.force_system_prompt)
-        self.input_model = rollout_input_model(self.prompts)
+        self.judged: JudgedFile | None = None
+        if getattr(self.strategy, "needs_judged", False):  # a duck-typed strategy may not say
+            if config.judged is None:
+                raise UsageError(f"--strategy {self.strategy.name} needs --judged")
+            self.judged = judged_file or JudgedFile.load(config.judged)
+        self.input_model = rollout_input_model(self.prompts, self.judged)
         self.grader = grader or Grader()
         self.engine_info = engine_info or {"model": engine.model}
         self.stats: Counter = Counter()
@@ -187,6 +203,10 @@ class RolloutStage(ModelStage):
         out = {**self.engine_info, **config_settings(self.config, given or system_prompt_file(None))}
         if given is None:
             out["system_prompt"], out["system_prompt_sha256"] = "the responses' own", None
+        if self.judged is not None:
+            out["judged"] = self.judged.settings()
+        else:
+            del out["judged"]
         # The input is validated (in this process, also under Ray) before the manifest is written.
         out["system_prompts_used"] = self.prompts.resolved()
         return out
@@ -246,8 +266,7 @@ class RolloutStage(ModelStage):
 
     def job(self, unit: list[RolloutInput]) -> Job:
         """The rounds of one unit: every plan's next probes at once, graded when they are all back."""
-        work = [_Work(r, self.strategy.plan(len(r.steps), self.config.k, self.config.threshold, last), last)
-                for r, last in zip(unit, self._last_correct(unit))]
+        work = [_Work(r, self._plan(r, last), last) for r, last in zip(unit, self._last_correct(unit))]
         # Completed (and graded) requests of this unit by key, for sharing across rounds.
         done: dict[str, tuple[GenerationResult, Any]] = {}
         use_witnesses = self.config.share_prefixes and self.strategy.uses_witnesses
@@ -263,7 +282,8 @@ class RolloutStage(ModelStage):
             for w in work:
                 if w.error is None:
                     for probe in w.plan.next_round():
-                        if use_witnesses and self._witness_key(w.record, w.record.steps[: probe.step + 1]) in witnesses:
+                        if use_witnesses and w.plan.takes_witness(probe.step) and self._witness_key(
+                                w.record, w.record.steps[: probe.step + 1]) in witnesses:
                             by_work.setdefault(id(w), []).append(ProbeResult(probe, True, 0, witness=True))
                             continue
                         request = self._request(w.record, probe)
@@ -318,6 +338,10 @@ class RolloutStage(ModelStage):
         return [Outcome(w.record.id, error=w.error) if w.error is not None else Outcome.one(self._rollout(w))
                 for w in work]
 
+    def _plan(self, record: RolloutInput, last_correct: bool) -> Plan:
+        claim = {"judged": self.judged.claim(record.id)} if self.judged is not None else {}
+        return self.strategy.plan(len(record.steps), self.config.k, self.config.threshold, last_correct, **claim)
+
     def _guesses(self, work: list[_Work], requests: dict[str, GenerationRequest], done: dict[str, Any],
                  witnesses: set | None) -> tuple[list[GenerationRequest], list[GenerationRequest]]:
         """Requests the plans may ask for in later rounds, for the scheduler to start early while
@@ -328,7 +352,8 @@ class RolloutStage(ModelStage):
             if w.error is None:
                 for kind, probes in zip(found, (w.plan.ahead(), w.plan.spare())):
                     for probe in probes:
-                        if witnesses is not None and self._witness_key(w.record, w.record.steps[: probe.step + 1]) in witnesses:
+                        if witnesses is not None and w.plan.takes_witness(probe.step) and self._witness_key(
+                                w.record, w.record.steps[: probe.step + 1]) in witnesses:
                             continue
                         request = self._request(w.record, probe)
                         if request.key not in requests and request.key not in done:
@@ -368,6 +393,11 @@ class RolloutStage(ModelStage):
             extra_mc["sampled"] = result.sampled
         if result.witnessed:
             extra_mc["witnessed"] = result.witnessed
+        if self.judged is not None:
+            self.stats[f"verified: {result.verified}"] += 1
+            extra_mc["verified"] = result.verified
+            extra_mc["judge_first_error"] = self.judged.claim(w.record.id).first_error
+            extra_mc["judged_sha256"] = self.judged.sha256
         out["mc"] = {
             "k": self.config.k, "label": self.config.label, "strategy": self.strategy.name,
             "scores": result.scores, "first_error": result.first_error,

@@ -9,6 +9,7 @@ from prm_annotate.strategies.binary import Binary
 from prm_annotate.strategies.early_stop import EarlyStop
 from prm_annotate.strategies.exhaustive import Exhaustive
 from prm_annotate.strategies.scan import Scan
+from prm_annotate.strategies.verify import JudgeClaim, Verify
 
 # Reasoning and measurements: docs/rollout-strategies.md.
 STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (
@@ -16,6 +17,7 @@ STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (
     EarlyStop,
     Binary,
     Scan,
+    Verify,
 )}
 
 
@@ -35,5 +37,5 @@ def get_strategy(name: str, label: str = "hard") -> Strategy:
     return strategy
 
 
-__all__ = ["STRATEGIES", "Plan", "PlanResult", "Probe", "ProbeResult", "Strategy", "first_error_of",
+__all__ = ["STRATEGIES", "JudgeClaim", "Plan", "PlanResult", "Probe", "ProbeResult", "Strategy", "first_error_of",
            "get_strategy", "hard_label", "last_step_score", "strategies_help"]

@@ -49,6 +49,8 @@ class PlanResult:
     sampled: list[int] | None = None
     # Steps decided 1 by a witness, without sampling (monotone strategies with prefix sharing).
     witnessed: list[int] | None = None
+    # What the verify strategy found of the judge's claim (strategies/verify.py OUTCOMES).
+    verified: str | None = None
 
 
 class Plan:
@@ -67,6 +69,11 @@ class Plan:
 
     def result(self) -> PlanResult:
         raise NotImplementedError
+
+    def takes_witness(self, step: int) -> bool:
+        """Whether a witness may decide `step` (strategies with `uses_witnesses`; verify takes none
+        at the judge's step, which only fresh completions decide)."""
+        return True
 
     def ahead(self) -> list[Probe]:
         """Probes a later round may ask for: the stage may start them early (speculation) while
@@ -93,6 +100,9 @@ class Strategy:
     # the prefix, paid for elsewhere; counting it can only turn a 0 into a 1, so such strategies
     # may differ from exhaustive's K fresh samples. See docs/rollout-strategies.md.
     uses_witnesses: bool = False
+    # True when each plan checks the judge's verdict on its response (verify): the stage reads
+    # `--judged` and passes `plan` the response's `JudgeClaim` as `judged`.
+    needs_judged: bool = False
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> Plan:
         raise NotImplementedError

@@ -8,14 +8,10 @@ Each engine start costs ~15 s, so the checks are combined into few processes.
 """
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import orjson
 import pytest
@@ -23,7 +19,7 @@ import pytest
 from prm_annotate.engines import on_cpu
 from prm_annotate.records import Consensus, Judged, Rollout
 from testing.heavy import ENGINE_START_TIMEOUT
-from testing.jsonl_files import group_alive, write_jsonl
+from testing.jsonl_files import sigkill_after_lines, write_jsonl
 from testing.jsonl_files import read_jsonl as read
 
 CLI = [sys.executable, "-m", "prm_annotate"]
@@ -36,10 +32,6 @@ def responses(n: int) -> list[dict]:
              "correct": True} for i in range(n)]
 
 
-def lines(path: Path) -> int:
-    return path.read_bytes().count(b"\n") if path.exists() else 0
-
-
 ROLLOUT_ARGS = ["-k", "3", "--max-tokens", "40", "--seed", "3", "--batch-size", "1", "--quiet"]
 
 
@@ -49,19 +41,7 @@ def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model
     out = tmp_path / "rollouts.jsonl"
     cmd = [*CLI, "rollout", str(src), "-o", str(out), "--model", str(tiny_model_dir), "--max-model-len", "2048",
            "--start-timeout", str(int(TIMEOUT)), *ROLLOUT_ARGS]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while lines(out) < 5 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert proc.poll() is None, f"finished or died before it could be killed: {proc.stderr.read().decode()[-2000:]}"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert group_alive(proc.pid) == [], "EngineCore outlived the killed command"
-    partial = lines(out)
+    partial = sigkill_after_lines(cmd, out, 5, TIMEOUT)
     assert 5 <= partial < 40
 
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 300)
