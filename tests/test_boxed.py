@@ -76,7 +76,7 @@ def test_the_callers_read_what_their_old_readers_read():
     ("\\boxed{3}", "3", 3, "3", ["3"]),
     ("\\boxed {3}", "3", 3, None, []),                 # a space: the grader and the judge read it
     ("\\fbox{3}", "3", 3, None, []),                   # \fbox: the grader and the judge (a box is an answer)
-    ("\\boxed 3", "3", 3, None, []),                   # a bare argument: the grader and the judge
+    ("\\boxed 3", "3", "without braces", None, []),    # a bare argument: the grader; the judge refuses it
     ("\\boxed{ 3 }", "3", 3, " 3 ", ["3"]),             # MATH's answer is kept as written
     ("\\boxed{{3}}", "{3}", "not a paragraph", "{3}", []),  # braces inside: no answer in the world
     ("\\boxed{3", "\\boxed{3", "unclosed", None, []),  # the grader falls back to the bare last line

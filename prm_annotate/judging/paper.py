@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from prm_annotate.judging.styles import JudgeStyle, ParseFailure
+from prm_annotate.judging.styles import JudgeStyle, ParseFailure, refuse_thought
 
 _OPEN_ANALYSIS = re.compile(r"<analysis_(\d+)>")
 _CLOSE_ANALYSIS = re.compile(r"</analysis_(\d+)>")
@@ -69,6 +69,7 @@ def _check_closing(text: str, analyses: list[re.Match], end: int) -> None:
 
 
 def parse_paper(text: str, n_steps: int) -> int:
+    refuse_thought(text)
     _check_spelling(text)
     conclusions = list(_CONCLUSION.finditer(text))
     if not conclusions:

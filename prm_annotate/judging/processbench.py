@@ -1,8 +1,9 @@
 """ProcessBench's answer style: paragraphs from 0, the answer in \\boxed{index}, \\boxed{-1} for
-no error. Every box of the verdict is read (`\\boxed` and `\\fbox`, braced or bare, as
-prm_annotate/boxed.py finds them) and they must all name the same index: equal indices in
+no error. Every box of the verdict is read (`\\boxed` and `\\fbox`, as prm_annotate/boxed.py
+finds them) and they must all name the same index: equal indices in
 different spellings agree (`\\boxed{03}` beside `\\boxed{3}` reads 3). Refused, since any of them
-could move the first error: no answer; an unclosed box; a box command spelled otherwise
+could move the first error: no answer; an unclosed box; a box without braces (`\\boxed 12` cut
+after its first digit reads 1); a box command spelled otherwise
 (`\\Boxed`, `\\BOXED`: a reader blind to it would take another box for the answer); an answer
 that is not a paragraph index; an index outside the response; boxes naming different indices."""
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 
 from prm_annotate.boxed import find_boxes
-from prm_annotate.judging.styles import JudgeStyle, ParseFailure
+from prm_annotate.judging.styles import JudgeStyle, ParseFailure, refuse_thought
 
 _INDEX = re.compile(r"-?[0-9]+")
 _BOX_LIKE = re.compile(r"\\(boxed|fbox)(?![A-Za-z])", re.I)
@@ -22,13 +23,16 @@ def boxed_contents(text: str) -> list[str]:
         if m.group(1) not in ("boxed", "fbox"):
             raise ParseFailure(f"a box written \\{m.group(1)}, not \\boxed")
     boxes = find_boxes(text)
+    if any(not b.braced for b in boxes):
+        # `\boxed 12` cut after its first digit would read 1: a bare box is refused, not read.
+        raise ParseFailure("a \\boxed without braces")
     if any(not b.closed for b in boxes):
-        raise ParseFailure("an unclosed \\boxed{" if any(b.braced for b in boxes if not b.closed)
-                           else "a \\boxed with nothing after it")
+        raise ParseFailure("an unclosed \\boxed{")
     return [b.content.strip() for b in boxes]
 
 
 def parse_processbench(text: str, n_steps: int) -> int:
+    refuse_thought(text)
     answers = boxed_contents(text)
     if not answers:
         raise ParseFailure("no \\boxed{} answer")

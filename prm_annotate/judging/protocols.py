@@ -14,7 +14,7 @@ error (exit 2), so a run under the official protocol is never quietly something 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from prm_annotate.errors import UsageError
 from prm_annotate.judging.styles import JudgeStyle, ParseFailure
@@ -23,6 +23,8 @@ from prm_annotate.judging.votes import aggregate_votes
 # Room for the paper protocol's analysis of a long solution by a 72B judge (one analysis per
 # paragraph); the official ProcessBench script gives critics the same 8,192.
 DEFAULT_MAX_TOKENS = 8192
+# A reasoning judge thinks first: the room ProcessBench's script gives QwQ.
+REASONING_MAX_TOKENS = 32768
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class JudgeProtocol:
     description: str  # for --help
     prompt: str  # the built-in judge prompt when --prompt is not given
     sampling: Callable[[Any, str], Sampling]  # (the judge's options, the model as named) -> sampling
-    read: Callable[[list[str], int, JudgeStyle], Reading]  # (verdict texts, steps, style) -> reading
+    # (verdict texts, steps, style, cut=flags of the votes cut at max_tokens) -> reading
+    read: Callable[..., Reading]
     fixed: tuple[str, ...] = ()  # options the protocol sets itself: refused when given
     problem_as_given: bool = False  # the problem goes into the prompt unstripped
 
@@ -78,11 +81,18 @@ def strict_sampling(options: Any, model: str) -> Sampling:
                     max_tokens=_or(options.max_tokens, DEFAULT_MAX_TOKENS), seed=_or(options.seed, 0))
 
 
-def read_strictly(texts: list[str], n_steps: int, style: JudgeStyle) -> Reading:
+CUT = "cut at --max-tokens"
+
+
+def read_strictly(texts: list[str], n_steps: int, style: JudgeStyle, cut: Sequence[bool] = ()) -> Reading:
+    """Each vote by the style's parser; a vote cut at max_tokens is not read (a draft answer
+    before the cut is not the verdict)."""
     votes: list[int | None] = []
     errors: list[str] = []
-    for text in texts:
+    for i, text in enumerate(texts):
         try:
+            if i < len(cut) and cut[i]:
+                raise ParseFailure(CUT)
             votes.append(style.parse(text, n_steps))
         except ParseFailure as exc:
             votes.append(None)

@@ -19,7 +19,9 @@ import typer
 
 from prm_annotate.errors import UsageError
 from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
+from prm_annotate.engines.reasoning import reasoning_parsers
 from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
+from prm_annotate.judging.protocols import REASONING_MAX_TOKENS
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
 from prm_annotate.steps import decode_sep
 from prm_annotate.strategies import strategies_help
@@ -61,6 +63,7 @@ def _protocols_help() -> str:
 
 
 CUT_COMPLETIONS = ("graded", "wrong", "right")
+REASONING_MODES = ("auto", "think", "off")
 
 
 def _styles_help() -> str:
@@ -159,11 +162,27 @@ class JudgeConfig:
     constrained: Annotated[bool, typer.Option("--constrained/--no-constrained", metavar="", help=(
         "Force the verdict's answer (vLLM structured outputs): a processbench index then always parses; "
         "a paper conclusion's word is forced, its analyses stay the judge's."))] = False
+    reasoning: Annotated[Optional[str], typer.Option("--reasoning", show_default="auto", help=(
+        "A reasoning judge's thought is split from its answer, and only the answer is parsed: auto (in process "
+        "when the model's chat template writes <think> blocks; over HTTP when the server returns the reasoning "
+        "apart), think (a plain <think>...</think> split), off, or a vLLM reasoning parser (deepseek_r1, qwen3, "
+        "...: in process vLLM's own; over HTTP the server's --reasoning-parser). With it on, --max-tokens "
+        f"defaults to {REASONING_MAX_TOKENS:,}."))] = None
+    keep_reasoning: Annotated[bool, typer.Option("--keep-reasoning/--no-keep-reasoning", metavar="", help=(
+        "Keep each vote's reasoning text in judge.reasoning (long); its token count is always kept."))] = False
 
     def __post_init__(self) -> None:
         if self.protocol not in JUDGE_PROTOCOLS:
             raise UsageError(f"--protocol {self.protocol}: choose {' or '.join(JUDGE_PROTOCOLS)}")
         JUDGE_PROTOCOLS[self.protocol].check(self)
+        if self.reasoning not in (None, *REASONING_MODES):
+            parsers = reasoning_parsers()
+            if self.reasoning not in parsers:
+                raise UsageError(f"--reasoning {self.reasoning}: choose {', '.join(REASONING_MODES)} or a vLLM reasoning "
+                                 f"parser ({', '.join(parsers) or 'vLLM is not installed'})")
+        if self.constrained and self.reasoning not in (None, "auto", "off"):
+            raise UsageError("--constrained stops the free text at the answer lead, which a thought may write: "
+                             "leave --reasoning out")
 
     @property
     def prompt_choice(self) -> str:
