@@ -21,6 +21,11 @@ class ParseFailure(ValueError):
     pass
 
 
+def reason_kind(error: str) -> str:
+    """A parse error without its particulars (indices, quoted text, tags): to tally reasons by kind."""
+    return re.sub(r"\d+", "N", re.sub(r"'[^']*'|\"[^\"]*\"|<[^<>]*>", "…", error.split(":")[0]))
+
+
 _THOUGHT = re.compile(r"</?think>", re.I)
 
 

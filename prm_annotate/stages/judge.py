@@ -23,7 +23,6 @@ to show.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,7 +30,8 @@ from typing import Any
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.engines.reasoning import THINK
 from prm_annotate.judging.protocols import REASONING_MAX_TOKENS
-from prm_annotate.judging import JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, render_judge_prompt
+from prm_annotate.judging import (JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, reason_kind,
+                                  render_judge_prompt)
 from prm_annotate.records import Judged, Response
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
@@ -56,11 +56,6 @@ class Vote:
         finishes = result.finish_reasons or [""] * len(result.texts)
         return [Vote(f"{thought}{text}" if whole and thought is not None else text,
                      thought, finish == "length") for text, thought, finish in zip(result.texts, reasonings, finishes)]
-
-
-def reason_kind(error: str) -> str:
-    """A parse error without its particulars (indices, quoted text), to tally reasons by kind."""
-    return re.sub(r"\d+", "N", re.sub(r"'[^']*'|\"[^\"]*\"|<[^<>]*>", "…", error.split(":")[0]))
 
 
 # Room for the longest forced answer ("\\boxed{1234}", "<conclusion>\nIncorrect\n</conclusion>": 36
@@ -141,6 +136,8 @@ class JudgeStage(ModelStage):
         self.stats["cached_prompt_tokens"] += result.cached_prompt_tokens or 0
         if result.reasoning_tokens:
             self.stats["reasoning_tokens"] += result.reasoning_tokens
+        if result.reasonings and result.reasoning_tokens is None:
+            self.stats["reasoning_untold"] += 1  # requests whose thought's tokens the server did not tell
         if result.reasonings:
             cost["split"] += 1
             cost["reasoning_tokens"] += result.reasoning_tokens or 0
