@@ -15,6 +15,12 @@ protocol (`--protocol`, prm_annotate/judging/protocols.py) says how votes are sa
 - `processbench-official` (evaluating critics): the votes are the n samples of one request
   seeded 42, read as ProcessBench's run_eval.py reads them.
 
+A reasoning judge's thought is split off before its verdict is read (`--reasoning`: the engine
+splits it, in process with vLLM's reasoning parser or the plain `<think>` split, over HTTP the
+server: prm_annotate/engines/reasoning.py); its tokens are recorded apart from the answer's. A vote
+cut at max_tokens (finish reason `length`: a thought with no answer, or a cut answer) is recorded
+as cut and never parsed under `strict`.
+
 `constrained` (strict only): the judge writes its analysis freely up to the answer lead
 (`\\boxed` or `<conclusion>`, a stop string), then a second request continues that text with the
 answer, lead included, forced by a regular expression (vLLM structured outputs): a paragraph index
@@ -38,6 +44,7 @@ from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
 from prm_annotate.stages.config import JudgeConfig, entry
+
 
 @dataclass(frozen=True)
 class Vote:
