@@ -159,6 +159,31 @@ def judge_all(engine, prompt: str, texts: dict[str, str], **settings) -> tuple[d
     return {o.id: o.records[0].dump()["judge"] for o in outs}, stage
 
 
+def test_the_in_process_splitters_count_the_thoughts_tokens(reasoning_model_dir):
+    """`think` counts the tokens up to and including `</think>`; vLLM's `deepseek_r1` those between
+    the tags. Checked against the token ids themselves, and the tag-less tokenizer's count against
+    the thought encoded alone."""
+    from transformers import AutoTokenizer
+
+    from prm_annotate.engines.reasoning import TokenSplitter
+
+    text = PROCESSBENCH["r/0"]
+    tokenizer = AutoTokenizer.from_pretrained(reasoning_model_dir)
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    end = ids.index(tokenizer.convert_tokens_to_ids("</think>"))
+    think, vllm = TokenSplitter("think", tokenizer).split(text, ids), TokenSplitter("deepseek_r1", tokenizer).split(text, ids)
+    assert (think.reasoning, think.answer) == (vllm.reasoning, vllm.answer) == (split_think(text).reasoning,
+                                                                                split_think(text).answer)
+    assert think.reasoning_tokens == end + 1 and vllm.reasoning_tokens == end - 1
+    from testing.tiny_model import build_tokenizer
+
+    plain = build_tokenizer()  # `<think>` is several tokens here
+    ids = plain.encode(text, add_special_tokens=False)
+    counted = TokenSplitter("think", plain).split(text, ids).reasoning_tokens
+    alone = len(plain.encode(text[:text.index("</think>") + len("</think>")], add_special_tokens=False))
+    assert abs(counted - alone) <= 1 and counted < len(ids)
+
+
 @pytest.mark.engine
 def test_served_and_in_process_reasoning_judges_give_the_same_verdicts(reasoning_model_dir, heavy, tmp_path):
     """The same forced think-block completions through the in-process engine (vLLM's deepseek_r1
@@ -197,7 +222,8 @@ def test_served_and_in_process_reasoning_judges_give_the_same_verdicts(reasoning
             assert mine["answer_tokens"] == mine["generated_tokens"] - mine["reasoning_tokens"]
             if rid == "r/3":
                 assert mine["cut"] == theirs["cut"] == 1 and mine["outputs"] == [""]
-                assert mine["answer_tokens"] == 0
+                # vLLM's parser counts the tokens between the tags: all but the opening one
+                assert mine["reasoning_tokens"] == mine["generated_tokens"] - 1
             else:
                 split = split_think(text)
                 assert mine["outputs"] == [split.answer] and mine["reasoning"] == [split.reasoning]
