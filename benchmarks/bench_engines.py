@@ -30,7 +30,7 @@ from pathlib import Path
 # The test equipment (testing/) lives beside the package, at the repository root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from prm_annotate.engines import GenerationRequest, exit_process  # noqa: E402
+from prm_annotate.engines import GenerationRequest, Sampling, exit_process  # noqa: E402
 from prm_annotate.engines.openai_engine import OpenAIEngine  # noqa: E402
 from prm_annotate.engines.vllm_engine import VLLMEngine  # noqa: E402
 from testing.lockstep import LockStep  # noqa: E402
@@ -45,7 +45,7 @@ def sample_workload(prompts: int = 64, n: int = 8, max_tokens: int = 64) -> list
         a, b, c = rng.randint(1, 99), rng.randint(1, 99), rng.randint(1, 9)
         q = f"Tom has {a} apples. Then gets {b} more. Then loses {c}. How many apples now?"
         reqs.append(GenerationRequest(key=f"s{i}", messages=({"role": "user", "content": q},), n=n,
-                                      temperature=0.7, max_tokens=max_tokens, seed=i))
+                                      sampling=Sampling(temperature=0.7, max_tokens=max_tokens, seed=i)))
     return reqs
 
 
@@ -67,15 +67,15 @@ def rollout_workload(responses: int = 16, steps: int = 6, k: int = 4,
             reqs.append(GenerationRequest(
                 key=f"r{i}/{j}",
                 messages=({"role": "user", "content": q}, {"role": "assistant", "content": partial}),
-                continue_final=True, n=k, temperature=0.7, max_tokens=max_tokens, seed=1000 * i + j))
+                continue_final=True, n=k, sampling=Sampling(temperature=0.7, max_tokens=max_tokens, seed=1000 * i + j)))
     return reqs
 
 
 def rounds_workload(records: int = 32, rounds: int = 4) -> list[list[GenerationRequest]]:
     """Per record, the requests of its rounds (in order)."""
     rng = random.Random(2)
-    return [[GenerationRequest(key=f"{i}/{r}", seed=100 * i + r, temperature=0.7,
-                               max_tokens=rng.choice((4, 8, 16, 32, 64)),
+    return [[GenerationRequest(key=f"{i}/{r}", sampling=Sampling(seed=100 * i + r, temperature=0.7,
+                                                                    max_tokens=rng.choice((4, 8, 16, 32, 64))),
                                messages=({"role": "user", "content": f"Record {i}, round {r}: count "
                                           f"from {rng.randint(1, 99)} upwards."},))
              for r in range(rounds)] for i in range(records)]

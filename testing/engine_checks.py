@@ -8,24 +8,27 @@ from dataclasses import replace
 
 import pytest
 
-from prm_annotate.engines import GenerationRequest
+from prm_annotate.engines import GenerationRequest, Sampling
+from prm_annotate.engines.sampling import sampling_fields
 from prm_annotate.engines.vllm_engine import render_prompt
 from testing.heavy import TINY_MAX_MODEL_LEN
 
 QUESTION = "Tom has 3 apples. Then gets 5 more. Then loses 2. How many apples now?"
 
 
+def request(key: str, messages: tuple[dict, ...], **kw) -> GenerationRequest:
+    """A request; `kw` are its fields and its sampling's (`max_tokens=8, seed=1`)."""
+    sampling = {k: kw.pop(k) for k in sampling_fields() if k in kw}
+    return GenerationRequest(key=key, messages=messages, sampling=Sampling(**sampling), **kw)
+
+
 def chat(key: str, content: str = QUESTION, **kw) -> GenerationRequest:
-    return GenerationRequest(key=key, messages=({"role": "user", "content": content},), **kw)
+    return request(key, ({"role": "user", "content": content},), **kw)
 
 
 def cont(key: str, partial: str, content: str = QUESTION, **kw) -> GenerationRequest:
-    return GenerationRequest(
-        key=key,
-        messages=({"role": "user", "content": content}, {"role": "assistant", "content": partial}),
-        continue_final=True,
-        **kw,
-    )
+    return request(key, ({"role": "user", "content": content}, {"role": "assistant", "content": partial}),
+                   continue_final=True, **kw)
 
 
 def n_tokens(tok, text: str) -> int:
@@ -104,7 +107,7 @@ class EngineChecks:
         again = engine.generate([target, *others])["t"].texts
         assert again == alone
         # ...and the seed matters (so the checks above can fail).
-        assert engine.generate([replace(target, seed=4321)])["t"].texts != alone
+        assert engine.generate([replace(target, sampling=replace(target.sampling, seed=4321))])["t"].texts != alone
 
     def test_top_k(self, engine):
         """top_k reaches the sampler: top-1 sampling at temperature 1 is greedy decoding, and top-k

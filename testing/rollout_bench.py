@@ -255,13 +255,14 @@ def format_targets(rows: list[Row], *, adaptive_faster: bool = True) -> str:
 def throughput_curve(engine: Engine, prompts: list[str], sizes: tuple[int, ...], max_tokens: int = 32) -> str:
     """Generated tokens/s of `engine` with N requests at once, for each N in `sizes`: why a
     strategy whose rounds hold few requests gains less wall time than tokens (a Markdown table)."""
-    from prm_annotate.engines.base import GenerationRequest
+    from prm_annotate.engines.base import GenerationRequest, Sampling
 
     lines = ["| requests at once | tokens/s | x of the largest |", "|---:|---:|---:|"]
     rates = []
     for size in sizes:
         requests = [GenerationRequest(key=f"{size}:{i}", messages=({"role": "user", "content": prompts[i % len(prompts)]},),
-                                      max_tokens=max_tokens, temperature=0.7, seed=i) for i in range(size)]
+                                      sampling=Sampling(max_tokens=max_tokens, temperature=0.7, seed=i))
+                    for i in range(size)]
         engine.generate(requests[:1])  # the prompt's prefix cache, as in a rollout
         started = time.perf_counter()
         results = engine.generate(requests)

@@ -1,15 +1,20 @@
-"""The extension points are each a change of three files: one new module, its registration (one
-line in the registry), and its test. Each test here makes exactly that change in a copy of the
-package — writes the new module, adds the one line — and then finds the new piece in the command
-line's help and running through the stage that uses it, in a fresh process. (Export formats:
-tests/export/.)"""
+"""The extension points and routine changes, each made in a copy of the package exactly as
+docs/architecture.md lists it. A registry extension is three files: one new module, its
+registration (one line in the registry), and its test. A sampling parameter, an engine option and
+a new stage command touch the files their row of "the files to touch" names, and nothing else (the
+test reads the row). Each test then finds the new piece in the command line's help and running
+through what uses it, in a fresh process. (Export formats: tests/export/.)"""
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,31 +22,50 @@ import pytest
 from testing.paths import REPO
 
 
-@pytest.fixture
-def package_copy(tmp_path):
+class PackageCopy:
     """A copy of prm_annotate to change, and a way to run Python against it."""
-    root = tmp_path / "copy"
-    shutil.copytree(REPO / "prm_annotate", root / "prm_annotate", symlinks=False,
-                    ignore=shutil.ignore_patterns("__pycache__", "models"))
-    # The world models are not needed here; the prompts are (a link in the repository, copied whole).
 
-    def add(module: str, text: str, registry: str, lines: dict[str, str]) -> None:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.root = tmp_path / "copy"
+        shutil.copytree(REPO / "prm_annotate", self.root / "prm_annotate", symlinks=False,
+                        ignore=shutil.ignore_patterns("__pycache__", "models"))
+        # The world models are not needed here; the prompts are (a link in the repository, copied whole).
+        self.changed: set[str] = set()  # package files written or edited
+
+    def add(self, module: str, text: str, registry: str, lines: dict[str, str]) -> None:
         """Write the new module; in the registry, insert each line after its anchor (the import and
         the entry)."""
-        (root / "prm_annotate" / module).write_text(textwrap.dedent(text))
-        path = root / "prm_annotate" / registry
-        source = path.read_text()
-        for after, line in lines.items():
-            assert source.count(after) == 1, f"{registry}: the registration anchor {after!r} moved"
-            source = source.replace(after, after + line)
-        path.write_text(source)
+        (self.root / "prm_annotate" / module).write_text(textwrap.dedent(text))
+        self.changed.add(module)
+        self.edit({registry: lines})
 
-    def run(*args: str, code: str | None = None, cwd: Path = tmp_path) -> subprocess.CompletedProcess:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(REPO)]), "COLUMNS": "200"}
+    def edit(self, files: dict[str, dict[str, str]]) -> None:
+        """In each file, insert each text after its anchor (which must occur once)."""
+        for name, lines in files.items():
+            path = self.root / "prm_annotate" / name
+            source = path.read_text()
+            for after, line in lines.items():
+                assert source.count(after) == 1, f"{name}: the anchor {after!r} moved"
+                source = source.replace(after, after + line)
+            path.write_text(source)
+            self.changed.add(name)
+
+    def run(self, *args: str, code: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(self.root), str(REPO)]), "COLUMNS": "200"}
         cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "prm_annotate", *args]
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd or self.tmp_path, timeout=120)
 
-    return add, run
+
+@pytest.fixture
+def copy(tmp_path) -> PackageCopy:
+    return PackageCopy(tmp_path)
+
+
+@pytest.fixture
+def package_copy(copy):
+    """(add, run) of a `PackageCopy`."""
+    return copy.add, copy.run
 
 
 def test_a_new_rollout_strategy_is_one_module_and_its_registration(package_copy):
@@ -167,3 +191,193 @@ def test_a_new_judge_style_is_one_module_and_its_registration(package_copy, tmp_
         '''))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "verdict-line", "True", "True"]  # the header is not sent
+
+
+def routine_files(change: str) -> set[str]:
+    """The package files docs/architecture.md lists for a routine change (its row of "the files to
+    touch"): every backticked path in the row that names a file of prm_annotate."""
+    for line in (REPO / "docs" / "architecture.md").read_text().splitlines():
+        if line.startswith(f"| {change} |"):
+            named = re.findall(r"`([\w/]+\.py)`", line)
+            return {name for name in named if (REPO / "prm_annotate" / name).is_file()}
+    raise AssertionError(f"docs/architecture.md has no row for {change!r}")
+
+
+class CapturingServer:
+    """An OpenAI-shaped chat server on 127.0.0.1 that keeps every request body and answers a judge
+    prompt (it shows tagged paragraphs) with a verdict, anything else with a two-step solution."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.bodies.append(body)
+                judge = "<paragraph_" in body["messages"][0]["content"]
+                text = "\\boxed{-1}" if judge else "Two and three.\n\nSo \\boxed{5}"
+                data = json.dumps({"choices": [{"index": i, "message": {"content": text}, "finish_reason": "stop"}
+                                               for i in range(body["n"])],
+                                   "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_new_sampling_parameter_is_its_field_its_option_and_the_two_engine_mappings(copy, tmp_path):
+    """`min_p` added as docs/architecture.md says, and nowhere else: it is an option of every model
+    stage, reaches vLLM's SamplingParams and the OpenAI request body, and is recorded in each stage's
+    records and manifest; the official judge protocol refuses it like the other sampling options."""
+    copy.edit({
+        "engines/sampling.py": {"    seed: Optional[int] = None\n": "    min_p: float = 0.0\n"},
+        "cli/sampling_options.py": {'    "seed": (("--seed",), dict(help="Run seed; each {request}\'s seed derives from it.")),\n':
+                                    '    "min_p": (("--min-p",), dict(min=0.0, max=1.0, help="Least probability, as a share of the likeliest token\'s.")),\n'},
+        "engines/vllm_engine.py": {"seed=s.seed,": " min_p=s.min_p,"},
+        "engines/openai_engine.py": {'        body["seed"] = s.seed\n': '    body["min_p"] = s.min_p\n'},
+    })
+    assert copy.changed == routine_files("a sampling parameter")
+    run = copy.run
+    for command in ("sample", "rollout", "judge"):
+        assert "--min-p" in run(command, "--help").stdout, command
+
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text('{"id": "p", "problem": "2 + 3?", "answer": "5"}\n')
+    server = CapturingServer()
+    try:
+        common = ("--base-url", server.url, "--model", "m", "--min-p", "0.25", "-q")
+        for command, args in (("sample", (str(problems), "-n", "1", "-o", "responses.jsonl")),
+                              ("rollout", ("responses.jsonl", "-k", "1", "-o", "rollouts.jsonl")),
+                              ("judge", ("responses.jsonl", "--prompt", "processbench", "-o", "judged.jsonl"))):
+            done = run(command, *args, *common)
+            assert done.returncode == 0, done.stderr
+    finally:
+        server.close()
+    assert server.bodies and all(body["min_p"] == 0.25 for body in server.bodies)
+    for name, where in (("responses", "generator"), ("rollouts", "mc"), ("judged", "judge")):
+        record = json.loads((tmp_path / f"{name}.jsonl").read_text().splitlines()[0])
+        assert record[where]["min_p"] == 0.25, name
+        manifest = json.loads((tmp_path / f"{name}.manifest.json").read_text())
+        assert manifest["runs"][-1]["settings"]["min_p"] == 0.25, name
+    refused = run("judge", "responses.jsonl", "--protocol", "processbench-official", "-o", "official.jsonl", *common)
+    assert refused.returncode == 2 and "--min-p" in refused.stderr
+
+    pytest.importorskip("vllm")
+    out = run(code=textwrap.dedent('''
+        from prm_annotate.engines import GenerationRequest, Sampling
+        from prm_annotate.engines.vllm_engine import sampling_params
+
+        params = sampling_params(GenerationRequest("a", ({"role": "user", "content": "hi"},),
+                                                   sampling=Sampling(min_p=0.25, seed=3)), room=100)
+        print(type(params).__module__, type(params).__name__, params.min_p, params.seed)
+        '''))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["vllm.sampling_params", "SamplingParams", "0.25", "3"]
+
+
+def test_a_new_engine_option_is_its_vllm_setting_and_its_option(copy):
+    """A vLLM setting (`max_num_seqs`) added as docs/architecture.md says: every model stage takes
+    --max-num-seqs, `EngineConfig` has the field, and vLLM's engine arguments get it (each one a
+    field of vLLM's own EngineArgs)."""
+    copy.edit({
+        "engines/defaults.py": {
+            "    load_progress: bool = True\n": "    max_num_seqs: Optional[int] = None\n",
+            '            args["use_tqdm_on_load"] = False\n':
+                '        if self.max_num_seqs is not None:\n            args["max_num_seqs"] = self.max_num_seqs\n'},
+        "cli/engine_options.py": {'                                  help="Seconds to wait for the vLLM engine to start."),\n':
+                                  '    "max_num_seqs": typer.Option("--max-num-seqs", min=1, rich_help_panel=_P,\n'
+                                  '                                 help="Requests vLLM runs at once."),\n'},
+    })
+    assert copy.changed == routine_files("an engine option (a vLLM setting)")
+    for command in ("sample", "rollout", "judge", "score"):
+        assert "--max-num-seqs" in copy.run(command, "--help").stdout, command
+    pytest.importorskip("vllm")
+    out = copy.run(code=textwrap.dedent('''
+        import typer
+        from typer.testing import CliRunner
+        from prm_annotate.cli.app import app
+        from prm_annotate.cli import model_stage
+
+        seen = []
+        model_stage.run_model_stage = lambda config, *args, **kw: seen.append(config)
+        CliRunner().invoke(app, ["sample", "p.jsonl", "--model", "m", "--max-num-seqs", "8"])
+        [config] = seen
+        from prm_annotate.engines.defaults import VLLMSettings
+        args = VLLMSettings(**config.vllm_settings()).args("/m", cpu=True)
+        import dataclasses
+        from vllm.engine.arg_utils import EngineArgs
+        assert set(args) <= {f.name for f in dataclasses.fields(EngineArgs)}, args  # vLLM takes every one
+        print(config.max_num_seqs, args["max_num_seqs"])
+        '''))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["8", "8"]
+
+
+def test_a_new_stage_is_its_module_its_command_and_one_import(copy, tmp_path):
+    """A stage without a model (`reverse`: each response's steps in reverse order) with its command:
+    the stage module, the command module and its import in cli/__init__.py, as docs/architecture.md
+    says; the command is listed, runs through the runner (resumable output, manifest) and exits 0."""
+    copy.add("stages/reverse.py", '''
+        """reverse: responses -> responses with their steps in reverse order (a throwaway for the test)."""
+        from collections import Counter
+
+        from prm_annotate.pipeline.runner import Outcome, StageBase
+        from prm_annotate.records import Response
+
+
+        class ReverseStage(StageBase):
+            name = "reverse"
+            input_model = Response
+            output_model = Response
+
+            def __init__(self):
+                self.stats = Counter()
+
+            def settings(self):
+                return {}
+
+            def process(self, batch):
+                self.stats["reversed"] += len(batch)
+                return [Outcome.one(Response.make({**r.dump(), "steps": r.steps[::-1]})) for r in batch]
+        ''', "cli/__init__.py", {"from prm_annotate.cli import world  # noqa: E402,F401\n":
+                                 "from prm_annotate.cli import reverse  # noqa: E402,F401\n"})
+    copy.add("cli/reverse.py", '''
+        import typer
+
+        from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, app, handled
+        from prm_annotate.cli.option_groups import option_groups
+        from prm_annotate.pipeline.runner import run_and_close
+
+
+        @app.command()
+        @option_groups
+        def reverse(input: InputArg, output: OutputOpt = "-", *, run_opts: CommonRunOptions) -> None:
+            """Reverse each response's steps."""
+            from prm_annotate.stages.reverse import ReverseStage
+
+            with handled():
+                summary = run_and_close(ReverseStage(), run_opts.run_options(input, output))
+            raise typer.Exit(summary.exit_code)
+        ''', "cli/__init__.py", {})
+    allowed = routine_files("a stage") | {"stages/reverse.py", "cli/reverse.py"}
+    assert copy.changed <= allowed and "cli/__init__.py" in copy.changed
+    assert "Reverse each response's steps." in copy.run("--help").stdout
+    src = tmp_path / "responses.jsonl"
+    src.write_text('{"id": "r", "problem": "p", "steps": ["a", "b", "c"]}\n')
+    done = copy.run("reverse", str(src), "-o", "out.jsonl", "-q")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out.jsonl").read_text())["steps"] == ["c", "b", "a"]
+    assert json.loads((tmp_path / "out.manifest.json").read_text())["runs"][-1]["stage"] == "reverse"

@@ -5,7 +5,8 @@
   own room or from rooms of lower layers — counting imports inside functions too (a lazy import
   hides a dependency at start-up, but the two rooms still need each other);
 - no import cycle between prm_annotate's modules (nor lab's, nor testing's);
-- the product imports nothing from beside it (lab/, testing/, tests/, benchmarks/).
+- the product imports nothing from beside it (lab/, testing/, tests/, benchmarks/);
+- no module below the command line (cli/) imports typer: the configs are plain dataclasses.
 
 docs/architecture.md draws the same layers.
 """
@@ -22,8 +23,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prm_annotate"
 LAYERS: list[set[str]] = [
     {"", "errors"},
     {"records", "steps", "seeds", "boxed", "prompt_files"},
-    {"io"},
-    {"grading", "judging", "engines", "strategies"},
+    {"io", "engines"},
+    {"grading", "judging", "strategies"},
     {"reports", "pipeline"},
     {"export"},
     {"prm"},
@@ -126,6 +127,34 @@ def test_the_product_imports_nothing_from_beside_it():
     beside = {"lab", "testing", "tests", "benchmarks", "conftest"}
     offenders = {name: sorted(t & beside) for name, t in tops.items() if t & beside}
     assert not offenders
+
+
+# The command line's library: only the rooms of the command line may import it.
+CLI_ONLY = {"typer": {"cli", "__main__"}}
+
+
+def cli_imports_below_the_cli(tops: dict[str, set[str]], package: str = "prm_annotate") -> list[str]:
+    """Every module outside the command line's rooms that imports a command-line library."""
+    return sorted(f"{module} imports {library}" for module, names in tops.items() for library, rooms in CLI_ONLY.items()
+                  if library in names and room_of(module, package) not in rooms)
+
+
+def test_no_module_below_the_command_line_imports_typer():
+    """Stage configs, engines and the rest are plain Python; their options are the CLI's (cli/)."""
+    graph, tops = import_graph()
+    assert {"prm_annotate.cli.app", "prm_annotate.stages.config"} <= set(graph)
+    assert "typer" in tops["prm_annotate.cli.app"]  # the check sees typer where it is
+    assert cli_imports_below_the_cli(tops) == []
+
+
+def test_the_typer_check_finds_a_lazy_typer_import_below_the_cli(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "cli").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cli" / "__init__.py").write_text("import typer\n")
+    (pkg / "config.py").write_text("def options():\n    from typer import Option\n")
+    _, tops = import_graph(pkg)
+    assert cli_imports_below_the_cli(tops, "pkg") == ["pkg.config imports typer"]
 
 
 def room_of(module: str, package: str = "prm_annotate") -> str:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from lab.world.train import JUDGE_TEMPLATE, default_system_prompt, judge_messages, judge_stats, policy_messages
-from prm_annotate.engines import EngineConfig, GenerationRequest, exit_process, make_engine
+from prm_annotate.engines import EngineConfig, GenerationRequest, Sampling, exit_process, make_engine
 from prm_annotate.judging import read_verdict
 from prm_annotate.world import JUDGE_DIR, POLICY_DIR
 from prm_annotate.world.problems import make_problems
@@ -34,8 +34,8 @@ def chat(model_dir: Path, conversations: list[list[dict]], *, n: int, temperatur
     engine = make_engine(EngineConfig(model=str(model_dir.resolve()), seed=0, kv_cache_gb=KV_CACHE_GB))
     try:
         results = engine.generate([
-            GenerationRequest(key=str(i), messages=tuple(c), n=n, temperature=temperature,
-                              max_tokens=max_tokens, seed=seed + i)
+            GenerationRequest(key=str(i), messages=tuple(c), n=n,
+                              sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed + i))
             for i, c in enumerate(conversations)])
     finally:
         engine.close()

@@ -8,12 +8,13 @@ written, records the run in the manifest and ends its child processes; a rerun r
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import signal
 import sys
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Annotated, Any, Iterator, Optional
 
 import typer
@@ -94,7 +95,7 @@ IdFieldOpt = Annotated[str, typer.Option("--id-field", help="Field holding the i
 ProblemFieldOpt = Annotated[str, typer.Option("--problem-field", help="Field holding the problem text.")]
 AnswerFieldOpt = Annotated[str, typer.Option("--answer-field", help="Field holding the gold answer.")]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="Process at most the first N input records.")]
-BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Records at a time: a model stage keeps this many in flight on its engine (each advancing on its own); other stages, and each Ray actor call, take batches of this size.")]
+BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Records at a time: in flight on a model stage's engine, else per batch (and per Ray actor call).")]
 SkipInvalidOpt = Annotated[bool, typer.Option("--skip-invalid/--no-skip-invalid", metavar="", help="Set bad input lines aside in <output>.rejects.jsonl and go on.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet/--no-quiet", "-q", metavar="", help="No progress output (the summary line stays).")]
 ShardOpt = Annotated[Optional[str], typer.Option("--shard", help="Process only shard I/N (0-based), by a stable hash of the id.")]
@@ -111,12 +112,6 @@ def run_options(input: str, output: str, *, format: str = "auto", id_field: str 
                       shard=parse_shard(shard))
 
 
-def group_values(obj: Any, group: type) -> dict[str, Any]:
-    """The values of option group `group`'s own fields on `obj`, which may be a group built on it
-    with more (model_stage.ModelStageOptions): what `group`'s methods hand on, and nothing else."""
-    return {f.name: getattr(obj, f.name) for f in fields(group)}
-
-
 @dataclass(frozen=True)
 class CommonRunOptions:
     """How a stage goes through its input, as one command parameter (see option_groups); a command
@@ -130,7 +125,7 @@ class CommonRunOptions:
 
     def run_options(self, input: str, output: str, **fields: str) -> RunOptions:
         """`run_options` with these options; `fields` are format, id_field, problem_field, answer_field."""
-        return run_options(input, output, **fields, **group_values(self, CommonRunOptions))
+        return run_options(input, output, **fields, **dataclasses.asdict(self))
 
 
 @app.callback()

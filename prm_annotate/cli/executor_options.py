@@ -1,25 +1,21 @@
 """`--executor local|ray` and the Ray resources, shared by every stage command.
 
 A command takes them as one parameter (see option_groups; the model stages as part of
-`model_stage.ModelStageOptions`) and turns that into `RayOptions` (None: local):
+`model_stage.ModelStageOptions`) and makes the one executor object from them, which runs the stage:
 
     def grade(..., *, executor_opts: GraderExecutorOptions):
-        ray = executor_opts.ray()
+        stage, summary = executor_opts.make().run(build, None, opts, start=None)
 
-and, when `ray` is set, runs the stage through `model_stage.run_model_stage(..., ray=ray)`
-(model stages) or `prm_annotate.pipeline.executors.ray_executor.run_stage_on_ray(build, None, opts, ray)`
-(stages without a model), and locally otherwise.
+(`pipeline.executors.make_executor` is the only place that chooses.)
 """
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from typing import Annotated, Optional
 
 import typer
 
-from prm_annotate.errors import UsageError
-from prm_annotate.pipeline.executors import EXECUTORS, RayOptions
+from prm_annotate.pipeline.executors import StageExecutor, make_executor
 
 _P = "Executor"  # help panel
 
@@ -44,9 +40,10 @@ class ExecutorOptions:
     ray_cpus_per_actor: RayCpusOpt = 1.0
     ray_gpus_per_actor: RayGpusOpt = None
 
-    def ray(self) -> RayOptions | None:
-        """`ray_options` for these options: None for the local executor; raises UsageError."""
-        return ray_options(self.executor, self.ray_actors, self.ray_cpus_per_actor, self.ray_gpus_per_actor)
+    def make(self) -> StageExecutor:
+        """The executor these options name; raises UsageError."""
+        return make_executor(self.executor, actors=self.ray_actors, cpus_per_actor=self.ray_cpus_per_actor,
+                             gpus_per_actor=self.ray_gpus_per_actor)
 
 
 GraderExecutorOpt = Annotated[str, typer.Option(
@@ -64,18 +61,6 @@ class GraderExecutorOptions:
     ray_actors: GraderActorsOpt = 2
     ray_cpus_per_actor: RayCpusOpt = 1.0
 
-    def ray(self) -> RayOptions | None:
-        return ray_options(self.executor, self.ray_actors, self.ray_cpus_per_actor, 0.0)
-
-
-def ray_options(executor: str, actors: int = 2, cpus_per_actor: float = 1.0,
-                gpus_per_actor: float | None = None) -> RayOptions | None:
-    """None for the local executor; raises UsageError (exit 2) for an unknown one or a missing Ray."""
-    if executor not in EXECUTORS:
-        raise UsageError(f"--executor {executor!r}: choose from {', '.join(EXECUTORS)}")
-    if executor == "local":
-        return None
-    if importlib.util.find_spec("ray") is None:
-        raise UsageError("--executor ray needs the Python package 'ray', which is not installed: pip install -e '.[ray]' in the repository")
-    return RayOptions(actors=actors, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor)
-
+    def make(self) -> StageExecutor:
+        return make_executor(self.executor, actors=self.ray_actors, cpus_per_actor=self.ray_cpus_per_actor,
+                             gpus_per_actor=0.0)

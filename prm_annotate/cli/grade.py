@@ -7,7 +7,6 @@ import typer
 from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, StepSepOpt, app, handled
 from prm_annotate.cli.executor_options import GraderExecutorOptions
 from prm_annotate.cli.option_groups import option_groups
-from prm_annotate.pipeline.runner import run_and_close
 from prm_annotate.steps import decode_sep
 
 
@@ -30,14 +29,9 @@ def grade(
     with handled():
         opts = run_opts.run_options(input, output, format=format)
         sep = decode_sep(step_sep)
-        ray = executor_opts.ray()
-        if ray is not None:
-            from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
-
-            stage, summary = run_stage_on_ray(lambda _engine: GradeStage(step_sep=sep, reference_field=reference_field, baseline=baseline), None, opts, ray)
-        else:
-            stage = GradeStage(step_sep=sep, reference_field=reference_field, baseline=baseline)
-            summary = run_and_close(stage, opts)
+        stage, summary = executor_opts.make().run(
+            lambda _engine: GradeStage(step_sep=sep, reference_field=reference_field, baseline=baseline), None, opts,
+            start=None)
         graded, stats = summary.done, stage.stats
         if graded:
             print(f"grade: {stats['correct']} of {graded} correct "

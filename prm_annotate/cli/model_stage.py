@@ -4,35 +4,36 @@ aborts a normal interpreter exit)."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Callable, NoReturn
+from dataclasses import dataclass, replace
+from typing import Annotated, Callable, NoReturn
 
 import typer
 
-from prm_annotate.cli.app import EXIT_USAGE, BatchOpt, CommonRunOptions, handled
-from prm_annotate.cli.engine_options import EngineOptions
+from prm_annotate.cli.app import EXIT_USAGE, CommonRunOptions, handled
+from prm_annotate.cli.engine_options import ENGINE_OPTIONS
 from prm_annotate.cli.executor_options import ExecutorOptions
 from prm_annotate.engines import EngineConfig, exit_process, make_engine
 from prm_annotate.engines.base import Engine
+from prm_annotate.pipeline.executors import LocalExecutor, StageExecutor
+from prm_annotate.pipeline.runner import RunOptions, RunSummary, Stage, preflight
 from prm_annotate.records import Record
-from prm_annotate.pipeline.executors import RayOptions, StageFactory
-from prm_annotate.pipeline.runner import RunOptions, RunSummary, Stage, preflight, run_and_close
 
 
-@dataclass(frozen=True)
-class ModelStageOptions(ExecutorOptions, EngineOptions, CommonRunOptions):
+@dataclass(frozen=True, kw_only=True)
+class ModelStageOptions:
     """How a model stage reads its input, its engine and its executor, as one command parameter (see
-    option_groups); the --help order is CommonRunOptions', EngineOptions', ExecutorOptions'. A command
-    with another --batch-size default declares the field again in a subclass (it keeps its place), as
-    rollout does.
-    """
+    option_groups), in this --help order. A command with another --batch-size default gives `run`
+    its own default in a subclass, as rollout does."""
 
-    batch_size: BatchOpt = 256
+    run: CommonRunOptions = CommonRunOptions(batch_size=256)
+    engine: Annotated[EngineConfig, ENGINE_OPTIONS]
+    executor: ExecutorOptions = ExecutorOptions()
 
     def prepare(self, input: str, output: str, *, seed: int, **fields: str) -> "PreparedRun":
         """The run options, the executor and the engine config, all checked before an engine starts;
         raises UsageError. `fields` as in CommonRunOptions.run_options."""
-        return PreparedRun(self.run_options(input, output, **fields), self.ray(), self.config(seed=seed))
+        return PreparedRun(self.run.run_options(input, output, **fields), self.executor.make(),
+                           replace(self.engine, seed=seed))
 
 
 @dataclass(frozen=True)
@@ -40,66 +41,46 @@ class PreparedRun:
     """A model stage's run, checked and not yet started: `start` is `run_model_stage` with it."""
 
     opts: RunOptions
-    ray: RayOptions | None
+    executor: StageExecutor
     engine: EngineConfig
 
     def start(self, build: Callable[[Engine], Stage], after: Callable[[Stage, RunSummary], None] | None = None,
               input_model: type[Record] | None = None) -> NoReturn:
-        run_model_stage(self.engine, build, self.opts, after, ray=self.ray, input_model=input_model)
+        run_model_stage(self.engine, build, self.opts, after, executor=self.executor, input_model=input_model)
 
 
 def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts: RunOptions,
                     after: Callable[[Stage, RunSummary], None] | None = None,
-                    ray: RayOptions | None = None, input_model: type[Record] | None = None,
+                    executor: StageExecutor = LocalExecutor(), input_model: type[Record] | None = None,
                     make: Callable[[EngineConfig], Engine] = make_engine) -> NoReturn:
     """Check everything that can be checked before calling this: starting an engine takes seconds.
     With `input_model`, a file input is validated whole before the engine starts. `make` starts the
-    engine (`score` starts a pooling engine instead of a generating one)."""
-    if ray is not None:  # --executor ray: the engines start in Ray actors, none in this process
-        run_model_stage_on_ray(config, build, opts, ray, after)
-    engine: Engine | None = None
+    engine (`score` starts a pooling engine instead of a generating one). Exit status 0, 1 (failed
+    records: a rerun retries them) or 2."""
+    started = False
+
+    def start(config: EngineConfig) -> Engine:
+        nonlocal started
+        try:
+            engine = make(config)
+        except Exception as exc:  # a bad model path or an engine that did not come up
+            print(f"prm-annotate: error: cannot start the engine for {config.model}: {exc}", file=sys.stderr)
+            raise typer.Exit(EXIT_USAGE) from None
+        started = True
+        return engine
+
     code = EXIT_USAGE
     try:
         with handled():
             # Before the engine starts (seconds, and its own errors would hide these): a missing or
             # bad input and an output that cannot be written are said at once.
             preflight(opts, input_model)
-            try:
-                engine = make(config)
-            except Exception as exc:  # a bad model path or an engine that did not come up
-                print(f"prm-annotate: error: cannot start the engine for {config.model}: {exc}", file=sys.stderr)
-                raise typer.Exit(EXIT_USAGE) from None
-            try:
-                stage = build(engine)
-                summary = run_and_close(stage, opts)
-            finally:
-                engine.close()
-            code = finish(stage, summary, after)
+            stage, summary = executor.run(build, config, opts, start)
+            if after is not None:
+                after(stage, summary)
+            code = summary.exit_code
     except typer.Exit as exc:
         code = exc.exit_code
-    if engine is None:
+    if not started:  # no engine in this process (not started, or on Ray actors): leave normally
         raise typer.Exit(code)
     exit_process(code)
-
-
-def finish(stage: Stage, summary: RunSummary, after: Callable[[Stage, RunSummary], None] | None) -> int:
-    """After the run's summary line: the command's own epilogue (`after`), and the exit status."""
-    if after is not None:
-        after(stage, summary)
-    return summary.exit_code
-
-
-def run_model_stage_on_ray(config: EngineConfig, build: StageFactory, opts: RunOptions, ray: RayOptions,
-                           after: Callable[[Stage, RunSummary], None] | None = None) -> NoReturn:
-    """`run_model_stage` for `--executor ray`: the engines start in the actors, none here, so the
-    driver leaves normally (no `exit_process`). Exit status as locally: 0, 1 (failed records), 2."""
-    from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
-
-    code = EXIT_USAGE
-    try:
-        with handled():
-            stage, summary = run_stage_on_ray(build, config, opts, ray)
-            code = finish(stage, summary, after)
-    except typer.Exit as exc:
-        code = exc.exit_code
-    raise typer.Exit(code)

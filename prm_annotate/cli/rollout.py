@@ -1,24 +1,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Annotated
 
 import typer
 
-from prm_annotate.cli.app import BatchOpt, InputArg, OutputOpt, app, handled
+from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
+from prm_annotate.cli.stage_options import ROLLOUT_OPTIONS
 from prm_annotate.stages.config import RolloutConfig
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RolloutStageOptions(ModelStageOptions):
     # The adaptive strategies hold ~1 request per record: 256 records would leave the engine underfed.
-    batch_size: BatchOpt = 1024
+    run: CommonRunOptions = CommonRunOptions(batch_size=1024)
 
 
 @app.command()
 @option_groups
-def rollout(input: InputArg, output: OutputOpt = "-", *, config: RolloutConfig,
+def rollout(input: InputArg, output: OutputOpt = "-", *,
+            config: Annotated[RolloutConfig, ROLLOUT_OPTIONS],
             stage_opts: RolloutStageOptions) -> None:
     """Monte Carlo estimation: K completions from every step prefix, graded against the gold answer."""
     from prm_annotate.engines.defaults import SPECULATE_IN_PROCESS
@@ -26,7 +29,7 @@ def rollout(input: InputArg, output: OutputOpt = "-", *, config: RolloutConfig,
     from prm_annotate.strategies import get_strategy
 
     with handled():
-        run = stage_opts.prepare(input, output, seed=config.seed)
+        run = stage_opts.prepare(input, output, seed=config.sampling.seed)
         get_strategy(config.strategy, config.label)  # an unknown strategy is said before the engine starts
         # A missing prompt file now, and a response sampled under another prompt in the input's check.
         input_model = rollout_input_model(CompletionPrompts(config.system_prompt, config.force_system_prompt))

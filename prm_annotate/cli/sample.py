@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from prm_annotate.cli.app import AnswerFieldOpt, FormatOpt, IdFieldOpt, InputArg, OutputOpt, ProblemFieldOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
+from prm_annotate.cli.stage_options import SAMPLE_OPTIONS
 from prm_annotate.stages.config import SampleConfig
 
 
@@ -12,13 +15,13 @@ from prm_annotate.stages.config import SampleConfig
 @option_groups
 def sample(input: InputArg, output: OutputOpt = "-", format: FormatOpt = "auto", id_field: IdFieldOpt = "id",
            problem_field: ProblemFieldOpt = "problem", answer_field: AnswerFieldOpt = "answer", *,
-           config: SampleConfig, stage_opts: ModelStageOptions) -> None:
+           config: Annotated[SampleConfig, SAMPLE_OPTIONS], stage_opts: ModelStageOptions) -> None:
     """Sample n step-by-step responses per problem; split into steps and grade the final answers."""
     from prm_annotate.stages.common import system_prompt_file
     from prm_annotate.stages.sample import SampleStage
 
     with handled():
-        run = stage_opts.prepare(input, output, seed=config.seed, format=format, id_field=id_field,
+        run = stage_opts.prepare(input, output, seed=config.sampling.seed, format=format, id_field=id_field,
                                  problem_field=problem_field, answer_field=answer_field)
         system_prompt_file(config.system_prompt)  # a missing prompt file is said before the engine starts
 

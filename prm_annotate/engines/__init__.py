@@ -15,48 +15,60 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Literal
-
-from pydantic import BaseModel, Field
+from dataclasses import dataclass
+from typing import Literal, Optional
 
 from prm_annotate.engines import defaults
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult, check_keys
 from prm_annotate.engines.defaults import on_cpu, resolve_dtype
+from prm_annotate.engines.sampling import Sampling, SamplingOverrides, sampling_record
 
 __all__ = [
     "Engine",
     "EngineConfig",
     "GenerationRequest",
     "GenerationResult",
+    "Sampling",
+    "SamplingOverrides",
     "check_keys",
     "exit_process",
     "make_engine",
     "on_cpu",
     "resolve_dtype",
+    "sampling_record",
 ]
 
 
-class EngineConfig(BaseModel):
-    """Everything needed to start an engine; the CLI builds one from its options. The defaults
-    are `engines/defaults.py`'s."""
+@dataclass(frozen=True, kw_only=True)
+class EngineConfig(defaults.VLLMSettings):
+    """Everything needed to start an engine: the in-process engine's settings (`VLLMSettings`, whose
+    fields it has) and these. The CLI's engine options are its fields (cli/engine_options.py); the
+    defaults are `engines/defaults.py`'s.
+
+    Attributes:
+        model: a local checkpoint path or a model name (in-process vLLM), or the served model's name.
+        base_url: an OpenAI-compatible server; None: vLLM in process (then the settings apply).
+        api_key_env: the environment variable holding the server's API key (never logged).
+        concurrency: requests in flight at once over HTTP.
+        timeout: seconds to wait for one HTTP answer.
+        max_attempts: attempts per HTTP request before it is reported failed.
+        start_timeout: seconds to wait for the in-process engine to start; None: vLLM's own wait.
+    """
 
     model: str
-    # OpenAI-compatible server: set `base_url` (then the vLLM options below are unused).
-    base_url: str | None = None
-    api_key_env: str | None = None
-    concurrency: int = Field(defaults.CONCURRENCY, ge=1)
-    timeout: float = Field(defaults.REQUEST_TIMEOUT, gt=0)
-    max_attempts: int = Field(defaults.MAX_ATTEMPTS, ge=1)
-    # In-process vLLM. dtype None: float32 on CPU, vLLM's "auto" (the checkpoint's) on GPU.
-    dtype: str | None = None
-    max_model_len: int | None = Field(None, ge=1)
-    tensor_parallel_size: int = Field(defaults.TENSOR_PARALLEL_SIZE, ge=1)
-    gpu_memory_utilization: float = Field(defaults.GPU_MEMORY_UTILIZATION, gt=0, le=1)
-    enforce_eager: bool | None = None
-    kv_cache_gb: float | None = Field(None, gt=0)
-    seed: int = defaults.SEED
-    start_timeout: float | None = Field(None, gt=0)
-    load_progress: bool = True
+    base_url: Optional[str] = None
+    api_key_env: Optional[str] = None
+    concurrency: int = defaults.CONCURRENCY
+    timeout: float = defaults.REQUEST_TIMEOUT
+    max_attempts: int = defaults.MAX_ATTEMPTS
+    start_timeout: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        defaults.at_least("concurrency", self.concurrency, 1)
+        defaults.above("timeout", self.timeout, 0)
+        defaults.at_least("max_attempts", self.max_attempts, 1)
+        defaults.above("start_timeout", self.start_timeout, 0)
 
     @property
     def kind(self) -> Literal["openai", "vllm"]:
@@ -64,7 +76,7 @@ class EngineConfig(BaseModel):
 
     def vllm_settings(self) -> dict:
         """The in-process engine's settings (keywords of `VLLMEngine`, fields of `VLLMSettings`)."""
-        return self.model_dump(include={f.name for f in dataclasses.fields(defaults.VLLMSettings)})
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(defaults.VLLMSettings)}
 
     def describe(self) -> dict:
         """What to record about the engine in output records and manifests (never the key)."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+from prm_annotate.engines.sampling import Sampling
+
 
 @dataclass(frozen=True)
 class GenerationRequest:
@@ -24,13 +26,9 @@ class GenerationRequest:
     messages: tuple[dict, ...]
     continue_final: bool = False
     n: int = 1
-    temperature: float = 0.7
-    top_p: float = 1.0
-    top_k: int = 0  # sample from the k likeliest tokens only; 0: off
-    max_tokens: int = 512
+    # Temperature, top-p, top-k, max tokens and the request's own seed (engines/sampling.py).
+    sampling: Sampling = Sampling()
     stop: tuple[str, ...] = ()
-    # Per-request seed: the same seed and model give the same text whatever else is in the batch.
-    seed: int | None = None
     # Optional structured output: the completion must match this regular expression.
     guided_regex: str | None = None
     # How a reasoning model's output is split into reasoning and answer (engines/reasoning.py):

@@ -12,7 +12,9 @@ Nothing here imports vLLM.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
+
+from prm_annotate.errors import UsageError
 
 # The OpenAI-compatible engine (--base-url).
 CONCURRENCY = 16
@@ -57,25 +59,58 @@ def resolve_dtype(dtype: str | None, cpu: bool | None = None) -> str:
     return CPU_DTYPE if (on_cpu() if cpu is None else cpu) else "auto"
 
 
+def at_least(name: str, value: float | None, least: float) -> None:
+    """UsageError (exit 2) for a setting below `least`; None passes (the default)."""
+    if value is not None and value < least:
+        raise UsageError(f"bad engine option: {name}: {value} is below {least}")
+
+
+def above(name: str, value: float | None, bound: float) -> None:
+    """UsageError (exit 2) for a setting not above `bound`; None passes (the default)."""
+    if value is not None and value <= bound:
+        raise UsageError(f"bad engine option: {name}: {value} is not above {bound}")
+
+
 def kv_cache_bytes(gb: float) -> int:
     return int(gb * (1 << 30))
 
 
 @dataclass(frozen=True)
 class VLLMSettings:
-    """The in-process engine's settings (the keyword arguments of `VLLMEngine`); None: the
-    device's default (the CPU settings above on a CPU, vLLM's own on a GPU)."""
+    """The in-process engine's settings (the keyword arguments of `VLLMEngine`; `EngineConfig` holds
+    them too); None: the device's default (the CPU settings above on a CPU, vLLM's own on a GPU).
 
-    dtype: str | None = None
-    max_model_len: int | None = None
+    Attributes:
+        dtype: vLLM's dtype; None: float32 on CPU, the checkpoint's ("auto") on GPU.
+        max_model_len: the context length; None: the model's.
+        tensor_parallel_size: GPUs one engine spans.
+        gpu_memory_utilization: the share of GPU memory vLLM may take.
+        enforce_eager: eager mode; None: on for CPU, vLLM's choice on GPU.
+        kv_cache_gb: the KV-cache size in GiB; None: CPU_KV_CACHE_GB on CPU, vLLM's choice on GPU.
+        seed: the engine's seed (each request carries its own).
+        block_size: the KV-cache block size; None: CPU_BLOCK_SIZE on CPU.
+        enable_chunked_prefill: None: off on CPU (it crashes with per-request seeds).
+        load_progress: show vLLM's weight-loading progress bar.
+    """
+
+    dtype: Optional[str] = None
+    max_model_len: Optional[int] = None
     tensor_parallel_size: int = TENSOR_PARALLEL_SIZE
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
-    enforce_eager: bool | None = None
-    kv_cache_gb: float | None = None
+    enforce_eager: Optional[bool] = None
+    kv_cache_gb: Optional[float] = None
     seed: int = SEED
-    block_size: int | None = None
-    enable_chunked_prefill: bool | None = None
-    load_progress: bool = True  # vLLM's weight-loading progress bar
+    block_size: Optional[int] = None
+    enable_chunked_prefill: Optional[bool] = None
+    load_progress: bool = True
+
+    def __post_init__(self) -> None:
+        at_least("max_model_len", self.max_model_len, 1)
+        at_least("tensor_parallel_size", self.tensor_parallel_size, 1)
+        above("gpu_memory_utilization", self.gpu_memory_utilization, 0)
+        if self.gpu_memory_utilization > 1:
+            raise UsageError(f"bad engine option: gpu_memory_utilization: {self.gpu_memory_utilization} is above 1")
+        above("kv_cache_gb", self.kv_cache_gb, 0)
 
     def args(self, model: str, cpu: bool) -> dict[str, Any]:
         """vLLM's engine arguments: what is set, plus the CPU settings on a CPU. Settings left at

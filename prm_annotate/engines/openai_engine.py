@@ -57,6 +57,7 @@ from tenacity import (
 from prm_annotate.errors import UsageError, printable
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
 from prm_annotate.engines.reasoning import THINK, split_think
+from prm_annotate.engines.sampling import Sampling
 
 log = logging.getLogger(__name__)
 
@@ -237,14 +238,8 @@ class OpenAIEngine(Streaming):
             "model": self.model,
             "messages": [dict(m) for m in r.messages],
             "n": r.n,
-            "temperature": r.temperature,
-            "top_p": r.top_p,
-            "max_tokens": r.max_tokens,
+            **sampling_body(r.sampling),
         }
-        if r.top_k:  # not an OpenAI parameter: sent only when asked for (vLLM's server takes it)
-            body["top_k"] = r.top_k
-        if r.seed is not None:
-            body["seed"] = r.seed
         if r.stop:
             body["stop"] = list(r.stop)
         if r.continue_final:
@@ -370,6 +365,16 @@ class OpenAIEngine(Streaming):
     def _redact(self, text: str) -> str:
         # Belt and braces: a server could echo the Authorization header in an error body.
         return text.replace(self._api_key, "***") if self._api_key else text
+
+
+def sampling_body(s: Sampling) -> dict[str, Any]:
+    """A request's sampling as fields of the chat-completion body."""
+    body: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens}
+    if s.top_k:  # not an OpenAI parameter: sent only when asked for (vLLM's server takes it)
+        body["top_k"] = s.top_k
+    if s.seed is not None:
+        body["seed"] = s.seed
+    return body
 
 
 @dataclass

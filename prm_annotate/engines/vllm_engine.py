@@ -145,9 +145,7 @@ class VLLMEngine(Streaming):
 
     def submit(self, requests: Sequence[GenerationRequest]) -> None:
         """Hand `requests` to vLLM's engine loop now; it schedules them with whatever is running."""
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
 
         check_keys(requests)
         for name in {r.reasoning for r in requests} - {None}:
@@ -171,12 +169,7 @@ class VLLMEngine(Streaming):
                     key=r.key, prompt_tokens=len(ids),
                     error=f"prompt has {len(ids)} tokens, max_model_len is {self.max_model_len}"))
                 continue
-            params = SamplingParams(
-                n=r.n, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_tokens=min(r.max_tokens, room),
-                stop=list(r.stop) or None, seed=r.seed, structured_outputs=_structured(r.guided_regex),
-                # Only the finished request is wanted, as `LLM.generate` asks for it.
-                output_kind=RequestOutputKind.FINAL_ONLY,
-            )
+            params = sampling_params(r, room)
             request_id = str(next(self._counter))
             self._keys.add(r.key)
             try:
@@ -261,6 +254,20 @@ class VLLMEngine(Streaming):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def sampling_params(r: GenerationRequest, room: int) -> Any:
+    """vLLM's `SamplingParams` for a request whose prompt leaves `room` tokens of the context."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    s = r.sampling
+    return SamplingParams(
+        n=r.n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=min(s.max_tokens, room),
+        seed=s.seed, stop=list(r.stop) or None, structured_outputs=_structured(r.guided_regex),
+        # Only the finished request is wanted, as `LLM.generate` asks for it.
+        output_kind=RequestOutputKind.FINAL_ONLY,
+    )
 
 
 def _structured(regex: str | None):

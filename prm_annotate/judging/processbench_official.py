@@ -28,7 +28,8 @@ import re
 from collections import Counter
 from typing import Any
 
-from prm_annotate.judging.protocols import JudgeProtocol, Reading, Sampling
+from prm_annotate.engines.sampling import Sampling
+from prm_annotate.judging.protocols import JudgeProtocol, Reading
 from prm_annotate.judging.styles import JudgeStyle
 
 # run_eval.py's `extract_answer`, to the letter.
@@ -81,14 +82,13 @@ def read_official(texts: list[str], n_steps: int, style: JudgeStyle, cut: Any = 
 def official_sampling(options: Any, model: str) -> Sampling:
     max_tokens = 32768 if "QwQ" in model else 8192
     if options.votes == 1:
-        return Sampling(temperature=0.0, top_p=1.0, top_k=0, max_tokens=max_tokens, seed=SEED, one_request=True)
+        return Sampling(temperature=0.0, top_p=1.0, top_k=0, max_tokens=max_tokens, seed=SEED)
     if "Qwen2.5-Math" in model:
-        return Sampling(temperature=0.7, top_p=0.8, top_k=20, max_tokens=max_tokens, seed=SEED, one_request=True)
-    return Sampling(temperature=1.0, top_p=0.9, top_k=0, max_tokens=max_tokens, seed=SEED, one_request=True)
+        return Sampling(temperature=0.7, top_p=0.8, top_k=20, max_tokens=max_tokens, seed=SEED)
+    return Sampling(temperature=1.0, top_p=0.9, top_k=0, max_tokens=max_tokens, seed=SEED)
 
 
 PROTOCOL = JudgeProtocol(
     "processbench-official", "evaluating critics: QwenLM/ProcessBench run_eval.py's template, sampling, last-box "
     "extraction and voting", "processbench", official_sampling, read_official,
-    fixed=("prompt", "style", "temperature", "top_p", "top_k", "max_tokens", "seed", "constrained", "reasoning"),
-    problem_as_given=True)
+    fixed=("prompt", "style", "sampling", "constrained", "reasoning"), problem_as_given=True, one_request=True)

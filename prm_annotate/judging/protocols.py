@@ -6,16 +6,18 @@ A protocol is a registry entry (`JUDGE_PROTOCOLS` in `prm_annotate.judging`):
 - `processbench-official` (processbench_official.py) reproduces QwenLM/ProcessBench's
   `code/run_eval.py` for evaluating critics: its template, sampling, extraction and voting.
 
-`sampling(options, model)` reads the judge's options (a `JudgeConfig`: prompt, votes, temperature,
-top_p, top_k, max_tokens, seed, constrained, style; None where not given) and the model as named
-by `--model`. A protocol that sets some of them itself lists them in `fixed`: giving one is a usage
-error (exit 2), so a run under the official protocol is never quietly something else.
+`sampling(options, model)` reads the judge's options (a `JudgeConfig`: prompt, votes, constrained,
+style, and its `sampling`, a `SamplingOverrides`: None where not given) and the model as named by
+`--model`, and returns the `Sampling` of its requests. A protocol that sets options itself lists
+them in `fixed` ("sampling": every sampling field): giving one is a usage error (exit 2), so a run
+under the official protocol is never quietly something else.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from prm_annotate.engines.sampling import Sampling
 from prm_annotate.errors import UsageError
 from prm_annotate.judging.styles import JudgeStyle, ParseFailure
 from prm_annotate.judging.votes import aggregate_votes
@@ -25,18 +27,6 @@ from prm_annotate.judging.votes import aggregate_votes
 DEFAULT_MAX_TOKENS = 8192
 # A reasoning judge thinks first: the room ProcessBench's script gives QwQ.
 REASONING_MAX_TOKENS = 32768
-
-
-@dataclass(frozen=True)
-class Sampling:
-    temperature: float
-    top_p: float
-    top_k: int  # 0: no top-k
-    max_tokens: int
-    seed: int
-    # True: the votes are the n samples of ONE request under `seed` (the official script's way);
-    # False: each vote is its own request, seeded from (record id, vote, seed).
-    one_request: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,28 +47,28 @@ class JudgeProtocol:
     sampling: Callable[[Any, str], Sampling]  # (the judge's options, the model as named) -> sampling
     # (verdict texts, steps, style, cut=flags of the votes cut at max_tokens) -> reading
     read: Callable[..., Reading]
-    fixed: tuple[str, ...] = ()  # options the protocol sets itself: refused when given
+    fixed: tuple[str, ...] = ()  # options the protocol sets itself ("sampling": all of it): refused when given
     problem_as_given: bool = False  # the problem goes into the prompt unstripped
+    # True: the votes are the n samples of ONE request under the sampling's seed (the official
+    # script's way); False: each vote is its own request, seeded from (record id, vote, seed).
+    one_request: bool = False
 
     def check(self, options: Any) -> None:
         """UsageError (exit 2) for an option this protocol sets itself."""
-        given = [name for name in self.fixed if getattr(options, name) not in (None, False)
+        given = [name for fixed in self.fixed
+                 for name in (options.sampling.given() if fixed == "sampling" else (fixed,))
+                 if fixed == "sampling" or getattr(options, name) not in (None, False)
                  and not (name == "prompt" and options.prompt == self.prompt)]
         if given:
             flags = ", ".join("--" + name.replace("_", "-") for name in given)
             raise UsageError(f"--protocol {self.name} sets {flags} itself: leave {'it' if len(given) == 1 else 'them'} out")
 
 
-def _or(value: Any, default: Any) -> Any:
-    return default if value is None else value
-
-
 def strict_sampling(options: Any, model: str) -> Sampling:
-    """The options as given; temperature by default greedy for one vote and 0.7 for several
-    (identical greedy votes would make voting pointless)."""
-    return Sampling(temperature=_or(options.temperature, 0.0 if options.votes == 1 else 0.7),
-                    top_p=_or(options.top_p, 1.0), top_k=_or(options.top_k, 0),
-                    max_tokens=_or(options.max_tokens, DEFAULT_MAX_TOKENS), seed=_or(options.seed, 0))
+    """The sampling as given; temperature by default greedy for one vote and 0.7 for several
+    (identical greedy votes would make voting pointless), seed 0, the rest `Sampling`'s defaults."""
+    return Sampling(**{"temperature": 0.0 if options.votes == 1 else 0.7, "max_tokens": DEFAULT_MAX_TOKENS,
+                       "seed": 0, **options.sampling.given()})
 
 
 CUT = "cut at --max-tokens"

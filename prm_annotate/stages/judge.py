@@ -35,6 +35,7 @@ from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.engines.reasoning import THINK
+from prm_annotate.engines.sampling import sampling_record
 from prm_annotate.judging.protocols import REASONING_MAX_TOKENS
 from prm_annotate.judging import (JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, reason_kind,
                                   render_judge_prompt)
@@ -43,7 +44,7 @@ from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
-from prm_annotate.stages.config import JudgeConfig, entry
+from prm_annotate.stages.config import JudgeConfig, configured, entry
 
 
 @dataclass(frozen=True)
@@ -82,14 +83,14 @@ class JudgeStage(ModelStage):
         if isinstance(prompt, str):
             settings["prompt"], prompt = prompt, None
         self.engine = engine
-        self.config = replace(config or JudgeConfig(), **settings)
+        self.config = configured(config or JudgeConfig(), settings)
         self.protocol = JUDGE_PROTOCOLS[self.config.protocol]
         self.prompt = prompt or load_judge_prompt(self.config.prompt_choice, self.config.style)
         self.style = self.prompt.style
         self.engine_info = engine_info or {"model": engine.model}
         self.sampling = self.protocol.sampling(self.config, self.engine_info.get("model", ""))
         self.reasoning = self._reasoning_split()
-        if self.reasoning is not None and self.config.max_tokens is None:
+        if self.reasoning is not None and self.config.sampling.max_tokens is None:
             self.sampling = replace(self.sampling, max_tokens=REASONING_MAX_TOKENS)
         self.stats: Counter = Counter()
         self.reasons: Counter = Counter()  # why votes were not read, by kind (the summary's tally)
@@ -119,7 +120,7 @@ class JudgeStage(ModelStage):
                 out["reasoning"] = self.reasoning
             else:
                 out[key] = sampling.get(key, value)
-        out["one_request"] = self.sampling.one_request
+        out["one_request"] = self.protocol.one_request
         return out
 
     def _messages(self, record: Response) -> tuple[dict, ...]:
@@ -129,12 +130,12 @@ class JudgeStage(ModelStage):
 
     def _request(self, record: Response, vote: int, **extra: Any) -> GenerationRequest:
         s = self.sampling
-        if s.one_request:  # every vote from one request under the protocol's own seed
+        if self.protocol.one_request:  # every vote from one request under the protocol's own seed
             key, seed, extra["n"] = f"{record.id}\x00votes", s.seed, self.config.votes
         else:
             key, seed = f"{record.id}\x00{vote}", derive_seed("judge", record.id, vote, s.seed)
-        return GenerationRequest(key=key, messages=self._messages(record), temperature=s.temperature, top_p=s.top_p,
-                                 top_k=s.top_k, max_tokens=s.max_tokens, seed=seed, reasoning=self.reasoning, **extra)
+        return GenerationRequest(key=key, messages=self._messages(record), sampling=replace(s, seed=seed),
+                                 reasoning=self.reasoning, **extra)
 
     def _count(self, result: GenerationResult, cost: Counter) -> None:
         for name, value in (("prompt_tokens", result.prompt_tokens), ("generated_tokens", result.generated_tokens)):
@@ -156,7 +157,7 @@ class JudgeStage(ModelStage):
         (record,) = unit
         stop = (self.style.answer_lead,) if self.config.constrained else ()
         requests = [self._request(record, v, stop=stop)
-                    for v in range(1 if self.sampling.one_request else self.config.votes)]
+                    for v in range(1 if self.protocol.one_request else self.config.votes)]
         results = yield requests
         votes: list[Vote] = []
         cost: Counter = Counter()
@@ -192,7 +193,7 @@ class JudgeStage(ModelStage):
             "first_error": reading.first_error, "votes": reading.votes, "parse_failures": len(reading.errors),
             "model": self.engine_info.get("model", self.engine.model), "prompt": self.prompt.name,
             "prompt_sha256": self.prompt.file.sha256, "style": self.style.name, "protocol": self.protocol.name,
-            "constrained": self.config.constrained, "temperature": self.sampling.temperature,
+            "constrained": self.config.constrained, **sampling_record(self.sampling),
             "generated_tokens": cost["generated_tokens"], "prompt_tokens": cost["prompt_tokens"],
         }
         if cost["split"]:  # the thought's tokens apart from the answer's (null where the server did not tell)
@@ -216,7 +217,7 @@ class JudgeStage(ModelStage):
         return GenerationRequest(
             key=request.key,
             messages=request.messages + ({"role": "assistant", "content": analysis},),
-            continue_final=True, temperature=self.sampling.temperature, top_p=self.sampling.top_p,
-            top_k=self.sampling.top_k, max_tokens=FORCED_ANSWER_TOKENS,
-            seed=derive_seed("judge-answer", record.id, vote, self.sampling.seed),
+            continue_final=True,
+            sampling=replace(self.sampling, max_tokens=FORCED_ANSWER_TOKENS,
+                             seed=derive_seed("judge-answer", record.id, vote, self.sampling.seed)),
             guided_regex=self.style.answer_regex(len(record.steps)))

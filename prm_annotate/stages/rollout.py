@@ -58,6 +58,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.engines.sampling import sampling_record
 from prm_annotate.errors import UsageError
 from prm_annotate.grading.grader import Grader
 from prm_annotate.prompt_files import NO_PROMPT, SYSTEM_PROMPTS, PromptFile
@@ -66,7 +67,7 @@ from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job, Round, one_unit_each
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
-from prm_annotate.stages.config import RolloutConfig
+from prm_annotate.stages.config import RolloutConfig, configured
 from prm_annotate.steps import join_steps, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, get_strategy
 
@@ -168,7 +169,7 @@ class RolloutStage(ModelStage):
         given = settings.get("strategy")
         if given is not None and not isinstance(given, str):
             settings["strategy"] = given.name
-        config = replace(config or RolloutConfig(), **settings)
+        config = configured(config or RolloutConfig(), settings)
         if config.speculate is None:
             config = replace(config, speculate=0)
         self.config = config
@@ -191,10 +192,10 @@ class RolloutStage(ModelStage):
         return out
 
     def completion_seed(self, response_id: str, step: int, index: int) -> int:
-        return derive_seed("rollout", response_id, step, index, self.config.seed)
+        return derive_seed("rollout", response_id, step, index, self.config.sampling.seed)
 
     def shared_seed(self, problem: str, prefix: str, index: int) -> int:
-        return derive_seed("rollout-prefix", problem, prefix, index, self.config.seed)
+        return derive_seed("rollout-prefix", problem, prefix, index, self.config.sampling.seed)
 
     def _request(self, record: RolloutInput, probe: Probe) -> GenerationRequest:
         prefix = join_steps(record.steps[: probe.step + 1], self.config.step_sep) + self.config.step_sep
@@ -210,8 +211,7 @@ class RolloutStage(ModelStage):
             key = f"{record.id}\x00{probe.step}\x00{probe.index}"
         return GenerationRequest(
             key=key, messages=chat(system_prompt.text.strip(), record.problem, prefix), continue_final=True,
-            temperature=self.config.temperature, top_p=self.config.top_p, top_k=self.config.top_k,
-            max_tokens=self.config.max_tokens, seed=seed,
+            sampling=replace(self.config.sampling, seed=seed),
         )
 
     def _counted(self, verdict: Any, cut: bool) -> bool | None:
@@ -376,9 +376,7 @@ class RolloutStage(ModelStage):
             "model": self.engine_info.get("model", self.engine.model), "threshold": self.config.threshold,
             "last_step": "graded response" if w.record.correct is not None else "graded here",
             "last_correct": w.last_correct, "grade_errors": w.grade_errors, "truncated": w.truncated,
-            "cut": cut, "cut_completions": self.config.cut_completions,
-            "temperature": self.config.temperature, "top_p": self.config.top_p, "top_k": self.config.top_k,
-            "max_tokens": self.config.max_tokens, "seed": self.config.seed,
+            "cut": cut, "cut_completions": self.config.cut_completions, **sampling_record(self.config.sampling),
             "system_prompt": system_prompt.name, "system_prompt_sha256": system_prompt.sha256,
             "share_prefixes": self.config.share_prefixes, **extra_mc,
         }

@@ -17,13 +17,14 @@ from dataclasses import replace
 from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.engines.sampling import Sampling, sampling_record
 from prm_annotate.grading.grader import Grader
 from prm_annotate.records import Problem, Response
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
-from prm_annotate.stages.config import SampleConfig
+from prm_annotate.stages.config import SampleConfig, configured
 from prm_annotate.steps import split_steps
 
 
@@ -40,7 +41,7 @@ class SampleStage(ModelStage):
                  empty_retries: int = 2, engine_info: dict[str, Any] | None = None, **settings: Any):
         """`settings` override fields of `config` (SampleStage(engine, n=4) is SampleConfig(n=4))."""
         self.engine = engine
-        self.config = replace(config or SampleConfig(), **settings)
+        self.config = configured(config or SampleConfig(), settings)
         self.system_prompt = system_prompt_file(self.config.system_prompt)
         self.grader = grader or Grader()
         self.empty_retries = empty_retries
@@ -57,15 +58,17 @@ class SampleStage(ModelStage):
     def _seed(self, problem_id: str, index: int, attempt: int) -> int:
         # Attempt 0 leaves `attempt` out, so the common case's seed does not depend on the retry scheme.
         if attempt == 0:
-            return derive_seed("sample", problem_id, index, self.config.seed)
-        return derive_seed("sample", problem_id, index, self.config.seed, "retry", attempt)
+            return derive_seed("sample", problem_id, index, self.config.sampling.seed)
+        return derive_seed("sample", problem_id, index, self.config.sampling.seed, "retry", attempt)
+
+    def _sampling(self, problem_id: str, index: int, attempt: int) -> Sampling:
+        return replace(self.config.sampling, seed=self._seed(problem_id, index, attempt))
 
     def _request(self, problem: Problem, index: int, attempt: int) -> GenerationRequest:
         return GenerationRequest(
             key=f"{problem.id}\x00{index}\x00{attempt}",
             messages=chat(self.system_prompt.text.strip(), problem.problem),
-            temperature=self.config.temperature, top_p=self.config.top_p, top_k=self.config.top_k,
-            max_tokens=self.config.max_tokens, seed=self._seed(problem.id, index, attempt),
+            sampling=self._sampling(problem.id, index, attempt),
         )
 
     def job(self, unit: list[Problem]) -> Job:
@@ -114,10 +117,8 @@ class SampleStage(ModelStage):
             "final_answer": verdict.final_answer,
             "correct": verdict.correct,
             "generator": {
-                **self.engine_info,
-                "temperature": self.config.temperature, "top_p": self.config.top_p, "top_k": self.config.top_k,
-                "max_tokens": self.config.max_tokens,
-                "seed": self._seed(problem.id, index, attempt), "run_seed": self.config.seed, "sample_index": index,
+                **self.engine_info, **sampling_record(self._sampling(problem.id, index, attempt)),
+                "run_seed": self.config.sampling.seed, "sample_index": index,
                 "attempt": attempt, "finish_reason": finish, "prompt_tokens": result.prompt_tokens,
                 "generated_tokens": result.generated_tokens, "system_prompt": self.system_prompt.name,
                 "system_prompt_sha256": self.system_prompt.sha256,

@@ -1,6 +1,8 @@
 """option_groups: a dataclass of Typer options shown as loose options, handed over as one object."""
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -9,6 +11,19 @@ import typer
 from typer.testing import CliRunner
 
 from prm_annotate.cli.option_groups import option_groups
+
+
+@dataclass(frozen=True)
+class Inner:
+    a: int = 1
+    b: int = 2
+
+
+@dataclass(frozen=True)
+class Plain:
+    first: int = 0
+    inner: Inner = Inner()
+    hidden: str = "kept"
 
 
 @dataclass(frozen=True)
@@ -60,26 +75,39 @@ def test_a_field_named_like_a_parameter_is_refused():
 
 
 def test_model_stage_options_keep_each_groups_fields_and_order():
-    """The model stages' one group is the three it is built from, in their --help order, and hands
-    each part only its own fields (an EngineConfig from engine options alone, as before)."""
-    import dataclasses
-
+    """The model stages' one group is the three it is made of, in their --help order, each handing on
+    only its own fields: the run options, the EngineConfig (its seed the stage's), the executor."""
     from prm_annotate.cli.app import CommonRunOptions
-    from prm_annotate.cli.engine_options import EngineOptions
     from prm_annotate.cli.executor_options import ExecutorOptions
     from prm_annotate.cli.model_stage import ModelStageOptions
     from prm_annotate.cli.rollout import RolloutStageOptions
+    from prm_annotate.engines import EngineConfig
+    from prm_annotate.pipeline.executors import LocalExecutor
 
     names = [f.name for f in dataclasses.fields(ModelStageOptions)]
-    assert names == [f.name for g in (CommonRunOptions, EngineOptions, ExecutorOptions) for f in dataclasses.fields(g)]
-    assert [f.name for f in dataclasses.fields(RolloutStageOptions)] == names
-    opts = ModelStageOptions(model="m", dtype="float32", limit=3, shard="1/4", executor="local")
+    assert names == ["run", "engine", "executor"] == [f.name for f in dataclasses.fields(RolloutStageOptions)]
+    opts = ModelStageOptions(run=CommonRunOptions(limit=3, batch_size=256, shard="1/4"),
+                             engine=EngineConfig(model="m", dtype="float32"), executor=ExecutorOptions("local"))
     run = opts.prepare("in.jsonl", "out.jsonl", seed=7, format="generic", id_field="uid")
-    assert run.engine == EngineOptions(model="m", dtype="float32").config(seed=7)
+    assert run.engine == EngineConfig(model="m", dtype="float32", seed=7)
     assert run.opts == CommonRunOptions(limit=3, batch_size=256, shard="1/4").run_options(
         "in.jsonl", "out.jsonl", format="generic", id_field="uid")
-    assert run.ray is None
-    assert (ModelStageOptions(model="m").batch_size, RolloutStageOptions(model="m").batch_size) == (256, 1024)
+    assert run.executor == LocalExecutor()
+    engine = EngineConfig(model="m")
+    assert (ModelStageOptions(engine=engine).run.batch_size, RolloutStageOptions(engine=engine).run.batch_size) == (
+        256, 1024)
+
+
+def test_a_plain_group_takes_the_options_of_its_dict_in_its_order_and_expands_a_nested_one():
+    """A dataclass without typer annotations (a stage config, EngineConfig) gets its options from the
+    dict beside it: only the fields it names, in its order; a nested dataclass expanded in place."""
+    @option_groups
+    def command(*, plain: Annotated[Plain, {"inner": {"b": typer.Option("--b"), "a": typer.Option("--a")},
+                                            "first": typer.Option("--first")}]) -> Plain:
+        return plain
+
+    assert list(inspect.signature(command).parameters) == ["b", "a", "first"]
+    assert command(b=5, a=4, first=3) == Plain(3, Inner(4, 5), "kept")
 
 
 @pytest.mark.parametrize(("command", "batch_size"), [("sample", 256), ("rollout", 1024), ("judge", 256)])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from prm_annotate.engines import EngineConfig, on_cpu
@@ -12,34 +14,41 @@ from testing.heavy import start_server, start_vllm_engine
 
 
 def test_engine_config_and_cli_options():
-    from prm_annotate.cli.engine_options import build_config
-
-    cfg = build_config(model="m", base_url=None, concurrency=None, kv_cache_gb=2.0, request_timeout=30.0)
+    cfg = EngineConfig(model="m", kv_cache_gb=2.0, timeout=30.0)
     assert cfg.kind == "vllm" and cfg.kv_cache_gb == 2.0 and cfg.concurrency == 16 and cfg.timeout == 30.0
-    assert build_config(model="m", base_url="http://h/v1").kind == "openai"
+    assert EngineConfig(model="m", base_url="http://h/v1").kind == "openai"
     # The dtype each run records: float32 on CPU unless asked; a server's own dtype is not ours to say.
     assert cfg.describe()["dtype"] == ("float32" if on_cpu() else "auto")
-    assert build_config(model="m", dtype="bfloat16").describe()["dtype"] == "bfloat16"
-    assert "dtype" not in build_config(model="m", base_url="http://h/v1").describe()
-    with pytest.raises(UsageError, match="concurrency"):
-        build_config(model="m", concurrency=0)
+    assert EngineConfig(model="m", dtype="bfloat16").describe()["dtype"] == "bfloat16"
+    assert "dtype" not in EngineConfig(model="m", base_url="http://h/v1").describe()
+    for bad in ({"concurrency": 0}, {"timeout": 0}, {"gpu_memory_utilization": 1.5}, {"kv_cache_gb": 0},
+                {"max_model_len": 0}):
+        with pytest.raises(UsageError, match=f"bad engine option: {next(iter(bad))}"):
+            EngineConfig(model="m", **bad)
+    # Every option of the command line is a field of EngineConfig, and its flag is the field's name
+    # but for --request-timeout (the HTTP timeout).
+    from prm_annotate.cli.engine_options import ENGINE_OPTIONS, SCORE_ENGINE_OPTIONS
+
+    fields = {f.name for f in dataclasses.fields(EngineConfig)}
+    assert set(ENGINE_OPTIONS) <= fields and set(SCORE_ENGINE_OPTIONS) <= set(ENGINE_OPTIONS)
+    flags = {name: option.default for name, option in ENGINE_OPTIONS.items()}  # in Annotated: the first flag
+    assert {name for name, flag in flags.items() if flag.split("/")[0] != "--" + name.replace("_", "-")} == {"timeout"}
 
 
 def test_engine_defaults_come_from_one_place():
     """`engines/defaults.py` is the one source: the CLI's options, `EngineConfig` and `VLLMEngine`
     default to its values, and the CPU settings go in on a CPU only, whatever machine runs this."""
-    import dataclasses
     import inspect
 
-    from prm_annotate.cli.engine_options import EngineOptions
     from prm_annotate.engines import defaults
     from prm_annotate.engines.vllm_engine import VLLMEngine
 
-    assert EngineOptions(model="m").config() == EngineConfig(model="m")
     engine_defaults = {f.name: f.default for f in dataclasses.fields(defaults.VLLMSettings)}
     engine_defaults["start_timeout"] = inspect.signature(VLLMEngine).parameters["start_timeout"].default
-    config_defaults = {name: f.default for name, f in EngineConfig.model_fields.items() if name in engine_defaults}
+    config_defaults = {f.name: f.default for f in dataclasses.fields(EngineConfig) if f.name in engine_defaults}
     assert len(config_defaults) >= 8 and engine_defaults == {**engine_defaults, **config_defaults}
+    assert (EngineConfig(model="m").concurrency, EngineConfig(model="m").max_attempts) == (
+        defaults.CONCURRENCY, defaults.MAX_ATTEMPTS)
     # What make_engine hands the engine: every setting the config holds, none it does not.
     settings = EngineConfig(model="m", kv_cache_gb=2.0, seed=3).vllm_settings()
     assert set(settings) == set(config_defaults) - {"start_timeout"}

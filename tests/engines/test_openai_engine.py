@@ -32,7 +32,7 @@ class TestOpenAIEngineOnVLLMServer(EngineChecks):
         import httpx
 
         r = httpx.post(self.server.base_url + "/completions", timeout=60, json={
-            "model": engine.model, "prompt": prompt, "max_tokens": req.max_tokens, "temperature": 0.0,
+            "model": engine.model, "prompt": prompt, "max_tokens": req.sampling.max_tokens, "temperature": 0.0,
             "add_special_tokens": False})
         r.raise_for_status()
         data = r.json()

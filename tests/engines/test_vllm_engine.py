@@ -21,7 +21,7 @@ class TestVLLMEngine(EngineChecks):
         """vLLM's own chat path with `continue_final_message` (our engine renders by itself)."""
         from vllm import SamplingParams
 
-        out = engine._llm.chat([list(req.messages)], SamplingParams(temperature=0.0, max_tokens=req.max_tokens),
+        out = engine._llm.chat([list(req.messages)], SamplingParams(temperature=0.0, max_tokens=req.sampling.max_tokens),
                                continue_final_message=True, add_generation_prompt=False, use_tqdm=False)[0]
         return out.outputs[0].text, len(out.prompt_token_ids)
 
@@ -55,13 +55,13 @@ def test_same_text_in_both_engines(vllm_engine, request):
 
 CLEAN_EXIT_SCRIPT = """
 import sys
-from prm_annotate.engines import GenerationRequest, exit_process
+from prm_annotate.engines import GenerationRequest, Sampling, exit_process
 from prm_annotate.engines.vllm_engine import VLLMEngine
 
 if __name__ == "__main__":
     engine = VLLMEngine(sys.argv[1], start_timeout=300)
     res = engine.generate([GenerationRequest(key="a", messages=({"role": "user", "content": "hi"},),
-                                             max_tokens=4, seed=1)])
+                                             sampling=Sampling(max_tokens=4, seed=1))])
     engine.close()
     print("RESULT", res["a"].ok, len(res["a"].texts))
     exit_process(7)

@@ -75,7 +75,7 @@ def pipeline(request, tmp_path_factory) -> dict:
     vote_of = {derive_seed("judge", r["id"], v, 0): (r["id"], v) for r in records for v in range(VOTES)}
 
     def script(request) -> str:
-        rid, vote = vote_of[request.seed]
+        rid, vote = vote_of[request.sampling.seed]
         verdict = plan[rid][vote]
         intro = f"Critique {vote} of {rid}: I read every paragraph in turn."
         if verdict is None:
@@ -90,7 +90,7 @@ def pipeline(request, tmp_path_factory) -> dict:
                                                len(r["steps"]))} for i, r in enumerate(records)]
     write_jsonl(tmp / "rollouts.jsonl", rollouts)
     run_consensus(str(tmp / "rollouts.jsonl"), str(tmp / "judged.jsonl"), str(tmp / "consensus.jsonl"), quiet=True)
-    seen = {vote_of[r.seed]: r.messages for r in engine.requests}
+    seen = {vote_of[r.sampling.seed]: r.messages for r in engine.requests}
     return {"style": style, "tmp": tmp, "records": records, "plan": plan, "seen": seen,
             "judged": tmp / "judged.jsonl", "consensus": tmp / "consensus.jsonl"}
 

@@ -16,6 +16,7 @@ from collections import Counter
 
 import pytest
 
+from prm_annotate.engines.sampling import sampling_record
 from prm_annotate.pipeline.runner import RunOptions, run_stage
 from prm_annotate.stages.judge import JudgeStage
 from testing.jsonl_files import read_jsonl, write_jsonl
@@ -168,7 +169,8 @@ def test_the_official_sampling_and_prompt_are_requested():
         stage = JudgeStage(engine, protocol="processbench-official", votes=votes, engine_info={"model": model})
         list(stage.process([stage.input_model.model_validate(row)]))
         [request] = engine.requests  # one request for every vote, under the script's seed
-        assert {k: getattr(request, k) for k in expected} == expected, model
+        sent = {"n": request.n, **sampling_record(request.sampling)}
+        assert {k: sent[k] for k in expected} == expected, model
         assert not request.continue_final and request.stop == () and request.guided_regex is None
         assert list(request.messages) == official_messages(row["problem"], row["steps"])
         settings = stage.settings()

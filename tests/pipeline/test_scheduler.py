@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from prm_annotate.engines.base import GenerationRequest, GenerationResult
+from prm_annotate.engines.base import GenerationRequest, GenerationResult, Sampling
 from prm_annotate.errors import InputError
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.pipeline.scheduler import run_jobs
@@ -40,7 +40,7 @@ class Streaming:
             raise RuntimeError("engine died")
         if not self.running:
             return []
-        first = min(self.running, key=lambda r: r.max_tokens)
+        first = min(self.running, key=lambda r: r.sampling.max_tokens)
         self.running.remove(first)
         self.log.append(("done", first.key))
         return [GenerationResult(key=first.key, texts=[first.messages[0]["content"]] * first.n, generated_tokens=1)]
@@ -53,7 +53,7 @@ class Streaming:
 
 
 def request(key: str, text: str, duration: int) -> GenerationRequest:
-    return GenerationRequest(key=key, messages=({"role": "user", "content": text},), max_tokens=duration)
+    return GenerationRequest(key=key, messages=({"role": "user", "content": text},), sampling=Sampling(max_tokens=duration))
 
 
 def rounds_job(rounds: list[int]):

@@ -104,7 +104,7 @@ def test_votes_are_seeded_parsed_and_aggregated():
     [out] = list(stage.process([rec()]))
     judge = Judged.model_validate(out.records[0]).judge
     assert judge.votes == [1, -1, None, 1, None] and judge.first_error == 1 and judge.parse_failures == 2
-    assert stage.sampling.temperature == 0.7 and len({r.seed for r in engine.requests}) == 5
+    assert stage.sampling.temperature == 0.7 and len({r.sampling.seed for r in engine.requests}) == 5
     assert all(r.n == 1 for r in engine.requests)
     assert out.records[0].dump()["judge"]["prompt"] == "processbench"
     assert out.records[0].dump()["judge"]["protocol"] == "strict"

@@ -29,7 +29,7 @@ def scripted(stage: RolloutStage, records, right: dict[str, dict[int, set[int]]]
                 by_seed[stage.completion_seed(r.id, step, j)] = (r.id, step, j)
 
     def script(request):
-        rid, step, j = by_seed[request.seed]
+        rid, step, j = by_seed[request.sampling.seed]
         if (rid, step, j) in fail:
             return RuntimeError("server said no")
         good = j in right.get(rid, {}).get(step, set())
@@ -138,7 +138,7 @@ def test_grader_errors_count_as_not_correct():
             return [V(final_answer=None, correct=None, error="timeout") if "TIMEOUT" in t
                     else V(final_answer="16", correct=True, error=None) for _, t in pairs]
 
-    stage = RolloutStage(ScriptedEngine(lambda r: "TIMEOUT" if r.seed % 2 else "\\boxed{16}"), k=4,
+    stage = RolloutStage(ScriptedEngine(lambda r: "TIMEOUT" if r.sampling.seed % 2 else "\\boxed{16}"), k=4,
                          grader=FlakyGrader())
     rec = response("g", correct=True)
     mc = run(stage, [rec])["g"].records[0].dump()["mc"]
@@ -213,7 +213,7 @@ def test_run_stage_writes_valid_rollouts(tmp_path):
 
     src = tmp_path / "responses.jsonl"
     src.write_bytes(b"".join(dumps(response(f"p/{i}", correct=bool(i % 2)).dump()) for i in range(5)))
-    stage = RolloutStage(ScriptedEngine(lambda r: "\\boxed{16}" if r.seed % 3 else "\\boxed{1}"), k=3)
+    stage = RolloutStage(ScriptedEngine(lambda r: "\\boxed{16}" if r.sampling.seed % 3 else "\\boxed{1}"), k=3)
     summary = run_stage(stage, RunOptions(str(src), str(tmp_path / "out.jsonl"), quiet=True, batch_size=2))
     assert summary.exit_code == 0 and summary.written == 5
     rows = [Rollout.model_validate(obj) for _, obj in iter_jsonl(tmp_path / "out.jsonl")]
@@ -271,7 +271,7 @@ def test_the_completer_continues_under_the_prompt_each_response_was_sampled_unde
     engine = scripted(stage, recs, {})
     out = run(stage, recs)
     by_id = {rid: {r.messages[0]["content"] if r.messages[0]["role"] == "system" else None
-                   for r in engine.requests if stage.completion_seed(rid, 0, 0) == r.seed} for rid in "abc"}
+                   for r in engine.requests if stage.completion_seed(rid, 0, 0) == r.sampling.seed} for rid in "abc"}
     assert by_id == {"a": {system_prompt_file("step").text.strip()}, "b": {None},
                      "c": {"Please reason step by step, and put your final answer within \\boxed{}."}}
     assert [out[r].records[0].dump()["mc"]["system_prompt"] for r in "abc"] == ["step", "none", "qwen25-math-cot"]
@@ -340,7 +340,7 @@ def cut_engine(stage: RolloutStage, record, cut: dict[int, set[int]], right: dic
     where = {stage.completion_seed(record.id, s, j): (s, j) for s in range(len(record.steps)) for j in range(stage.config.k)}
 
     def script(request):
-        s, j = where[request.seed]
+        s, j = where[request.sampling.seed]
         text = f"\n\nThe answer is \\boxed{{{16 if j in right.get(s, ()) else 99}}}"
         reason = "length" if j in cut.get(s, ()) else "stop"
         return GenerationResult(key="", texts=[text], finish_reasons=[reason], generated_tokens=5)
@@ -373,7 +373,7 @@ def test_first_errors_on_cuts_are_counted_for_the_summary():
     from prm_annotate.engines.base import GenerationResult
 
     def script(request):
-        rid, s, j = where[request.seed]
+        rid, s, j = where[request.sampling.seed]
         wrong = (rid == "cut-step" and s == 1) or (rid == "clean" and s == 2)
         reason = "length" if rid == "cut-step" and (s, j) == (1, 0) else "stop"
         return GenerationResult(key="", texts=[f"\\boxed{{{99 if wrong else 16}}}"], finish_reasons=[reason])

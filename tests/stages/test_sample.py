@@ -15,7 +15,7 @@ PROBLEMS = [Problem.model_validate({"id": "gsm-1", "problem": "Tom has 3 apples 
 
 
 def answer_by_seed(request):
-    return f"First, think.\n\n\nThen add.\n\nSo \\boxed{{{8 if request.seed % 2 else 5}}}"
+    return f"First, think.\n\n\nThen add.\n\nSo \\boxed{{{8 if request.sampling.seed % 2 else 5}}}"
 
 
 def test_n_responses_per_problem_with_their_own_seeds_steps_and_grades():
@@ -29,7 +29,7 @@ def test_n_responses_per_problem_with_their_own_seeds_steps_and_grades():
     first = rows[0].dump()
     assert first["problem_id"] == "gsm-1" and first["answer"] == "8" and first["source"] == "hand"
     assert first["steps"][:2] == ["First, think.", "\nThen add."] and len(first["steps"]) == 3
-    seeds = [r.seed for r in engine.requests]
+    seeds = [r.sampling.seed for r in engine.requests]
     assert len(set(seeds)) == 6 and seeds[0] == derive_seed("sample", "gsm-1", 0, 11)
     for r in rows:
         gen = r.dump()["generator"]
@@ -45,7 +45,7 @@ def test_blank_text_is_redrawn_with_a_new_seed_and_a_hopeless_problem_fails():
     blank_once = {derive_seed("sample", "gsm-1", 1, 0)}
 
     def script(r):
-        if r.seed in blank_once or "2 + 2" in r.messages[-1]["content"]:
+        if r.sampling.seed in blank_once or "2 + 2" in r.messages[-1]["content"]:
             return "  \n\n  "
         return "\\boxed{8}"
 
@@ -103,7 +103,7 @@ def test_the_default_system_prompt_is_qwen25_math_cot_and_the_step_prompt_is_a_c
     assert texts[None] == texts["qwen25-math-cot"]
     assert texts[None][:2] == ("Please reason step by step, and put your final answer within \\boxed{}.", "qwen25-math-cot")
     assert texts["step"][1] == "step" and "paragraph" in texts["step"][0]
-    assert SampleStage(ScriptedEngine(lambda r: ""), n=1).config.max_tokens == 2048
+    assert SampleStage(ScriptedEngine(lambda r: ""), n=1).config.sampling.max_tokens == 2048
 
 
 @pytest.mark.engine

@@ -46,9 +46,9 @@ def stage_for(strategy, right: dict[tuple[str, int], set[int]], k: int = K, thre
             for (rid, s), good in right.items():
                 if s != step:
                     continue
-                if share and seed == request.seed and steps[-1].split()[2] == rid:
+                if share and seed == request.sampling.seed and steps[-1].split()[2] == rid:
                     return f"\\boxed{{{16 if j in good else 99}}}"
-                if not share and stage.completion_seed(rid, s, j) == request.seed:
+                if not share and stage.completion_seed(rid, s, j) == request.sampling.seed:
                     return f"\\boxed{{{16 if j in good else 99}}}"
         return "\\boxed{99}"  # a (record, step) without a rule: every completion wrong
 
@@ -215,7 +215,7 @@ def test_shared_prefixes_are_rolled_out_once():
         assert shared > 0
         assert len(engine.requests) == mc["a"]["completions"] + mc["b"]["completions"] - shared
         assert stage.stats["engine_completions"] == len(engine.requests)
-        keys = [(r.messages[-1]["content"], r.seed) for r in engine.requests]
+        keys = [(r.messages[-1]["content"], r.sampling.seed) for r in engine.requests]
         assert len(keys) == len(set(keys))
     # Exhaustive: the 2 shared steps x K once, plus each response's own third step.
     stage, engine = stage_for(Exhaustive(), right, share=True)

@@ -307,12 +307,12 @@ def world_engine(heavy):
 
 @pytest.mark.engine
 def test_shipped_policy_answers_in_vllm(world_engine):
-    from prm_annotate.engines.base import GenerationRequest
+    from prm_annotate.engines.base import GenerationRequest, Sampling
 
     engine = world_engine("policy")
     system = json.loads((WORLD_MODELS / "policy" / "world.json").read_text())["system_prompt"]
     problems = make_problems(24, seed=0)
-    requests = [GenerationRequest(key=p["id"], n=4, temperature=0.7, max_tokens=128, seed=i,
+    requests = [GenerationRequest(key=p["id"], n=4, sampling=Sampling(temperature=0.7, max_tokens=128, seed=i),
                                   messages=({"role": "system", "content": system},
                                             {"role": "user", "content": p["problem"]}))
                 for i, p in enumerate(problems)]
@@ -330,7 +330,7 @@ def test_shipped_policy_answers_in_vllm(world_engine):
     world = World.from_json(problems[0]["world"])
     prefix = solution_steps(world)[0] + "\n\n"
     cont = engine.generate([GenerationRequest(
-        key="c", temperature=0.0, max_tokens=64, continue_final=True, seed=0,
+        key="c", sampling=Sampling(temperature=0.0, max_tokens=64, seed=0), continue_final=True,
         messages=({"role": "system", "content": system}, {"role": "user", "content": problems[0]["problem"]},
                   {"role": "assistant", "content": prefix}))])["c"].texts[0]
     assert cont.startswith("Step 2:" if len(world.ops) > 1 else "The answer is"), cont
@@ -344,7 +344,7 @@ def test_shipped_judge_answers_in_vllm(world_engine):
         judge_response,
         judge_stats,
     )
-    from prm_annotate.engines.base import GenerationRequest
+    from prm_annotate.engines.base import GenerationRequest, Sampling
     from prm_annotate.judging.processbench import parse_processbench
 
     engine = world_engine("judge")
@@ -353,7 +353,7 @@ def test_shipped_judge_answers_in_vllm(world_engine):
     responses = [judge_response(p, random.Random(i)) for i, p in enumerate(problems)]
     results = engine.generate([
         GenerationRequest(key=p["id"], messages=tuple(judge_messages(template, p, steps)),
-                          temperature=0.0, max_tokens=256, seed=0)
+                          sampling=Sampling(temperature=0.0, max_tokens=256, seed=0))
         for p, steps in zip(problems, responses)])
     truths, verdicts = [], []
     for p, steps in zip(problems, responses):

@@ -1,6 +1,10 @@
 """Where a stage's batches run: in this process (`local`, the runner's default) or on a Ray
 cluster (`ray`). The stage code is the same either way; an executor only decides where
-`stage.process(batch)` is called. See docs/scaling.md.
+`stage.process(batch)` is called, and where the engine starts. See docs/scaling.md.
+
+One object runs a stage: `make_executor(name, ...)` (the only place that chooses) gives a
+`LocalExecutor` or a `RayExecutor` (each a `StageExecutor`), and `executor.run(build, config, opts,
+start)` runs the stage with it.
 
 A model stage is described to an executor as a *factory*, `build(engine) -> Stage`, plus the
 `EngineConfig` to start that engine with, so a remote worker can build its own stage around its
@@ -10,25 +14,32 @@ engine (a model stage then takes its model's name from `engine_info`, as the CLI
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+import importlib.util
+from typing import Any, Callable
 
-from prm_annotate.engines.base import Engine
+from prm_annotate.errors import UsageError
+from prm_annotate.pipeline.executors.base import (EngineStarter, LocalExecutor, RayOptions, StageExecutor,
+                                                  StageFactory)
 
-# build(engine) -> Stage; engine is None for stages that use no model (grade) and for the driver's copy.
-StageFactory = Callable[[Optional[Engine]], Any]
-
-EXECUTORS = ("local", "ray")
+__all__ = ["EXECUTORS", "EngineStarter", "LocalExecutor", "RayOptions", "StageExecutor", "StageFactory",
+           "make_executor"]
 
 
-@dataclass(frozen=True)
-class RayOptions:
-    """`--executor ray` and its resources. Each actor holds one stage and one engine."""
+def _ray(**resources: Any) -> StageExecutor:
+    if importlib.util.find_spec("ray") is None:
+        raise UsageError("--executor ray needs the Python package 'ray', which is not installed: "
+                         "pip install -e '.[ray]' in the repository")
+    from prm_annotate.pipeline.executors.ray_executor import RayExecutor
 
-    actors: int = 2
-    cpus_per_actor: float = 1.0
-    # None: one GPU per actor when the cluster has GPUs, else none. With --tensor-parallel-size T,
-    # pass T: the actor's engine needs all T GPUs of its replica.
-    gpus_per_actor: float | None = None
-    # Optional overrides; by default RAY_ADDRESS decides (set: that cluster; unset: a local Ray).
-    address: str | None = None
+    return RayExecutor(RayOptions(**resources))
+
+
+EXECUTORS: dict[str, Callable[..., StageExecutor]] = {"local": lambda **resources: LocalExecutor(), "ray": _ray}
+
+
+def make_executor(name: str = "local", **resources: Any) -> StageExecutor:
+    """The executor called `name`, with Ray's resources (`RayOptions` fields; the local one takes
+    none of them); UsageError (exit 2) for an unknown one or a missing Ray."""
+    if name not in EXECUTORS:
+        raise UsageError(f"--executor {name!r}: choose from {', '.join(EXECUTORS)}")
+    return EXECUTORS[name](**resources)

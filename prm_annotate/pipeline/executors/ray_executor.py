@@ -38,12 +38,13 @@ import logging
 import os
 import re
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
 
 from prm_annotate.errors import UsageError
-from prm_annotate.pipeline.executors import RayOptions, StageFactory
+from prm_annotate.pipeline.executors.base import EngineStarter, RayOptions, StageFactory
 from prm_annotate.io.jsonl import dumps
 from prm_annotate.records import Record
 from prm_annotate.pipeline.runner import Executor, Outcome, RunOptions, RunSummary, Stage, batches, run_and_close
@@ -55,6 +56,19 @@ log = logging.getLogger(__name__)
 
 # Passed on to the actors' processes when connecting to a cluster (a local Ray inherits them anyway).
 _ENV_PREFIXES = ("HF_", "VLLM_", "TOKENIZERS_", "OMP_", "PRM_ANNOTATE_")
+
+
+@dataclass(frozen=True)
+class RayExecutor:
+    """The stage's batches run on Ray actors, each starting its own engine (`run_stage_on_ray`); no
+    engine starts here."""
+
+    options: RayOptions = RayOptions()
+    name = "ray"
+
+    def run(self, build: StageFactory, config: "EngineConfig | None", opts: RunOptions,
+            start: EngineStarter | None = None) -> tuple[Stage, RunSummary]:
+        return run_stage_on_ray(build, config, opts, self.options)
 
 
 def run_stage_on_ray(build: StageFactory, config: "EngineConfig | None", opts: RunOptions,
