@@ -47,7 +47,9 @@ SAMPLE_OPTIONS: dict[str, Any] = {
 
 ROLLOUT_OPTIONS: dict[str, Any] = {
     "k": typer.Option("-k", "--k", min=1, help="Completions per step."),
-    "label": typer.Option("--label", help="hard|soft, recorded as mc.label; soft needs --strategy exhaustive."),
+    "label": typer.Option("--label", help=(
+        "hard|soft, recorded as mc.label (soft needs --strategy exhaustive; export takes MC scores as labels "
+        "with its own --soft).")),
     "strategy": typer.Option("--strategy", help=strategies_help()),
     "threshold": typer.Option("--threshold", min=0.0, max=1.0,
                               help="Hard label = score > threshold (0: any right completion)."),
