@@ -32,8 +32,9 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_bpe_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
-    """Train the BPE on `texts` and wrap it as a transformers `PreTrainedTokenizerFast`."""
+def build_bpe_tokenizer(texts: Iterable[str], vocab_size: int = 1024, extra_tokens: tuple[str, ...] = ()):
+    """Train the BPE on `texts` and wrap it as a transformers `PreTrainedTokenizerFast`.
+    `extra_tokens` take the ids right after the ChatML ones, as tokens of their own."""
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -44,7 +45,7 @@ def build_bpe_tokenizer(texts: Iterable[str], vocab_size: int = 1024):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=SPECIAL_TOKENS + list(extra_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )

@@ -7,8 +7,8 @@ bare argument: the next token (`\\boxed 5`). Contents are returned as written, n
 Every caller reads boxes through `find_boxes` and says which boxes it accepts:
 - the grader (`answers.extract_final_answer`): every kind, the last one (with the boxes listed
   right before it) is the final answer;
-- the judge's verdict (`judge_parsing.parse_processbench`): braced `\\boxed`, every one, an
-  unclosed one refused;
+- the judge's verdict (`judging.processbench.parse_processbench`): every kind, every one, all
+  naming one index, an unclosed one refused;
 - a MATH solution's gold answer (`formats`, `last_boxed`) and the arithmetic world's truth
   (`world.truth`): exactly `\\boxed{` (no space, no `\\fbox`), as those texts write it.
 """

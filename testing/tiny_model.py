@@ -31,12 +31,29 @@ def _corpus(seed: int) -> list[str]:
     return lines
 
 
-def build_tokenizer(vocab_size: int = 512, seed: int = 0):
+THINK_TOKENS = ("<think>", "</think>")
+
+
+def build_tokenizer(vocab_size: int = 512, seed: int = 0, extra_tokens: tuple[str, ...] = ()):
     """A byte-level BPE `PreTrainedTokenizerFast` with ChatML special tokens and chat template: the
     world's builder (digits one per token) on a small generated corpus."""
     from lab.tokenizer import build_bpe_tokenizer
 
-    return build_bpe_tokenizer(_corpus(seed), vocab_size=vocab_size)
+    return build_bpe_tokenizer(_corpus(seed), vocab_size=vocab_size, extra_tokens=extra_tokens)
+
+
+def _keep_in_text(path: Path, tokens: tuple[str, ...]) -> None:
+    """Mark `tokens` not special in the saved tokenizer, so decoding keeps them in the text (as
+    DeepSeek-R1's and Qwen3's `<think>` tokens are)."""
+    import json
+
+    for name, entries in (("tokenizer.json", lambda d: d["added_tokens"]),
+                          ("tokenizer_config.json", lambda d: d.get("added_tokens_decoder", {}).values())):
+        data = json.loads((path / name).read_text())
+        for entry in entries(data):
+            if entry["content"] in tokens:
+                entry["special"] = False
+        (path / name).write_text(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def build_tiny_model(
@@ -47,8 +64,15 @@ def build_tiny_model(
     vocab_size: int = 512,
     dtype: str = "bfloat16",
     seed: int = 0,
+    reasoning: bool = False,
 ) -> Path:
     """Write a random tiny Qwen2 checkpoint (config, safetensors, tokenizer, template) to `path`.
+
+    `reasoning`: a stand-in for a reasoning judge under structured outputs. Its tokenizer holds
+    `<think>` and `</think>` as tokens of their own (ids 3 and 4, kept in decoded text) and every
+    logit is 0 (the final norm's weight is zero), so greedy decoding takes the lowest id the forced
+    text allows: the think tags as their own tokens, as a reasoning model writes them (vLLM's
+    reasoning parsers count the thought's tokens between them).
 
     The same arguments give the same weights and tokenizer. Returns the absolute path.
     """
@@ -57,7 +81,7 @@ def build_tiny_model(
 
     path = Path(path).resolve()
     path.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(vocab_size=vocab_size, seed=seed)
+    tokenizer = build_tokenizer(vocab_size=vocab_size, seed=seed, extra_tokens=THINK_TOKENS if reasoning else ())
     eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
     pad_id = tokenizer.convert_tokens_to_ids("<|endoftext|>")
     config = Qwen2Config(
@@ -80,9 +104,14 @@ def build_tiny_model(
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
+    if reasoning:
+        with torch.no_grad():
+            model.model.norm.weight.zero_()
     model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
+    if reasoning:
+        _keep_in_text(path, THINK_TOKENS)
     return path
 
 

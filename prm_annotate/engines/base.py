@@ -31,6 +31,9 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     # Optional structured output: the completion must match this regular expression.
     guided_regex: str | None = None
+    # How a reasoning model's output is split into reasoning and answer (engines/reasoning.py):
+    # a vLLM reasoning parser's name or "think"; None: the output is the answer as written.
+    reasoning: str | None = None
 
 
 @dataclass
@@ -44,6 +47,10 @@ class GenerationResult:
     generated_tokens: int = 0
     # Set when the request failed (after retries): then `texts` is empty — never invented.
     error: str | None = None
+    # A reasoning model's output split (engines/reasoning.py): then `texts` hold the answers ("" where
+    # the thought never ended) and `reasonings` the reasoning of each (None: it had none). Empty: not split.
+    reasonings: list[str | None] = field(default_factory=list)
+    reasoning_tokens: int | None = None  # of `generated_tokens`; None: not split, or not told
 
     @property
     def ok(self) -> bool:

@@ -11,7 +11,11 @@ extension (`continue_final_message: true, add_generation_prompt: false`), not th
 - token counts in `usage` then describe exactly the prompt the server ran.
 The cost: the server must implement the extension (vLLM and SGLang do). A server that ignores it
 would open a new assistant turn; use `vllm serve` for rollouts.
-Likewise `guided_regex` is sent as vLLM's `structured_outputs: {"regex": ...}`.
+Likewise `guided_regex` is sent as vLLM's `structured_outputs: {"regex": ...}`. A server run with
+`--reasoning-parser` returns a reasoning model's thought apart from its answer: the answer is read
+from `content`, the thought kept from `reasoning` (or `reasoning_content`), and its token count
+from `usage.completion_tokens_details.reasoning_tokens`; a request whose `reasoning` is `think`
+splits `<think>…</think>` here when the server did not (engines/reasoning.py).
 
 Requests stream (the protocol in base.py): the engine owns one asyncio event loop in a daemon
 thread, started by the first `submit` and stopped by `close`, and one `httpx.AsyncClient` on it, so
@@ -52,6 +56,7 @@ from tenacity import (
 
 from prm_annotate.errors import UsageError, printable
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
+from prm_annotate.engines.reasoning import THINK, split_think
 from prm_annotate.engines.sampling import Sampling
 
 log = logging.getLogger(__name__)
@@ -318,27 +323,44 @@ class OpenAIEngine(Streaming):
             raise RetryableError(
                 f"malformed answer: expected {r.n} choice(s), got {_snippet(repr(choices))}"
             )
-        texts, reasons = [], []
+        texts, reasons, reasonings = [], [], []
         for c in sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0):
-            content = (c.get("message") or {}).get("content") if isinstance(c, dict) else None
+            message = (c.get("message") or {}) if isinstance(c, dict) else {}
+            content = message.get("content") if isinstance(message, dict) else None
+            reasoning = None
+            if isinstance(message, dict):  # `reasoning` (vLLM 0.32), `reasoning_content` (older vLLM, hosted APIs)
+                reasoning = message.get("reasoning")
+                reasoning = message.get("reasoning_content") if reasoning is None else reasoning
+            if content is None and isinstance(reasoning, str):
+                content = ""  # a thought with no answer after it (cut, or never ended)
             if not isinstance(content, str):
                 raise RetryableError(f"malformed answer: choice without text content: {_snippet(repr(c))}")
             texts.append(content)
+            reasonings.append(reasoning if isinstance(reasoning, str) else None)
             reasons.append(str(c.get("finish_reason")))
         usage = data.get("usage") or {}
         try:
             details = usage.get("prompt_tokens_details") or {}
             cached = details.get("cached_tokens") if isinstance(details, dict) else None
-            return GenerationResult(
+            completion = usage.get("completion_tokens_details") or {}
+            thought = completion.get("reasoning_tokens") if isinstance(completion, dict) else None
+            result = GenerationResult(
                 key=r.key,
                 texts=texts,
                 finish_reasons=reasons,
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 cached_prompt_tokens=int(cached) if cached is not None else None,
                 generated_tokens=int(usage.get("completion_tokens") or 0),
+                reasoning_tokens=int(thought) if thought is not None else None,
             )
         except (AttributeError, TypeError, ValueError):
             raise RetryableError(f"malformed answer: usage {_snippet(repr(usage))}") from None
+        if any(x is not None for x in reasonings):
+            result.reasonings = reasonings
+        elif r.reasoning == THINK:  # the server did not split: split here (its tokens are not told)
+            parts = [split_think(t) for t in texts]
+            result.texts, result.reasonings = [p.answer or "" for p in parts], [p.reasoning for p in parts]
+        return result
 
     def _redact(self, text: str) -> str:
         # Belt and braces: a server could echo the Authorization header in an error body.

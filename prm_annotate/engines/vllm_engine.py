@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from prm_annotate.errors import ENGINE_INSTALL, UsageError, require
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
 from prm_annotate.engines.defaults import VLLMSettings
+from prm_annotate.engines.reasoning import TokenSplitter, template_thinks
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,8 @@ class VLLMEngine(Streaming):
         self._engine_input = getattr(self._llm, "_preprocess_cmpl_one", lambda prompt: prompt)
         self._counter = itertools.count()
         self._running: dict[str, str] = {}  # vLLM request id -> our key
+        self._splits: dict[str, str] = {}  # vLLM request id -> how its output is split (request.reasoning)
+        self._splitters: dict[str, TokenSplitter] = {}
         self._ready: list[GenerationResult] = []  # finished, not yet returned by poll
         self._keys: set[str] = set()  # keys submitted and not yet returned
         self._closed = False
@@ -125,6 +128,16 @@ class VLLMEngine(Streaming):
     @property
     def tokenizer(self) -> Any:
         return self._tokenizer
+
+    def chat_template_thinks(self) -> bool:
+        """Whether the model's chat template is a reasoning model's (`<think>` in it)."""
+        return template_thinks(getattr(self._tokenizer, "chat_template", None))
+
+    def splitter(self, name: str) -> TokenSplitter:
+        """The splitter of `request.reasoning` NAME (built once; an unknown vLLM parser: KeyError)."""
+        if name not in self._splitters:
+            self._splitters[name] = TokenSplitter(name, self._tokenizer)
+        return self._splitters[name]
 
     def render(self, request: GenerationRequest) -> str:
         """The exact prompt text this engine sends for `request` (useful to inspect templates)."""
@@ -135,6 +148,11 @@ class VLLMEngine(Streaming):
         from vllm.inputs import TokensPrompt
 
         check_keys(requests)
+        for name in {r.reasoning for r in requests} - {None}:
+            try:
+                self.splitter(name)
+            except KeyError as exc:  # before any of the batch starts
+                raise ValueError(f"reasoning {name!r}: {exc}") from None
         # The K completions of a rollout step share one prompt: render and tokenize it once.
         prompts: dict[tuple, list[int]] = {}
         for r in requests:
@@ -161,6 +179,8 @@ class VLLMEngine(Streaming):
                 self._ready.append(GenerationResult(key=r.key, prompt_tokens=len(ids), error=f"refused: {exc}"))
                 continue
             self._running[request_id] = r.key
+            if r.reasoning is not None:
+                self._splits[request_id] = r.reasoning
 
     def poll(self) -> list[GenerationResult]:
         # Each step returns what one engine iteration finished; the EngineCore process keeps
@@ -171,14 +191,21 @@ class VLLMEngine(Streaming):
                     continue
                 key = self._running.pop(out.request_id)
                 completions = sorted(out.outputs, key=lambda c: c.index)
-                self._ready.append(GenerationResult(
+                result = GenerationResult(
                     key=key,
                     texts=[c.text for c in completions],
                     finish_reasons=[str(c.finish_reason) for c in completions],
                     prompt_tokens=len(out.prompt_token_ids or []),
                     cached_prompt_tokens=getattr(out, "num_cached_tokens", None),
                     generated_tokens=sum(len(c.token_ids) for c in completions),
-                ))
+                )
+                split = self._splits.pop(out.request_id, None)
+                if split is not None:  # as `vllm serve --reasoning-parser` splits a chat answer
+                    parts = [self.splitter(split).split(c.text, c.token_ids) for c in completions]
+                    result.texts = [p.answer or "" for p in parts]
+                    result.reasonings = [p.reasoning for p in parts]
+                    result.reasoning_tokens = sum(p.reasoning_tokens or 0 for p in parts)
+                self._ready.append(result)
         ready, self._ready = self._ready, []
         self._keys.difference_update(r.key for r in ready)
         return ready
@@ -194,6 +221,7 @@ class VLLMEngine(Streaming):
             self._llm.llm_engine.abort_request(ids)
         for rid in ids:
             del self._running[rid]
+            self._splits.pop(rid, None)
         self._ready = [r for r in self._ready if r.key not in dropped]
         self._keys.difference_update(dropped)
         return spent

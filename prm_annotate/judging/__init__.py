@@ -17,7 +17,7 @@ from prm_annotate.judging.prompts import (JUDGE_PROMPTS, JudgePrompt, check_judg
                                           tag_paragraphs)
 from prm_annotate.judging.prompts import load_judge_prompt as _load
 from prm_annotate.judging.protocols import JudgeProtocol, Reading
-from prm_annotate.judging.styles import JudgeStyle, ParseFailure
+from prm_annotate.judging.styles import JudgeStyle, ParseFailure, reason_kind
 from prm_annotate.judging.votes import aggregate_votes
 
 JUDGE_STYLES: dict[str, JudgeStyle] = {s.name: s for s in (
@@ -47,4 +47,4 @@ def read_verdict(text: str, n_steps: int, style: str = "processbench") -> int | 
 
 __all__ = ["JUDGE_PROMPTS", "JUDGE_PROTOCOLS", "JUDGE_STYLES", "JudgePrompt", "JudgeProtocol", "JudgeStyle",
            "ParseFailure", "Reading", "aggregate_votes", "check_judge_template", "load_judge_prompt",
-           "read_verdict", "render_judge_prompt", "tag_paragraphs"]
+           "read_verdict", "reason_kind", "render_judge_prompt", "tag_paragraphs"]

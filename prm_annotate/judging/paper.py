@@ -1,35 +1,76 @@
 """The paper's answer style, its Appendix C protocol (arXiv 2501.07301): paragraphs numbered from
 1, one `<analysis_k>` per paragraph in order, analysis stopped at the first wrong paragraph, then
 `<conclusion>` holding Correct or Incorrect and nothing else. The conclusion names no paragraph:
-under Incorrect the first error is the last paragraph analysed.
+under Incorrect the first error is the last paragraph analysed, so every rule below asks one
+thing: could reading this verdict put the first error anywhere but where the judge put it? Where
+it could, the verdict is refused (docs/pipeline.md lists the rules for users).
 
-What is read, and what the paper's text lets through (docs/pipeline.md lists it for users):
-- only the opening `<analysis_k>` tags locate the error, in the order written; closing tags are
-  not read, since the paper's own example closes analysis 2 with `</analysis_3>`. Whatever follows
-  `<analysis_k>` up to the next tag belongs to analysis k.
+Read:
+- the opening `<analysis_k>` tags, exactly so written, locate the error, in the order written.
+  Whatever follows `<analysis_k>` up to the next tag belongs to analysis k.
+- closing tags of an analysis other than the last may carry another number: the paper's own
+  example closes analysis 2 with `</analysis_3>`.
 - the word in the conclusion may be surrounded by whitespace (the paper puts it on its own line
   and its layout is typeset, not specified) and end with one period (the paper writes the
   conclusion of "Incorrect.").
-- nothing but whitespace before the first analysis or after `</conclusion>`: the paper asks to
-  "respond with your analyses and conclusion directly".
-Refused, each with its reason: no conclusion, an unclosed one or several; another word in it
-(such as "Incorrect: paragraph 3"); an analysis after the conclusion; analyses out of order or
-with a gap; more analyses than paragraphs; text before the first analysis or after the
-conclusion; Incorrect with no analysis; Correct with paragraphs left unanalysed.
+Refused, each with its reason: a tag that looks like an analysis or conclusion tag but is not
+written exactly so (`<Analysis_3>`, `<analysis_3 >`, `<analysis 3>`, `</ conclusion>`), or a
+line that opens an analysis in markdown (`### Analysis 3`, `**Analysis 3:**`): such an analysis
+would be merged into the one before it and move the error one paragraph early; no conclusion, an
+unclosed one or several; another word in it (such as "Incorrect: paragraph 3"); an analysis after
+the conclusion; analyses out of order or with a gap; more analyses than paragraphs; text before
+the first analysis or after the conclusion; an analysis holding two closing tags, or a last
+analysis not closed by its own `</analysis_k>` (a lost opening tag would otherwise merge two
+analyses), or text between the last analysis and the conclusion; Incorrect with no analysis;
+Correct with paragraphs left unanalysed.
 """
 from __future__ import annotations
 
 import re
 
-from prm_annotate.judging.styles import JudgeStyle, ParseFailure
+from prm_annotate.judging.styles import JudgeStyle, ParseFailure, refuse_thought
 
 _OPEN_ANALYSIS = re.compile(r"<analysis_(\d+)>")
+_CLOSE_ANALYSIS = re.compile(r"</analysis_(\d+)>")
 _OPEN_CONCLUSION = "<conclusion>"
 _CONCLUSION = re.compile(r"<conclusion>(.*?)</conclusion>", re.S)
 _VERDICT = re.compile(r"(Correct|Incorrect)\.?")
+# Anything a reader could take for an analysis or conclusion tag, in any spelling.
+_TAG_LIKE = re.compile(r"<\s*/?\s*(?:analysis|conclusion)\b[^<>]{0,40}>|<\s*/?\s*analysis[\s_-]*\d+[^<>]{0,20}>", re.I)
+_EXACT_TAG = re.compile(r"</?analysis_\d+>|</?conclusion>")
+# A line opening an analysis in markdown or plain words: "### Analysis 3", "**Analysis 3:**", "Analysis_2".
+_HEADING = re.compile(r"^[ \t>#*_\-]*analysis[ \t_#:-]*(?:of[ \t]+paragraph[ \t]*)?\d+", re.I | re.M)
+
+
+def _check_spelling(text: str) -> None:
+    for m in _TAG_LIKE.finditer(text):
+        if not _EXACT_TAG.fullmatch(m.group()):
+            raise ParseFailure(f"a tag written {m.group()!r}, not <analysis_k>, </analysis_k> or <conclusion>")
+    m = _HEADING.search(text)
+    if m is not None:
+        raise ParseFailure(f"a line opening an analysis as {m.group().strip()[:30]!r}, not <analysis_k>")
+
+
+def _check_closing(text: str, analyses: list[re.Match], end: int) -> None:
+    """Each analysis holds at most one closing tag; the last is closed by its own, then the conclusion."""
+    for i, tag in enumerate(analyses):
+        stop = analyses[i + 1].start() if i + 1 < len(analyses) else end
+        closings = list(_CLOSE_ANALYSIS.finditer(text, tag.end(), stop))
+        if len(closings) > 1:
+            raise ParseFailure(f"analysis {tag.group(1)} holds {len(closings)} closing tags")
+        if i + 1 == len(analyses):
+            if not closings or closings[0].group(1) != tag.group(1):
+                raise ParseFailure(f"the last analysis, <analysis_{tag.group(1)}>, is not closed by "
+                                   f"</analysis_{tag.group(1)}>")
+            if text[closings[0].end():stop].strip():
+                raise ParseFailure("text between the last analysis and the conclusion")
+    if not analyses and _CLOSE_ANALYSIS.search(text, 0, end):
+        raise ParseFailure("a closing </analysis_k> with no analysis opened")
 
 
 def parse_paper(text: str, n_steps: int) -> int:
+    refuse_thought(text)
+    _check_spelling(text)
     conclusions = list(_CONCLUSION.finditer(text))
     if not conclusions:
         raise ParseFailure("an unclosed <conclusion>" if _OPEN_CONCLUSION in text else "no <conclusion>")
@@ -52,6 +93,7 @@ def parse_paper(text: str, n_steps: int) -> int:
         raise ParseFailure(f"{len(analyses)} analyses for {n_steps} paragraphs")
     if text[: analyses[0].start() if analyses else conclusion.start()].strip():
         raise ParseFailure("text before <analysis_1>")
+    _check_closing(text, analyses, conclusion.start())
     if verdict.group(1) == "Correct":
         if len(analyses) != n_steps:
             raise ParseFailure(f"Correct, but {len(analyses)} of {n_steps} paragraphs analysed")

@@ -10,6 +10,8 @@ does it, so that `judge` + `evaluate` give numbers that sit beside the published
   `--base-url`).
 - Extraction: the last `\\boxed{...}` by the script's regex (no `}` inside), stripped, `int()`;
   no box or no integer is a miss.
+- Reasoning: the script reads the whole generated text, a reasoning model's thought included: so
+  does this protocol (never split; over HTTP, a server's split thought and answer joined again).
 - Voting: critiques without a box are dropped, the extracted strings are counted (not their
   integers: "3" and "03" are two answers), `Counter.most_common` wins (the first seen on a tie),
   then `int()`.
@@ -55,7 +57,8 @@ def official_prediction(extracted: list[str | None]) -> int | None:
     return as_int(Counter(found).most_common(1)[0][0])
 
 
-def read_official(texts: list[str], n_steps: int, style: JudgeStyle) -> Reading:
+def read_official(texts: list[str], n_steps: int, style: JudgeStyle, cut: Any = ()) -> Reading:
+    """The script reads every critique whole, cut or not (`cut` is not looked at)."""
     def a_step(value: int | None) -> int | None:
         return value if value is not None and -1 <= value < n_steps else None
 
@@ -88,4 +91,4 @@ def official_sampling(options: Any, model: str) -> Sampling:
 PROTOCOL = JudgeProtocol(
     "processbench-official", "evaluating critics: QwenLM/ProcessBench run_eval.py's template, sampling, last-box "
     "extraction and voting", "processbench", official_sampling, read_official,
-    fixed=("prompt", "style", "sampling", "constrained"), problem_as_given=True, one_request=True)
+    fixed=("prompt", "style", "sampling", "constrained", "reasoning"), problem_as_given=True, one_request=True)

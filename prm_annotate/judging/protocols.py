@@ -15,7 +15,7 @@ under the official protocol is never quietly something else.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from prm_annotate.engines.sampling import Sampling
 from prm_annotate.errors import UsageError
@@ -25,6 +25,8 @@ from prm_annotate.judging.votes import aggregate_votes
 # Room for the paper protocol's analysis of a long solution by a 72B judge (one analysis per
 # paragraph); the official ProcessBench script gives critics the same 8,192.
 DEFAULT_MAX_TOKENS = 8192
+# A reasoning judge thinks first: the room ProcessBench's script gives QwQ.
+REASONING_MAX_TOKENS = 32768
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class JudgeProtocol:
     description: str  # for --help
     prompt: str  # the built-in judge prompt when --prompt is not given
     sampling: Callable[[Any, str], Sampling]  # (the judge's options, the model as named) -> sampling
-    read: Callable[[list[str], int, JudgeStyle], Reading]  # (verdict texts, steps, style) -> reading
+    # (verdict texts, steps, style, cut=flags of the votes cut at max_tokens) -> reading
+    read: Callable[..., Reading]
     fixed: tuple[str, ...] = ()  # options the protocol sets itself ("sampling": all of it): refused when given
     problem_as_given: bool = False  # the problem goes into the prompt unstripped
     # True: the votes are the n samples of ONE request under the sampling's seed (the official
@@ -68,11 +71,18 @@ def strict_sampling(options: Any, model: str) -> Sampling:
                        "seed": 0, **options.sampling.given()})
 
 
-def read_strictly(texts: list[str], n_steps: int, style: JudgeStyle) -> Reading:
+CUT = "cut at --max-tokens"
+
+
+def read_strictly(texts: list[str], n_steps: int, style: JudgeStyle, cut: Sequence[bool] = ()) -> Reading:
+    """Each vote by the style's parser; a vote cut at max_tokens is not read (a draft answer
+    before the cut is not the verdict)."""
     votes: list[int | None] = []
     errors: list[str] = []
-    for text in texts:
+    for i, text in enumerate(texts):
         try:
+            if i < len(cut) and cut[i]:
+                raise ParseFailure(CUT)
             votes.append(style.parse(text, n_steps))
         except ParseFailure as exc:
             votes.append(None)

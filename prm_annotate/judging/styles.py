@@ -12,12 +12,29 @@ chose -1.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
 
 class ParseFailure(ValueError):
     pass
+
+
+def reason_kind(error: str) -> str:
+    """A parse error without its particulars (indices, quoted text, tags): to tally reasons by kind."""
+    return re.sub(r"\d+", "N", re.sub(r"'[^']*'|\"[^\"]*\"|<[^<>]*>", "…", error.split(":")[0]))
+
+
+_THOUGHT = re.compile(r"</?think>", re.I)
+
+
+def refuse_thought(text: str) -> None:
+    """A `<think>` block left in a verdict is refused: a draft answer in it could be read for the
+    verdict (`judge --reasoning` splits the thought off before parsing)."""
+    m = _THOUGHT.search(text)
+    if m is not None:
+        raise ParseFailure(f"a {m.group()} tag in the answer: the reasoning was not split off (--reasoning)")
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import statistics
 from collections import Counter
 from typing import Any
 
+from prm_annotate.judging import reason_kind
 from prm_annotate.reports.labels import MISSING, get_path, read_rows
 
 FIRST_ERROR_FIELDS = ("label", "first_error", "mc.first_error", "judge.first_error")
@@ -219,6 +220,8 @@ class Judge(Section):
         self.failures: list[int] = []
         self.unparsed = 0
         self.votes: list[int] = []
+        self.cut: int | None = None  # None: no record says (written before `judge.cut` was recorded)
+        self.reasons: Counter = Counter()
 
     def see_section(self, judge: dict[str, Any]) -> None:
         if isinstance(judge.get("parse_failures"), int):
@@ -226,14 +229,24 @@ class Judge(Section):
         self.unparsed += judge.get("first_error", MISSING) is None
         if isinstance(judge.get("votes"), list):
             self.votes.append(len(judge["votes"]))
+        if isinstance(judge.get("cut"), int) and not isinstance(judge["cut"], bool):
+            self.cut = (self.cut or 0) + judge["cut"]
+        for error in judge.get("parse_errors") or []:
+            if isinstance(error, str):
+                self.reasons[reason_kind(error)] += 1
 
     def report(self) -> dict[str, Any]:
         if not (self.failures or self.votes or self.meta):
             return {}
+        votes = sum(self.votes)
+        share = (lambda n: 100.0 * n / votes) if votes else (lambda n: None)
         return {"judge": {"parse_failures": sum(self.failures),
                           "records with a parse failure": sum(1 for f in self.failures if f),
                           "no parsed vote (first_error null)": self.unparsed,
                           "votes per record": statistics.fmean(self.votes) if self.votes else None,
+                          "votes not parsed (%)": share(sum(self.failures)),
+                          "votes cut at max tokens (%)": None if self.cut is None else share(self.cut),
+                          **{f"not parsed: {kind}": n for kind, n in self.reasons.most_common()},
                           **dict(self.meta)}}
 
 

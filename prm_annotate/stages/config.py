@@ -17,12 +17,14 @@ from typing import Any, Optional
 
 from prm_annotate.engines.sampling import Sampling, SamplingOverrides, sampling_fields
 from prm_annotate.errors import UsageError
+from prm_annotate.engines.reasoning import reasoning_parsers
 from prm_annotate.judging import JUDGE_PROTOCOLS
 from prm_annotate.strategies import STRATEGIES
 
 POLICY_MAX_TOKENS = 2048
 LABELS = ("hard", "soft")
 CUT_COMPLETIONS = ("graded", "wrong", "right")
+REASONING_MODES = ("auto", "think", "off")
 
 
 def entry(config: Any) -> dict[str, Any]:
@@ -138,6 +140,9 @@ class JudgeConfig:
         votes: verdicts per response, made one first error as the protocol says.
         sampling: the sampling given (None where not).
         constrained: force the verdict's answer (vLLM structured outputs).
+        reasoning: how a reasoning judge's thought is split off before its answer is parsed: "auto"
+            (None: the same), "think", "off", or a vLLM reasoning parser (engines/reasoning.py).
+        keep_reasoning: keep each vote's thought in the record (its token count is always kept).
     """
 
     prompt: Optional[str] = None
@@ -146,11 +151,21 @@ class JudgeConfig:
     votes: int = 1
     sampling: SamplingOverrides = SamplingOverrides()
     constrained: bool = False
+    reasoning: Optional[str] = None
+    keep_reasoning: bool = False
 
     def __post_init__(self) -> None:
         if self.protocol not in JUDGE_PROTOCOLS:
             raise UsageError(f"--protocol {self.protocol}: choose {' or '.join(JUDGE_PROTOCOLS)}")
         JUDGE_PROTOCOLS[self.protocol].check(self)
+        if self.reasoning not in (None, *REASONING_MODES):
+            parsers = reasoning_parsers()
+            if self.reasoning not in parsers:
+                raise UsageError(f"--reasoning {self.reasoning}: choose {', '.join(REASONING_MODES)} or a vLLM reasoning "
+                                 f"parser ({', '.join(parsers) or 'vLLM is not installed'})")
+        if self.constrained and self.reasoning not in (None, "auto", "off"):
+            raise UsageError("--constrained stops the free text at the answer lead, which a thought may write: "
+                             "leave --reasoning out")
 
     @property
     def prompt_choice(self) -> str:

@@ -15,6 +15,12 @@ protocol (`--protocol`, prm_annotate/judging/protocols.py) says how votes are sa
 - `processbench-official` (evaluating critics): the votes are the n samples of one request
   seeded 42, read as ProcessBench's run_eval.py reads them.
 
+A reasoning judge's thought is split off before its verdict is read (`--reasoning`: the engine
+splits it, in process with vLLM's reasoning parser or the plain `<think>` split, over HTTP the
+server: prm_annotate/engines/reasoning.py); its tokens are recorded apart from the answer's. A vote
+cut at max_tokens (finish reason `length`: a thought with no answer, or a cut answer) is recorded
+as cut and never parsed under `strict`.
+
 `constrained` (strict only): the judge writes its analysis freely up to the answer lead
 (`\\boxed` or `<conclusion>`, a stop string), then a second request continues that text with the
 answer, lead included, forced by a regular expression (vLLM structured outputs): a paragraph index
@@ -24,18 +30,41 @@ to show.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.engines.reasoning import THINK
 from prm_annotate.engines.sampling import sampling_record
-from prm_annotate.judging import JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, render_judge_prompt
+from prm_annotate.judging.protocols import REASONING_MAX_TOKENS
+from prm_annotate.judging import (JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, reason_kind,
+                                  render_judge_prompt)
 from prm_annotate.records import Judged, Response
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
 from prm_annotate.stages.config import JudgeConfig, configured, entry
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One verdict as read: the answer text (the thought split off), the thought, and whether it was
+    cut at max_tokens (then never parsed)."""
+
+    text: str
+    reasoning: str | None = None
+    cut: bool = False
+
+    @staticmethod
+    def of(result: GenerationResult, whole: bool = False) -> list["Vote"]:
+        """The votes of one result; `whole`: the thought and answer joined again (a protocol that reads
+        the whole text, when a server split it)."""
+        reasonings = result.reasonings or [None] * len(result.texts)
+        finishes = result.finish_reasons or [""] * len(result.texts)
+        return [Vote(f"{thought}{text}" if whole and thought is not None else text,
+                     thought, finish == "length") for text, thought, finish in zip(result.texts, reasonings, finishes)]
+
 
 # Room for the longest forced answer ("\\boxed{1234}", "<conclusion>\nIncorrect\n</conclusion>": 36
 # characters) even with a byte-level tokenizer: a cut answer would not parse.
@@ -60,7 +89,23 @@ class JudgeStage(ModelStage):
         self.style = self.prompt.style
         self.engine_info = engine_info or {"model": engine.model}
         self.sampling = self.protocol.sampling(self.config, self.engine_info.get("model", ""))
+        self.reasoning = self._reasoning_split()
+        if self.reasoning is not None and self.config.sampling.max_tokens is None:
+            self.sampling = replace(self.sampling, max_tokens=REASONING_MAX_TOKENS)
         self.stats: Counter = Counter()
+        self.reasons: Counter = Counter()  # why votes were not read, by kind (the summary's tally)
+
+    def _reasoning_split(self) -> str | None:
+        """How each verdict's thought is split from its answer (`GenerationRequest.reasoning`): None
+        under a protocol that reads the whole text, `--reasoning off`, or auto where the engine does
+        not say its chat template thinks (over HTTP a server's split is still read)."""
+        choice = self.config.reasoning or "auto"
+        if "reasoning" in self.protocol.fixed or choice == "off":
+            return None
+        if choice == "auto":
+            thinks = getattr(self.engine, "chat_template_thinks", None)
+            return THINK if not self.config.constrained and thinks is not None and thinks() else None
+        return choice
 
     def settings(self) -> dict[str, Any]:
         """The config with what the protocol made of it: the prompt loaded, the sampling resolved."""
@@ -71,6 +116,8 @@ class JudgeStage(ModelStage):
                 out["prompt"], out["prompt_sha256"] = self.prompt.name, self.prompt.file.sha256
             elif key == "style":
                 out["style"] = self.style.name
+            elif key == "reasoning":
+                out["reasoning"] = self.reasoning
             else:
                 out[key] = sampling.get(key, value)
         out["one_request"] = self.protocol.one_request
@@ -87,12 +134,22 @@ class JudgeStage(ModelStage):
             key, seed, extra["n"] = f"{record.id}\x00votes", s.seed, self.config.votes
         else:
             key, seed = f"{record.id}\x00{vote}", derive_seed("judge", record.id, vote, s.seed)
-        return GenerationRequest(key=key, messages=self._messages(record), sampling=replace(s, seed=seed), **extra)
+        return GenerationRequest(key=key, messages=self._messages(record), sampling=replace(s, seed=seed),
+                                 reasoning=self.reasoning, **extra)
 
-    def _count(self, result: GenerationResult) -> None:
-        self.stats["prompt_tokens"] += result.prompt_tokens
+    def _count(self, result: GenerationResult, cost: Counter) -> None:
+        for name, value in (("prompt_tokens", result.prompt_tokens), ("generated_tokens", result.generated_tokens)):
+            self.stats[name] += value
+            cost[name] += value
         self.stats["cached_prompt_tokens"] += result.cached_prompt_tokens or 0
-        self.stats["generated_tokens"] += result.generated_tokens
+        if result.reasoning_tokens:
+            self.stats["reasoning_tokens"] += result.reasoning_tokens
+        if result.reasonings and result.reasoning_tokens is None:
+            self.stats["reasoning_untold"] += 1  # requests whose thought's tokens the server did not tell
+        if result.reasonings:
+            cost["split"] += 1
+            cost["reasoning_tokens"] += result.reasoning_tokens or 0
+            cost["reasoning_untold"] += result.reasoning_tokens is None
 
     def job(self, unit: list[Response]) -> Job:
         """One response: its votes (one request each, or one request of n), each constrained vote
@@ -102,44 +159,52 @@ class JudgeStage(ModelStage):
         requests = [self._request(record, v, stop=stop)
                     for v in range(1 if self.protocol.one_request else self.config.votes)]
         results = yield requests
-        texts: dict[str, str] = {}
-        tokens = 0
+        votes: list[Vote] = []
+        cost: Counter = Counter()
         for vote, request in enumerate(requests):
             result = results[request.key]
-            self._count(result)
-            tokens += result.generated_tokens
+            self._count(result, cost)
             if not result.ok:
                 return [Outcome(record.id, error=f"vote {vote}: {result.error}")]
-            texts[request.key] = result.texts[0]
-        if self.protocol.one_request:
-            outputs = results[requests[0].key].texts
-        else:
-            if self.config.constrained:
-                follow = [self._forced_answer(record, vote, request, texts[request.key])
-                          for vote, request in enumerate(requests)]
-                results = yield follow
-                for request in follow:
-                    result = results[request.key]
-                    self._count(result)
-                    tokens += result.generated_tokens
-                    if not result.ok:
-                        return [Outcome(record.id, error=f"forced answer: {result.error}")]
-                    texts[request.key] = request.messages[-1]["content"] + result.texts[0]
-            outputs = [texts[r.key] for r in requests]
-        reading = self.protocol.read(outputs, len(record.steps), self.style)
+            votes += Vote.of(result, whole="reasoning" in self.protocol.fixed)
+        if self.config.constrained:  # a cut analysis gets no forced answer: it is recorded as cut
+            follow = [(i, self._forced_answer(record, i, requests[i], v.text))
+                      for i, v in enumerate(votes) if not v.cut]
+            results = yield [request for _, request in follow]
+            for i, request in follow:
+                result = results[request.key]
+                self._count(result, cost)
+                if not result.ok:
+                    return [Outcome(record.id, error=f"forced answer: {result.error}")]
+                votes[i] = replace(votes[i], text=votes[i].text + result.texts[0],
+                                   cut=result.finish_reasons[:1] == ["length"])
+        reading = self.protocol.read([v.text for v in votes], len(record.steps), self.style, cut=[v.cut for v in votes])
         self.stats["votes"] += len(reading.votes)
         self.stats["parse_failures"] += len(reading.errors)
-        return [Outcome.one(self._judged(record, reading, outputs, tokens))]
+        cut = sum(v.cut for v in votes)
+        if cut:
+            self.stats["cut_votes"] += cut
+        self.reasons.update(reason_kind(e) for e in reading.errors)
+        return [Outcome.one(self._judged(record, reading, votes, cost))]
 
-    def _judged(self, record: Response, reading: Reading, outputs: list[str], tokens: int) -> Judged:
+    def _judged(self, record: Response, reading: Reading, votes: list[Vote], cost: Counter) -> Judged:
         out = record.dump()
         out["judge"] = {
             "first_error": reading.first_error, "votes": reading.votes, "parse_failures": len(reading.errors),
             "model": self.engine_info.get("model", self.engine.model), "prompt": self.prompt.name,
             "prompt_sha256": self.prompt.file.sha256, "style": self.style.name, "protocol": self.protocol.name,
             "constrained": self.config.constrained, **sampling_record(self.sampling),
-            "generated_tokens": tokens, "outputs": outputs, **reading.extra,
+            "generated_tokens": cost["generated_tokens"], "prompt_tokens": cost["prompt_tokens"],
         }
+        if cost["split"]:  # the thought's tokens apart from the answer's (null where the server did not tell)
+            thought = None if cost["reasoning_untold"] else cost["reasoning_tokens"]
+            out["judge"]["reasoning_tokens"] = thought
+            out["judge"]["answer_tokens"] = None if thought is None else cost["generated_tokens"] - thought
+        out["judge"]["cut"] = sum(v.cut for v in votes)
+        out["judge"]["outputs"] = [v.text for v in votes]
+        if self.config.keep_reasoning and cost["split"]:
+            out["judge"]["reasoning"] = [v.reasoning for v in votes]
+        out["judge"].update(reading.extra)
         if reading.errors:
             out["judge"]["parse_errors"] = reading.errors
         self.stats["no_verdict"] += out["judge"]["first_error"] is None

@@ -334,15 +334,16 @@ def render(report: dict[str, Any]):
 
     agree = report["compare"]["agreement"]
     cost = Table(title="Cost per stage")
-    for col in ("stage", "generated tokens", "wall s"):
+    for col in ("stage", "generated tokens", "share %", "wall s"):
         cost.add_column(col, justify="left" if col == "stage" else "right")
     secs = report["seconds"]
+    total = sum(report["tokens"].values())
     for stage in ("sample", "rollout", "judge", "consensus"):
-        cost.add_row(stage, f"{report['tokens'][stage]:,}", _pct(secs.get(stage)))
+        tokens = report["tokens"][stage]
+        cost.add_row(stage, f"{tokens:,}", _pct(100.0 * tokens / total if total else None), _pct(secs.get(stage)))
     starts = sum(v for k, v in secs.items() if k.endswith("engine start"))
     if starts:
-        cost.add_row("engine starts (2)", "", _pct(starts))
-    total = sum(report["tokens"].values())
+        cost.add_row("engine starts (2)", "", "", _pct(starts))
     kept = report["consensus_kept"]
     lines = [head, quality, cost,
              Text(f"MC and judge agree on {_pct(agree['MC']['judge']['agree'])}% of the {agree['MC']['judge']['shared']} "

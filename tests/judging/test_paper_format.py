@@ -48,9 +48,9 @@ def reply(numbers, word: str, *, before: str = "", after: str = "") -> str:
     # the layout is the typesetting's: the word inline, blank lines, whitespace around the reply
     (f"\n\n{analyses(1, 2)}\n\n<conclusion>Incorrect</conclusion>\n", 3, 1),
     (f"{analyses(1, 2)}<conclusion>  Correct  </conclusion>", 2, -1),
-    # closing tags are not read: missing ones, and text after one, belong to the analysis
-    (f"{analyses(1, 2, 3, close=False)}<conclusion>\nIncorrect\n</conclusion>", 3, 2),
-    (f"{analyses(1, 2)}\nSo paragraph 2 is wrong.\n<conclusion>\nIncorrect\n</conclusion>", 5, 1),
+    # closing tags of analyses before the last may be missing or misnumbered (the paper's own typo)
+    (f"{analyses(1, 2, close=False)}{analyses(3)}\n<conclusion>\nIncorrect\n</conclusion>", 3, 2),
+    (f"{analyses(1, 2)}\n<conclusion>\nIncorrect\n</conclusion>", 5, 1),
 ])
 def test_the_paper_format_is_read(text, n, expected):
     assert parse_paper(text, n) == expected
@@ -73,6 +73,19 @@ REFUSED = {
     "text after the conclusion": (reply([1, 2], "Correct", after="\nThe answer is 8."), 2, "text after </conclusion>"),
     "Incorrect with no analysis": ("<conclusion>\nIncorrect\n</conclusion>", 3, "Incorrect with no analysis"),
     "Correct with paragraphs left unanalysed": (reply([1, 2], "Correct"), 4, "Correct, but 2 of 4 paragraphs"),
+    "a tag that looks like an analysis opening but is not written exactly so": (
+        reply([1, 2], "Incorrect").replace("<analysis_2>", "<Analysis_2>"), 3, "a tag written '<Analysis_2>'"),
+    "an analysis opened in markdown": (
+        analyses(1) + "\n### Analysis 2\nparagraph 2 is wrong.\n<conclusion>\nIncorrect\n</conclusion>", 3,
+        "a line opening an analysis as '### Analysis 2'"),
+    "an analysis holding two closing tags": (
+        reply([1, 2], "Incorrect").replace("<analysis_2>", ""), 3, "analysis 1 holds 2 closing tags"),
+    "a last analysis not closed by its own closing tag": (
+        f"{analyses(1, 2, close=False)}\n<conclusion>\nIncorrect\n</conclusion>", 3,
+        "the last analysis, <analysis_2>, is not closed by </analysis_2>"),
+    "text between the last analysis and the conclusion": (
+        f"{analyses(1, 2)}\nSo paragraph 2 is wrong.\n<conclusion>\nIncorrect\n</conclusion>", 5,
+        "text between the last analysis and the conclusion"),
 }
 
 
@@ -92,6 +105,15 @@ def test_each_malformed_reply_is_refused_for_its_reason(case):
     (reply([1, 2], "Incorrect, paragraph 2"), 2),
     (reply([2, 3], "Incorrect"), 4),  # not starting at 1
     ("```\n" + reply([1, 2], "Correct") + "\n```", 2),
+    # the catalogue: a slightly-off last analysis tag must not merge into the one before it
+    (reply([1, 2, 3], "Incorrect").replace("<analysis_3>", "<Analysis_3>"), 4),
+    (reply([1, 2, 3], "Incorrect").replace("<analysis_3>", "<analysis_3 >"), 4),
+    (reply([1, 2], "Incorrect").replace("<analysis_2>", "<analysis 2>"), 4),
+    (reply([1, 2], "Incorrect").replace("<analysis_2>", "< analysis_2>"), 4),
+    (reply([1, 2], "Incorrect").replace("<analysis_2>", "**Analysis 2:**"), 4),
+    (reply([1, 2], "Incorrect").replace("<conclusion>", "<Conclusion>"), 4),
+    (reply([1, 2], "Incorrect").replace("</analysis_2>", "</analysis_2 >"), 4),
+    ("<think>\nLet me check.\n</think>\n" + reply([1, 2], "Incorrect"), 4),  # reasoning is split off before
 ])
 def test_near_misses_are_refused_too(text, n):
     with pytest.raises(ParseFailure):

@@ -54,6 +54,41 @@ def test_judged_stats_count_parse_failures(labelled):
     assert out["first_error"]["judge.first_error"]["null"] == unparsed
 
 
+def test_judged_stats_show_the_judges_cost_its_unparsed_share_with_reasons_and_its_cut_share(tmp_path):
+    """Records as the judge stage writes them, from a scripted reasoning judge: the stats read back
+    the stage's own counts."""
+    from prm_annotate.engines.base import GenerationResult
+    from prm_annotate.records import Response
+    from prm_annotate.stages.judge import JudgeStage
+    from testing.scripted_engine import ScriptedEngine
+
+    texts = ["<think>hm</think>\\boxed{1}", "<think>hm</think>\\boxed{1} or \\boxed{2}", "<think>still thinking",
+             "<think>hm</think>no box", "<think>hm</think>\\boxed{9}"]
+
+    def script(r):
+        text = texts[int(r.key.split("\x1f")[-1].split("\x00")[0])]
+        thought, ended, answer = text.removeprefix("<think>").partition("</think>")
+        return GenerationResult(key=r.key, texts=[answer], reasonings=[thought],
+                                finish_reasons=["stop" if ended else "length"], prompt_tokens=50,
+                                generated_tokens=len(text), reasoning_tokens=len(thought))
+
+    stage = JudgeStage(ScriptedEngine(script), prompt="processbench", reasoning="think")
+    records = [Response.model_validate({"id": str(i), "problem": "p", "steps": ["a", "b", "c"]}) for i in range(5)]
+    path = tmp_path / "judged.jsonl"
+    write_jsonl(path, [o.records[0].dump() for o in stage.process(records)])
+    out = stats(path)
+    assert out["judge"]["votes not parsed (%)"] == 80.0 and out["judge"]["votes cut at max tokens (%)"] == 20.0
+    assert {k: v for k, v in out["judge"].items() if k.startswith("not parsed: ")} == {
+        "not parsed: conflicting answers": 1, "not parsed: cut at --max-tokens": 1, "not parsed: no \\boxed{} answer": 1,
+        "not parsed: index N is outside -N..N": 1}
+    assert out["tokens"]["judge.prompt_tokens"] == 250 == stage.stats["prompt_tokens"]
+    assert out["tokens"]["judge.generated_tokens"] == sum(map(len, texts)) == stage.stats["generated_tokens"]
+    assert out["tokens"]["judge.reasoning_tokens"] == stage.stats["reasoning_tokens"] > 0
+    assert out["tokens"]["judge.answer_tokens"] == stage.stats["generated_tokens"] - stage.stats["reasoning_tokens"]
+    assert dict(stage.reasons) == {k.removeprefix("not parsed: "): v for k, v in out["judge"].items()
+                                   if k.startswith("not parsed: ")}
+
+
 def test_consensus_stats_count_step_labels(labelled):
     _, built, files = labelled
     rows = built["consensus"]

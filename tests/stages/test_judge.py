@@ -30,6 +30,9 @@ Therefore the index of the earliest error is \\boxed{2}."""
     ("The first error is in paragraph 0. $\\boxed{0}$", 3, 0),
     ("\\boxed{ 1 }", 3, 1),
     ("So \\boxed{2}. To repeat, the answer is \\boxed{2}.", 3, 2),  # the same answer twice is one answer
+    ("So \\boxed{3}. To repeat, the answer is \\boxed{03}.", 4, 3),  # equal indices in two spellings agree
+    ("\\boxed{-1}, that is \\boxed{-01}", 4, -1),
+    ("\\boxed {2} and \\fbox{2}", 3, 2),  # every kind of box is read
 ])
 def test_processbench_parses(text, n, expected):
     assert parse_processbench(text, n) == expected
@@ -45,6 +48,10 @@ def test_processbench_parses(text, n, expected):
     ("\\boxed{\\frac{1}{2}}", 4, "not a paragraph index"),
     ("the answer is \\boxed{2", 4, "unclosed"),
     ("", 4, "no \\\\boxed"),
+    ("\\boxed{1}, and the answer is \\fbox{2}", 4, "conflicting answers: 1, 2"),  # an fbox is an answer too
+    ("Quoting it: \\boxed{1}. The earliest error: \\Boxed{2}", 4, "a box written \\\\Boxed"),
+    ("\\boxed{1} or \\boxed{x}", 4, "not a paragraph index"),
+    ("\\boxed 12", 14, "without braces"),
 ])
 def test_processbench_refuses(text, n, why):
     with pytest.raises(ParseFailure, match=why):
