@@ -3,24 +3,22 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from prm_annotate.cli.app import app, handled
-from prm_annotate.cli.engine_options import (ApiKeyEnvOpt, ConcurrencyOpt, DtypeOpt, EnforceEagerOpt, KvCacheOpt,
-                                             MaxAttemptsOpt, MaxModelLenOpt, RequestTimeoutOpt, StartTimeoutOpt,
-                                             build_config)
-from prm_annotate.cli.score import PRMOpt, PRMServerOpt
-from prm_annotate.engines import defaults
+from prm_annotate.cli.engine_options import SCORE_ENGINE_OPTIONS
+from prm_annotate.cli.option_groups import option_groups
+from prm_annotate.engines import EngineConfig
 from prm_annotate.reward.scoring import AGGREGATES, DEFAULT_AGGREGATE
 
 _S = "Server"  # help panel
 
 
 @app.command("reward-server")
+@option_groups
 def reward_server(
-    model: PRMOpt,
     host: Annotated[str, typer.Option("--host", rich_help_panel=_S, help="Address to bind; 127.0.0.1 keeps it to this machine (0.0.0.0: every interface, put it behind your own network rules).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, rich_help_panel=_S, help="Port (0: a free one, printed at start).")] = 8008,
     aggregate: Annotated[str, typer.Option("--aggregate", rich_help_panel=_S, help=f"A response's reward from its step rewards: {', '.join(AGGREGATES)} (a request may name another).")] = DEFAULT_AGGREGATE,
@@ -31,16 +29,8 @@ def reward_server(
     client_timeout: Annotated[float, typer.Option("--client-timeout", min=0.1, rich_help_panel=_S, help="Seconds a client may take to send its request.")] = 60.0,
     fallback_reward: Annotated[float, typer.Option("--fallback-reward", rich_help_panel=_S, help="Reward of a response the PRM cannot read (no steps, too long, the step tag in it); the answer's `errors` says why.")] = 0.0,
     step_sep: Annotated[str, typer.Option("--step-sep", rich_help_panel=_S, help="What separates a response's steps (backslash escapes read).")] = "\\n\\n",
-    base_url: PRMServerOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    concurrency: ConcurrencyOpt = defaults.CONCURRENCY,
-    request_timeout: RequestTimeoutOpt = defaults.REQUEST_TIMEOUT,
-    max_attempts: MaxAttemptsOpt = defaults.MAX_ATTEMPTS,
-    dtype: DtypeOpt = None,
-    max_model_len: MaxModelLenOpt = None,
-    enforce_eager: EnforceEagerOpt = None,
-    kv_cache_gb: KvCacheOpt = None,
-    start_timeout: StartTimeoutOpt = None,
+    *,
+    engine: Annotated[EngineConfig, SCORE_ENGINE_OPTIONS],
 ) -> None:
     """Serve a PRM as an RL reward: OpenRLHF's remote reward model (POST /get_reward, for
     --remote_rm_url) and this server's own form (POST /score, what reward.verl.compute_score sends):
@@ -57,12 +47,9 @@ def reward_server(
     with handled():
         if aggregate not in AGGREGATES:
             raise UsageError(f"--aggregate {aggregate}: choose from {', '.join(AGGREGATES)}")
-        config = build_config(model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-                              request_timeout=request_timeout, max_attempts=max_attempts, dtype=dtype,
-                              max_model_len=max_model_len, enforce_eager=enforce_eager, kv_cache_gb=kv_cache_gb,
-                              start_timeout=start_timeout)
+        config, model = engine, engine.model
         checkpoint = locate(model)
-        kind = scorer_for(checkpoint, served=base_url is not None)
+        kind = scorer_for(checkpoint, served=config.base_url is not None)
         server_config = ServerConfig(host=host, port=port, aggregate=aggregate, key_env=key_env,
                                      max_request_bytes=int(max_request_mb * 2**20), max_batch=max_batch,
                                      max_clients=max_clients, request_timeout=client_timeout,
