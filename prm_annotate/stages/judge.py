@@ -167,9 +167,8 @@ class JudgeStage(ModelStage):
             if not result.ok:
                 return [Outcome(record.id, error=f"vote {vote}: {result.error}")]
             votes += Vote.of(result, whole="reasoning" in self.protocol.fixed)
-        if self.config.constrained:  # a cut analysis gets no forced answer: it is recorded as cut
-            follow = [(i, self._forced_answer(record, i, requests[i], v.text))
-                      for i, v in enumerate(votes) if not v.cut]
+        if self.config.constrained:  # every analysis, cut or not, is continued by its forced answer
+            follow = [(i, self._forced_answer(record, i, requests[i], v.text)) for i, v in enumerate(votes)]
             results = yield [request for _, request in follow]
             for i, request in follow:
                 result = results[request.key]
