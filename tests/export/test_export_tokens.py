@@ -273,7 +273,7 @@ def test_tokens_format_trains_a_token_classifier(consensus_file, bpe_dir, tmp_pa
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
                          num_labels=2, pad_token_id=tok.pad_token_id)
     model = AutoModelForTokenClassification.from_config(config)
-    args = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=4, num_train_epochs=12,
+    args = TrainingArguments(output_dir=str(tmp_path / "run"), per_device_train_batch_size=4, num_train_epochs=5,
                              learning_rate=1e-3, logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
                              seed=0)
     trainer = Trainer(model=model, args=args, train_dataset=ds, data_collator=DataCollatorForTokenClassification(tok))
