@@ -129,6 +129,9 @@ class RewardServer(ThreadingHTTPServer):
         self.batcher = Batcher(scorer, config.max_batch)
         self.slots = threading.BoundedSemaphore(config.max_clients)
         self.key = (os.environ.get(config.key_env) or None) if config.key_env else None
+        # socketserver's listen backlog is 5: a burst of clients past it is reset by the kernel
+        # before any handler runs, where it should be answered (503 past max_clients).
+        self.request_queue_size = max(128, 2 * config.max_clients)
         super().__init__((config.host, config.port), _Handler)
 
     @property
