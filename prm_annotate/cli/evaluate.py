@@ -11,21 +11,23 @@ from prm_annotate.reports.benchmarks import BENCHMARKS
 
 @app.command()
 def evaluate(
-    predictions: Annotated[list[str], typer.Argument(help="Records with a first-error prediction, or a PRM's step scores (`score` output) with --threshold/--tune-threshold-on: JSONL, JSON array or Parquet, one file or several (one per split, say), or -.")],
-    gold: Annotated[list[str], typer.Option("--gold", help="Gold: one file (JSON array, JSONL or Parquet with `label`; splits from the id prefix), or ProcessBench's splits as downloaded: their folder, or the split files one by one (repeat --gold; the split named by the file: gsm8k.json, gsm8k/0000.parquet, data/gsm8k-00000-of-00001.parquet).")],
-    pred_field: Annotated[Optional[str], typer.Option("--pred-field", help="Dotted path of the prediction, e.g. judge.first_error (default: detected from the first record, as compare does); with a threshold, of the step scores (default prm.scores).")] = None,
+    predictions: Annotated[list[str], typer.Argument(help="First-error predictions, or step scores (`score` output) with a threshold: JSONL, JSON or Parquet files, or -.")],
+    gold: Annotated[list[str], typer.Option("--gold", help="Gold labels: one file, or ProcessBench's split files or their folder as downloaded (docs/scoring.md).")],
+    pred_field: Annotated[Optional[str], typer.Option("--pred-field", help="Dotted path of the prediction, or of the step scores with a threshold (default: detected, or prm.scores).")] = None,
     threshold: Annotated[Optional[float], typer.Option("--threshold", min=0.0, max=1.0, help="Predict from step scores: the first step scored below this (-1 if none).")] = None,
-    tune_threshold_on: Annotated[Optional[str], typer.Option("--tune-threshold-on", metavar="SPLIT", help="Predict from step scores at the threshold with the best F1 on SPLIT, applied to the other splits; SPLIT is reported apart, as tuned, outside the held-out average.")] = None,
+    tune_threshold_on: Annotated[Optional[str], typer.Option("--tune-threshold-on", metavar="SPLIT", help="Tune the threshold for the best F1 on SPLIT and apply it to the others (SPLIT reported apart).")] = None,
     split_field: Annotated[Optional[str], typer.Option("--split-field", help="Dotted path of the split (default: the split of the gold file, else the id prefix before the first '-').")] = None,
     label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
     as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of a table.")] = False,
-    benchmark: Annotated[str, typer.Option("--benchmark", help=f"The benchmark's metric: {', '.join(BENCHMARKS)}. prmbench and hard2verify read a PRM's step scores (`score` output of the benchmark's published file) and --gold as published: the file, its folder, or the dataset's hub id in the local Hugging Face cache.")] = "processbench",
-    tune_sample: Annotated[int, typer.Option("--tune-sample", min=1, help="hard2verify without --threshold: the number of random responses the threshold is tuned on (the paper's 100); the others are reported.")] = 100,
+    benchmark: Annotated[str, typer.Option("--benchmark", help=f"The benchmark whose metric to compute: {', '.join(BENCHMARKS)} (docs/scoring.md).")] = "processbench",
+    tune_sample: Annotated[int, typer.Option("--tune-sample", min=1, help="hard2verify without --threshold: responses the threshold is tuned on (the paper's 100).")] = 100,
     seed: Annotated[int, typer.Option("--seed", help="hard2verify: the seed of the tuning subset's draw.")] = 0,
 ) -> None:
-    """ProcessBench metric (error acc, correct acc, F1 per split, average F1) of first-error predictions,
-    or of a PRM's step scores cut at a threshold given or tuned on one split; with --benchmark,
-    PRMBench's PRMScore per category or Hard2Verify's ErrorID metrics, as their own scripts compute them."""
+    """A benchmark's metric of first-error predictions or of a PRM's step scores (ProcessBench by default).
+
+    ProcessBench: error acc, correct acc and F1 per split, and their average; step scores are cut at
+    a threshold given or tuned on one split. PRMBench: PRMScore per category; Hard2Verify: its ErrorID
+    metrics; each as its own script computes it (docs/scoring.md)."""
     from prm_annotate.errors import UsageError
     from prm_annotate.reports.evaluate import evaluate as run
     from prm_annotate.reports.evaluate import evaluate_scores

@@ -24,14 +24,14 @@ class ExportCommandOptions:
     keep_scores: Annotated[bool, typer.Option("--keep-scores/--no-keep-scores", metavar="", help="Add a `scores` column with the MC scores of the kept steps.")] = False
     step_sep: Annotated[Optional[str], typer.Option("--step-sep", help="Text between tagged steps (default: the format's own; for trl, the trainer's step_separator used by the length check).")] = None
     placeholder: Annotated[Optional[str], typer.Option("--placeholder", help="Step tag (default ки; <extra_0> for qwen). Must be one token for --tokenizer: docs/export.md says which for Qwen/Llama-3.")] = None
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer (local path): check that every label lands on the token ending its step, as the format's trainer reads it (exit 2 otherwise); needed by --format tokens and --max-length.")] = None
-    step_end: Annotated[Optional[str], typer.Option("--step-end", help="tokens: the marker after each step that carries its label (backslash escapes allowed; default: the first of <extra_0>, ки, \\n\\n, \\n that is one token).")] = None
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer (local path) to check that every label lands on its step's last token; needed by tokens and --max-length.")] = None
+    step_end: Annotated[Optional[str], typer.Option("--step-end", help="tokens: the marker after each step that carries its label (default: the first one-token of <extra_0>, ки, \\n\\n, \\n).")] = None
     test_split: Annotated[float, typer.Option("--test-split", min=0.0, max=0.99, help="hf: share of problems held out as a test split (by problem).")] = 0.0
     max_length: Annotated[Optional[int], typer.Option("--max-length", min=1, help="Trainer's maximum length in tokens: count labels it would cut off.")] = None
     max_completion_length: Annotated[Optional[int], typer.Option("--max-completion-length", min=1, help="trl: PRMConfig.max_completion_length for the length check.")] = None
     drop_truncated: Annotated[bool, typer.Option("--drop-truncated/--no-drop-truncated", metavar="", help="Leave out rows that would lose labels at --max-length.")] = False
-    judged: Annotated[Optional[str], typer.Option("--judged", help=f"{format_names(lambda f: f.critiques, ', ')}: the judged file the consensus input was made from (its full steps: consensus keeps them up to the first error only, the judge saw them all).")] = None
-    votes: Annotated[Optional[str], typer.Option("--votes", metavar="agreeing|all", help=f"{format_names(lambda f: f.critiques, ', ')}: the critiques whose verdict is the consensus first error (agreeing, the default), or every parsed one (all: the others as negatives, with their verdict).")] = None
+    judged: Annotated[Optional[str], typer.Option("--judged", help=f"{format_names(lambda f: f.critiques, ', ')}: the judged file the consensus input was made from (the steps the judge saw).")] = None
+    votes: Annotated[Optional[str], typer.Option("--votes", metavar="agreeing|all", help=f"{format_names(lambda f: f.critiques, ', ')}: the critiques to keep: agreeing with the consensus (default), or all (the others as negatives).")] = None
 
     def export_options(self) -> ExportOptions:
         """The export format's options; raises UsageError."""

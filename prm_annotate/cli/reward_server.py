@@ -19,10 +19,10 @@ _S = "Server"  # help panel
 @app.command("reward-server")
 @option_groups
 def reward_server(
-    host: Annotated[str, typer.Option("--host", rich_help_panel=_S, help="Address to bind; 127.0.0.1 keeps it to this machine (0.0.0.0: every interface, put it behind your own network rules).")] = "127.0.0.1",
+    host: Annotated[str, typer.Option("--host", rich_help_panel=_S, help="Address to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, rich_help_panel=_S, help="Port (0: a free one, printed at start).")] = 8008,
     aggregate: Annotated[str, typer.Option("--aggregate", rich_help_panel=_S, help=f"A response's reward from its step rewards: {', '.join(AGGREGATES)} (a request may name another).")] = DEFAULT_AGGREGATE,
-    key_env: Annotated[str, typer.Option("--key-env", rich_help_panel=_S, help="Environment variable holding this server's bearer key: when it is set, every request needs `Authorization: Bearer <key>`. OpenRLHF's client sends no such header: leave it unset for OpenRLHF on a trusted host.")] = "PRM_REWARD_KEY",
+    key_env: Annotated[str, typer.Option("--key-env", rich_help_panel=_S, help="Environment variable whose value, when set, every request must bear as `Authorization: Bearer` (OpenRLHF sends none).")] = "PRM_REWARD_KEY",
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, rich_help_panel=_S, help="Most responses in one request (and in one engine call).")] = 1024,
     max_request_mb: Annotated[float, typer.Option("--max-request-mb", min=0.001, rich_help_panel=_S, help="Largest request body, in MiB.")] = 16.0,
     max_clients: Annotated[int, typer.Option("--max-clients", min=1, rich_help_panel=_S, help="Requests handled at once; more are answered 503 with Retry-After.")] = 64,

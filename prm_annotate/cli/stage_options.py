@@ -13,7 +13,6 @@ import typer
 from prm_annotate.cli.sampling_options import sampling_options
 from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
 from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
-from prm_annotate.judging.protocols import REASONING_MAX_TOKENS
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
 from prm_annotate.steps import decode_sep
 from prm_annotate.strategies import strategies_help
@@ -86,7 +85,7 @@ JUDGE_OPTIONS: dict[str, Any] = {
                                 help="Force the verdict's answer (vLLM structured outputs)."),
     "reasoning": typer.Option("--reasoning", show_default="auto", help=(
         "Split a reasoning judge's thought off before parsing: auto, think, off, or a vLLM reasoning parser "
-        f"(deepseek_r1, qwen3, ...); with it on, --max-tokens defaults to {REASONING_MAX_TOKENS:,}.")),
+        "(docs/pipeline.md).")),
     "keep_reasoning": typer.Option("--keep-reasoning/--no-keep-reasoning", metavar="",
                                    help="Keep each vote's thought in judge.reasoning (long)."),
 }

@@ -83,7 +83,7 @@ def prm_experiment(
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="Rollouts per step.")] = 8,
     report_seed: Annotated[int, typer.Option("--report-seed", help="Seed of the world report (the labels, shared by every seed).")] = 0,
     val_share: Annotated[float, typer.Option("--val-share", min=0.01, max=0.5, help="Share of the training problems drawn (per seed) for validation.")] = 0.1,
-    head: Annotated[str, typer.Option("--head", help="train --head of every PRM: likelihood (a step head on the frozen policy's token log-probabilities) or qwen (the policy fine-tuned as Qwen2ForProcessRewardModel).")] = "likelihood",
+    head: Annotated[str, typer.Option("--head", help="train --head of every PRM: likelihood or qwen.")] = "likelihood",
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="The step cap of every PRM.")] = 1000,
     eval_every: Annotated[int, typer.Option("--eval-every", min=1, help="Steps between validations (and checkpoints).")] = 50,
     patience: Annotated[int, typer.Option("--patience", min=1, help="Validations without a better F1 before a PRM stops.")] = 5,
