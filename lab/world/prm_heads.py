@@ -107,10 +107,15 @@ def cmd_sample(args: argparse.Namespace) -> None:
     val = set(random.Random(args.seed).sample(pids, max(1, round(args.val_share * len(pids)))))
     write_jsonl(work / "train.trl.jsonl", trl_rows([r for r in train if r["problem_id"] not in val]))
     write_jsonl(work / "val.trl.jsonl", trl_rows([r for r in train if r["problem_id"] in val]))
-    write_jsonl(work / "heldout.gold.jsonl", [{"id": r["id"], "label": r["label"]} for r in held])
+    write_gold(work, held)
     right = sum(r["right"] for r in held)
     print(f"{len(train)} training responses ({len(val)} validation problems), {len(held)} held out "
           f"({right} right), {time.time() - started:.0f} s", file=sys.stderr)
+
+
+def write_gold(work: Path, held: list[dict]) -> None:
+    write_jsonl(work / "heldout.gold.jsonl", [{"id": r["id"], "problem_id": r["problem_id"], "label": r["label"]}
+                                              for r in held])
 
 
 def heldout(work: Path):
@@ -119,6 +124,7 @@ def heldout(work: Path):
     from prm_annotate.world.prm_scores import Heldout
 
     records = read_jsonl(work / "heldout.jsonl")
+    write_gold(work, records)
     scored = write_jsonl(work / "heldout.placeholder.jsonl",
                          [{**r, "prm": {"scores": [0.5] * len(r["steps"])}} for r in records])
     problems, _ = read_scored(str(scored))
@@ -134,7 +140,7 @@ def measure(work: Path, name: str, scores: dict[str, list[float]], threshold: fl
     m = scorer_metrics(held, scores, threshold)
     pairs = int(sum(c[1] for c in m["rw_counts"]))
     row = {"name": name, "right_over_wrong": m["right_over_wrong"], "pairs": pairs, "step_auc": m["step_auc"],
-           "f1": 100 * m["f1"], "threshold": threshold, **extra}
+           "f1": m["f1"], "threshold": threshold, **extra}
     with (work / "results.jsonl").open("a") as f:
         f.write(json.dumps(row) + "\n")
     print(f"| {name} | {row['right_over_wrong']:.1f} ({pairs} pairs) | {row['step_auc']:.3f} | {row['f1']:.1f} | "
@@ -145,41 +151,64 @@ def measure(work: Path, name: str, scores: dict[str, list[float]], threshold: fl
 def cmd_untrained(args: argparse.Namespace) -> None:
     from prm_annotate.prm.likelihood import UNTRAINED, untrained_step_probabilities
 
+    from lab.world.train import default_system_prompt
+
     records = read_jsonl(args.workdir / "heldout.jsonl")
+    system = default_system_prompt() if args.policy_prompt else None
     for stat in args.stats or list(UNTRAINED):
         started = time.time()
-        out = untrained_step_probabilities(POLICY_DIR, [(r["problem"], r["steps"]) for r in records], stat)
-        measure(args.workdir, f"untrained {stat}", {r["id"]: s for r, s in zip(records, out)}, 0.5,
-                seconds=round(time.time() - started, 1))
+        out = untrained_step_probabilities(POLICY_DIR, [(r["problem"], r["steps"]) for r in records], stat,
+                                           system_prompt=system)
+        measure(args.workdir, f"untrained {stat}" + (" (policy's system prompt)" if system else ""),
+                {r["id"]: s for r, s in zip(records, out)}, 0.5, seconds=round(time.time() - started, 1))
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    work = args.workdir
+    import os
+
+    work = args.workdir.resolve()
+    # `--tree DIR`: the children run DIR's prm_annotate (`python -m` puts the working directory first).
+    child = {"cwd": str(args.tree), "env": {**os.environ, "PYTHONPATH": str(args.tree)}} if args.tree else {}
     out = work / "prms" / args.name
     cmd = [sys.executable, "-m", "prm_annotate", "train", str(work / "train.trl.jsonl"), "--base", str(POLICY_DIR),
            "-o", str(out), "--eval", str(work / "val.trl.jsonl"), *TRAIN_SETTINGS, "--json", *args.args]
     started = time.time()
-    run = subprocess.run(cmd, capture_output=True, text=True)
+    run = subprocess.run(cmd, capture_output=True, text=True, **child)
     if run.returncode:
         sys.exit(run.stderr[-3000:])
-    trained = time.time() - started
-    summary = json.loads(run.stdout[run.stdout.index("{"):])
     scored = work / "prms" / f"{args.name}.scored.jsonl"
     src = write_jsonl(work / "heldout.responses.jsonl",
                       [{k: r[k] for k in ("id", "problem", "steps")} for r in read_jsonl(work / "heldout.jsonl")])
     started = time.time()
     run = subprocess.run([sys.executable, "-m", "prm_annotate", "score", str(src), "--model", str(out), "-o",
-                          str(scored), "--quiet"], capture_output=True, text=True)
+                          str(scored), "--quiet"], capture_output=True, text=True, **child)
     if run.returncode:
         sys.exit(run.stderr[-3000:])
-    scoring = time.time() - started
+    measure_trained(work, args.name, {"score_s": round(time.time() - started), "args": " ".join(args.args)})
+
+
+def measure_trained(work: Path, name: str, extra: dict) -> None:
+    """The metrics of the PRM `name` from its scored file, with its training summary (config.json)."""
+    out, scored = work / "prms" / name, work / "prms" / f"{name}.scored.jsonl"
     rows = read_jsonl(scored)
     config = json.loads((out / "config.json").read_text())
-    threshold = summary.get("threshold") or 0.5
-    measure(work, args.name, {r["id"]: r["prm"]["scores"] for r in rows}, threshold,
-            train_s=round(trained), score_s=round(scoring), best_step=summary.get("best_step"),
-            val_f1=summary.get("eval", {}).get("f1"), args=" ".join(args.args),
-            parameters=config.get("head_parameters"))
+    summary = config["prm_annotate"]["result"]
+    from safetensors import safe_open
+
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        parameters = sum(_numel(f.get_slice(k).get_shape()) for k in f.keys() if k.startswith("score."))
+    threshold = config["prm_annotate"].get("threshold") or 0.5
+    measure(work, name, {r["id"]: r["prm"]["scores"] for r in rows}, threshold,
+            train_s=round(summary["seconds"]), best_step=summary.get("best_step"),
+            val_f1=summary.get("eval", {}).get("f1"), parameters=parameters,
+            head_type=config.get("head_type", "step-stats"), **extra)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -193,12 +222,19 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--seed", type=int, default=0)
     u = sub.add_parser("untrained")
     u.add_argument("--stats", nargs="*")
+    u.add_argument("--policy-prompt", action="store_true", help="read with the policy's system prompt")
     t = sub.add_parser("train")
     t.add_argument("--name", required=True)
+    t.add_argument("--tree", type=Path, help="a checkout whose prm_annotate trains and scores")
     t.add_argument("args", nargs="*")
-    for p in (s, u, t):
+    m = sub.add_parser("measure", help="measure a trained PRM again from its scored file")
+    m.add_argument("--name", required=True)
+    for p in (s, u, t, m):
         p.add_argument("--workdir", type=Path, default=Path("runs/prm-heads"))
     args = parser.parse_args(argv)
+    if args.command == "measure":
+        measure_trained(args.workdir.resolve(), args.name, {})
+        return
     {"sample": cmd_sample, "untrained": cmd_untrained, "train": cmd_train}[args.command](args)
 
 
