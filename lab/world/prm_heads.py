@@ -136,16 +136,33 @@ def heldout(work: Path):
 def measure(work: Path, name: str, scores: dict[str, list[float]], threshold: float, **extra: object) -> dict:
     from prm_annotate.world.prm_scores import scorer_metrics
 
+    import numpy as np
+
+    from prm_annotate.world.bootstrap import Draws, accuracy_metric, single
+
     held, _ = heldout(work)
     m = scorer_metrics(held, scores, threshold)
     pairs = int(sum(c[1] for c in m["rw_counts"]))
-    row = {"name": name, "right_over_wrong": m["right_over_wrong"], "pairs": pairs, "step_auc": m["step_auc"],
-           "f1": m["f1"], "threshold": threshold, **extra}
+    iv = single(Draws(len(m["rw_counts"]), 1), np.asarray(m["rw_counts"], float), accuracy_metric)
+    row = {"name": name, "right_over_wrong": m["right_over_wrong"], "rw_95": [iv.low, iv.high], "pairs": pairs,
+           "step_auc": m["step_auc"], "f1": m["f1"], "threshold": threshold, **extra, "rw_counts": m["rw_counts"]}
     with (work / "results.jsonl").open("a") as f:
         f.write(json.dumps(row) + "\n")
-    print(f"| {name} | {row['right_over_wrong']:.1f} ({pairs} pairs) | {row['step_auc']:.3f} | {row['f1']:.1f} | "
-          f"{extra} |")
+    print(f"| {name} | {row['right_over_wrong']:.1f} [{iv.low:.1f}, {iv.high:.1f}] ({pairs} pairs) | "
+          f"{row['step_auc']:.3f} | {row['f1']:.1f} | {extra} |")
     return row
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    """right > wrong of row a minus row b (the last of each name in results.jsonl), paired over problems."""
+    import numpy as np
+
+    from prm_annotate.world.bootstrap import Draws, accuracy_metric, paired
+
+    rows = {r["name"]: r for r in read_jsonl(args.workdir / "results.jsonl")}
+    a, b = (np.asarray(rows[n]["rw_counts"], float) for n in (args.a, args.b))
+    iv = paired(Draws(len(a), 1), a, b, accuracy_metric)
+    print(f"right > wrong, {args.a} - {args.b}: {iv.estimate:+.1f} [{iv.low:+.1f}, {iv.high:+.1f}] ({iv.reading})")
 
 
 def cmd_untrained(args: argparse.Namespace) -> None:
@@ -177,6 +194,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     # `--tree DIR`: the children run DIR's prm_annotate (`python -m` puts the working directory first).
     child = {"cwd": str(args.tree), "env": {**os.environ, "PYTHONPATH": str(args.tree)}} if args.tree else {}
     out = work / "prms" / args.name
+    if args.policy_prompt:
+        from lab.world.train import default_system_prompt
+
+        args.args = [*args.args, "--system-prompt", default_system_prompt()]
     cmd = [sys.executable, "-m", "prm_annotate", "train", str(work / "train.trl.jsonl"), "--base", str(POLICY_DIR),
            "-o", str(out), "--eval", str(work / "val.trl.jsonl"), *TRAIN_SETTINGS, "--json", *args.args]
     started = time.time()
@@ -226,16 +247,20 @@ def main(argv: list[str] | None = None) -> None:
     t = sub.add_parser("train")
     t.add_argument("--name", required=True)
     t.add_argument("--tree", type=Path, help="a checkout whose prm_annotate trains and scores")
+    t.add_argument("--policy-prompt", action="store_true", help="the PRM reads with the policy's system prompt")
     t.add_argument("args", nargs="*")
+    c = sub.add_parser("compare", help="a paired difference of two measured rows' right > wrong")
+    c.add_argument("a")
+    c.add_argument("b")
     m = sub.add_parser("measure", help="measure a trained PRM again from its scored file")
     m.add_argument("--name", required=True)
-    for p in (s, u, t, m):
+    for p in (s, u, t, m, c):
         p.add_argument("--workdir", type=Path, default=Path("runs/prm-heads"))
     args = parser.parse_args(argv)
     if args.command == "measure":
         measure_trained(args.workdir.resolve(), args.name, {})
         return
-    {"sample": cmd_sample, "untrained": cmd_untrained, "train": cmd_train}[args.command](args)
+    {"sample": cmd_sample, "untrained": cmd_untrained, "train": cmd_train, "compare": cmd_compare}[args.command](args)
 
 
 if __name__ == "__main__":
