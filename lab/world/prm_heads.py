@@ -3,7 +3,9 @@ PRM: one that checks steps").
 
     python -m lab.world.prm_heads sample --workdir runs/prm-heads
     python -m lab.world.prm_heads untrained --workdir runs/prm-heads
-    python -m lab.world.prm_heads train --workdir runs/prm-heads --name likelihood -- --head likelihood --lr 3e-3
+    python -m lab.world.prm_heads train --workdir runs/prm-heads --name token-score -- --head likelihood --lr 3e-3 --steps 150
+    python -m lab.world.prm_heads train --workdir runs/prm-heads --tree /work/main --name step-stats-main -- ...
+    python -m lab.world.prm_heads compare --workdir runs/prm-heads token-score step-stats-main
 
 `sample`: `--train-problems` training and `--heldout-problems` held-out problems (the world's train
 and test splits), `-n` responses each from the world policy with transformers (temperature 0.7, the
@@ -11,11 +13,15 @@ report's sample stage's), each labelled by the world's truth (`label`: the first
 graded (`right`: the boxed answer). The training problems' responses become `trl` rows with the
 true labels, `--val-share` of the problems (drawn with `--seed`) for validation.
 `untrained`: the held-out responses scored without training by the policy's likelihood statistics
-(prm/likelihood.py). `train NAME -- ARGS`: `prm-annotate train` on the training rows with ARGS
+(prm/likelihood.py; `--policy-prompt`: read with the policy's system prompt). `train NAME -- ARGS`: `prm-annotate train` on the training rows with ARGS
 (`--base`, `--eval`, `-o` and the fixed settings are given here), then `prm-annotate score` on the
 held-out responses, each a child process, timed. Every row's metrics (right > wrong, step AUC,
 F1 at its threshold: the checkpoint's, 0.5 for a statistic) go to `<workdir>/results.jsonl` and
-print as a table row; they are the world experiment's own (prm_annotate/world/prm_scores.py).
+print as a table row, right > wrong with its 95% bootstrap interval over the held-out problems;
+they are the world experiment's own (prm_annotate/world/prm_scores.py, bootstrap.py). `--tree DIR`
+trains and scores with another checkout's prm_annotate (main's, for the head it had);
+`--policy-prompt` trains the PRM to read with the policy's system prompt. `measure NAME` measures a
+trained PRM again from its files; `compare A B`: A's right > wrong minus B's, paired over problems.
 """
 from __future__ import annotations
 
@@ -200,7 +206,6 @@ def cmd_train(args: argparse.Namespace) -> None:
         args.args = [*args.args, "--system-prompt", default_system_prompt()]
     cmd = [sys.executable, "-m", "prm_annotate", "train", str(work / "train.trl.jsonl"), "--base", str(POLICY_DIR),
            "-o", str(out), "--eval", str(work / "val.trl.jsonl"), *TRAIN_SETTINGS, "--json", *args.args]
-    started = time.time()
     run = subprocess.run(cmd, capture_output=True, text=True, **child)
     if run.returncode:
         sys.exit(run.stderr[-3000:])
