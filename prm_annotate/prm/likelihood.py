@@ -321,7 +321,7 @@ class StepLikelihoodPRM(PreTrainedModel):
         return step_features(stats, raw), stats.is_tag
 
 
-def build(base: str, tokenizer: Any, fmt: PRMFormat, head_type: str = "token-score") -> StepLikelihoodPRM:
+def build(base: str, tokenizer: Any, fmt: PRMFormat, head_type: str = "step-stats") -> StepLikelihoodPRM:
     """The PRM over the causal LM at `base` (float32), the head new. The tag must be a token of
     the tokenizer; the LM's embeddings are not grown for it (it never reads the tag)."""
     lm = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)

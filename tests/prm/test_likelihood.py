@@ -18,17 +18,17 @@ from prm_annotate.prm.likelihood import (LikelihoodScorer, build, load, reduce_s
                                          untrained_step_probabilities)
 from prm_annotate.world import POLICY_DIR
 from testing.jsonl_files import write_jsonl
-from testing.prm_fixtures import world_responses
+from testing.prm_fixtures import trl_rows, world_responses
 
 FMT = PRMFormat(step_tag="<extra_0>", system_prompt=None, separator="\n\n")
 
 
-@pytest.fixture(scope="module")
-def prm():
+@pytest.fixture(scope="module", params=["step-stats", "token-score"])
+def prm(request):
     tokenizer = AutoTokenizer.from_pretrained(POLICY_DIR)
     tokenizer.add_tokens(["<extra_0>"], special_tokens=True)
     torch.manual_seed(0)
-    return build(str(POLICY_DIR), tokenizer, FMT).eval(), tokenizer
+    return build(str(POLICY_DIR), tokenizer, FMT, head_type=request.param).eval(), tokenizer
 
 
 def _inputs(tokenizer, responses):
@@ -127,7 +127,7 @@ def test_a_first_version_checkpoint_still_loads_and_scores(prm, tmp_path):
     ids, starts = _inputs(tokenizer, world_responses(2, seed=9))
     want = step_probabilities(first, ids, starts, 0)
     assert step_probabilities(again, ids, starts, 0) == want
-    # and it is not what the default head of the same base gives
+    # and it is not what another head of the same base gives
     assert step_probabilities(prm[0], ids, starts, 0) != want
 
 
@@ -158,3 +158,21 @@ def test_train_refuses_a_tokens_export_and_a_base_that_is_not_causal(tmp_path):
     result = runner.invoke(app, ["train", str(tokens), "--head", "nope", "--base", str(POLICY_DIR),
                                  "-o", str(tmp_path / "o"), "--quiet"])
     assert result.exit_code == 2 and "--head nope" in result.output
+
+
+@pytest.mark.parametrize("head,head_type", [("likelihood", "step-stats"), ("likelihood-tokens", "token-score")])
+def test_each_likelihood_head_trains_and_its_checkpoint_names_it(tmp_path, head, head_type):
+    rows = trl_rows(world_responses(8, seed=3))
+    data = write_jsonl(tmp_path / "train.jsonl", rows)
+    out = tmp_path / "prm"
+    result = CliRunner().invoke(app, ["train", str(data), "--head", head, "--base", str(POLICY_DIR), "-o", str(out),
+                                      "--system-prompt", "", "--steps", "2", "--batch-size", "4", "--max-length", "256",
+                                      "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert load(out).config.head_type == head_type
+    from prm_annotate.prm.checkpoint import locate
+
+    scorer = LikelihoodScorer(locate(str(out)), progress=False)
+    r = world_responses(1, seed=4)[0]
+    (scores,) = scorer.step_probabilities([scorer.token_ids(r["problem"], r["steps"])])
+    assert len(scores) == len(r["steps"]) and all(0.0 <= p <= 1.0 for p in scores)
