@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from prm_annotate.grading.answers import normalize_answer  # noqa: E402
 from prm_annotate.grading.grader import Agreement, Grader  # noqa: E402
 from testing.verdict_files import (  # noqa: E402
-    OLYMPIAD, held_out, olympiad_split, unboxed_math, unboxed_math_control, verdict_files)
+    OLYMPIAD, control, held_out, olympiad_split, unboxed_math, verdict_files)
 
 MATH_VERIFY_CASES = ROOT / "tests" / "data" / "math_verify" / "published_cases.jsonl"
 
@@ -137,7 +137,7 @@ def main() -> None:
     print("\n== MATH level-5 solutions with their boxes taken off (a development set), and the same "
           "texts against the next problem's gold")
     math_rows = unboxed_math()
-    for label, sub in (("unboxed MATH level 5", math_rows), ("control", unboxed_math_control(math_rows))):
+    for label, sub in (("unboxed MATH level 5", math_rows), ("control", control(math_rows))):
         pairs_b = [(gold, text) for _, gold, text, _ in sub]
         agreement(label, sub, show=False, ours=grader.grade_many(pairs_b),
                   ref=[v.correct for v in grader.plain_many(pairs_b)])
