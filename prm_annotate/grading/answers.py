@@ -268,7 +268,10 @@ def _last_answer_is(text: str) -> str | None:
         m = after[-1]
         # the words before it still qualify it: "maybe $18$ is the answer"
         before = text[max(0, m.start() - 40):m.start()].split()[-3:]
-        return " ".join(before + [m.group(1)]) if _qualifiers(" ".join(before)) - _CONDITION_WORDS else m.group(1)
+        if _qualifiers(" ".join(before)) - _CONDITION_WORDS:
+            return " ".join(before + [m.group(1)])
+        cands = _sentence_candidates(m.group(1))  # read as in a sentence: "$E(1, N)=\frac{7}{3}$" states 7/3
+        return cands[-1][2] if len(cands) == 1 else m.group(1)
     return found
 
 
