@@ -10,12 +10,15 @@
   6. otherwise the end of the response: the final paragraph itself when it is a bare answer
      ("18", "$\\frac12$"); else, in the last sentence (of the last three paragraphs) that holds a
      number or a math expression, the math environment that ends the sentence when the sentence
-     states it ("... when 6 people pick hats is \\(\\frac{11}{30}\\).": `_closing_math`), else the
-     last one that is the result of an equation somewhere in the response ("= 34 hours] So, 34
-     hours in 4 weeks" -> 34), else the last one, with the values listed right before it ("The
-     solutions are $x=-1$ and $x=-9$") and with the words around it that take it back ("must be
-     at least 7"); sentences that only remark on the answer ("Note that ...") are passed over,
-     and an answer restated in another notation is its last form (`_restated`).
+     states it ("... when 6 people pick hats is \\(\\frac{11}{30}\\).", "... for a total of 24
+     colorings.": `_closing_math`), else the last one that is the result of an equation somewhere
+     in the response ("= 34 hours] So, 34 hours in 4 weeks" -> 34), else the last one, with the
+     values listed right before it ("The solutions are $x=-1$ and $x=-9$") and with the words
+     around it that take it back ("must be at least 7"); sentences that only remark on the answer
+     ("Note that ...") are passed over, and an answer restated in another notation is its last
+     form (`_restated`).
+  A bound given as "the answer is ..." before the end gives way to an unqualified closing
+  statement (`_superseded`); "$X$, which is our answer" is read like "the answer is X".
 It returns the text it found, unchanged, or None. Every rule reads a bounded window, so a long
 degenerate generation costs linear time (the parent process runs these without a timeout).
 
@@ -96,7 +99,8 @@ _QUALIFIER_WORDS = (
     "lambda|def|return|print|eval|exec|import|int|str|float|len"
 )
 _QUALIFIER_RE = re.compile(
-    r"(?i)(?<![\\A-Za-z])(?:(" + _QUALIFIER_WORDS + r")|([A-Za-z]{1,12}n't)|(up\s+to(?!\s+(?:get|obtain|find|see)\b))|(or\s+so))(?![A-Za-z])"
+    r"(?i)(?<![\\A-Za-z])(?:(" + _QUALIFIER_WORDS + r")|([A-Za-z]{1,12}n't)|(up\s+to(?!\s+(?:get|obtain|find|see)\b))"
+    r"|(or\s+so))(?![A-Za-z])"
     # relations other than "=" and "\approx" bound a value instead of stating it ("5!=120" is a
     # factorial and "=": no "!=" after a digit or a bracket)
     r"|(<|>|≤|≥|≠|(?<![\d)}])!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt|leqslant|geqslant)(?![A-Za-z]))"
@@ -221,7 +225,7 @@ def _math_or_sentence(rest: str) -> str:
         if rest.startswith(opener):
             end = rest.find(closer, len(opener))
             if end > 0:
-                if rest[:end].rstrip().endswith("."):  # "$$x = 5 .$$ It is easy to check ...": the sentence ended inside
+                if rest[:end].rstrip().endswith("."):  # "$$x = 5 .$$ It is easy to ...": it ended inside
                     return rest[:end + len(closer)].strip()
                 tail = _SENTENCE_END_RE.search(rest, end + len(closer))
                 return rest[: tail.start() if tail else len(rest)].strip()
@@ -386,7 +390,8 @@ def _one_chain(body: str) -> str:
     return " ".join(re.sub(r"\\\\(?:\[[^\]]*\])?", " ", body).split()).rstrip(" .,")
 
 
-_ASSIGNMENT_RE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*[^=<>]+")
+_ASSIGNMENT_RE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*[^=<>]+")  # "h=-1", "a_1 = 2"
+
 # An answer in words written as mathematics: "$\\text{Monday}$", "$\\textbf{Devon}$".
 _WORD_ANSWER_RE = re.compile(r"\s*\\(?:text|textbf|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z' -]{1,40}\}\s*")
 _PMOD_END_RE = re.compile(r"\s*(?:\\pmod\s*(?:\{[^{}]*\}|\w+)|\(\s*\\(?:bmod|mod)\s*\w+\s*\))\s*[.,]?\s*$")
@@ -525,9 +530,9 @@ _GLOSS_RE = re.compile(r"\s*,\s*where(?![A-Za-z])")
 # are 335 sets in total."): the number the sentence states, not an equation's result before it.
 # Only verbs and nouns state a plain number: "in 21 days", "divided by 13", "equal to 0" name another.
 _STATES_NUMBER_RE = re.compile(
-    r"(?i)(?<![A-Za-z])(?:is|are|was|were|be|equals|becomes|gives|yields|gets?|obtains?|answer|(?:total\s+)?(?:answer"
-    r"|total|value|result|sum)\s+of)(?:\s+(?:approximately|about|exactly|precisely|simply|just|then|thus|therefore|hence|also|indeed"
-    r"|clearly|now|finally|only))*[:,]?\s*$")
+    r"(?i)(?<![A-Za-z])(?:is|are|was|were|be|equals|becomes|gives|yields|gets?|obtains?|answer"
+    r"|(?:total\s+)?(?:answer|total|value|result|sum)\s+of)(?:\s+(?:approximately|about|exactly|precisely|simply"
+    r"|just|then|thus|therefore|hence|also|indeed|clearly|now|finally|only))*[:,]?\s*$")
 _COUNTED_RE = re.compile(r"(?i)(\s+(?:[A-Za-z][A-Za-z-]*\s+){0,2}[A-Za-z][A-Za-z-]*(?:\s+in\s+(?:total|all))?)?"
                          r"[\s.,;:!*_)\]]*")
 
