@@ -9,7 +9,8 @@ Math-Verify's published test pairs (tests/data/math_verify), for the Grader and 
 math-verify on the whole response text, side by side: agreement, false accepts (graded right, the
 reference says wrong: the costlier error for labels) and false rejects; then the olympiad-level
 responses by split (development / held out, all and those that end without a box), and MATH's
-level-5 solutions with their boxes taken off (testing/verdict_files.py, `unboxed_math`). Every
+level-5 and the olympiad-level solutions with their boxes taken off (testing/verdict_files.py,
+`unboxed_math`, `olympiad_solutions`). Every
 disagreement of the Grader is listed, except on the held-out split (only counted; --show-held-out
 lists them too: not while rules are being written).
 Throughput, on the verdict files' (gold, response) pairs, measured in this run: plain math-verify
@@ -34,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from prm_annotate.grading.answers import normalize_answer  # noqa: E402
 from prm_annotate.grading.grader import Agreement, Grader  # noqa: E402
 from testing.verdict_files import (  # noqa: E402
-    OLYMPIAD, held_out, olympiad_split, unboxed_math, unboxed_math_control, verdict_files)
+    OLYMPIAD, control, held_out, olympiad_solutions, olympiad_split, unboxed_math, verdict_files)
 
 MATH_VERIFY_CASES = ROOT / "tests" / "data" / "math_verify" / "published_cases.jsonl"
 
@@ -134,10 +135,13 @@ def main() -> None:
         unboxed = [row for row in sub if "\\boxed" not in row[2] and "\\fbox" not in row[2]]
         agreement(split, sub, show=False)
         agreement(f"{split}, ending without a box", unboxed, show=False)
-    print("\n== MATH level-5 solutions with their boxes taken off (a development set), and the same "
-          "texts against the next problem's gold")
+    print("\n== MATH level-5 and olympiad-level solutions with their boxes taken off (development sets), "
+          "and the same texts against the next problem's gold")
     math_rows = unboxed_math()
-    for label, sub in (("unboxed MATH level 5", math_rows), ("control", unboxed_math_control(math_rows))):
+    olympiad_rows = olympiad_solutions()
+    for label, sub in (("unboxed MATH level 5", math_rows), ("control", control(math_rows)),
+                       ("unboxed olympiad-level solutions (Omni-MATH-Rule, OlympiadBench)", olympiad_rows),
+                       ("control", control(olympiad_rows))):
         pairs_b = [(gold, text) for _, gold, text, _ in sub]
         agreement(label, sub, show=False, ours=grader.grade_many(pairs_b),
                   ref=[v.correct for v in grader.plain_many(pairs_b)])

@@ -10,7 +10,9 @@ written from; the held-out half was not looked at while writing them, only measu
 
 The second development set for prose endings (`unboxed_math`): MATH's own level-5 solutions with
 their boxes taken off, each right against its gold by construction, and the same texts against the
-next problem's gold as a control for false accepts."""
+next problem's gold as a control for false accepts. The olympiad-level one
+(`olympiad_solutions`): the human solutions of Omni-MATH-Rule and OlympiadBench on the problems the
+verdict files do not hold, unboxed likewise, with the same control."""
 from __future__ import annotations
 
 import hashlib
@@ -28,6 +30,9 @@ GPT3_KEYS = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verifi
 OLYMPIAD = ("processbench-olympiadbench-gold.jsonl", "processbench-omnimath-gold.jsonl")
 
 MATH_LEVEL5 = ROOT / "tests" / "data" / "math" / "test-level5.jsonl"
+# Olympiad-level solutions on problems none of the verdict files has (lab/olympiad_dev_files.py).
+OMNI_REST = ROOT / "tests" / "data" / "omnimath" / "omni-math-rule-rest.jsonl"
+OLYMPIADBENCH_REST = ROOT / "tests" / "data" / "olympiadbench" / "test-rest.jsonl"
 
 Row = tuple[str, str, str, bool]
 
@@ -68,26 +73,45 @@ def olympiad_split() -> dict[str, list[Row]]:
     return {"dev": [r for r in rows if not held_out(r[0])], "held-out": [r for r in rows if held_out(r[0])]}
 
 
+def unbox(solution: str) -> str:
+    """The solution with every box replaced by its content ("... there are $\\boxed{20}$ rolls" ->
+    "... there are $20$ rolls"); a box inside a box is unboxed with its outer one."""
+    boxes = [b for b in find_boxes(solution, last=50) if b.closed]
+    parts, pos = [], 0
+    for b in boxes:
+        if b.start >= pos:
+            parts += [solution[pos:b.start], b.content]
+            pos = b.end
+    return "".join(parts + [solution[pos:]])
+
+
 def unboxed_math(path: Path = MATH_LEVEL5) -> list[Row]:
     """MATH level-5 solutions ending in prose: the gold is the last `\\boxed{}` of the solution
-    (how MATH gives its answers), and the text is the solution with every box replaced by its
-    content ("... there are $\\boxed{20}$ rolls" -> "... there are $20$ rolls"); verdict True."""
+    (how MATH gives its answers), and the text is the solution unboxed (`unbox`); verdict True."""
     rows = []
     for i, line in enumerate(path.read_text().splitlines()):
         solution = json.loads(line)["answer"]
         boxes = [b for b in find_boxes(solution, last=50) if b.closed]
-        if not boxes:
-            continue
-        parts, pos = [], 0
-        for b in boxes:
-            if b.start >= pos:  # a box inside a box is unboxed with its outer one
-                parts += [solution[pos:b.start], b.content]
-                pos = b.end
-        rows.append((f"math-level5-{i}", boxes[-1].content.strip(), "".join(parts + [solution[pos:]]), True))
+        if boxes:
+            rows.append((f"math-level5-{i}", boxes[-1].content.strip(), unbox(solution), True))
     return rows
 
 
-def unboxed_math_control(rows: list[Row]) -> list[Row]:
+def olympiad_solutions() -> list[Row]:
+    """The olympiad-level development set for prose endings: the human solutions of Omni-MATH-Rule
+    and OlympiadBench (its first solution) on the problems that no verdict file holds, unboxed, each
+    against its benchmark's gold answer; verdict True (a solution states the answer it proves)."""
+    rows = []
+    for i, line in enumerate(OMNI_REST.read_text().splitlines()):
+        r = json.loads(line)
+        rows.append((f"omni-math-rule-rest-{i}", r["answer"], unbox(r["solution"]), True))
+    for i, line in enumerate(OLYMPIADBENCH_REST.read_text().splitlines()):
+        r = json.loads(line)
+        rows.append((f"olympiadbench-rest-{r['id']}", r["final_answer"][0], unbox(r["solution"][0]), True))
+    return rows
+
+
+def control(rows: list[Row]) -> list[Row]:
     """Each unboxed solution against the gold of the next one, where the two golds differ as
     strings once normalised: verdict False (a wrong answer that the text never states)."""
     out = []

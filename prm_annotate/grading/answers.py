@@ -10,12 +10,15 @@
   6. otherwise the end of the response: the final paragraph itself when it is a bare answer
      ("18", "$\\frac12$"); else, in the last sentence (of the last three paragraphs) that holds a
      number or a math expression, the math environment that ends the sentence when the sentence
-     states it ("... when 6 people pick hats is \\(\\frac{11}{30}\\).": `_closing_math`), else the
-     last one that is the result of an equation somewhere in the response ("= 34 hours] So, 34
-     hours in 4 weeks" -> 34), else the last one, with the values listed right before it ("The
-     solutions are $x=-1$ and $x=-9$") and with the words around it that take it back ("must be
-     at least 7"); sentences that only remark on the answer ("Note that ...") are passed over,
-     and an answer restated in another notation is its last form (`_restated`).
+     states it ("... when 6 people pick hats is \\(\\frac{11}{30}\\).", "... for a total of 24
+     colorings.": `_closing_math`), else the last one that is the result of an equation somewhere
+     in the response ("= 34 hours] So, 34 hours in 4 weeks" -> 34), else the last one, with the
+     values listed right before it ("The solutions are $x=-1$ and $x=-9$") and with the words
+     around it that take it back ("must be at least 7"); sentences that only remark on the answer
+     ("Note that ...") are passed over, and an answer restated in another notation is its last
+     form (`_restated`).
+  A bound given as "the answer is ..." before the end gives way to an unqualified closing
+  statement (`_superseded`); "$X$, which is our answer" is read like "the answer is X".
 It returns the text it found, unchanged, or None. Every rule reads a bounded window, so a long
 degenerate generation costs linear time (the parent process runs these without a timeout).
 
@@ -70,7 +73,8 @@ DECL_TAIL = 200     # characters at the end of an answer searched for a percent 
 # it ("not 18", "18 is wrong"), hedge it ("maybe 18", "18?"), bound it ("at least 5", "x > 5", "5 or
 # more"), make it conditional ("18 if n is even") or wrap it in code ("(lambda: 18)()", "print(18)")
 # state something other than the value, so such an answer is graded wrong, never reduced to its
-# number. Only what the gold itself does not say counts: gold "\text{no}" still accepts "no", a gold
+# number ("add it up to get 18" states it: "up to" bounds a value, not a verb).
+# Only what the gold itself does not say counts: gold "\text{no}" still accepts "no", a gold
 # inequality still lets math-verify compare an answer inequality. The modal verbs of word problems
 # ("she would save $24", "he could buy 18") are not qualifiers. A "±" is no qualifier either: it
 # states two values ("\\pm 18" is 18 and -18, see `_expand_pm`), so it is wrong against a gold of
@@ -95,7 +99,8 @@ _QUALIFIER_WORDS = (
     "lambda|def|return|print|eval|exec|import|int|str|float|len"
 )
 _QUALIFIER_RE = re.compile(
-    r"(?i)(?<![\\A-Za-z])(?:(" + _QUALIFIER_WORDS + r")|([A-Za-z]{1,12}n't)|(up\s+to)|(or\s+so))(?![A-Za-z])"
+    r"(?i)(?<![\\A-Za-z])(?:(" + _QUALIFIER_WORDS + r")|([A-Za-z]{1,12}n't)|(up\s+to(?!\s+(?:get|obtain|find|see)\b))"
+    r"|(or\s+so))(?![A-Za-z])"
     # relations other than "=" and "\approx" bound a value instead of stating it ("5!=120" is a
     # factorial and "=": no "!=" after a digit or a bracket)
     r"|(<|>|≤|≥|≠|(?<![\d)}])!=|\\(?:le|leq|ge|geq|ne|neq|lt|gt|leqslant|geqslant)(?![A-Za-z]))"
@@ -220,6 +225,8 @@ def _math_or_sentence(rest: str) -> str:
         if rest.startswith(opener):
             end = rest.find(closer, len(opener))
             if end > 0:
+                if rest[:end].rstrip().endswith("."):  # "$$x = 5 .$$ It is easy to ...": it ended inside
+                    return rest[:end + len(closer)].strip()
                 tail = _SENTENCE_END_RE.search(rest, end + len(closer))
                 return rest[: tail.start() if tail else len(rest)].strip()
     end = _SENTENCE_END_RE.search(rest)
@@ -239,13 +246,37 @@ def _is_prose(s: str) -> bool:
 _VERDICT_WORD_RE = re.compile(r"(?i)(?:indeed\s+)?(?:correct|right|verified|confirmed|consistent|valid|reasonable)\W*")
 
 
+# "The answer is therefore $\frac{217}{900}$", "the answer is equal to $$...$$": words between the
+# phrase and the answer that only lead to it.
+_LEAD_TO_RE = re.compile(r"(?i)(?:(?:therefore|thus|hence|then|simply|just|clearly|indeed|finally|now|exactly"
+                         r"|equal\s+to|given\s+by)(?![A-Za-z])[\s,:]*)+")
+
+
+# The phrase the other way round: "$E = \frac{7}{3}$, which is our answer", "So $18$ is the answer."
+_IS_THE_ANSWER_RE = re.compile(r"(\$[^$]{1,300}\$|\\\(.{1,300}?\\\))\s*(?:,\s*which\s+|\s+)is\s+(?:our|the)\s+"
+                               r"(?:final\s+)?answer(?![A-Za-z])")
+
+
 def _last_answer_is(text: str) -> str | None:
+    found, at = None, -1
     for m in reversed(list(_ANSWER_IS_RE.finditer(text))[-MAX_TRIES:]):
-        cand = _strip_hope(_math_or_sentence(text[m.end():m.end() + WINDOW]))
+        rest = text[m.end():m.end() + WINDOW]
+        lead = _LEAD_TO_RE.match(rest)
+        cand = _strip_hope(_math_or_sentence(rest[lead.end():] if lead else rest))
         # "so our answer is correct": a check of the answer, not one
         if cand and not _is_prose(cand) and not _VERDICT_WORD_RE.fullmatch(cand):
-            return cand
-    return None
+            found, at = cand, m.start()
+            break
+    after = list(_IS_THE_ANSWER_RE.finditer(text, max(0, len(text) - TAIL)))
+    if after and after[-1].start() > at:
+        m = after[-1]
+        # the words before it still qualify it: "maybe $18$ is the answer"
+        before = text[max(0, m.start() - 40):m.start()].split()[-3:]
+        if _qualifiers(" ".join(before)) - _CONDITION_WORDS:
+            return " ".join(before + [m.group(1)])
+        cands = _sentence_candidates(m.group(1))  # read as in a sentence: "$E(1, N)=\frac{7}{3}$" states 7/3
+        return cands[-1][2] if len(cands) == 1 else m.group(1)
+    return found
 
 
 def _last_hashes(text: str) -> str | None:
@@ -273,7 +304,8 @@ def _last_answer_colon(text: str) -> str | None:
 def _last_bold(text: str) -> str | None:
     for m in reversed(list(_BOLD_RE.finditer(text))[-MAX_TRIES:]):
         cand = m.group(1).strip()
-        if cand and not _HEADING_RE.search(cand):
+        # "3. **Counting the positions for \(P\)**:" heads what follows, as a colon inside the bold does
+        if cand and not _HEADING_RE.search(cand) and not re.match(r"[ \t]*:", text[m.end():m.end() + 3]):
             return cand
     return None
 
@@ -319,12 +351,17 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
             if not re.search(r"[\d})$]\s*$", sentence[:m.start()]):
                 found.append((m.start(), m.end(), body.strip(), False))
         elif re.search(r"\d", body):
+            body = _one_chain(body)
             # "$17^{-1} \equiv 44 \pmod{83}$" states the residue 44 as "=" states a value
             congruence = _PMOD_END_RE.search(body)
             if congruence and _EQUIV_RE.search(body):
                 body = _EQUIV_RE.sub("=", body[:congruence.start()])
             rhs = [body] if _RELATION_RE.search(body) else body.rsplit("=", 1)
             value = rhs[-1].strip()
+            # "$a=2, h=-1$": values of several things, an answer in parts (as "$a=2$, $h=-1$" is)
+            parts = _top_level_items(body) if len(rhs) > 1 and "," in body else []
+            if len(parts) > 1 and all(_ASSIGNMENT_RE.fullmatch(part) for part in parts):
+                value = ", ".join(part.split("=", 1)[1].strip() for part in parts)
             # "\\[ 3 = A_{4} \\]": the value is the number on the left of the name it is given
             if len(rhs) > 1 and _NAME_RE.fullmatch(value):
                 left = rhs[0].rsplit("=", 1)[-1].strip()
@@ -335,9 +372,25 @@ def _sentence_candidates(sentence: str) -> list[tuple[int, int, str, bool]]:
             found.append((m.start(), m.end(), value, len(rhs) > 1 or bool(_APPROX_RE.search(body))))
         text_only = text_only[:m.start()] + " " * (m.end() - m.start()) + text_only[m.end():]  # keep offsets
     for m in _NUMBER_RE.finditer(text_only):
-        found.append((m.start(), m.end(), m.group(0), False))
+        number = m.group(0).rstrip(",")  # "2400, 1350, and 864": the comma is the list's
+        found.append((m.start(), m.start() + len(number), number, False))
     return sorted(found)
 
+
+# Rule: a derivation aligned over several rows ("$$\begin{aligned} (ab+bc+ca)^{2} & =\frac{16}{3} \cdot
+# \ldots \\\\ & =\frac{-11-4 i}{3} \end{aligned}$$") is one chain of equalities, read as if written on
+# one line: its last right side is the value, its first left side what it is the value of.
+_ALIGNED_RE = re.compile(r"\\(?:begin|end)\s*\{\s*(?:aligned|align|gathered|split|eqnarray)\*?\s*\}")
+
+
+def _one_chain(body: str) -> str:
+    if not _ALIGNED_RE.search(body):
+        return body
+    body = _ALIGNED_RE.sub(" ", body).replace("&", " ")
+    return " ".join(re.sub(r"\\\\(?:\[[^\]]*\])?", " ", body).split()).rstrip(" .,")
+
+
+_ASSIGNMENT_RE = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*[^=<>]+")  # "h=-1", "a_1 = 2"
 
 # An answer in words written as mathematics: "$\\text{Monday}$", "$\\textbf{Devon}$".
 _WORD_ANSWER_RE = re.compile(r"\s*\\(?:text|textbf|mathrm|textrm)\s*\{\s*[A-Za-z][A-Za-z' -]{1,40}\}\s*")
@@ -377,6 +430,7 @@ _AFTER_VALUE_RE = re.compile(
     r"greater|higher|lower|above|below|over|under)\b)")
 
 
+_CONNECTIVE_RE = re.compile(r"(?i)(?:so|thus|therefore|hence|then|and\s+so),?")
 _CONDITION_WORDS = {"if", "unless", "when", "whenever", "assuming", "assume", "provided", "suppose",
                     "supposing"}
 # Rule: the words before a verb that states the value right before it ("The probability that
@@ -441,6 +495,11 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
     if not before and len(rest.split()) <= 5 and _qualifiers(rest):
         return sentence.strip()
     said = _qualifiers(" ".join(before)) - _CONDITION_WORDS
+    # A clause before "so", "thus", ... is another statement: "the quadratic has no zeroes, therefore
+    # $x = \frac{9}{11}$" does not negate 9/11. A hedge there still counts ("maybe, so 18").
+    clause = max((k for k, w in enumerate(before) if _CONNECTIVE_RE.fullmatch(w)), default=None)
+    if clause is not None:
+        said = (said & {*_HEDGES, "question"}) | (_qualifiers(" ".join(before[clause + 1:])) - _CONDITION_WORDS)
     if before and _SUBJECT_VERB_RE.fullmatch(before[-1].strip("*")):
         said -= _SUBJECT_WORDS  # the rule above
     if said or after:
@@ -458,21 +517,40 @@ def _stated(sentence: str, cands: list[tuple[int, int, str, bool]], i: int) -> s
 # "... is 5 when \(n = 3\)." and "... are \(1\) and \(2\)." are read as before.
 _STATES_RE = re.compile(
     r"(?i)(?:(?<![A-Za-z])(?:is|are|was|were|be|equals?|becomes?|gives?|yields?|to|as|by|gets?|obtains?|finds?"
-    r"|have|has|makes?|in)(?:\s+(?:approximately|about|exactly|precisely|simply|just|then|thus|therefore|hence"
-    r"|also|indeed|clearly|now|finally|only))*|[:=])\s*$")
+    r"|have|has|makes?|in|(?:answer|total|value|result)(?:\s+of)?)(?:\s+(?:approximately|about|exactly|precisely"
+    r"|simply|just|then|thus|therefore|hence|also|indeed|clearly|now|finally|only))*|[:=])\s*$")
 _SENTENCE_TAIL_RE = re.compile(r"[\s.,;:!*_)\]]*")
 # What may follow the environment and leave it the end of what the sentence states: a gloss on its
 # symbols ("... is \\(\\phi + 1\\), where \\(\\phi\\) is the golden ratio.").
 _GLOSS_RE = re.compile(r"\s*,\s*where(?![A-Za-z])")
 
 
+# Rule: so does a plain number that ends the sentence, or is followed only by the noun it counts
+# ("... so the solution is 96.", "making the answer 62.", "for a total of 24 colorings.", "there
+# are 335 sets in total."): the number the sentence states, not an equation's result before it.
+# Only verbs and nouns state a plain number: "in 21 days", "divided by 13", "equal to 0" name another.
+_STATES_NUMBER_RE = re.compile(
+    r"(?i)(?<![A-Za-z])(?:is|are|was|were|be|equals|becomes|gives|yields|gets?|obtains?|answer"
+    r"|(?:total\s+)?(?:answer|total|value|result|sum)\s+of)(?:\s+(?:approximately|about|exactly|precisely|simply"
+    r"|just|then|thus|therefore|hence|also|indeed|clearly|now|finally|only))*[:,]?\s*$")
+_COUNTED_RE = re.compile(r"(?i)(\s+(?:[A-Za-z][A-Za-z-]*\s+){0,2}[A-Za-z][A-Za-z-]*(?:\s+in\s+(?:total|all))?)?"
+                         r"[\s.,;:!*_)\]]*")
+
+
 def _closing_math(sentence: str, cands: list[tuple[int, int, str, bool]]) -> int | None:
     """The index of the last candidate when it is a math environment that ends the sentence and is
-    stated by it (the rule above), else None."""
+    stated by it, or a plain number that ends it or is followed by what it counts (the rules
+    above), else None."""
     start, end, _, _ = cands[-1]
-    if sentence[start] not in "$\\" or not (_SENTENCE_TAIL_RE.fullmatch(sentence, end)
-                                            or _GLOSS_RE.match(sentence, end)):
-        return None
+    if sentence[start] in "$\\":
+        if not (_SENTENCE_TAIL_RE.fullmatch(sentence, end) or _GLOSS_RE.match(sentence, end)):
+            return None
+    else:
+        counted = _COUNTED_RE.fullmatch(sentence, end)
+        if not counted or _qualifiers(counted.group(1) or ""):
+            return None
+        said = sentence[cands[-2][1] if len(cands) > 1 else 0:start]
+        return len(cands) - 1 if _STATES_NUMBER_RE.search(said.replace("**", "")) else None
     said = sentence[cands[-2][1] if len(cands) > 1 else 0:start]
     return len(cands) - 1 if _STATES_RE.search(said.replace("**", "")) else None
 
@@ -537,12 +615,29 @@ def _restated(found: str) -> str:
     return m.group(1)
 
 
+def _superseded(text: str, found: str) -> str | None:
+    """The rule below: the closing statement that replaces a bound "the answer is ..." before it,
+    or None."""
+    if not hedged(found):
+        return None
+    closing = _from_final_paragraph(text)
+    if not closing or hedged(closing) or text.rfind(closing) < text.rfind(found) + len(found):
+        return None
+    return closing
+
+
 def extract_final_answer(text: str) -> str | None:
     """The final answer a response states, exactly as written, or None when it gives none."""
     for rule in (_last_boxed, _last_answer_is, _last_hashes, _last_answer_colon, _last_bold,
                  _from_final_paragraph):
         found = rule(text)
         if found:
+            # Rule: "the answer is at most 1009" in the middle of an argument is a step of it, not
+            # the answer, when the response goes on past it and closes by stating a value ("Thus,
+            # the maximum possible number is 1009."): the closing statement is the answer. A
+            # closing statement that is itself qualified, or is the same phrase, changes nothing.
+            if rule is _last_answer_is:
+                found = _superseded(text, found) or found
             return _restated(found)
     return None
 
@@ -553,6 +648,13 @@ _TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox|textrm|operatorn
 _SPACES_RE = re.compile(r"(?<!\\)\\[,;: ]|~|\\quad|\\qquad")
 _DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree|\\circ")
 _UNIT_POWER_RE = re.compile(r"^\s*\^\s*\{?[23]\}?")
+# A unit in upright type after a number ("600 \mathrm{~L}", "3 \mathrm{~m}^2", "\frac{600}{7} \mathrm{~km} /
+# \mathrm{h}"), as one in `\text{}` is (`_drop_text`); not the upright constants i, e and d ("2 + 3\mathrm{i}").
+_UPRIGHT_UNIT = r"\\mathrm\s*\{\s*[A-Za-z]{1,4}\s*\}(?:\s*\^\s*\{?-?[123]\}?)?"
+_UNIT_LETTER_RE = re.compile(r"(?<=[\d}])\s*(?!\\mathrm\s*\{\s*[ied]\s*\})" + _UPRIGHT_UNIT
+                             + r"(?:\s*(?:/|\\cdot)\s*" + _UPRIGHT_UNIT + ")*")
+# Bold type is emphasis, not mathematics: "\mathbf{108}", "\boldsymbol{e f}".
+_BOLD_MATH_RE = re.compile(r"\\(?:mathbf|boldsymbol|bm)\s*\{([^{}]*)\}")
 _THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?:(?:,|\{,\})\d{3})+(?:\.\d+)?$")
 _SPACED_THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
 _LIST_WORD_RE = re.compile(r"(?<=[\d})\]])\s*,?\s*(?<![A-Za-z\\])(?:and|or)\s+(?=[-\d\\(\[{]|[A-Za-z]\s*=)")
@@ -610,6 +712,21 @@ def _drop_text(s: str) -> str:
         parts.append(s[pos:])
         return " ".join("".join(parts).split())
     return _TEXT_CMD_RE.sub(lambda m: m.group(1), s)
+
+
+# Rule: a computation of numbers written out to its value ("4 \times 5 \times 7! = 100800",
+# "1+\binom{9}{5} \cdot 4!=3025") states that value, its last side: no variable is defined and none
+# is left to compare. ("5!=120" is a factorial and "=", as in `_QUALIFIER_RE`.)
+_COMPUTATION_RE = re.compile(r"(?:[-+*/^_{}()\[\]\d.\s!]|\\(?:[dt]?frac|binom|sqrt|cdot|times|div|pi)(?![A-Za-z]))+")
+
+
+def _computed_value(s: str) -> str:
+    if len(s) > MAX_PROSE or "=" not in s or _RELATION_RE.search(s.replace("!=", "! =")) or "," in s:
+        return s
+    sides = [side.strip() for side in re.sub(r"(?<=[\d)}])!=", "! =", s).split("=")]
+    if all(sides) and all(_COMPUTATION_RE.fullmatch(side) and re.search(r"\d", side) for side in sides[:-1]):
+        return sides[-1]
+    return s
 
 
 def _single_number_in_prose(s: str) -> str:
@@ -949,13 +1066,15 @@ def normalize_answer(s: str) -> str:
     s = _SPACES_RE.sub(" ", s)
     s = s.replace("\\$", "").replace("$", "")
     s = re.sub(r"(?<!\\)\\(?=\d)", "", s)  # "\15": a dollar sign that lost its "$" (not a row break: "1 \\\\ 0")
+    s = _UNIT_LETTER_RE.sub("", s)
     s = re.sub(r"\\(?:mathrm|mathit|rm)\s*\{\s*([A-Za-z])\s*\}", r"\1", s)
+    s = _BOLD_MATH_RE.sub(lambda m: re.sub(r"(?<=\d)\s+(?=\d)", "", m.group(1)), s)  # "\mathbf{1 5}" is 15
     s = _drop_text(s)
     s = _DEGREE_RE.sub("", s)
     s = _expand_pm(_unbrace_set(s))
     # "5, 15, and 25", "x = -1 or x = -9": items of one list, written as math-verify lists them
     s = _LIST_WORD_RE.sub(", ", s)
-    s = " ".join(s.split())
+    s = _computed_value(" ".join(s.split()))
     m = _PERCENT_END_RE.search(s, max(0, len(s) - DECL_TAIL))
     percent = m is not None
     s = (s[:m.start()] if m else s).replace("\\%", "").replace("%", "")
