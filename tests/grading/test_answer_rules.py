@@ -713,17 +713,19 @@ def test_olympiad_level_solutions(grader):
     # control the grader leaves about ten comparisons undecided, "too costly" golds and answers such
     # as towers of powers that plain math-verify tries: fewer agreements there, none of them a
     # false accept.)
+    # Every third row (the whole set is benchmarks/bench_grading.py's): grading all of it twice, and
+    # plain math-verify twice, took six minutes of the suite.
     rows = olympiad_solutions()
     wrong = control(rows)
     assert len(rows) >= 2300 and len(wrong) >= 2300
-    for sub, floor in ((rows, 0.76), (wrong, 0.99)):
+    for sub, floor in ((rows[::3], 0.76), (wrong[::3], 0.99)):
         pairs = [(gold, text) for _, gold, text, _ in sub]
         flags = [flag for *_, flag in sub]
         ours = Agreement.of([v.correct for v in grader.grade_many(pairs)], flags)
         plain = Agreement.of([v.correct for v in grader.plain_many(pairs)], flags)
         assert ours.share >= floor, f"ours {ours}, plain math-verify {plain}"
         assert ours.false_accepts <= plain.false_accepts, f"ours {ours}, plain math-verify {plain}"
-        if sub is rows:
+        if floor < 0.9:  # the right golds
             assert ours.agree >= plain.agree, f"ours {ours}, plain math-verify {plain}"
         else:
             assert ours.agree + ours.undecided >= plain.agree, f"ours {ours}, plain math-verify {plain}"
