@@ -3,7 +3,9 @@ runner behind `prm-annotate reward-server` (a child process on 127.0.0.1). OpenR
 256 world responses (through OpenRLHF's own client when installed, else its documented payload)
 returns 256 rewards equal to `score`'s aggregate of the same responses (min, product, last), and
 verl's `compute_score` on one response equals it too. Engines run one at a time: `score` first,
-then the server."""
+then the server. Behind `--base-url` (the PRM in a real `vllm serve --runner pooling` on
+127.0.0.1), the reward server's rewards and verl's `compute_score(base_url=...)` equal `score
+--base-url` on the same server."""
 from __future__ import annotations
 
 import math
@@ -34,9 +36,11 @@ def world_prm(tmp_path_factory):
     return train_world_prm(tmp_path_factory.mktemp("reward-prm"))
 
 
-def start_server(prm: Path, log: list[str]) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([*CLI, "reward-server", "--model", str(prm), "--dtype", "float32", "--port", "0",
-                             "--start-timeout", "300"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+def start_server(prm: Path, log: list[str], *engine: str) -> tuple[subprocess.Popen, str]:
+    """`prm-annotate reward-server` on a free port; `engine`: its engine options (default: in process)."""
+    engine = engine or ("--dtype", "float32", "--start-timeout", "300")
+    proc = subprocess.Popen([*CLI, "reward-server", "--model", str(prm), *engine, "--port", "0"],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                             start_new_session=True, env={**os.environ, "PRM_REWARD_KEY": ""})
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
@@ -107,3 +111,49 @@ def test_reward_round_trip_equals_score(world_prm, tmp_path, heavy):
         code = proc.wait(timeout=120)
     assert code == 0, "".join(log)[-3000:]
     assert group_alive(proc.pid) == []
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_rewards_from_a_served_prm_equal_served_score(world_prm, tmp_path, tmp_path_factory, heavy):
+    from transformers import AutoTokenizer
+
+    from testing.heavy import start_server as start_vllm_server
+
+    tag_id = AutoTokenizer.from_pretrained(world_prm).convert_tokens_to_ids("<extra_0>")
+    server = heavy.get("server:reward-prm",
+                       lambda: start_vllm_server(world_prm, "tiny-reward-prm", tmp_path_factory.getbasetemp(),
+                                                 runner="pooling", pooler_config={"step_tag_id": tag_id},
+                                                 max_model_len=1024, dtype="float32"),
+                       lambda s: s.stop())
+    items = world_responses(16, seed=11, split="test")
+    src = write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in items])
+    out = tmp_path / "scored.jsonl"
+    run = subprocess.run([*CLI, "score", str(src), "-o", str(out), "--model", str(world_prm),
+                          "--base-url", server.base_url, "--quiet"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    scored = {r["id"]: r["prm"]["scores"] for r in read_jsonl(out)}
+    step_scores = [scored[r["id"]] for r in items]
+    assert len({round(min(s), 4) for s in step_scores}) > 3  # not a constant head
+
+    log: list[str] = []
+    proc, url = start_server(world_prm, log, "--base-url", server.base_url)
+    try:
+        prompts = [r["problem"] for r in items]
+        queries = [r["problem"] + "\n\n".join(r["steps"]) + "<|im_end|>" for r in items]
+        answer = httpx.post(url + "/get_reward", json={"query": queries, "prompts": prompts,
+                                                       "labels": [r["answer"] for r in items]}, timeout=300).json()
+        assert answer["errors"] == [None] * len(items), answer["errors"]
+        assert answer["step_rewards"] == step_scores
+        assert answer["rewards"] == [min(s) for s in step_scores]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    assert code == 0, "".join(log)[-3000:]
+    assert group_alive(proc.pid) == []
+
+    r = items[3]  # verl's reward function, scoring in this process through the same server
+    result = verl_module.compute_score(data_source="world", solution_str="\n\n".join(r["steps"]),
+                                       ground_truth=r["answer"], extra_info={"question": r["problem"]},
+                                       model=str(world_prm), base_url=server.base_url)
+    assert result["score"] == min(step_scores[3]) and result["step_rewards"] == step_scores[3]
