@@ -46,6 +46,7 @@ from typing import Sequence
 from prm_annotate.strategies.base import (Plan, PlanResult, Probe, ProbeResult, Strategy, first_error_of,
                                           last_step_score)
 from prm_annotate.strategies.sampling import StepSampler
+from prm_annotate.strategies.zero_rules import ALL_K, ZeroRule
 
 # What `mc.verified` says, one of these.
 CONFIRMED = "confirmed"
@@ -70,9 +71,9 @@ class JudgeClaim:
 
 class VerifyPlan(Plan):
     def __init__(self, n_steps: int, k: int, threshold: float, last_correct: bool, claim: JudgeClaim,
-                 probe_right_answers: bool):
+                 probe_right_answers: bool, zero_rule: ZeroRule = ALL_K):
         self.n_steps, self.last_correct = n_steps, last_correct
-        self.threshold = threshold
+        self.threshold, self.zero_rule = threshold, zero_rule
         self.outcome: str | None = None
         self.at_j: StepSampler | None = None  # step j, when it is rolled out
         self.before: StepSampler | None = None  # step j-1, when it is rolled out
@@ -89,9 +90,9 @@ class VerifyPlan(Plan):
             self.outcome = REFUTED_FREE  # the witness rule: the response itself reached the answer from step j
         else:
             if j < last:
-                self.at_j = StepSampler(j, k, threshold)
+                self.at_j = StepSampler(j, k, threshold, zero_rule)
             if j > 0:
-                self.before = StepSampler(j - 1, k, threshold)
+                self.before = StepSampler(j - 1, k, threshold, zero_rule)
             if self.at_j is None and self.before is None:
                 self.outcome = CONFIRMED_FREE  # one step, wrong answer, judge says step 0
         self._decide()
@@ -133,7 +134,8 @@ class VerifyPlan(Plan):
         if self._j_open():
             if self.at_j.sampled == 0:
                 return []
-            before = StepSampler(self.before.step, self.before.k, self.threshold).next_probes() if self.before else []
+            before = (StepSampler(self.before.step, self.before.k, self.threshold, self.zero_rule).next_probes()
+                      if self.before else [])
             return self.at_j.ahead() + before
         return self.before.ahead() if self.before.sampled else []
 
@@ -157,12 +159,13 @@ class Verify(Strategy):
     summary = "needs --judged: MC only at the judge's first error j and j-1, for consensus"
     needs_judged = True
     uses_witnesses = True  # at step j-1 only (VerifyPlan.takes_witness)
+    takes_zero_rule = True
 
     def __init__(self, probe_right_answers: bool = True):
         self.probe_right_answers = probe_right_answers
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool,
-             judged: JudgeClaim | None = None) -> VerifyPlan:
+             judged: JudgeClaim | None = None, zero_rule: ZeroRule = ALL_K) -> VerifyPlan:
         if judged is None:
             raise ValueError("--strategy verify plans from the judge's verdict (--judged)")
-        return VerifyPlan(n_steps, k, threshold, last_correct, judged, self.probe_right_answers)
+        return VerifyPlan(n_steps, k, threshold, last_correct, judged, self.probe_right_answers, zero_rule)
