@@ -2,16 +2,17 @@
 expected completions (EpicPRM's adaptive binary search, for the MC-only road).
 
 Binary splits the interval in the middle, as if a probe cost the same whatever it found and first
-errors were anywhere. Neither holds: a step found 1 usually costs one or two completions (its first
-right one), a step found 0 costs all K (or the zero rule's failures, zero_rules.py); and MC's first
-error sits at the last step, the wrong answer itself, more often than anywhere else (the policy
-recovers from most wrong steps). So every split is chosen by dynamic programming over the search
-intervals: under the monotonic assumption a probe at m finds 1 exactly when the first error F is
-after m, and with a fixed prior on F and the two costs the plan minimises the expected
-completions of the whole search. The prior and the cost of a 1 are fixed values measured on the
-world (seed 1, not the benchmark's: docs/rollout-strategies.md), so runs are deterministic; a 0
-costs what the run's zero rule says. Fewer samples where a probe is near-certain (EpicPRM's other
-half) is early stopping for a 1, and `--zero-rule beta-binomial` for a 0.
+errors were anywhere alike. Neither holds: a step found 1 usually costs one or two completions (its
+first right one), a step found 0 costs all K (or the zero rule's failures, zero_rules.py); and
+where MC's first errors sit is a property of the policy and the step format (on the world almost
+never at the last step: the answer line only repeats a wrong step's number). So every split is
+chosen by dynamic programming over the search intervals: under the monotonic assumption a probe at
+m finds 1 exactly when the first error F is after m, and with a fixed prior on F and the two costs
+the plan minimises the expected completions of the whole search. The prior and the cost of a 1 are
+fixed values measured on the world (seed 1, not the benchmark's: docs/rollout-strategies.md), so
+runs are deterministic; a 0 costs what the run's zero rule says. Fewer samples where a probe is
+near-certain (EpicPRM's other half) is early stopping for a 1, and `--zero-rule beta-binomial` for
+a 0.
 
 What it finds is binary's: the 1 -> 0 boundary of monotone labels; only the order of the probes
 differs, so where labels are not monotone it may land on another boundary than binary does.
@@ -22,11 +23,12 @@ from functools import lru_cache
 
 from prm_annotate.strategies.monotone import MonotonePlan, MonotoneStrategy
 
-# MC's first error on a wrong-answer response, as measured on the world (seed 1): the last step
-# (the answer itself) with this chance, else any earlier step alike.
-LAST_STEP_SHARE = 0.6
-# Completions a step found 1 costs with early stopping, on average (world, seed 1).
-COST_OF_A_ONE = 1.5
+# MC's first error on a wrong-answer response, as measured on the world (seed 1, 462 responses;
+# benchmarks/fit_priors.py): the last step (the answer line itself) with this chance (3 of 462),
+# else any earlier step alike (measured: 102 / 89 / 226 in the first / middle / last third).
+LAST_STEP_SHARE = 0.0065
+# Completions a step found 1 costs with early stopping, on average (world, seed 1: 1,569 steps).
+COST_OF_A_ONE = 1.89
 
 
 def first_error_prior(n_steps: int, last_share: float = LAST_STEP_SHARE) -> tuple[float, ...]:

@@ -16,8 +16,8 @@ at once and takes none.
 The prior is a fixed value of the rule, not fitted per run, so a run is deterministic and a
 resume byte-identical; the rule's settings (prior and tolerance) go into the manifest and every
 record (`mc.zero_rule`). At threshold 0 the decision depends only on the failures counted, so the
-rule amounts to "0 after `failures_for_zero()` failures" (3 for the world prior at the default
-tolerance): the prior and tolerance say where that number comes from. How the prior was measured
+rule amounts to "0 after `failures_for_zero()` failures" (6 of K=8 for the world prior at the
+default tolerance 0.05, 4 at 0.1): the prior and tolerance say where that number comes from. How the prior was measured
 (and on what): docs/rollout-strategies.md, "A sequential rule for the confirming K".
 """
 from __future__ import annotations
@@ -75,9 +75,10 @@ def beta_binomial_cdf(below: int, m: int, alpha: float, beta: float) -> float:
     return min(1.0, total)
 
 
-# Fitted by maximum likelihood to K=16 counts of the world policy's steps at the judge's first error
-# (seed 1 of the world, not the benchmark's seed 0): docs/rollout-strategies.md.
-WORLD_PRIOR = (0.35, 1.05)
+# Fitted by maximum likelihood to the right-of-8 counts of the world policy at the judge's first
+# error j (536 steps of seed 1 of the world, not the benchmark's seed 0; benchmarks/fit_priors.py):
+# the steps verify confirms. U-shaped: most such steps almost never or almost always recover.
+WORLD_PRIOR = (0.14, 0.61)
 DEFAULT_TOLERANCE = 0.05
 
 
