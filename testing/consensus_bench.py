@@ -59,14 +59,14 @@ ROADS = (
     Road("judge + verify", Verify),
     Road("judge + verify +share", Verify, True),
     Road("judge + verify +share, right answers unprobed", lambda: Verify(probe_right_answers=False), True),
-    Road(f"binary +share + judge, --zero-rule {BB}", Binary, True, BB),
-    Road(f"judge + verify, --zero-rule {BB}", Verify, zero_rule=BB),
-    Road(f"judge + verify +share, --zero-rule {BB}", Verify, True, BB),
-    Road(f"judge + verify +share, --zero-rule {BB} --zero-tolerance 0.1", Verify, True, BB, 0.1),
+    Road(f"binary +share --zero-rule {BB} + judge", Binary, True, BB),
+    Road(f"judge + verify --zero-rule {BB}", Verify, zero_rule=BB),
+    Road(f"judge + verify +share --zero-rule {BB}", Verify, True, BB),
+    Road(f"judge + verify +share --zero-rule {BB} --zero-tolerance 0.1", Verify, True, BB, 0.1),
 )
 # The roads the targets are checked for (the default K=8 road first).
-TARGET_ROADS = ("judge + verify +share", f"judge + verify +share, --zero-rule {BB}",
-                f"judge + verify +share, --zero-rule {BB} --zero-tolerance 0.1")
+TARGET_ROADS = ("judge + verify +share", f"judge + verify +share --zero-rule {BB}",
+                f"judge + verify +share --zero-rule {BB} --zero-tolerance 0.1")
 
 
 @dataclass

@@ -126,7 +126,8 @@ def test_non_monotone_labels_where_the_cheap_strategies_differ():
     right = rules("w", [0, 1, 1, 1], first_right=0)
     got = {name: mc_of(stage_for(make(), right)[0], [wrong])["w"]["first_error"]
            for name, make in {"exhaustive": Exhaustive, **CHEAP}.items()}
-    assert got == {"exhaustive": 0, "early-stop": 0, "binary": 4, "adaptive-binary": 4, "scan": 0, "scan verify": 0}
+    # adaptive-binary probes step 0 first here (first errors sit early as often as late): it lands on 0.
+    assert got == {"exhaustive": 0, "early-stop": 0, "binary": 4, "adaptive-binary": 0, "scan": 0, "scan verify": 0}
 
     # A right final answer after a step no completion could save ("right answer, flawed process"):
     # trusting the answer says -1; probing correct responses too finds exhaustive's 1.
