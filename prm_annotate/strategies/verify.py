@@ -6,7 +6,8 @@ binary and scan make (a prefix that cannot reach the answer stays unable), MC's 
 exactly when step j has no right completion out of K and step j-1 has one. So:
 
 - step j is probed with early stopping: its first right completion refutes the claim ("refuted at
-  j"); only K failures confirm it (a confirmed j costs the full K);
+  j"); only K failures confirm it (a confirmed j costs the full K), or fewer under a sequential
+  zero rule (`--zero-rule`, zero_rules.py: at step j only; step j-1 always takes the paper's K);
 - step j-1 is probed, with early stopping, only once step j is 0: its first right completion
   confirms the claim, K failures refute it ("refuted at j-1"). The judge's j often comes before
   MC's first error (the policy recovers from a wrong step), so step j is refuted more often than
@@ -92,7 +93,9 @@ class VerifyPlan(Plan):
             if j < last:
                 self.at_j = StepSampler(j, k, threshold, zero_rule)
             if j > 0:
-                self.before = StepSampler(j - 1, k, threshold, zero_rule)
+                # The zero rule confirms at j only: a 0 at j-1 refutes, and there the rule's early 0s
+                # are often 1s of K (measured: docs/rollout-strategies.md), so j-1 takes all K.
+                self.before = StepSampler(j - 1, k, threshold)
             if self.at_j is None and self.before is None:
                 self.outcome = CONFIRMED_FREE  # one step, wrong answer, judge says step 0
         self._decide()
@@ -134,8 +137,7 @@ class VerifyPlan(Plan):
         if self._j_open():
             if self.at_j.sampled == 0:
                 return []
-            before = (StepSampler(self.before.step, self.before.k, self.threshold, self.zero_rule).next_probes()
-                      if self.before else [])
+            before = StepSampler(self.before.step, self.before.k, self.threshold).next_probes() if self.before else []
             return self.at_j.ahead() + before
         return self.before.ahead() if self.before.sampled else []
 

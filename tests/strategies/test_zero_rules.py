@@ -17,7 +17,7 @@ from prm_annotate.strategies import Probe, ProbeResult
 from prm_annotate.strategies.binary import Binary
 from prm_annotate.strategies.early_stop import EarlyStop
 from prm_annotate.strategies.sampling import StepSampler
-from prm_annotate.strategies.verify import CONFIRMED, REFUTED_AT_J, JudgeClaim, Verify
+from prm_annotate.strategies.verify import CONFIRMED, REFUTED_AT_J, REFUTED_AT_J_1, JudgeClaim, Verify
 from prm_annotate.strategies.zero_rules import (ALL_K, WORLD_PRIOR, AllK, BetaBinomial, beta_binomial_cdf,
                                                 make_zero_rule)
 from testing.scripted_rollouts import mc_of, response, stage_for
@@ -122,6 +122,11 @@ def test_verify_confirms_after_the_rules_failures_and_says_which_rule():
     assert mc["verified"] == CONFIRMED and mc["sampled"] == [0, 1, n_star, 0, 0] and len(engine.requests) == n_star + 1
     assert mc["zero_rule"] == {"name": "beta-binomial", "a": WORLD_PRIOR[0], "b": WORLD_PRIOR[1], "tolerance": 0.05}
     assert stage.settings()["zero_rule"] == mc["zero_rule"]
+    # Step j-1 takes the paper's K under the rule too: an early 0 there would refute.
+    stage, _ = stage_for(Verify(), {("r", 1): set(), ("r", 2): set()}, k=8, judged="judged.jsonl",
+                         judged_file=judged_file([(rec, 2)]), zero_rule="beta-binomial")
+    mc = mc_of(stage, [rec])["r"]
+    assert mc["verified"] == REFUTED_AT_J_1 and mc["sampled"] == [0, 8, n_star, 0, 0]
     # The price: step j right only at a completion past n*, which all-k finds (refuted), the rule never sees.
     late = {("r", 1): {0}, ("r", 2): {n_star}}
     for zero_rule, outcome in (("all-k", REFUTED_AT_J), ("beta-binomial", CONFIRMED)):
