@@ -19,6 +19,7 @@ differs, so where labels are not monotone it may land on another boundary than b
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 from prm_annotate.strategies.monotone import MonotonePlan, MonotoneStrategy
@@ -78,7 +79,8 @@ class AdaptiveBinaryPlan(MonotonePlan):
             return nxt if nxt < self.n_steps - 1 else None
         if bad - good <= 1:
             return None
-        cost_zero = self.zero_rule.failures_to_zero(0, 0, self.k, self._sampler(0).needed, self.threshold)
+        needed = math.floor(self.threshold * self.k) + 1
+        cost_zero = self.zero_rule.failures_to_zero(0, 0, self.k, needed, self.threshold)
         return split_table(self.n_steps, COST_OF_A_ONE, float(cost_zero), LAST_STEP_SHARE)[good, bad]
 
 
