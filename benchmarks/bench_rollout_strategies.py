@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT))  # the test equipment (testing/) lives at the repo
 GSM8K = ROOT / "data" / "gsm8k" / "test.jsonl"
 
 from testing.rollout_bench import (compare_strategies, format_table, format_targets, lockstep,  # noqa: E402
-                                   sample_responses, throughput_curve, variants, without_speculation)
+                                   sample_responses, throughput_curve, variants, with_zero_rule,
+                                   without_speculation)
 
 
 def log(msg: str) -> None:
@@ -54,7 +55,8 @@ def world_workload(args) -> str:
         log(f"world: {len(responses)} responses in {time.perf_counter() - t0:.1f} s")
         plain = variants(speculate=args.speculate)
         chosen = plain + [without_speculation(v) for v in plain if v.label in ("binary +share", "scan +share")] \
-            + [lockstep(v) for v in plain if v.label in ("exhaustive", "binary +share")]
+            + [lockstep(v) for v in plain if v.label in ("exhaustive", "binary +share")] \
+            + [with_zero_rule(v, "beta-binomial") for v in plain if v.label in ("binary +share", "adaptive-binary +share")]
         if args.variants:
             chosen = [v for v in chosen if v.label == "exhaustive" or v.label in args.variants]
         curve = throughput_curve(engine, [p["problem"] for p in problems], (1, 8, 32, 64, 128, 256))

@@ -15,6 +15,7 @@ Used by benchmarks/bench_rollout_strategies.py.
 from __future__ import annotations
 
 import time
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -40,6 +41,11 @@ class Variant:
     # rollout --speculate: start probes ahead while fewer than this many requests are in flight
     # (and no new record can start).
     speculate: int = SPECULATE_IN_PROCESS
+    zero_rule: str = "all-k"  # rollout --zero-rule
+
+
+def with_zero_rule(variant: Variant, rule: str) -> Variant:
+    return dataclasses.replace(variant, label=f"{variant.label} --zero-rule {rule}", zero_rule=rule)
 
 
 def lockstep(variant: Variant) -> Variant:
@@ -116,7 +122,7 @@ def run_variant(engine: Engine, responses: list[dict], variant: Variant, *, k: i
     in flight (lock-step: batches of `window`)."""
     stage = RolloutStage(engine, k=k, strategy=variant.make(), max_tokens=max_tokens, seed=seed,
                          temperature=temperature, share_prefixes=variant.share_prefixes, step_sep=step_sep,
-                         system_prompt=SYSTEM_PROMPT)
+                         system_prompt=SYSTEM_PROMPT, zero_rule=variant.zero_rule)
     stage.speculate = variant.speculate
     records = [RolloutInput.model_validate(r) for r in responses]
     first_errors: dict[str, int] = {}
@@ -246,6 +252,13 @@ def check_targets(rows: list[Row], *, adaptive_faster: bool = True) -> list[tupl
         tokens, wall = ex.generated_tokens / max(1, b.generated_tokens), ex.wall / b.wall
         out.append((f"binary +share wall ratio >= 0.8 x its token ratio: x{wall:.2f} vs 0.8 x {tokens:.2f} = "
                     f"{0.8 * tokens:.2f}", wall >= 0.8 * tokens))
+    for plain in ("binary", "binary +share", "binary +share --zero-rule beta-binomial"):
+        adaptive = by.get(f"adaptive-{plain}")
+        if plain in by and adaptive is not None:
+            b = by[plain]
+            out.append((f"adaptive-{plain} vs {plain}: x{b.generated_tokens / max(1, adaptive.generated_tokens):.2f} "
+                        f"fewer tokens, x{b.completions / max(1, adaptive.completions):.2f} fewer completions, "
+                        f"x{b.wall / adaptive.wall:.2f} wall", None))
     return out
 
 

@@ -16,6 +16,7 @@ from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKEN
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
 from prm_annotate.steps import decode_sep
 from prm_annotate.strategies import strategies_help
+from prm_annotate.strategies.zero_rules import DEFAULT_TOLERANCE, zero_rules_help
 
 STEP_SEP = typer.Option("--step-sep", help="Step separator (backslash escapes allowed).", callback=decode_sep,
                         show_default=r"\n\n")
@@ -54,6 +55,10 @@ ROLLOUT_OPTIONS: dict[str, Any] = {
         "With --strategy verify: the judge's output on these responses, whose first errors MC checks.")),
     "threshold": typer.Option("--threshold", min=0.0, max=1.0,
                               help="Hard label = score > threshold (0: any right completion)."),
+    "zero_rule": typer.Option("--zero-rule", help=zero_rules_help()),
+    "zero_tolerance": typer.Option("--zero-tolerance", show_default=str(DEFAULT_TOLERANCE), help=(
+        "With --zero-rule beta-binomial: the largest chance, under its prior, that the rest of the K would "
+        "have made a step it calls 0 a 1.")),
     "sampling": sampling_options("completion", "completion"),
     "step_sep": STEP_SEP,
     "system_prompt": typer.Option("--system-prompt", help=(

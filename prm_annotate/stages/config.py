@@ -20,6 +20,7 @@ from prm_annotate.errors import UsageError
 from prm_annotate.engines.reasoning import reasoning_parsers
 from prm_annotate.judging import JUDGE_PROTOCOLS
 from prm_annotate.strategies import STRATEGIES
+from prm_annotate.strategies.zero_rules import ALL_K, ZeroRule, make_zero_rule
 
 POLICY_MAX_TOKENS = 2048
 LABELS = ("hard", "soft")
@@ -79,6 +80,11 @@ class RolloutConfig:
         judged: with a strategy that checks the judge's verdicts (verify), the judged file of
             these responses; its `judge.first_error` is what MC confirms or refutes.
         threshold: a step's hard label is score > threshold (0: any right completion).
+        zero_rule: when a step sampled in rounds is called 0 (strategies.zero_rules.ZERO_RULES):
+            "all-k" (the paper's: all K could not make it a 1) or a sequential rule that stops
+            sooner ("beta-binomial"); not for exhaustive.
+        zero_tolerance: the sequential rule's tolerance (None: its default): the largest chance,
+            under its prior, that the rest of the K would have made a step called 0 a 1.
         sampling: temperature, top-p, top-k, max tokens per completion, and the run seed each
             completion's seed derives from.
         step_sep: the step separator.
@@ -101,6 +107,8 @@ class RolloutConfig:
     strategy: str = "exhaustive"
     judged: Optional[str] = None
     threshold: float = 0.0
+    zero_rule: str = "all-k"
+    zero_tolerance: Optional[float] = None
     sampling: Sampling = Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0)
     step_sep: str = "\n\n"
     system_prompt: Optional[str] = None
@@ -124,6 +132,15 @@ class RolloutConfig:
                              "judged.jsonl (the output of `judge` on the same responses)")
         if self.judged is not None and not needs_judged:
             raise UsageError(f"--judged is read by --strategy verify only, not {self.strategy}")
+        rule = self.zero_rule_object  # an unknown rule or a bad tolerance is refused here
+        if rule != ALL_K and self.strategy in STRATEGIES and not STRATEGIES[self.strategy].takes_zero_rule:
+            raise UsageError(f"--zero-rule {rule.name}: --strategy {self.strategy} samples all K at once, so no rule "
+                             f"can stop it sooner (use a strategy that samples in rounds: "
+                             f"{', '.join(n for n, s in STRATEGIES.items() if s.takes_zero_rule)})")
+
+    @property
+    def zero_rule_object(self) -> ZeroRule:
+        return make_zero_rule(self.zero_rule, self.zero_tolerance)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,9 @@ Decisions:
   found of it (`mc.verified`), the claim (`mc.judge_first_error`) and the file's sha256
   (`mc.judged_sha256`, also in the manifest with its path), so a resume against another judged
   file can be refused.
+- `--zero-rule` other than the default (all-k: a 0 needs all K to fail) is passed to the plans of
+  the strategies that sample in rounds; the records say which rule and prior called their 0s
+  (`mc.zero_rule`), and default records are as before.
 """
 from __future__ import annotations
 
@@ -77,6 +80,7 @@ from prm_annotate.stages.config import RolloutConfig, configured
 from prm_annotate.stages.judged_file import JudgedFile
 from prm_annotate.steps import join_steps, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, get_strategy
+from prm_annotate.strategies.zero_rules import ALL_K
 
 
 class RolloutInput(Response):
@@ -187,6 +191,7 @@ class RolloutStage(ModelStage):
         self.engine = engine
         self.strategy = get_strategy(config.strategy, config.label) if given is None or isinstance(given, str) else given
         self.speculate = config.speculate
+        self.zero_rule = config.zero_rule_object
         self.prompts = CompletionPrompts(config.system_prompt, config.force_system_prompt)
         self.judged: JudgedFile | None = None
         if getattr(self.strategy, "needs_judged", False):  # a duck-typed strategy may not say
@@ -207,6 +212,8 @@ class RolloutStage(ModelStage):
             out["judged"] = self.judged.settings()
         else:
             del out["judged"]
+        del out["zero_tolerance"]
+        out["zero_rule"] = self.zero_rule.settings()  # with its prior and tolerance
         # The input is validated (in this process, also under Ray) before the manifest is written.
         out["system_prompts_used"] = self.prompts.resolved()
         return out
@@ -339,8 +346,10 @@ class RolloutStage(ModelStage):
                 for w in work]
 
     def _plan(self, record: RolloutInput, last_correct: bool) -> Plan:
-        claim = {"judged": self.judged.claim(record.id)} if self.judged is not None else {}
-        return self.strategy.plan(len(record.steps), self.config.k, self.config.threshold, last_correct, **claim)
+        extra = {"judged": self.judged.claim(record.id)} if self.judged is not None else {}
+        if self.zero_rule != ALL_K:
+            extra["zero_rule"] = self.zero_rule
+        return self.strategy.plan(len(record.steps), self.config.k, self.config.threshold, last_correct, **extra)
 
     def _guesses(self, work: list[_Work], requests: dict[str, GenerationRequest], done: dict[str, Any],
                  witnesses: set | None) -> tuple[list[GenerationRequest], list[GenerationRequest]]:
@@ -393,6 +402,8 @@ class RolloutStage(ModelStage):
             extra_mc["sampled"] = result.sampled
         if result.witnessed:
             extra_mc["witnessed"] = result.witnessed
+        if self.zero_rule != ALL_K:
+            extra_mc["zero_rule"] = self.zero_rule.settings()
         if self.judged is not None:
             self.stats[f"verified: {result.verified}"] += 1
             extra_mc["verified"] = result.verified

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prm_annotate.errors import UsageError
 from prm_annotate.strategies.base import (Plan, PlanResult, Probe, ProbeResult, Strategy, first_error_of,
                                           hard_label, last_step_score)
+from prm_annotate.strategies.adaptive_binary import AdaptiveBinary
 from prm_annotate.strategies.binary import Binary
 from prm_annotate.strategies.early_stop import EarlyStop
 from prm_annotate.strategies.exhaustive import Exhaustive
@@ -16,6 +17,7 @@ STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (
     Exhaustive,
     EarlyStop,
     Binary,
+    AdaptiveBinary,
     Scan,
     Verify,
 )}

@@ -103,6 +103,9 @@ class Strategy:
     # True when each plan checks the judge's verdict on its response (verify): the stage reads
     # `--judged` and passes `plan` the response's `JudgeClaim` as `judged`.
     needs_judged: bool = False
+    # True when its plans sample steps in rounds and take a `zero_rule` (strategies/zero_rules.py):
+    # `plan(..., zero_rule=rule)`; the stage passes one only when `--zero-rule` is not the default.
+    takes_zero_rule: bool = False
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> Plan:
         raise NotImplementedError

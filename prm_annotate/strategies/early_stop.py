@@ -13,12 +13,13 @@ from typing import Sequence
 from prm_annotate.strategies.base import (Plan, PlanResult, Probe, ProbeResult, Strategy, first_error_of,
                                           last_step_score)
 from prm_annotate.strategies.sampling import StepSampler
+from prm_annotate.strategies.zero_rules import ALL_K, ZeroRule
 
 
 class EarlyStopPlan(Plan):
-    def __init__(self, n_steps: int, k: int, threshold: float, last_correct: bool):
+    def __init__(self, n_steps: int, k: int, threshold: float, last_correct: bool, zero_rule: ZeroRule = ALL_K):
         self.threshold, self.last_correct = threshold, last_correct
-        self.samplers = [StepSampler(step, k, threshold) for step in range(n_steps - 1)]
+        self.samplers = [StepSampler(step, k, threshold, zero_rule) for step in range(n_steps - 1)]
 
     def next_round(self) -> list[Probe]:
         return [p for s in self.samplers for p in s.next_probes()]
@@ -39,6 +40,8 @@ class EarlyStopPlan(Plan):
 class EarlyStop(Strategy):
     name = "early-stop"
     summary = "same hard labels, fewer completions"
+    takes_zero_rule = True
 
-    def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> EarlyStopPlan:
-        return EarlyStopPlan(n_steps, k, threshold, last_correct)
+    def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool,
+             zero_rule: ZeroRule = ALL_K) -> EarlyStopPlan:
+        return EarlyStopPlan(n_steps, k, threshold, last_correct, zero_rule)

@@ -19,13 +19,16 @@ from typing import Sequence
 
 from prm_annotate.strategies.base import Plan, PlanResult, Probe, ProbeResult, Strategy, last_step_score
 from prm_annotate.strategies.sampling import StepSampler
+from prm_annotate.strategies.zero_rules import ALL_K, ZeroRule
 
 
 class MonotonePlan(Plan):
     """Subclasses choose the next step to probe (`_choose`) from what is known so far."""
 
-    def __init__(self, n_steps: int, k: int, threshold: float, last_correct: bool, trust_correct: bool):
+    def __init__(self, n_steps: int, k: int, threshold: float, last_correct: bool, trust_correct: bool,
+                 zero_rule: ZeroRule = ALL_K):
         self.n_steps, self.k, self.threshold, self.last_correct = n_steps, k, threshold, last_correct
+        self.zero_rule = zero_rule
         self.samplers: dict[int, StepSampler] = {}
         self.current: StepSampler | None = None
         # Search state: every step <= good is 1, step bad is 0 (bad = n_steps: no 0 known).
@@ -33,6 +36,9 @@ class MonotonePlan(Plan):
         self.bad = n_steps - 1 if not last_correct else n_steps
         if last_correct and trust_correct:
             self.good = n_steps - 1  # decided: first_error = -1
+
+    def _sampler(self, step: int) -> StepSampler:
+        return StepSampler(step, self.k, self.threshold, self.zero_rule)
 
     def _choose(self, good: int, bad: int) -> int | None:
         """The step to probe next when every step <= good is 1 and step bad is 0 (None: done)."""
@@ -44,7 +50,7 @@ class MonotonePlan(Plan):
                 step = self._choose(self.good, self.bad)
                 if step is None:
                     return []
-                self.current = self.samplers[step] = StepSampler(step, self.k, self.threshold)
+                self.current = self.samplers[step] = self._sampler(step)
             probes = self.current.next_probes()
             if probes:
                 return probes
@@ -74,7 +80,7 @@ class MonotonePlan(Plan):
         if self.current is None:
             return []
         steps = sorted({self._chosen_after(True), self._chosen_after(False)} - {None})
-        return [p for step in steps for p in StepSampler(step, self.k, self.threshold).next_probes()] \
+        return [p for step in steps for p in self._sampler(step).next_probes()] \
             + self.current.ahead()
 
     def spare(self) -> list[Probe]:
@@ -86,7 +92,7 @@ class MonotonePlan(Plan):
         step = self._chosen_after(False) if self.current is not None else None
         if step is None:
             return []
-        sampler = StepSampler(step, self.k, self.threshold)
+        sampler = self._sampler(step)
         sampler.next_probes()  # its first probes are in `ahead`
         return sampler.ahead()
 
@@ -106,10 +112,12 @@ class MonotoneStrategy(Strategy):
     answer as a witness unless `trust_correct=False`."""
 
     uses_witnesses = True
+    takes_zero_rule = True
     plan_type: type[MonotonePlan]
 
     def __init__(self, trust_correct: bool = True):
         self.trust_correct = trust_correct
 
-    def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> MonotonePlan:
-        return self.plan_type(n_steps, k, threshold, last_correct, self.trust_correct)
+    def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool,
+             zero_rule: ZeroRule = ALL_K) -> MonotonePlan:
+        return self.plan_type(n_steps, k, threshold, last_correct, self.trust_correct, zero_rule)

@@ -3,9 +3,11 @@ decided. Shared by the cheap strategies.
 
 Hard label 1 needs more than `threshold * k` right completions, so a step is decided
 - 1 as soon as that many are right (threshold 0: the first right completion), and
-- 0 as soon as even all remaining completions could not get it there (threshold 0: all k failed).
+- 0 as soon as even all remaining completions could not get it there (threshold 0: all k failed),
+  or sooner when a sequential zero rule says so (zero_rules.py; `--zero-rule`, off by default).
 Indices are drawn in order 0, 1, 2, ... so a step's completions are always a prefix of the k an
-exhaustive run would draw with the same seeds: the decided label is exactly exhaustive's.
+exhaustive run would draw with the same seeds: the decided label is exactly exhaustive's (under
+the default zero rule; a sequential one may call a 0 that the rest of the K would have made a 1).
 
 The score reported for the step is right / sampled. It is consistent with the hard label
 (right / sampled > threshold iff the label is 1), but it is a fraction of fewer than k
@@ -16,6 +18,7 @@ from __future__ import annotations
 import math
 
 from prm_annotate.strategies.base import Probe
+from prm_annotate.strategies.zero_rules import ALL_K, ZeroRule
 
 # Round sizes: 1 completion, then 2 more, then the rest. A step whose prefix usually reaches the
 # answer stops after one or two; a sure-wrong step pays k in three rounds.
@@ -23,8 +26,8 @@ ROUNDS = (1, 2)
 
 
 class StepSampler:
-    def __init__(self, step: int, k: int, threshold: float):
-        self.step, self.k = step, k
+    def __init__(self, step: int, k: int, threshold: float, zero_rule: ZeroRule = ALL_K):
+        self.step, self.k, self.threshold, self.zero_rule = step, k, threshold, zero_rule
         # Right completions needed for label 1: the smallest r with r / k > threshold.
         self.needed = math.floor(threshold * k) + 1
         self.sampled = 0
@@ -38,17 +41,20 @@ class StepSampler:
         """1/0 once decided, None while undecided."""
         if self.witnessed or self.right >= self.needed:
             return True
-        if self.right + (self.k - self.sampled) < self.needed:
+        if self.zero_rule.decides_zero(self.right, self.sampled, self.k, self.needed, self.threshold):
             return False
         return None
+
+    def _zero_within(self) -> int:
+        return self.zero_rule.failures_to_zero(self.right, self.sampled, self.k, self.needed, self.threshold)
 
     def next_probes(self) -> list[Probe]:
         if self.label is not None:
             return []
         size = ROUNDS[self.rounds] if self.rounds < len(ROUNDS) else self.k
-        # Never fewer than could decide label 1 in this round.
+        # Never fewer than could decide label 1 in this round, nor more than could decide a 0.
         size = max(size, self.needed - self.right)
-        size = min(size, self.k - self.sampled)
+        size = min(size, self.k - self.sampled, self._zero_within())
         self.rounds += 1
         start = self.sampled
         self.asked = max(self.asked, start + size)
@@ -58,7 +64,7 @@ class StepSampler:
         """The completions a later round of this step may ask for (none once it is decided)."""
         if self.label is not None:
             return []
-        return [Probe(self.step, j) for j in range(self.asked, self.k)]
+        return [Probe(self.step, j) for j in range(self.asked, min(self.k, self.sampled + self._zero_within()))]
 
     def observe(self, correct: bool | None, witness: bool = False) -> None:
         if witness:  # known to reach the answer without sampling (monotone strategies only)

@@ -6,7 +6,8 @@ binary and scan make (a prefix that cannot reach the answer stays unable), MC's 
 exactly when step j has no right completion out of K and step j-1 has one. So:
 
 - step j is probed with early stopping: its first right completion refutes the claim ("refuted at
-  j"); only K failures confirm it (a confirmed j costs the full K);
+  j"); only K failures confirm it (a confirmed j costs the full K), or fewer under a sequential
+  zero rule (`--zero-rule`, zero_rules.py: at step j only; step j-1 always takes the paper's K);
 - step j-1 is probed, with early stopping, only once step j is 0: its first right completion
   confirms the claim, K failures refute it ("refuted at j-1"). The judge's j often comes before
   MC's first error (the policy recovers from a wrong step), so step j is refuted more often than
@@ -46,6 +47,7 @@ from typing import Sequence
 from prm_annotate.strategies.base import (Plan, PlanResult, Probe, ProbeResult, Strategy, first_error_of,
                                           last_step_score)
 from prm_annotate.strategies.sampling import StepSampler
+from prm_annotate.strategies.zero_rules import ALL_K, ZeroRule
 
 # What `mc.verified` says, one of these.
 CONFIRMED = "confirmed"
@@ -70,9 +72,9 @@ class JudgeClaim:
 
 class VerifyPlan(Plan):
     def __init__(self, n_steps: int, k: int, threshold: float, last_correct: bool, claim: JudgeClaim,
-                 probe_right_answers: bool):
+                 probe_right_answers: bool, zero_rule: ZeroRule = ALL_K):
         self.n_steps, self.last_correct = n_steps, last_correct
-        self.threshold = threshold
+        self.threshold, self.zero_rule = threshold, zero_rule
         self.outcome: str | None = None
         self.at_j: StepSampler | None = None  # step j, when it is rolled out
         self.before: StepSampler | None = None  # step j-1, when it is rolled out
@@ -89,8 +91,10 @@ class VerifyPlan(Plan):
             self.outcome = REFUTED_FREE  # the witness rule: the response itself reached the answer from step j
         else:
             if j < last:
-                self.at_j = StepSampler(j, k, threshold)
+                self.at_j = StepSampler(j, k, threshold, zero_rule)
             if j > 0:
+                # The zero rule confirms at j only: a 0 at j-1 refutes, and there the rule's early 0s
+                # are often 1s of K (measured: docs/rollout-strategies.md), so j-1 takes all K.
                 self.before = StepSampler(j - 1, k, threshold)
             if self.at_j is None and self.before is None:
                 self.outcome = CONFIRMED_FREE  # one step, wrong answer, judge says step 0
@@ -157,12 +161,13 @@ class Verify(Strategy):
     summary = "needs --judged: MC only at the judge's first error j and j-1, for consensus"
     needs_judged = True
     uses_witnesses = True  # at step j-1 only (VerifyPlan.takes_witness)
+    takes_zero_rule = True
 
     def __init__(self, probe_right_answers: bool = True):
         self.probe_right_answers = probe_right_answers
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool,
-             judged: JudgeClaim | None = None) -> VerifyPlan:
+             judged: JudgeClaim | None = None, zero_rule: ZeroRule = ALL_K) -> VerifyPlan:
         if judged is None:
             raise ValueError("--strategy verify plans from the judge's verdict (--judged)")
-        return VerifyPlan(n_steps, k, threshold, last_correct, judged, self.probe_right_answers)
+        return VerifyPlan(n_steps, k, threshold, last_correct, judged, self.probe_right_answers, zero_rule)

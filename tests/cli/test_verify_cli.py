@@ -1,6 +1,7 @@
 """`rollout --strategy verify --judged` as a real process on a real engine: killed with SIGKILL
 mid-run (the whole process group, EngineCore too) and rerun, it gives exactly the output of an
-uninterrupted run; its manifest names the judged file; consensus on it keeps the confirmed."""
+uninterrupted run (also under the sequential zero rule); its manifest names the judged file;
+consensus on it keeps the confirmed."""
 from __future__ import annotations
 
 import hashlib
@@ -41,14 +42,16 @@ def responses_and_verdicts() -> tuple[list[dict], list[dict]]:
 
 
 @pytest.mark.engine
-def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("rule", [[], ["--zero-rule", "beta-binomial", "--zero-tolerance", "0.1"]],
+                         ids=["all-k", "beta-binomial"])
+def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_dir, tmp_path, rule):
     responses, judged = responses_and_verdicts()
     src = write_jsonl(tmp_path / "responses.jsonl", responses)
     judged_path = write_jsonl(tmp_path / "judged.jsonl", judged)
     out = tmp_path / "rollouts.jsonl"
     cmd = [*CLI, "rollout", str(src), "-o", str(out), "--model", str(tiny_model_dir), "--max-model-len", "2048",
            "--start-timeout", str(int(ENGINE_START_TIMEOUT)), "--strategy", "verify", "--judged", str(judged_path),
-           "-k", "3", "--max-tokens", "40", "--seed", "3", "--batch-size", "1", "--quiet"]
+           "-k", "3", "--max-tokens", "40", "--seed", "3", "--batch-size", "1", "--quiet", *rule]
     partial = sigkill_after_lines(cmd, out, 5, ENGINE_START_TIMEOUT)
     assert 5 <= partial < N
 
@@ -60,6 +63,8 @@ def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_
     settings = manifest["runs"][-1]["settings"]
     assert settings["strategy"] == "verify" and settings["judged"]["path"] == str(judged_path)
     assert settings["judged"]["sha256"] == hashlib.sha256(judged_path.read_bytes()).hexdigest()
+    assert settings["zero_rule"]["name"] == ("beta-binomial" if rule else "all-k")
+    assert all(("zero_rule" in r["mc"]) == bool(rule) for r in resumed)
 
     reference = tmp_path / "reference.jsonl"
     whole = subprocess.run([str(reference) if part == str(out) else part for part in cmd], capture_output=True,
@@ -76,6 +81,8 @@ def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_
     assert {m["verified"] for m in mc.values()} >= {"confirmed without rollouts", "refuted without rollouts",
                                                     "not rolled out: judge unparsed", "not rolled out: no judge verdict"}
     assert any(m["completions"] for m in mc.values())
+    if rule:  # K=3 at tolerance 0.1: a 0 after 2 failures
+        assert any(n == 2 for m in mc.values() for n in m["sampled"])
     assert all(m["completions"] == 0 for m in mc.values() if m["verified"].endswith("without rollouts")
                or m["verified"].startswith("not rolled out"))
 

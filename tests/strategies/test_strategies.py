@@ -14,6 +14,7 @@ import pytest
 from prm_annotate.errors import UsageError
 from prm_annotate.stages.rollout import RolloutInput, RolloutStage
 from prm_annotate.strategies import STRATEGIES, first_error_of, get_strategy
+from prm_annotate.strategies.adaptive_binary import AdaptiveBinary
 from prm_annotate.strategies.binary import Binary
 from prm_annotate.strategies.early_stop import EarlyStop
 from prm_annotate.strategies.exhaustive import Exhaustive
@@ -21,7 +22,8 @@ from prm_annotate.strategies.scan import Scan
 from testing.scripted_engine import ScriptedEngine
 from testing.scripted_rollouts import K, mc_of, response, rules, stage_for
 
-CHEAP = {"early-stop": EarlyStop, "binary": Binary, "scan": Scan, "scan verify": lambda: Scan(trust_correct=False)}
+CHEAP = {"early-stop": EarlyStop, "binary": Binary, "adaptive-binary": AdaptiveBinary, "scan": Scan,
+         "scan verify": lambda: Scan(trust_correct=False)}
 
 
 def monotone_cases():
@@ -124,7 +126,8 @@ def test_non_monotone_labels_where_the_cheap_strategies_differ():
     right = rules("w", [0, 1, 1, 1], first_right=0)
     got = {name: mc_of(stage_for(make(), right)[0], [wrong])["w"]["first_error"]
            for name, make in {"exhaustive": Exhaustive, **CHEAP}.items()}
-    assert got == {"exhaustive": 0, "early-stop": 0, "binary": 4, "scan": 0, "scan verify": 0}
+    # adaptive-binary probes step 0 first here (first errors sit early as often as late): it lands on 0.
+    assert got == {"exhaustive": 0, "early-stop": 0, "binary": 4, "adaptive-binary": 0, "scan": 0, "scan verify": 0}
 
     # A right final answer after a step no completion could save ("right answer, flawed process"):
     # trusting the answer says -1; probing correct responses too finds exhaustive's 1.
@@ -132,7 +135,8 @@ def test_non_monotone_labels_where_the_cheap_strategies_differ():
     right = rules("c", [1, 0, 1], first_right=0)
     got = {name: mc_of(stage_for(make(), right)[0], [lucky])["c"]["first_error"]
            for name, make in {"exhaustive": Exhaustive, **CHEAP}.items()}
-    assert got == {"exhaustive": 1, "early-stop": 1, "binary": -1, "scan": -1, "scan verify": 1}
+    assert got == {"exhaustive": 1, "early-stop": 1, "binary": -1, "adaptive-binary": -1, "scan": -1,
+                   "scan verify": 1}
 
 
 def test_soft_labels_refused_for_the_cheap_strategies():
