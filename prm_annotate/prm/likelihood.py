@@ -31,6 +31,7 @@ log-probabilities at every token); `score` reads it in process with transformers
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
@@ -44,7 +45,7 @@ from prm_annotate.prm.checkpoint import (LIKELIHOOD_ARCHITECTURE as ARCHITECTURE
                                          response_start, step_tag_id)
 from prm_annotate.prm.model import LABELS, step_loss
 
-FEATURES = 8  # per step (step_features)
+FEATURES = 8  # per step of the "step-stats" head (step_features)
 
 
 @strict
@@ -52,14 +53,25 @@ class StepLikelihoodConfig(PreTrainedConfig):
     """Attributes:
         base_config: the causal LM's own config.
         step_tag_id: the tag token the head reads at.
-        head_hidden: width of the head's hidden layer.
+        head_type: which head reads the LM's statistics (HEADS); a config without it is the first
+            one's, "step-stats".
+        head_hidden: "step-stats": width of its hidden layer.
+        token_inputs: "token-score": what its per-token MLP reads, in order (TOKEN_INPUTS).
+        token_hidden: "token-score": width of the per-token MLP's hidden layer.
+        token_channels: "token-score": scores the per-token MLP gives each token.
+        pools: "token-score": how each channel is pooled over a step's tokens, in order (POOLS).
     """
     model_type = "step_likelihood_prm"
     sub_configs = {"base_config": AutoConfig}
 
     base_config: dict | PreTrainedConfig | None = None
     step_tag_id: int = 0
+    head_type: str = "step-stats"
     head_hidden: int = 64
+    token_inputs: list[str] | None = None
+    token_hidden: int = 16
+    token_channels: int = 4
+    pools: list[str] | None = None
 
     def __post_init__(self, **kwargs: Any) -> None:
         if isinstance(self.base_config, dict):
@@ -71,10 +83,49 @@ def _compress(logp: torch.Tensor) -> torch.Tensor:
     return -torch.log1p(-logp.clamp(max=0.0))
 
 
-def token_logprobs(logits: torch.Tensor, read: torch.Tensor, is_tag: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log p of each token given the ones before it, that minus the best token's log p), from the
-    logits of the LM that read `read` with the tags masked out: a token is predicted at the position
-    before it, or two before when that one is a tag (tags are never adjacent). 0 at position 0."""
+@dataclass(frozen=True)
+class TokenStats:
+    """What the LM thought of each token of a batch, and where the steps are.
+
+    Attributes:
+        own: log p of each token given the ones before it (0 at position 0).
+        gap: that minus the best token's log p (0: the LM's favourite).
+        entropy: the entropy (nats) of the LM's prediction of the token: low where the LM was sure,
+            so a token it was sure of but did not expect is a contradiction, not a choice.
+        is_tag: where the step tags are.
+        member: the tokens a step is made of (in the response, not a tag, not a step's last token).
+        step: the index, within its response, of the step a token belongs to.
+    """
+    own: torch.Tensor
+    gap: torch.Tensor
+    entropy: torch.Tensor
+    is_tag: torch.Tensor
+    member: torch.Tensor
+    step: torch.Tensor
+
+    @property
+    def steps(self) -> int:
+        """Steps per row of the per-step tables (the most any row has, at least 1)."""
+        return int(self.step.max().item()) + 1 if self.step.numel() else 1
+
+    def flat_step(self) -> torch.Tensor:
+        """Each token's row in a (B * steps) per-step table."""
+        b = self.step.shape[0]
+        return (torch.arange(b, device=self.step.device)[:, None] * self.steps + self.step).flatten()
+
+    def at_tags(self, table: torch.Tensor) -> torch.Tensor:
+        """(B * steps, F) per-step values -> (B, T, F): each tag's step's values, zeros elsewhere."""
+        b, t = self.step.shape
+        at = table.view(b, self.steps, -1).gather(1, self.step[..., None].expand(b, t, table.shape[-1]))
+        return at * self.is_tag[..., None]
+
+
+def token_logprobs(logits: torch.Tensor, read: torch.Tensor,
+                   is_tag: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(log p of each token given the ones before it, that minus the best token's log p, the
+    entropy of that prediction), from the logits of the LM that read `read` with the tags masked
+    out: a token is predicted at the position before it, or two before when that one is a tag (tags
+    are never adjacent). 0 at position 0."""
     b, t = read.shape
     prev = torch.arange(t, device=read.device)[None].expand(b, t) - 1
     prev = prev - torch.cat([is_tag.new_zeros((b, 1)), is_tag[:, :-1]], dim=1).long()
@@ -82,39 +133,129 @@ def token_logprobs(logits: torch.Tensor, read: torch.Tensor, is_tag: torch.Tenso
     logp = torch.log_softmax(source.float(), dim=-1)
     own = logp.gather(-1, read[..., None])[..., 0]
     gap = own - logp.max(dim=-1).values
+    entropy = -(logp.exp() * logp).sum(dim=-1)
     valid = prev >= 0
-    return own * valid, gap * valid
+    return own * valid, gap * valid, entropy * valid
 
 
-def step_features(own: torch.Tensor, gap: torch.Tensor, is_tag: torch.Tensor, in_response: torch.Tensor,
-                  raw: bool = False) -> torch.Tensor:
-    """(B, T, FEATURES): at each tag the features of the step it ends (module docstring), zeros
-    elsewhere; `raw`: the log-probabilities not compressed (the first: the step's lowest)."""
-    b, t = own.shape
-    before = torch.cumsum(is_tag.long(), dim=1) - is_tag.long()  # the step a token belongs to
-    steps = int(before.max().item()) + 1 if t else 1
+def token_stats(logits: torch.Tensor, read: torch.Tensor, is_tag: torch.Tensor,
+                in_response: torch.Tensor) -> TokenStats:
+    own, gap, entropy = token_logprobs(logits, read, is_tag)
+    step = torch.cumsum(is_tag.long(), dim=1) - is_tag.long()  # the step a token belongs to
     # A step's last token is left out: it holds the separator (".\n\n") unless the step ends the
     # text, and a training text ends at its first error, so with it a step would read differently
     # when the response goes on after it than when it was cut there.
     last = torch.zeros_like(is_tag)
     last[:, :-1] = is_tag[:, 1:]
-    member = in_response & ~is_tag & ~last
-    index = (torch.arange(b, device=own.device)[:, None] * steps + before).flatten()
-    m = member.flatten()
+    return TokenStats(own, gap, entropy, is_tag, in_response & ~is_tag & ~last, step)
 
-    def reduce(values: torch.Tensor, how: str, fill: float) -> torch.Tensor:
-        out = values.new_full((b * steps,), fill)
-        return out.scatter_reduce(0, index[m], values.flatten()[m], reduce=how, include_self=True)
 
-    count = reduce(torch.ones_like(own), "sum", 0.0)
-    per_step = [reduce(own, "amin", 0.0), reduce(own, "sum", 0.0) / count.clamp(min=1),
-                reduce(gap, "amin", 0.0), reduce(gap, "sum", 0.0) / count.clamp(min=1)]
-    table = torch.stack([v if raw else _compress(v) for v in per_step] + [torch.log1p(count), (count == 0).float()],
-                        dim=1)
-    at = table.view(b, steps, -1).gather(1, before[..., None].expand(b, t, table.shape[1]))
-    k = torch.log1p(before.float())[..., None]
-    feats = torch.cat([at, k, (before == 0).float()[..., None]], dim=-1)
-    return feats * is_tag[..., None]
+def reduce_steps(stats: TokenStats, values: torch.Tensor, how: str, fill: float) -> torch.Tensor:
+    """(B, T, C) per-token values -> (B * steps, C): each step's `how` ("sum", "amin", "amax") over
+    its member tokens, `fill` for a step without any."""
+    c = values.shape[-1]
+    m = stats.member.flatten()
+    index = stats.flat_step()[m][:, None].expand(-1, c)
+    out = values.new_full((stats.step.shape[0] * stats.steps, c), fill)
+    return out.scatter_reduce(0, index, values.reshape(-1, c)[m], reduce=how, include_self=True)
+
+
+def position_features(stats: TokenStats, count: torch.Tensor) -> torch.Tensor:
+    """(B * steps, 4): the step's length (log), whether it has no token, its index (log), whether
+    it is the first."""
+    index = torch.arange(stats.steps, device=count.device, dtype=count.dtype).repeat(stats.step.shape[0])[:, None]
+    return torch.cat([torch.log1p(count), (count == 0).to(count.dtype), torch.log1p(index),
+                      (index == 0).to(count.dtype)], dim=1)
+
+
+def step_features(stats: TokenStats, raw: bool = False) -> torch.Tensor:
+    """(B, T, FEATURES): at each tag the "step-stats" features of the step it ends (module
+    docstring), zeros elsewhere; `raw`: the log-probabilities not compressed (the first: the
+    step's lowest)."""
+    own, gap = stats.own[..., None], stats.gap[..., None]
+    count = reduce_steps(stats, torch.ones_like(own), "sum", 0.0)
+    per_step = [reduce_steps(stats, own, "amin", 0.0), reduce_steps(stats, own, "sum", 0.0) / count.clamp(min=1),
+                reduce_steps(stats, gap, "amin", 0.0), reduce_steps(stats, gap, "sum", 0.0) / count.clamp(min=1)]
+    table = torch.cat([v if raw else _compress(v) for v in per_step] + [position_features(stats, count)], dim=1)
+    return stats.at_tags(table)
+
+
+class StepStatsHead(nn.Sequential):
+    """"step-stats": per step the minimum and mean of each token's log p and of its gap to the best
+    token (compressed), the step's length and index (FEATURES numbers) through a small MLP."""
+
+    def __init__(self, config: StepLikelihoodConfig) -> None:
+        super().__init__(nn.Linear(FEATURES, config.head_hidden), nn.ReLU(), nn.Linear(config.head_hidden, 2))
+
+    def logits(self, stats: TokenStats) -> torch.Tensor:
+        return self(step_features(stats)) * stats.is_tag[..., None]
+
+
+# What the "token-score" head's per-token MLP may read (config.token_inputs names them).
+TOKEN_INPUTS = {
+    "log_p": lambda s: _compress(s.own),
+    "log_p_gap": lambda s: _compress(s.gap),
+    "entropy": lambda s: torch.log1p(s.entropy),
+}
+
+
+def _pool_min(stats: TokenStats, u: torch.Tensor, count: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    return reduce_steps(stats, u, "amin", 0.0)
+
+
+def _pool_mean(stats: TokenStats, u: torch.Tensor, count: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    return reduce_steps(stats, u, "sum", 0.0) / count.clamp(min=1)
+
+
+def _pool_softmin(stats: TokenStats, u: torch.Tensor, count: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """-tau log mean exp(-u / tau) over the step's tokens: between the minimum (tau -> 0) and the
+    mean (tau -> inf), with a gradient for every token, not only the lowest."""
+    low = reduce_steps(stats, u.detach(), "amin", 0.0)
+    shifted = torch.exp(-(u - stats_rows(stats, low)) / tau)
+    total = reduce_steps(stats, shifted, "sum", 0.0)
+    return (low - tau * torch.log(total.clamp(min=1e-30) / count.clamp(min=1))) * (count > 0)
+
+
+def stats_rows(stats: TokenStats, table: torch.Tensor) -> torch.Tensor:
+    """(B * steps, C) per-step values -> (B, T, C): each token's step's values."""
+    b, t = stats.step.shape
+    return table.view(b, stats.steps, -1).gather(1, stats.step[..., None].expand(b, t, table.shape[-1]))
+
+
+POOLS = {"min": _pool_min, "softmin": _pool_softmin, "mean": _pool_mean}
+DEFAULT_TOKEN_INPUTS = ["log_p", "log_p_gap", "entropy"]
+DEFAULT_POOLS = ["min", "softmin", "mean"]
+
+
+class TokenScoreHead(nn.Module):
+    """"token-score": a small MLP scores every token of a step from what the LM thought of it
+    (config.token_inputs: by default its log p, its gap to the best token, and the LM's entropy
+    there), `token_channels` scores per token; each is pooled over the step (config.pools: by
+    default min, soft-min and mean), and a linear layer reads them with the step's length and index.
+    Trained on step labels only, the MLP learns which surprises are errors: a low-probability token
+    where the LM was sure (low entropy) contradicts it; one where many were likely is a choice."""
+
+    def __init__(self, config: StepLikelihoodConfig) -> None:
+        super().__init__()
+        self.inputs, self.pools = list(config.token_inputs), list(config.pools)
+        unknown = [n for n in self.inputs if n not in TOKEN_INPUTS] + [n for n in self.pools if n not in POOLS]
+        if unknown:
+            raise ValueError(f"token-score head: unknown token input or pool {unknown}")
+        c = config.token_channels
+        self.token = nn.Sequential(nn.Linear(len(self.inputs), config.token_hidden), nn.ReLU(),
+                                   nn.Linear(config.token_hidden, c))
+        self.log_tau = nn.Parameter(torch.zeros(c))  # the soft-min's temperature, per channel
+        self.out = nn.Linear(c * len(self.pools) + 4, 2)
+
+    def logits(self, stats: TokenStats) -> torch.Tensor:
+        u = self.token(torch.stack([TOKEN_INPUTS[n](stats) for n in self.inputs], dim=-1))
+        count = reduce_steps(stats, torch.ones_like(u[..., :1]), "sum", 0.0)
+        tau = self.log_tau.exp()
+        pooled = [POOLS[p](stats, u, count, tau) for p in self.pools]
+        return stats.at_tags(self.out(torch.cat(pooled + [position_features(stats, count)], dim=1)))
+
+
+HEADS = {"step-stats": StepStatsHead, "token-score": TokenScoreHead}
 
 
 class StepLikelihoodPRM(PreTrainedModel):
@@ -125,16 +266,18 @@ class StepLikelihoodPRM(PreTrainedModel):
 
     def __init__(self, config: StepLikelihoodConfig, lm: Any = None) -> None:
         config.id2label, config.label2id = dict(LABELS), {v: k for k, v in LABELS.items()}
+        if config.head_type not in HEADS:
+            raise ValueError(f"head_type {config.head_type!r}: choose from {', '.join(HEADS)}")
         super().__init__(config)
         self.lm = lm if lm is not None else AutoModelForCausalLM.from_config(config.base_config)
         self.lm.requires_grad_(False)
-        self.score = nn.Sequential(nn.Linear(FEATURES, config.head_hidden), nn.ReLU(), nn.Linear(config.head_hidden, 2))
+        self.score = HEADS[config.head_type](config)
         self.post_init()
 
     def _init_weights(self, module: nn.Module) -> None:
         # The LM keeps its weights (loaded, or its own class's initialisation); the head starts as
         # torch's Linear does.
-        if isinstance(module, nn.Linear) and any(module is m for m in self.score):
+        if isinstance(module, nn.Linear) and any(module is m for m in self.score.modules()):
             module.reset_parameters()
 
     def train(self, mode: bool = True) -> "StepLikelihoodPRM":
@@ -149,14 +292,13 @@ class StepLikelihoodPRM(PreTrainedModel):
                 response_start: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 step_labels: torch.Tensor | None = None, num_items_in_batch: Any = None,
                 **kwargs: Any) -> TokenClassifierOutput:
-        feats, is_tag = self.step_inputs(input_ids, attention_mask, response_start)
-        logits = self.score(feats) * is_tag[..., None]
+        logits = self.score.logits(self.token_stats(input_ids, attention_mask, response_start))
         loss = step_loss(logits, labels, num_items_in_batch) if labels is not None else None
         return TokenClassifierOutput(loss=loss, logits=logits)
 
-    def step_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                    response_start: torch.Tensor | None, raw: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the head's input at every token, zeros off the tags; where the tags are)."""
+    def token_stats(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                    response_start: torch.Tensor | None) -> TokenStats:
+        """What the frozen LM thought of each token (no graph), and where the steps are."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         is_tag = (input_ids == self.config.step_tag_id) & attention_mask.bool()
@@ -170,17 +312,23 @@ class StepLikelihoodPRM(PreTrainedModel):
             lm_mask = attention_mask * ~is_tag
             out = self.lm(input_ids=read, attention_mask=lm_mask, position_ids=(lm_mask.cumsum(1) - 1).clamp(min=0),
                           use_cache=False)
-            own, gap = token_logprobs(out.logits, read, is_tag)
-            feats = step_features(own, gap, is_tag, in_response, raw)
-        return feats, is_tag
+            return token_stats(out.logits, read, is_tag, in_response)
+
+    def step_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                    response_start: torch.Tensor | None, raw: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the "step-stats" features at every token, zeros off the tags; where the tags are)."""
+        stats = self.token_stats(input_ids, attention_mask, response_start)
+        return step_features(stats, raw), stats.is_tag
 
 
-def build(base: str, tokenizer: Any, fmt: PRMFormat) -> StepLikelihoodPRM:
+def build(base: str, tokenizer: Any, fmt: PRMFormat, head_type: str = "step-stats") -> StepLikelihoodPRM:
     """The PRM over the causal LM at `base` (float32), the head new. The tag must be a token of
     the tokenizer; the LM's embeddings are not grown for it (it never reads the tag)."""
     lm = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     # A copy: the outer config's set-up resets its sub-configs' attention implementation.
-    config = StepLikelihoodConfig(base_config=copy.deepcopy(lm.config), step_tag_id=step_tag_id(tokenizer, fmt.step_tag))
+    config = StepLikelihoodConfig(base_config=copy.deepcopy(lm.config), step_tag_id=step_tag_id(tokenizer, fmt.step_tag),
+                                  head_type=head_type, token_inputs=list(DEFAULT_TOKEN_INPUTS),
+                                  pools=list(DEFAULT_POOLS))
     config.architectures = [ARCHITECTURE]
     return StepLikelihoodPRM(config, lm=lm)
 
@@ -262,15 +410,28 @@ def step_probabilities(model: Any, prompts: list[list[int]], starts: list[int], 
     return [probs[row][tags[row]].tolist() for row in range(len(prompts))]
 
 
-def lowest_token_probabilities(base: Any, responses: list[tuple[str, list[str]]], step_tag: str = PRMFormat.step_tag,
-                               system_prompt: str | None = None) -> list[list[float]]:
-    """No training: per step of each (problem, steps), the LM's lowest probability of one of the
-    step's tokens, read as `StepLikelihoodPRM` reads (its text, its masking, its statistics)."""
+# Untrained step scores (`untrained_step_probabilities`): per token a log-probability-like value,
+# whose lowest over a step, exponentiated, is the step's score.
+UNTRAINED = {
+    # the written token's probability
+    "lowest": lambda s: s.own,
+    # its surprise beyond the LM's expected surprise there (log p + entropy, at most 0): a token the
+    # LM was sure of and did not expect scores low; one among many likely ones does not
+    "beyond-entropy": lambda s: (s.own + s.entropy).clamp(max=0.0),
+}
+
+
+def untrained_step_probabilities(base: Any, responses: list[tuple[str, list[str]]], statistic: str = "lowest",
+                                 step_tag: str = PRMFormat.step_tag,
+                                 system_prompt: str | None = None) -> list[list[float]]:
+    """No training: per step of each (problem, steps), exp of the lowest UNTRAINED[statistic] of
+    the step's tokens, read as `StepLikelihoodPRM` reads (its text, its masking, its statistics)."""
     from transformers import AutoTokenizer
 
     from prm_annotate.prm.shepherd import padded_batches
     from prm_annotate.steps import DEFAULT_SEP
 
+    value = UNTRAINED[statistic]
     tokenizer = AutoTokenizer.from_pretrained(base)
     if len(tokenizer.encode(step_tag, add_special_tokens=False)) != 1:
         tokenizer.add_tokens([step_tag], special_tokens=True)
@@ -283,7 +444,15 @@ def lowest_token_probabilities(base: Any, responses: list[tuple[str, list[str]]]
     for batch in padded_batches(prompts):
         ids, mask = right_padded([prompts[i] for i in batch], pad)
         with torch.inference_mode():
-            feats, is_tag = model.step_inputs(ids, mask, torch.tensor([starts[i] for i in batch]), raw=True)
+            stats = model.token_stats(ids, mask, torch.tensor([starts[i] for i in batch]))
+            lowest = stats.at_tags(reduce_steps(stats, value(stats)[..., None], "amin", 0.0))[..., 0]
         for r, i in enumerate(batch):
-            out[i] = torch.exp(feats[r][is_tag[r], 0]).tolist()
+            out[i] = torch.exp(lowest[r][stats.is_tag[r]]).tolist()
     return out
+
+
+def lowest_token_probabilities(base: Any, responses: list[tuple[str, list[str]]], step_tag: str = PRMFormat.step_tag,
+                               system_prompt: str | None = None) -> list[list[float]]:
+    """No training: per step of each (problem, steps), the LM's lowest probability of one of the
+    step's tokens (untrained_step_probabilities' "lowest")."""
+    return untrained_step_probabilities(base, responses, "lowest", step_tag, system_prompt)

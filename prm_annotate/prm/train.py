@@ -29,6 +29,7 @@ loads with `runner="pooling"` and `score` reads. Only the main process writes.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -118,8 +119,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise UsageError(f"--precision {cfg.precision}: choose auto, bf16 or fp32")
     if cfg.head not in HEADS:
         raise UsageError(f"--head {cfg.head}: choose from {', '.join(HEADS)}")
-    if cfg.head == "likelihood" and cfg.gradient_checkpointing:
-        raise UsageError("--head likelihood trains no LM weights: --gradient-checkpointing does not apply")
+    if HEADS[cfg.head].response_start and cfg.gradient_checkpointing:
+        raise UsageError(f"--head {cfg.head} trains no LM weights: --gradient-checkpointing does not apply")
     if cfg.report_to not in REPORTERS:
         raise UsageError(f"--report-to {cfg.report_to}: choose from {', '.join(REPORTERS)}")
     modules = REPORTERS[cfg.report_to]
@@ -265,7 +266,7 @@ def load_base(base: str, fmt: PRMFormat) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def load_likelihood_base(base: str, fmt: PRMFormat) -> tuple[Any, Any]:
+def load_likelihood_base(base: str, fmt: PRMFormat, head_type: str = "step-stats") -> tuple[Any, Any]:
     """The PRM of `--head likelihood` (prm/likelihood.py): any causal LM, frozen, and a new step
     head on its token log-probabilities; the tokenizer with the step tag as one token (the LM's
     embeddings do not grow: the LM never reads the tag)."""
@@ -283,7 +284,7 @@ def load_likelihood_base(base: str, fmt: PRMFormat) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(path)
     if len(tokenizer.encode(fmt.step_tag, add_special_tokens=False)) != 1:
         tokenizer.add_tokens([fmt.step_tag], special_tokens=True)
-    model = build(str(path), tokenizer, fmt)
+    model = build(str(path), tokenizer, fmt, head_type)
     model.config.prm_annotate = {"step_tag": fmt.step_tag, "step_tag_id": step_tag_id(tokenizer, fmt.step_tag),
                                  "system_prompt": fmt.system_prompt, "step_separator": fmt.separator}
     return model, tokenizer
@@ -309,6 +310,10 @@ HEADS = {h.name: h for h in (
     Head("qwen", load_base),
     # The steps' own separator stays in the text, so the LM reads the response as it was written.
     Head("likelihood", load_likelihood_base, separator=DEFAULT_SEP, response_start=True),
+    # The per-token scorer (prm/likelihood.py "token-score"): not shown better than "step-stats" at
+    # ordering responses on the world, worse at locating the first error (docs/world-prm.md).
+    Head("likelihood-tokens", functools.partial(load_likelihood_base, head_type="token-score"), separator=DEFAULT_SEP,
+         response_start=True),
 )}
 
 

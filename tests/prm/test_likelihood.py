@@ -1,8 +1,11 @@
 """The likelihood PRM (prm/likelihood.py) on the world policy, untrained head: what the LM reads is
-the response as written (its log-probabilities through the tag-masked text equal those of the plain
-text), the statistics are those of each step's own tokens, a batch scores as one response at a
-time, the checkpoint round-trips, and `train --head likelihood` refuses what it cannot read."""
+the response as written (its log-probabilities and entropies through the tag-masked text equal those
+of the plain text), the statistics are those of each step's own tokens, a batch scores as one
+response at a time, the checkpoint round-trips (a first-version "step-stats" one too), and `train
+--head likelihood` refuses what it cannot read."""
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
@@ -11,20 +14,21 @@ from typer.testing import CliRunner
 
 from prm_annotate.cli import app
 from prm_annotate.prm.checkpoint import PRMFormat, prm_token_ids, response_start
-from prm_annotate.prm.likelihood import LikelihoodScorer, build, load, step_probabilities
+from prm_annotate.prm.likelihood import (LikelihoodScorer, build, load, reduce_steps, step_probabilities,
+                                         untrained_step_probabilities)
 from prm_annotate.world import POLICY_DIR
 from testing.jsonl_files import write_jsonl
-from testing.prm_fixtures import world_responses
+from testing.prm_fixtures import trl_rows, world_responses
 
 FMT = PRMFormat(step_tag="<extra_0>", system_prompt=None, separator="\n\n")
 
 
-@pytest.fixture(scope="module")
-def prm():
+@pytest.fixture(scope="module", params=["step-stats", "token-score"])
+def prm(request):
     tokenizer = AutoTokenizer.from_pretrained(POLICY_DIR)
     tokenizer.add_tokens(["<extra_0>"], special_tokens=True)
     torch.manual_seed(0)
-    return build(str(POLICY_DIR), tokenizer, FMT).eval(), tokenizer
+    return build(str(POLICY_DIR), tokenizer, FMT, head_type=request.param).eval(), tokenizer
 
 
 def _inputs(tokenizer, responses):
@@ -41,23 +45,29 @@ def test_the_lm_reads_the_response_as_written(prm):
         (ids,), (start,) = _inputs(tokenizer, [r])
         with torch.no_grad():
             feats, is_tag = model.step_inputs(torch.tensor([ids]), None, torch.tensor([start]), raw=True)
+            stats = model.token_stats(torch.tensor([ids]), None, torch.tensor([start]))
+            highest_entropy = stats.at_tags(reduce_steps(stats, stats.entropy[..., None], "amax", 0.0))[0, is_tag[0], 0]
         plain = [t for t in ids if t != model.config.step_tag_id]
         with torch.no_grad():
             logp = torch.log_softmax(lm(torch.tensor([plain])).logits[0].float(), -1)
         own = [0.0] + [logp[i - 1, plain[i]].item() for i in range(1, len(plain))]
+        entropy = [0.0] + [-(logp[i - 1].exp() * logp[i - 1]).sum().item() for i in range(1, len(plain))]
         # the tokens of each step in the plain text: after the response start, between tags, less
         # the step's last token (the one holding the separator)
-        expected, current, k = [], [], 0
+        expected, expected_entropy, current, k = [], [], [], 0
         for pos, t in enumerate(ids):
             if t == model.config.step_tag_id:
-                expected.append(min(current[:-1], default=0.0))
+                expected.append(min((o for o, _ in current[:-1]), default=0.0))
+                expected_entropy.append(max((e for _, e in current[:-1]), default=0.0))
                 current = []
             else:
                 if pos >= start:
-                    current.append(own[k])
+                    current.append((own[k], entropy[k]))
                 k += 1
         got = feats[0][is_tag[0], 0].tolist()
         assert got == pytest.approx(expected, abs=1e-4)
+        assert highest_entropy.tolist() == pytest.approx(expected_entropy, abs=1e-4)
+        assert max(expected_entropy) > 0.1  # the world policy is not sure of every token
         assert tokenizer.decode(ids[start:start + 3]) == "Step 1"  # the prompt is left out
 
 
@@ -101,6 +111,44 @@ def test_checkpoint_round_trip_and_scorer(prm, tmp_path):
         assert got == pytest.approx(want, abs=1e-6)
 
 
+def test_a_first_version_checkpoint_still_loads_and_scores(prm, tmp_path):
+    """A "step-stats" checkpoint saved before configs named their head (no `head_type`) loads as
+    one and scores as it did."""
+    _, tokenizer = prm
+    torch.manual_seed(1)
+    first = build(str(POLICY_DIR), tokenizer, FMT, head_type="step-stats").eval()
+    first.save_pretrained(tmp_path / "first")
+    config = json.loads((tmp_path / "first" / "config.json").read_text())
+    for key in ("head_type", "token_inputs", "token_hidden", "token_channels", "pools"):
+        config.pop(key)
+    (tmp_path / "first" / "config.json").write_text(json.dumps(config))
+    again = load(tmp_path / "first")
+    assert again.config.head_type == "step-stats"
+    ids, starts = _inputs(tokenizer, world_responses(2, seed=9))
+    want = step_probabilities(first, ids, starts, 0)
+    assert step_probabilities(again, ids, starts, 0) == want
+    # and it is not what another head of the same base gives
+    assert step_probabilities(prm[0], ids, starts, 0) != want
+
+
+def test_untrained_statistics_are_per_step_lowest_values(prm):
+    """"lowest": exp of each step's lowest token log p (the step-stats statistic); "beyond-entropy":
+    never below it (the entropy is never negative) and at most 1."""
+    model, tokenizer = prm
+    responses = world_responses(3, seed=10)
+    lowest = untrained_step_probabilities(POLICY_DIR, [(r["problem"], r["steps"]) for r in responses], "lowest",
+                                          system_prompt=None)
+    beyond = untrained_step_probabilities(POLICY_DIR, [(r["problem"], r["steps"]) for r in responses],
+                                          "beyond-entropy", system_prompt=None)
+    ids, starts = _inputs(tokenizer, responses)
+    for r, i, s, low, b in zip(responses, ids, starts, lowest, beyond):
+        with torch.no_grad():
+            feats, is_tag = model.step_inputs(torch.tensor([i]), None, torch.tensor([s]), raw=True)
+        assert low == pytest.approx(torch.exp(feats[0][is_tag[0], 0]).tolist(), abs=1e-6)
+        assert len(b) == len(r["steps"]) and all(x - 1e-6 <= y <= 1.0 for x, y in zip(low, b))
+    assert beyond != lowest
+
+
 def test_train_refuses_a_tokens_export_and_a_base_that_is_not_causal(tmp_path):
     runner = CliRunner()
     tokens = write_jsonl(tmp_path / "t.jsonl", [{"input_ids": [5, 6, 7], "labels": [-100, -100, 1]}])
@@ -110,3 +158,21 @@ def test_train_refuses_a_tokens_export_and_a_base_that_is_not_causal(tmp_path):
     result = runner.invoke(app, ["train", str(tokens), "--head", "nope", "--base", str(POLICY_DIR),
                                  "-o", str(tmp_path / "o"), "--quiet"])
     assert result.exit_code == 2 and "--head nope" in result.output
+
+
+@pytest.mark.parametrize("head,head_type", [("likelihood", "step-stats"), ("likelihood-tokens", "token-score")])
+def test_each_likelihood_head_trains_and_its_checkpoint_names_it(tmp_path, head, head_type):
+    rows = trl_rows(world_responses(8, seed=3))
+    data = write_jsonl(tmp_path / "train.jsonl", rows)
+    out = tmp_path / "prm"
+    result = CliRunner().invoke(app, ["train", str(data), "--head", head, "--base", str(POLICY_DIR), "-o", str(out),
+                                      "--system-prompt", "", "--steps", "2", "--batch-size", "4", "--max-length", "256",
+                                      "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert load(out).config.head_type == head_type
+    from prm_annotate.prm.checkpoint import locate
+
+    scorer = LikelihoodScorer(locate(str(out)), progress=False)
+    r = world_responses(1, seed=4)[0]
+    (scores,) = scorer.step_probabilities([scorer.token_ids(r["problem"], r["steps"])])
+    assert len(scores) == len(r["steps"]) and all(0.0 <= p <= 1.0 for p in scores)
