@@ -28,7 +28,7 @@ def train(
     max_length: Annotated[int, typer.Option("--max-length", min=8, help="Tokens per response; labels past it are dropped.")] = 2048,
     step_tag: Annotated[str, typer.Option("--step-tag", help="Token written after each step (added to the tokenizer if needed).")] = PRMFormat.step_tag,
     system_prompt: Annotated[Optional[str], typer.Option("--system-prompt", help="System turn of the PRM's input ('' for none).")] = PRMFormat.system_prompt,
-    head: Annotated[str, typer.Option("--head", help="qwen (the base fine-tuned as Qwen2ForProcessRewardModel) or likelihood (a head on the frozen base's token log-probabilities; docs/training.md).")] = "qwen",
+    head: Annotated[str, typer.Option("--head", help="qwen (the base fine-tuned as Qwen2ForProcessRewardModel), likelihood or likelihood-tokens (heads on the frozen base's token log-probabilities; docs/training.md).")] = "qwen",
     data_format: Annotated[str, typer.Option("--format", help="auto, trl, tokens or hf.")] = "auto",
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a non-empty output directory and earlier checkpoints.")] = False,
     log_every: Annotated[int, typer.Option("--log-every", min=1, help="Print the mean loss every N steps.")] = 50,
