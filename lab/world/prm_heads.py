@@ -4,7 +4,7 @@ PRM: one that checks steps").
     python -m lab.world.prm_heads sample --workdir runs/prm-heads
     python -m lab.world.prm_heads untrained --workdir runs/prm-heads
     python -m lab.world.prm_heads train --workdir runs/prm-heads --name token-score -- --head likelihood --lr 3e-3 --steps 150
-    python -m lab.world.prm_heads train --workdir runs/prm-heads --tree /work/main --name step-stats-main -- ...
+    python -m lab.world.prm_heads train --workdir runs/prm-heads --tree ../other-checkout --name step-stats-main -- ...
     python -m lab.world.prm_heads compare --workdir runs/prm-heads token-score step-stats-main
 
 `sample`: `--train-problems` training and `--heldout-problems` held-out problems (the world's train

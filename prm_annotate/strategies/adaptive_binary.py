@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from prm_annotate.strategies.monotone import MonotonePlan, MonotoneStrategy
+from prm_annotate.strategies.binary import BinaryPlan
+from prm_annotate.strategies.monotone import MonotoneStrategy
 
 # MC's first error on a wrong-answer response, as measured on the world (seed 1, 462 responses;
 # benchmarks/fit_priors.py): the last step (the answer line itself) with this chance (3 of 462),
@@ -71,14 +72,8 @@ def split_table(n_steps: int, cost_one: float, cost_zero: float, last_share: flo
     return best
 
 
-class AdaptiveBinaryPlan(MonotonePlan):
-    def _choose(self, good: int, bad: int) -> int | None:
-        if bad >= self.n_steps:
-            # No 0 known (a correct response scanned with trust_correct=False): walk from the front.
-            nxt = good + 1
-            return nxt if nxt < self.n_steps - 1 else None
-        if bad - good <= 1:
-            return None
+class AdaptiveBinaryPlan(BinaryPlan):
+    def _split(self, good: int, bad: int) -> int:
         needed = math.floor(self.threshold * self.k) + 1
         cost_zero = self.zero_rule.failures_to_zero(0, 0, self.k, needed, self.threshold)
         return split_table(self.n_steps, COST_OF_A_ONE, float(cost_zero), LAST_STEP_SHARE)[good, bad]

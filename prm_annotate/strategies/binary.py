@@ -21,6 +21,10 @@ class BinaryPlan(MonotonePlan):
             return nxt if nxt < self.n_steps - 1 else None
         if bad - good <= 1:
             return None
+        return self._split(good, bad)
+
+    def _split(self, good: int, bad: int) -> int:
+        """The step to probe between a known 1 at `good` and a known 0 at `bad` (bad - good > 1)."""
         return (good + bad) // 2
 
 
