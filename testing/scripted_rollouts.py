@@ -22,19 +22,24 @@ def stage_for(strategy, right: dict[tuple[str, int], set[int]], k: int = K, thre
     stage = RolloutStage(ScriptedEngine(lambda r: ""), k=k, strategy=strategy, threshold=threshold,
                          share_prefixes=share, **settings)
 
+    seeds: dict[int, tuple[str, int, int]] = {}  # completion seed -> (record, step, index), built once
+
     def script(request):
         prefix = request.messages[-1]["content"]
         steps = [s for s in prefix.split("\n\n") if s]
         step = len(steps) - 1
-        for j in range(k):
-            seed = (stage.shared_seed("P?", prefix, j) if share else None)
-            for (rid, s), good in right.items():
-                if s != step:
-                    continue
-                if share and seed == request.sampling.seed and steps[-1].split()[2] == rid:
+        if share:
+            words = steps[-1].split()
+            good = right.get((words[2], step)) if len(words) > 2 else None
+            for j in range(k):
+                if good is not None and stage.shared_seed("P?", prefix, j) == request.sampling.seed:
                     return f"\\boxed{{{16 if j in good else 99}}}"
-                if not share and stage.completion_seed(rid, s, j) == request.sampling.seed:
-                    return f"\\boxed{{{16 if j in good else 99}}}"
+            return "\\boxed{99}"
+        if not seeds:
+            seeds.update({stage.completion_seed(rid, s, j): (rid, s, j) for rid, s in right for j in range(k)})
+        hit = seeds.get(request.sampling.seed)
+        if hit is not None and hit[1] == step:
+            return f"\\boxed{{{16 if hit[2] in right[hit[:2]] else 99}}}"
         return "\\boxed{99}"  # a (record, step) without a rule: every completion wrong
 
     engine = ScriptedEngine(script)

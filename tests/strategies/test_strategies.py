@@ -39,27 +39,37 @@ def monotone_cases():
 
 @pytest.mark.parametrize("name", list(CHEAP))
 def test_same_first_error_as_exhaustive_where_labels_are_monotone(name):
+    # Every case is a record of its own, all in one stage run (a stage starts a grading worker).
+    cases, records, right = {}, [], {}
     for labels, correct in monotone_cases():
-        rec = response("r", len(labels) + 1, correct)
         for first_right in (0, 1, K - 1):
-            right = rules("r", labels, first_right)
-            reference = mc_of(stage_for(Exhaustive(), right)[0], [rec])["r"]
-            stage, engine = stage_for(CHEAP[name](), right)
-            mc = mc_of(stage, [rec])["r"]
-            assert mc["first_error"] == reference["first_error"], (name, labels, correct, first_right)
-            assert len(engine.requests) <= len(labels) * K
-            assert mc["completions"] == len(engine.requests)
+            rid = f"c{len(cases)}"
+            cases[rid] = (labels, correct, first_right)
+            records.append(response(rid, len(labels) + 1, correct))
+            right.update(rules(rid, labels, first_right))
+    reference = mc_of(stage_for(Exhaustive(), right)[0], records)
+    stage, engine = stage_for(CHEAP[name](), right)
+    got = mc_of(stage, records)
+    asked = [r.messages[-1]["content"].split()[2] for r in engine.requests]
+    for rid, (labels, correct, first_right) in cases.items():
+        mc = got[rid]
+        assert mc["first_error"] == reference[rid]["first_error"], (name, labels, correct, first_right)
+        assert mc["completions"] == asked.count(rid) <= len(labels) * K
+    assert len(cases) == 75 and sum(asked.count(rid) for rid in cases) == len(engine.requests)
 
 
 def test_early_stop_keeps_every_hard_label_of_exhaustive_even_when_not_monotone():
+    records, right = [], {}
     for labels in itertools.product([0, 1], repeat=4):
         for correct in (False, True):
-            rec = response("r", 5, correct)
-            right = {("r", i): ({i % K} if lab else set()) for i, lab in enumerate(labels)}
-            ref = mc_of(stage_for(Exhaustive(), right)[0], [rec])["r"]
-            mc = mc_of(stage_for(EarlyStop(), right)[0], [rec])["r"]
-            assert [s > 0 for s in mc["scores"]] == [s > 0 for s in ref["scores"]]
-            assert mc["first_error"] == ref["first_error"]
+            records.append(response(f"c{len(records)}", 5, correct))
+            right.update({(records[-1].id, i): ({i % K} if lab else set()) for i, lab in enumerate(labels)})
+    reference = mc_of(stage_for(Exhaustive(), right)[0], records)
+    got = mc_of(stage_for(EarlyStop(), right)[0], records)
+    assert len(got) == len(reference) == 32
+    for rid, ref in reference.items():
+        assert [s > 0 for s in got[rid]["scores"]] == [s > 0 for s in ref["scores"]], rid
+        assert got[rid]["first_error"] == ref["first_error"], rid
 
 
 def test_early_stop_rounds_and_costs():

@@ -39,41 +39,46 @@ def verify(right, rec, j, strategy=None) -> tuple[dict, object]:
 
 
 def test_verdict_is_exhaustives_labels_at_j_minus_1_and_j_for_every_labelling_and_claim():
-    cases = 0
+    # Every case (labelling, answer, index of the right completion) is a reference record for
+    # exhaustive and one record per judge claim j for verify, all in two stage runs.
+    cases, refs, claims, ref_rules, claim_rules = {}, [], [], {}, {}
     for probed in range(1, 5):
         for labels in itertools.product([0, 1], repeat=probed):
             for correct, first_right in itertools.product((False, True), (0, K - 1)):
-                ref_rec = response("r", probed + 1, correct)
-                right = {("r", i): ({first_right} if lab else set()) for i, lab in enumerate(labels)}
-                ref = mc_of(stage_for(Exhaustive(), right)[0], [ref_rec])["r"]
-                hard = [s > 0 for s in ref["scores"]]  # the last step from the response's own answer
-                # One response per claim j, with r's labels, verified in one stage.
-                claims = [(response(f"j{j}", probed + 1, correct), j) for j in range(-1, probed + 1)]
-                rules = {(rec.id, i): good for rec, _ in claims for (_, i), good in right.items()}
-                stage, engine = stage_for(Verify(), rules, judged="judged.jsonl", judged_file=judged_file(claims))
-                got = mc_of(stage, [rec for rec, _ in claims])
-                asked = [r.messages[-1]["content"].split()[2] for r in engine.requests]
-                for rec, j in claims:
-                    mc = got[rec.id]
-                    confirmed = correct if j == -1 else (not hard[j] and (j == 0 or hard[j - 1]))
-                    assert (mc["verified"] in KEPT) == confirmed, (labels, correct, j, mc["verified"])
-                    assert (mc["first_error"] == j) == confirmed, (labels, correct, j)
-                    assert mc["judge_first_error"] == j and mc["strategy"] == "verify"
-                    probed_steps = {p for p, n in enumerate(mc["sampled"]) if n}
-                    assert probed_steps <= {j - 1, j} - {probed}, (labels, j)  # never the last step
-                    assert mc["completions"] == asked.count(rec.id) <= 2 * K
-                    if mc["verified"] == REFUTED_AT_J:
-                        assert hard[j] and j < probed
-                    if mc["verified"] == REFUTED_AT_J_1:
-                        assert not hard[j - 1]
-                    if mc["verified"] in (CONFIRMED_FREE, REFUTED_FREE):
-                        assert mc["completions"] == 0
-                    # A decided step's score agrees with exhaustive's hard label; an undecided one is null.
-                    for step in probed_steps:
-                        if mc["scores"][step] is not None:
-                            assert (mc["scores"][step] > 0) == hard[step]
-                    cases += 1
-    assert cases > 500
+                case = f"c{len(cases)}"
+                cases[case] = (probed, labels, correct)
+                right = {i: ({first_right} if lab else set()) for i, lab in enumerate(labels)}
+                refs.append(response(case, probed + 1, correct))
+                ref_rules.update({(case, i): good for i, good in right.items()})
+                for j in range(-1, probed + 1):
+                    claims.append((response(f"{case}j{j}", probed + 1, correct), j))
+                    claim_rules.update({(f"{case}j{j}", i): good for i, good in right.items()})
+    reference = mc_of(stage_for(Exhaustive(), ref_rules)[0], refs)
+    stage, engine = stage_for(Verify(), claim_rules, judged="judged.jsonl", judged_file=judged_file(claims))
+    got = mc_of(stage, [rec for rec, _ in claims])
+    asked = [r.messages[-1]["content"].split()[2] for r in engine.requests]
+    for rec, j in claims:
+        probed, labels, correct = cases[rec.id.split("j")[0]]
+        hard = [s > 0 for s in reference[rec.id.split("j")[0]]["scores"]]  # the last step from the answer
+        mc = got[rec.id]
+        confirmed = correct if j == -1 else (not hard[j] and (j == 0 or hard[j - 1]))
+        assert (mc["verified"] in KEPT) == confirmed, (labels, correct, j, mc["verified"])
+        assert (mc["first_error"] == j) == confirmed, (labels, correct, j)
+        assert mc["judge_first_error"] == j and mc["strategy"] == "verify"
+        probed_steps = {p for p, n in enumerate(mc["sampled"]) if n}
+        assert probed_steps <= {j - 1, j} - {probed}, (labels, j)  # never the last step
+        assert mc["completions"] == asked.count(rec.id) <= 2 * K
+        if mc["verified"] == REFUTED_AT_J:
+            assert hard[j] and j < probed
+        if mc["verified"] == REFUTED_AT_J_1:
+            assert not hard[j - 1]
+        if mc["verified"] in (CONFIRMED_FREE, REFUTED_FREE):
+            assert mc["completions"] == 0
+        # A decided step's score agrees with exhaustive's hard label; an undecided one is null.
+        for step in probed_steps:
+            if mc["scores"][step] is not None:
+                assert (mc["scores"][step] > 0) == hard[step]
+    assert len(claims) > 500 and sum(asked.count(rec.id) for rec, _ in claims) == len(engine.requests)
 
 
 def test_where_the_claim_is_decided_without_rollouts():
