@@ -1,6 +1,6 @@
 """`rollout --strategy verify --judged` as a real process on a real engine: killed with SIGKILL
 mid-run (the whole process group, EngineCore too) and rerun, it gives exactly the output of an
-uninterrupted run (also under the sequential zero rule); its manifest names the judged file;
+uninterrupted run (under the sequential zero rule); its manifest names the judged file;
 consensus on it keeps the confirmed."""
 from __future__ import annotations
 
@@ -42,9 +42,10 @@ def responses_and_verdicts() -> tuple[list[dict], list[dict]]:
 
 
 @pytest.mark.engine
-@pytest.mark.parametrize("rule", [[], ["--zero-rule", "beta-binomial", "--zero-tolerance", "0.1"]],
-                         ids=["all-k", "beta-binomial"])
-def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_dir, tmp_path, rule):
+def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_dir, tmp_path):
+    # Under the sequential zero rule: its early zeros are the part of verify a resume could get wrong
+    # (the default rule's path is the same code with the full K; tests/strategies cover both).
+    rule = ["--zero-rule", "beta-binomial", "--zero-tolerance", "0.1"]
     responses, judged = responses_and_verdicts()
     src = write_jsonl(tmp_path / "responses.jsonl", responses)
     judged_path = write_jsonl(tmp_path / "judged.jsonl", judged)
@@ -63,8 +64,8 @@ def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_
     settings = manifest["runs"][-1]["settings"]
     assert settings["strategy"] == "verify" and settings["judged"]["path"] == str(judged_path)
     assert settings["judged"]["sha256"] == hashlib.sha256(judged_path.read_bytes()).hexdigest()
-    assert settings["zero_rule"]["name"] == ("beta-binomial" if rule else "all-k")
-    assert all(("zero_rule" in r["mc"]) == bool(rule) for r in resumed)
+    assert settings["zero_rule"]["name"] == "beta-binomial"
+    assert all("zero_rule" in r["mc"] for r in resumed)
 
     reference = tmp_path / "reference.jsonl"
     whole = subprocess.run([str(reference) if part == str(out) else part for part in cmd], capture_output=True,
@@ -81,8 +82,8 @@ def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_
     assert {m["verified"] for m in mc.values()} >= {"confirmed without rollouts", "refuted without rollouts",
                                                     "not rolled out: judge unparsed", "not rolled out: no judge verdict"}
     assert any(m["completions"] for m in mc.values())
-    if rule:  # K=3 at tolerance 0.1: a 0 after 2 failures
-        assert any(n == 2 for m in mc.values() for n in m["sampled"])
+    # K=3 at tolerance 0.1: a 0 after 2 failures
+    assert any(n == 2 for m in mc.values() for n in m["sampled"])
     assert all(m["completions"] == 0 for m in mc.values() if m["verified"].endswith("without rollouts")
                or m["verified"].startswith("not rolled out"))
 
