@@ -128,9 +128,10 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(data, resumed):
 
 @pytest.mark.engine
 @pytest.mark.slow
-def test_vllm_loads_what_train_wrote(data, two_processes, resumed, heavy, tmp_path):
-    """score (vLLM's pooling runner) on the two-process checkpoint, the resumed one, and one from a
-    base with the tag already a token and padded embeddings; each against transformers."""
+def test_vllm_loads_what_train_wrote(data, two_processes, heavy, tmp_path):
+    """score (vLLM's pooling runner) on the two-process checkpoint and on one from a base with the
+    tag already a token and padded embeddings; each against transformers. (A resumed run writes
+    the same checkpoint as an uninterrupted one: test_a_killed_run_resumes_from_its_last_checkpoint.)"""
     from prm_annotate.prm.train import TrainConfig, train
 
     heavy.release()  # one engine at a time on this machine: these run in child processes
@@ -138,7 +139,7 @@ def test_vllm_loads_what_train_wrote(data, two_processes, resumed, heavy, tmp_pa
     train(TrainConfig(data=str(data / "train.jsonl"), base=str(base), output=str(tmp_path / "padded"), steps=2,
                       batch_size=8, lr=1e-3, quiet=True))
     held_out = world_responses(3, seed=7, split="test")
-    for prm_dir in (data / "two", data / "killed", tmp_path / "padded"):
+    for prm_dir in (data / "two", tmp_path / "padded"):
         scored = score_with_vllm(prm_dir, held_out, tmp_path)
         assert vllm_vs_transformers(prm_dir, scored)[0] < 1e-3, prm_dir
         threshold = json.loads((prm_dir / "config.json").read_text())["prm_annotate"]["threshold"]
