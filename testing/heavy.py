@@ -4,6 +4,7 @@ starve each other. Every in-process engine and every server of the test run come
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,12 +23,15 @@ class HeavySlot:
         self.value: Any = None
         self._stop: Callable[[Any], None] | None = None
         self.started_in_process_vllm = False
+        self.starts: list[tuple[str, float]] = []  # (name, seconds) of every start, for the run's summary
 
     def get(self, name: str, start: Callable[[], Any], stop: Callable[[Any], None]) -> Any:
         if self.name == name:
             return self.value
         self.release()
+        began = time.monotonic()
         self.value = start()
+        self.starts.append((name, time.monotonic() - began))
         self.name, self._stop = name, stop
         return self.value
 

@@ -5,9 +5,13 @@ other. So every in-process engine and every server comes from one `HeavySlot`, w
 one of them: asking for another closes the current one first. Fixtures re-ask the slot on every
 use, so the order of tests never leaves anyone with a closed engine, and engine tests are sorted
 to the end of the run, grouped by what they use, so each engine starts once:
-in-process vLLM (tiny) -> vLLM server (tiny) -> SmolLM2 (slow). The slot is emptied at session end.
+the world policy -> the world judge -> in-process vLLM (tiny) -> vLLM server (tiny) -> SmolLM2 (slow); a test marked
+`switches_engine` (it goes on to the next group's engine) comes last in its group. The slot is
+emptied at session end, and the run's summary counts its starts.
 
     tiny_model_dir      session: a random 1M-parameter Qwen2 + local BPE tokenizer (seconds)
+    world_policy        the in-process `VLLMEngine` on the world's shipped policy
+    world_judge         the same on the world's shipped judge
     vllm_engine         the in-process `VLLMEngine` on the tiny model
     vllm_server         a `VLLMServer` (`vllm serve` on 127.0.0.1) on the tiny model
     openai_engine       an `OpenAIEngine` talking to `vllm_server`
@@ -37,27 +41,41 @@ from testing.heavy import (
 _EXIT_STATUS: list[int] = []
 
 # Engine tests run last, grouped by the engine they use, so each engine starts once.
-_GROUP_OF_FIXTURE = {"vllm_engine": 1, "vllm_server": 2, "openai_engine": 2, "smollm2_dir": 3}
+_GROUP_OF_FIXTURE = {"world_policy": 1, "world_judge": 2, "vllm_engine": 3, "vllm_server": 4, "openai_engine": 4,
+                     "smollm2_dir": 5}
 
 
 def pytest_collection_modifyitems(config, items):
+    def fixtures(item) -> set[str]:  # an EngineChecks class names its engine's fixture as an attribute
+        return {*getattr(item, "fixturenames", ()), getattr(item.cls, "engine_fixture", None)} - {None}
+
     def group(item) -> int:
-        names = getattr(item, "fixturenames", ())
+        names = fixtures(item)
         return min((g for f, g in _GROUP_OF_FIXTURE.items() if f in names), default=0)
 
     # `make test` runs the tests not marked `engine` on both cores at once, the others one at a
     # time: a test that takes an engine's fixture unmarked would start an engine beside another.
     unmarked = [item.nodeid for item in items
-                if set(getattr(item, "fixturenames", ())) & {*_GROUP_OF_FIXTURE, "heavy"}
+                if fixtures(item) & {*_GROUP_OF_FIXTURE, "heavy"}
                 and item.get_closest_marker("engine") is None]
     if unmarked:
         raise pytest.UsageError(f"tests using an engine fixture must be marked engine: {unmarked}")
-    items.sort(key=group)  # stable: the order within a group is kept
+    # stable: the order within a group is kept; a test that goes on to the next group's engine
+    # comes last in its own, so the engine it leaves is the one the next tests want
+    items.sort(key=lambda item: (group(item), item.get_closest_marker("switches_engine") is not None))
 
 
 def pytest_sessionfinish(session, exitstatus):
     _SLOT.release()
     _EXIT_STATUS.append(int(exitstatus))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _SLOT.starts:  # what engine sharing is worth: every start of the shared slot, by name
+        names = sorted({n for n, _ in _SLOT.starts})
+        counts = ", ".join(f"{n} x{sum(1 for m, _ in _SLOT.starts if m == n)}" for n in names)
+        total = sum(s for _, s in _SLOT.starts)
+        terminalreporter.write_line(f"engine slot: {len(_SLOT.starts)} starts, {total:.0f} s ({counts})")
 
 
 @pytest.hookimpl(trylast=True)
@@ -85,6 +103,24 @@ def vllm_engine(tiny_model_dir):
     return _SLOT.get("vllm:tiny",
                      lambda: start_vllm_engine(tiny_model_dir, max_model_len=TINY_MAX_MODEL_LEN,
                                                dtype="float32"),
+                     lambda e: e.close())
+
+
+@pytest.fixture
+def world_policy():
+    """The world's shipped policy in an in-process engine (real right and wrong completions)."""
+    from prm_annotate.world import POLICY_DIR
+
+    return _SLOT.get("vllm:policy", lambda: start_vllm_engine(POLICY_DIR, max_model_len=TINY_MAX_MODEL_LEN),
+                     lambda e: e.close())
+
+
+@pytest.fixture
+def world_judge():
+    """The world's shipped judge in an in-process engine."""
+    from prm_annotate.world import JUDGE_DIR
+
+    return _SLOT.get("vllm:judge", lambda: start_vllm_engine(JUDGE_DIR, max_model_len=TINY_MAX_MODEL_LEN),
                      lambda e: e.close())
 
 

@@ -42,6 +42,7 @@ class TestVLLMEngine(EngineChecks):
 
 
 @pytest.mark.engine
+@pytest.mark.switches_engine
 def test_same_text_in_both_engines(vllm_engine, request):
     """A per-request seed gives the same texts in process and over HTTP. Both engines run here, one
     after the other (the slot closes the in-process engine before the server starts), so the

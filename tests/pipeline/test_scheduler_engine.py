@@ -27,14 +27,6 @@ def records_of(stage, inputs, window, lockstep):
 
 
 @pytest.fixture
-def world_policy(heavy):
-    from prm_annotate.world import POLICY_DIR
-    from testing.heavy import start_vllm_engine
-
-    return heavy.get("vllm:policy", lambda: start_vllm_engine(POLICY_DIR, max_model_len=2048), lambda e: e.close())
-
-
-@pytest.fixture
 def world_responses(world_policy):
     from prm_annotate.world import make_problems
     from testing.rollout_bench import sample_responses
@@ -67,8 +59,9 @@ def test_rollout_streams_the_same_records_as_lockstep(world_policy, world_respon
     assert -1 in firsts and max(firsts) >= 0  # some responses with a first error, some without
 
 
-def test_sample_and_judge_votes_stream_the_same_records_as_lockstep(world_policy, tiny_model_dir, heavy):
-    from prm_annotate.world import JUDGE_DIR, make_problems
+@pytest.mark.switches_engine
+def test_sample_and_judge_votes_stream_the_same_records_as_lockstep(world_policy, request):
+    from prm_annotate.world import make_problems
 
     problems = [Problem.model_validate(p) for p in make_problems(8, seed=6, split="scheduler")]
 
@@ -78,10 +71,7 @@ def test_sample_and_judge_votes_stream_the_same_records_as_lockstep(world_policy
     sampled = sample(len(problems), True)
     assert sample(3, False) == sampled
 
-    from testing.heavy import start_vllm_engine
-
-    judge_engine = heavy.get("vllm:judge", lambda: start_vllm_engine(JUDGE_DIR, max_model_len=2048),
-                             lambda e: e.close())
+    judge_engine = request.getfixturevalue("world_judge")  # the next group's engine: this test comes last
     responses = [Response.model_validate(orjson.loads(line)) for line in sampled.splitlines()]
 
     def judge(window, lockstep, constrained):

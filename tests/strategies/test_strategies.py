@@ -238,7 +238,7 @@ def test_witnesses_decide_steps_without_sampling_for_monotone_strategies():
 
 
 @pytest.mark.engine
-def test_strategies_on_the_world_policy(heavy):
+def test_strategies_on_the_world_policy(world_policy):
     """Real vLLM on the world's trained policy (real right and wrong completions): early-stop keeps
     exhaustive's hard labels; scan and binary keep exhaustive's first error on every wrong-answer
     response whose labels came out monotone; all of them cost less."""
@@ -246,8 +246,7 @@ def test_strategies_on_the_world_policy(heavy):
     from testing.heavy import start_vllm_engine
     from testing.rollout_bench import sample_responses
 
-    engine = heavy.get("vllm:policy", lambda: start_vllm_engine(POLICY_DIR, max_model_len=2048),
-                       lambda e: e.close())
+    engine = world_policy
     responses = sample_responses(engine, make_problems(6, seed=3, split="strategies"), n=4, max_tokens=96)
     records = [RolloutInput.model_validate(r) for r in responses]
 

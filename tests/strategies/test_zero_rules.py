@@ -191,7 +191,7 @@ def test_cli_refuses_bad_zero_rules_with_status_2(tmp_path, args, said):
 
 
 @pytest.mark.engine
-def test_the_rule_on_the_world_policy_costs_less_and_the_default_is_unchanged(heavy):
+def test_the_rule_on_the_world_policy_costs_less_and_the_default_is_unchanged(world_policy):
     """Real vLLM on the world's policy, K=8, per-response seeds (a completion is the same whichever
     strategy asks): with the default a 0 costs all K and every label is exhaustive's; the rule at a
     tolerance it never meets makes the default's records byte for byte (but for naming itself);
@@ -203,8 +203,7 @@ def test_the_rule_on_the_world_policy_costs_less_and_the_default_is_unchanged(he
     from testing.heavy import start_vllm_engine
     from testing.rollout_bench import sample_responses
 
-    engine = heavy.get("vllm:policy", lambda: start_vllm_engine(POLICY_DIR, max_model_len=2048),
-                       lambda e: e.close())
+    engine = world_policy
     responses = sample_responses(engine, make_problems(8, seed=5, split="zero-rule"), n=4, max_tokens=96)
     records = [RolloutInput.model_validate(r) for r in responses]
     n_star = BetaBinomial().failures_for_zero(8)

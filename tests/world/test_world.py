@@ -293,23 +293,11 @@ def test_short_training_run_saves_loadable_models(tmp_path):
 
 
 
-@pytest.fixture
-def world_engine(heavy):
-    """The shipped policy or judge in an in-process vLLM engine, from the shared one-engine slot."""
-    from testing.heavy import start_vllm_engine
-
-    def get(kind: str):
-        return heavy.get(f"vllm:world-{kind}",
-                         lambda: start_vllm_engine(WORLD_MODELS / kind),  # the default dtype, as users get
-                         lambda engine: engine.close())
-    return get
-
-
 @pytest.mark.engine
-def test_shipped_policy_answers_in_vllm(world_engine):
+def test_shipped_policy_answers_in_vllm(world_policy):
     from prm_annotate.engines.base import GenerationRequest, Sampling
 
-    engine = world_engine("policy")
+    engine = world_policy
     system = json.loads((WORLD_MODELS / "policy" / "world.json").read_text())["system_prompt"]
     problems = make_problems(24, seed=0)
     requests = [GenerationRequest(key=p["id"], n=4, sampling=Sampling(temperature=0.7, max_tokens=128, seed=i),
@@ -337,7 +325,7 @@ def test_shipped_policy_answers_in_vllm(world_engine):
 
 
 @pytest.mark.engine
-def test_shipped_judge_answers_in_vllm(world_engine):
+def test_shipped_judge_answers_in_vllm(world_judge):
     from lab.world.train import (
         JUDGE_TEMPLATE,
         judge_messages,
@@ -347,7 +335,7 @@ def test_shipped_judge_answers_in_vllm(world_engine):
     from prm_annotate.engines.base import GenerationRequest, Sampling
     from prm_annotate.judging.processbench import parse_processbench
 
-    engine = world_engine("judge")
+    engine = world_judge
     template = JUDGE_TEMPLATE
     problems = make_problems(64, seed=1)
     responses = [judge_response(p, random.Random(i)) for i, p in enumerate(problems)]
