@@ -67,6 +67,18 @@ def train_world_prm(tmp: Path, name: str = "prm") -> Path:
     return tmp / name
 
 
+def prm_server(heavy, prm: Path, logs: Path, name: str, pooler_config: dict | None):
+    """`vllm serve` of a PRM with vLLM's pooling runner from the shared slot (its name says the
+    pooling: "step" with the step tag, "default", "all"); tests that share one are marked
+    `slot("server:prm-step")` and so run one after the other."""
+    from testing.heavy import start_server
+
+    return heavy.get(f"server:prm-{name}",
+                     lambda: start_server(prm, f"tiny-prm-{name}", logs, runner="pooling", pooler_config=pooler_config,
+                                          max_model_len=1024, dtype="float32"),
+                     lambda s: s.stop())
+
+
 def score_with_vllm(prm_dir: Path, responses: list[dict], tmp: Path, timeout: float = 600) -> list[dict]:
     """`prm-annotate score` (vLLM's pooling runner, a child process) over `responses`."""
     import subprocess

@@ -12,6 +12,7 @@ emptied at session end, and the run's summary counts its starts.
     tiny_model_dir      session: a random 1M-parameter Qwen2 + local BPE tokenizer (seconds)
     world_policy        the in-process `VLLMEngine` on the world's shipped policy
     world_judge         the same on the world's shipped judge
+    world_prm           session: a PRM trained by `train` on the world policy (seconds)
     vllm_engine         the in-process `VLLMEngine` on the tiny model
     vllm_server         a `VLLMServer` (`vllm serve` on 127.0.0.1) on the tiny model
     openai_engine       an `OpenAIEngine` talking to `vllm_server`
@@ -62,7 +63,12 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(f"tests using an engine fixture must be marked engine: {unmarked}")
     # stable: the order within a group is kept; a test that goes on to the next group's engine
     # comes last in its own, so the engine it leaves is the one the next tests want
-    items.sort(key=lambda item: (group(item), item.get_closest_marker("switches_engine") is not None))
+    # tests that share a slot entry they start themselves (marked slot(name)) run next to each other
+    def slot(item) -> str:
+        marker = item.get_closest_marker("slot")
+        return marker.args[0] if marker else ""
+
+    items.sort(key=lambda item: (group(item), item.get_closest_marker("switches_engine") is not None, slot(item)))
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -140,6 +146,15 @@ def openai_engine(vllm_server):
     engine = OpenAIEngine(vllm_server.base_url, TINY_SERVED_NAME, concurrency=8, timeout=120, max_attempts=2)
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="session")
+def world_prm(tmp_path_factory) -> Path:
+    """A Qwen2 PRM trained by `train` on the world policy in seconds (testing/prm_fixtures.py), once
+    per run: every test reads it, none writes it."""
+    from testing.prm_fixtures import train_world_prm
+
+    return train_world_prm(tmp_path_factory.mktemp("world-prm"))
 
 
 @pytest.fixture(scope="session")

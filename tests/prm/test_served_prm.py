@@ -18,9 +18,8 @@ import pytest
 from prm_annotate.errors import UsageError
 from prm_annotate.io.output import sidecar
 from prm_annotate.prm.served import rows_kind
-from testing.heavy import start_server
 from testing.jsonl_files import read_jsonl, write_jsonl
-from testing.prm_fixtures import score_with_vllm, train_world_prm, vllm_vs_transformers, world_responses
+from testing.prm_fixtures import prm_server, score_with_vllm, vllm_vs_transformers, world_responses
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 PROBE = [0, 609, 0, 609, 0]
@@ -66,8 +65,8 @@ def test_the_pooling_client_keeps_the_http_engines_retries_and_concurrency():
 
 
 @pytest.fixture(scope="module")
-def trained_prm(tmp_path_factory):
-    return train_world_prm(tmp_path_factory.mktemp("served-prm"))
+def trained_prm(world_prm):
+    return world_prm
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +74,6 @@ def tag_id(trained_prm):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(trained_prm).convert_tokens_to_ids("<extra_0>")
-
-
-def prm_server(heavy, prm, logs, name, pooler_config):
-    return heavy.get(f"server:prm-{name}",
-                     lambda: start_server(prm, f"tiny-prm-{name}", logs, runner="pooling", pooler_config=pooler_config,
-                                          max_model_len=1024, dtype="float32"),
-                     lambda s: s.stop())
 
 
 def score_cmd(src, out, prm, server, *extra):
@@ -95,6 +87,7 @@ def lines(path):
 
 @pytest.mark.engine
 @pytest.mark.slow
+@pytest.mark.slot("server:prm-step")
 def test_served_scores_equal_in_process_and_a_killed_run_resumes(trained_prm, tag_id, tmp_path, tmp_path_factory,
                                                                   heavy):
     heavy.release()  # the in-process engine runs in a child process, before the server starts

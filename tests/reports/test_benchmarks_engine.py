@@ -14,7 +14,6 @@ from testing import hard2verify_script as h2v_script
 from testing import prmbench_script
 from testing.benchmark_files import HARD2VERIFY_FILE, PRMBENCH_FILE
 from testing.jsonl_files import read_jsonl
-from testing.prm_fixtures import train_world_prm
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 
@@ -25,9 +24,9 @@ def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 @pytest.mark.engine
 @pytest.mark.slow
-def test_published_files_to_benchmark_numbers(tmp_path, heavy):
+def test_published_files_to_benchmark_numbers(world_prm, tmp_path, heavy):
     heavy.release()  # the engines run in child processes, one at a time
-    prm = train_world_prm(tmp_path)
+    prm = world_prm
     scored = {}
     for name, path in (("prmbench", PRMBENCH_FILE), ("hard2verify", HARD2VERIFY_FILE)):
         out = tmp_path / f"{name}-scored.jsonl"

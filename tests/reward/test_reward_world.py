@@ -25,15 +25,10 @@ import pytest
 import prm_annotate.reward.verl as verl_module
 from testing import rl_clients
 from testing.jsonl_files import group_alive, read_jsonl, write_jsonl
-from testing.prm_fixtures import train_world_prm, world_responses
+from testing.prm_fixtures import prm_server, world_responses
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 AGGREGATES = {"min": min, "product": math.prod, "last": lambda s: s[-1]}
-
-
-@pytest.fixture(scope="module")
-def world_prm(tmp_path_factory):
-    return train_world_prm(tmp_path_factory.mktemp("reward-prm"))
 
 
 def start_server(prm: Path, log: list[str], *engine: str) -> tuple[subprocess.Popen, str]:
@@ -115,17 +110,12 @@ def test_reward_round_trip_equals_score(world_prm, tmp_path, heavy):
 
 @pytest.mark.engine
 @pytest.mark.slow
+@pytest.mark.slot("server:prm-step")
 def test_rewards_from_a_served_prm_equal_served_score(world_prm, tmp_path, tmp_path_factory, heavy):
     from transformers import AutoTokenizer
 
-    from testing.heavy import start_server as start_vllm_server
-
     tag_id = AutoTokenizer.from_pretrained(world_prm).convert_tokens_to_ids("<extra_0>")
-    server = heavy.get("server:reward-prm",
-                       lambda: start_vllm_server(world_prm, "tiny-reward-prm", tmp_path_factory.getbasetemp(),
-                                                 runner="pooling", pooler_config={"step_tag_id": tag_id},
-                                                 max_model_len=1024, dtype="float32"),
-                       lambda s: s.stop())
+    server = prm_server(heavy, world_prm, tmp_path_factory.getbasetemp(), "step", {"step_tag_id": tag_id})
     items = world_responses(16, seed=11, split="test")
     src = write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in items])
     out = tmp_path / "scored.jsonl"

@@ -17,7 +17,7 @@ from prm_annotate.prm.checkpoint import PRMFormat, prm_token_ids
 from prm_annotate.records import Response
 from prm_annotate.stages.score import ScoreStage, first_below
 from testing.jsonl_files import read_jsonl, write_jsonl
-from testing.prm_fixtures import train_world_prm, vllm_vs_transformers, world_responses
+from testing.prm_fixtures import vllm_vs_transformers, world_responses
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 TIMEOUT = 600
@@ -84,8 +84,8 @@ def test_threshold_defaults_to_the_checkpoints_tuned_one():
 
 
 @pytest.fixture(scope="module")
-def trained_prm(tmp_path_factory):
-    return train_world_prm(tmp_path_factory.mktemp("prm"))
+def trained_prm(world_prm):
+    return world_prm
 
 
 @pytest.mark.engine
