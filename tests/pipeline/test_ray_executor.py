@@ -104,10 +104,20 @@ def test_ray_spreads_batches_over_actors_and_skips_finished_ids(tmp_path, no_ray
     finished = [dict(r, final_answer="kept", correct=None) for r in responses(40)[:12]]
     write_jsonl(out, finished)
 
+    arrived = tmp_path / "actors"
+    arrived.mkdir()
+
     def build(_engine):
         # Defined here, so Ray ships it by value; marks each record with the process that made it.
         class WhereStage(GradeStage):
             def process(self, batch):
+                # On a loaded machine one actor can start so late that the other has done every
+                # batch: each waits (bounded) until both are up, so the split is Ray's, not timing's.
+                if not (arrived / str(os.getpid())).exists():  # its first batch only
+                    (arrived / str(os.getpid())).touch()
+                    deadline = time.monotonic() + 120
+                    while len(list(arrived.iterdir())) < 2 and time.monotonic() < deadline:
+                        time.sleep(0.05)
                 for outcome in super().process(batch):
                     outcome.records[0].worker_pid = os.getpid()
                     yield outcome
