@@ -4,10 +4,11 @@ Engines. This machine has 2 cores and vLLM pins a core per engine: two engines a
 other. So every in-process engine and every server comes from one `HeavySlot`, which holds at most
 one of them: asking for another closes the current one first. Fixtures re-ask the slot on every
 use, so the order of tests never leaves anyone with a closed engine, and engine tests are sorted
-to the end of the run, grouped by what they use, so each engine starts once:
-the world policy -> the world judge -> in-process vLLM (tiny) -> vLLM server (tiny) -> SmolLM2 (slow); a test marked
-`switches_engine` (it goes on to the next group's engine) comes last in its group. The slot is
-emptied at session end, and the run's summary counts its starts.
+to the end of the run, grouped by what they use, so each engine starts once: the world policy ->
+the world judge -> in-process vLLM (tiny) -> vLLM server (tiny) -> SmolLM2 (slow). A test marked
+`switches_engine` (it goes on to the next group's engine) comes last in its group, and tests
+marked `slot(name)` (they start that entry themselves) run together. The slot is emptied at
+session end, and the run's summary counts its starts.
 
     tiny_model_dir      session: a random 1M-parameter Qwen2 + local BPE tokenizer (seconds)
     world_policy        the in-process `VLLMEngine` on the world's shipped policy
@@ -26,6 +27,7 @@ threads free memory, and CI must not depend on luck.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,10 @@ def pytest_collection_modifyitems(config, items):
         names = fixtures(item)
         return min((g for f, g in _GROUP_OF_FIXTURE.items() if f in names), default=0)
 
+    def slot(item) -> str:
+        marker = item.get_closest_marker("slot")
+        return marker.args[0] if marker else ""
+
     # `make test` runs the tests not marked `engine` on both cores at once, the others one at a
     # time: a test that takes an engine's fixture unmarked would start an engine beside another.
     unmarked = [item.nodeid for item in items
@@ -61,13 +67,9 @@ def pytest_collection_modifyitems(config, items):
                 and item.get_closest_marker("engine") is None]
     if unmarked:
         raise pytest.UsageError(f"tests using an engine fixture must be marked engine: {unmarked}")
-    # stable: the order within a group is kept; a test that goes on to the next group's engine
-    # comes last in its own, so the engine it leaves is the one the next tests want
-    # tests that share a slot entry they start themselves (marked slot(name)) run next to each other
-    def slot(item) -> str:
-        marker = item.get_closest_marker("slot")
-        return marker.args[0] if marker else ""
-
+    # Stable: the order within a group is kept. A test that goes on to the next group's engine comes
+    # last in its own, so the engine it leaves is the one the next tests want; tests that start the
+    # same slot entry themselves (marked slot(name)) run next to each other.
     items.sort(key=lambda item: (group(item), item.get_closest_marker("switches_engine") is not None, slot(item)))
 
 
@@ -78,8 +80,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter):
     if _SLOT.starts:  # what engine sharing is worth: every start of the shared slot, by name
-        names = sorted({n for n, _ in _SLOT.starts})
-        counts = ", ".join(f"{n} x{sum(1 for m, _ in _SLOT.starts if m == n)}" for n in names)
+        counts = ", ".join(f"{n} x{c}" for n, c in sorted(Counter(n for n, _ in _SLOT.starts).items()))
         total = sum(s for _, s in _SLOT.starts)
         terminalreporter.write_line(f"engine slot: {len(_SLOT.starts)} starts, {total:.0f} s ({counts})")
 
@@ -112,22 +113,23 @@ def vllm_engine(tiny_model_dir):
                      lambda e: e.close())
 
 
+def _world_engine(kind: str):
+    from prm_annotate.world import MODELS_DIR
+
+    return _SLOT.get(f"vllm:{kind}", lambda: start_vllm_engine(MODELS_DIR / kind, max_model_len=TINY_MAX_MODEL_LEN),
+                     lambda e: e.close())
+
+
 @pytest.fixture
 def world_policy():
     """The world's shipped policy in an in-process engine (real right and wrong completions)."""
-    from prm_annotate.world import POLICY_DIR
-
-    return _SLOT.get("vllm:policy", lambda: start_vllm_engine(POLICY_DIR, max_model_len=TINY_MAX_MODEL_LEN),
-                     lambda e: e.close())
+    return _world_engine("policy")
 
 
 @pytest.fixture
 def world_judge():
     """The world's shipped judge in an in-process engine."""
-    from prm_annotate.world import JUDGE_DIR
-
-    return _SLOT.get("vllm:judge", lambda: start_vllm_engine(JUDGE_DIR, max_model_len=TINY_MAX_MODEL_LEN),
-                     lambda e: e.close())
+    return _world_engine("judge")
 
 
 @pytest.fixture

@@ -65,15 +65,10 @@ def test_the_pooling_client_keeps_the_http_engines_retries_and_concurrency():
 
 
 @pytest.fixture(scope="module")
-def trained_prm(world_prm):
-    return world_prm
-
-
-@pytest.fixture(scope="module")
-def tag_id(trained_prm):
+def tag_id(world_prm):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(trained_prm).convert_tokens_to_ids("<extra_0>")
+    return AutoTokenizer.from_pretrained(world_prm).convert_tokens_to_ids("<extra_0>")
 
 
 def score_cmd(src, out, prm, server, *extra):
@@ -88,17 +83,17 @@ def lines(path):
 @pytest.mark.engine
 @pytest.mark.slow
 @pytest.mark.slot("server:prm-step")
-def test_served_scores_equal_in_process_and_a_killed_run_resumes(trained_prm, tag_id, tmp_path, tmp_path_factory,
+def test_served_scores_equal_in_process_and_a_killed_run_resumes(world_prm, tag_id, tmp_path, tmp_path_factory,
                                                                   heavy):
     heavy.release()  # the in-process engine runs in a child process, before the server starts
     responses = world_responses(100, seed=7, split="test")
-    local = {r["id"]: r for r in score_with_vllm(trained_prm, responses, tmp_path)}
-    server = prm_server(heavy, trained_prm, tmp_path_factory.getbasetemp(), "step", {"step_tag_id": tag_id})
+    local = {r["id"]: r for r in score_with_vllm(world_prm, responses, tmp_path)}
+    server = prm_server(heavy, world_prm, tmp_path_factory.getbasetemp(), "step", {"step_tag_id": tag_id})
     src = write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in responses])
     out = tmp_path / "served.jsonl"
 
     # One response at a time, so the kill lands mid-run.
-    proc = subprocess.Popen(score_cmd(src, out, trained_prm, server, "--batch-size", "1", "--concurrency", "1"),
+    proc = subprocess.Popen(score_cmd(src, out, world_prm, server, "--batch-size", "1", "--concurrency", "1"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while lines(out) < 5 and proc.poll() is None and time.monotonic() < deadline:
@@ -108,7 +103,7 @@ def test_served_scores_equal_in_process_and_a_killed_run_resumes(trained_prm, ta
     done = lines(out)
     assert 5 <= done < len(responses), (done, proc.stderr.read().decode()[-2000:])
 
-    rerun = subprocess.run(score_cmd(src, out, trained_prm, server, "--batch-size", "32", "--concurrency", "8"),
+    rerun = subprocess.run(score_cmd(src, out, world_prm, server, "--batch-size", "32", "--concurrency", "8"),
                            capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"{len(responses) - done} done" in rerun.stderr and f"{done} already done" in rerun.stderr
@@ -129,20 +124,20 @@ def test_served_scores_equal_in_process_and_a_killed_run_resumes(trained_prm, ta
 
     settings = orjson.loads(sidecar(str(out), "manifest.json").read_bytes())["runs"][-1]["settings"]
     assert settings["scorer"] == "qwen-prm-served" and settings["step_tag_id"] == tag_id
-    assert settings["server"]["rows"] == "step" and settings["server"]["root"] == str(trained_prm)
+    assert settings["server"]["rows"] == "step" and settings["server"]["root"] == str(world_prm)
     assert settings["server"]["tag_tokens"] == [tag_id] and settings["server"]["vllm_version"]
 
 
 @pytest.mark.engine
 @pytest.mark.slow
 @pytest.mark.parametrize("pooling", ["default", "all"])
-def test_a_server_without_the_step_tag(pooling, trained_prm, tag_id, tmp_path, tmp_path_factory, heavy):
+def test_a_server_without_the_step_tag(pooling, world_prm, tag_id, tmp_path, tmp_path_factory, heavy):
     config = {"default": None, "all": {"pooling_type": "ALL"}}[pooling]
-    server = prm_server(heavy, trained_prm, tmp_path_factory.getbasetemp(), pooling, config)
+    server = prm_server(heavy, world_prm, tmp_path_factory.getbasetemp(), pooling, config)
     responses = world_responses(5, seed=7, split="test")
     src = write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in responses])
     out = tmp_path / "served.jsonl"
-    run = subprocess.run(score_cmd(src, out, trained_prm, server), capture_output=True, text=True, timeout=300)
+    run = subprocess.run(score_cmd(src, out, world_prm, server), capture_output=True, text=True, timeout=300)
     if pooling == "default":
         assert run.returncode == 2, run.stderr[-3000:]
         (line,) = run.stderr.strip().splitlines()
@@ -153,5 +148,5 @@ def test_a_server_without_the_step_tag(pooling, trained_prm, tag_id, tmp_path, t
     assert run.returncode == 0, run.stderr[-3000:]
     scored = read_jsonl(out)
     assert len(scored) == len(responses) and all(r["prm"]["server"]["rows"] == "token" for r in scored)
-    worst, _ = vllm_vs_transformers(trained_prm, scored)  # one score per step, each transformers' own
+    worst, _ = vllm_vs_transformers(world_prm, scored)  # one score per step, each transformers' own
     assert worst < 1e-3, worst

@@ -83,30 +83,25 @@ def test_threshold_defaults_to_the_checkpoints_tuned_one():
     assert tuned.settings() == {"scorer": "stub", "model": "stub", "threshold": 0.95, "threshold_source": "checkpoint"}
 
 
-@pytest.fixture(scope="module")
-def trained_prm(world_prm):
-    return world_prm
-
-
 @pytest.mark.engine
 @pytest.mark.slow
-def test_vllm_scores_equal_transformers(trained_prm, tmp_path, heavy):
+def test_vllm_scores_equal_transformers(world_prm, tmp_path, heavy):
     heavy.release()  # one engine at a time on this machine: this one runs in a child process
     held_out = world_responses(10, seed=7, split="test")
     src = write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in held_out])
     gold = write_jsonl(tmp_path / "gold.jsonl", [{"id": r["id"], "label": r["label"]} for r in held_out])
     out = tmp_path / "scored.jsonl"
-    cmd = [*CLI, "score", str(src), "-o", str(out), "--model", str(trained_prm), "--dtype", "float32",
+    cmd = [*CLI, "score", str(src), "-o", str(out), "--model", str(world_prm), "--dtype", "float32",
            "--threshold", "0.8", "--batch-size", "8", "--start-timeout", "300", "--quiet"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
     assert run.returncode == 0, run.stderr[-3000:]
 
     scored = read_jsonl(out)
     assert [r["id"] for r in scored] == [r["id"] for r in held_out]
-    worst, refs = vllm_vs_transformers(trained_prm, scored)
+    worst, refs = vllm_vs_transformers(world_prm, scored)
     for rec, ref in zip(scored, refs):
         assert rec["prm"]["first_error"] == first_below(ref, 0.8)
-        assert rec["prm"]["model"] == str(trained_prm) and rec["prm"]["threshold"] == 0.8
+        assert rec["prm"]["model"] == str(world_prm) and rec["prm"]["threshold"] == 0.8
     assert worst < 1e-3, worst
     # Not all equal: the test would pass vacuously on a constant head.
     assert len({round(s, 4) for rec in scored for s in rec["prm"]["scores"]}) > 5

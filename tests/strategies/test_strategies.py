@@ -242,8 +242,7 @@ def test_strategies_on_the_world_policy(world_policy):
     """Real vLLM on the world's trained policy (real right and wrong completions): early-stop keeps
     exhaustive's hard labels; scan and binary keep exhaustive's first error on every wrong-answer
     response whose labels came out monotone; all of them cost less."""
-    from prm_annotate.world import POLICY_DIR, make_problems
-    from testing.heavy import start_vllm_engine
+    from prm_annotate.world import make_problems
     from testing.rollout_bench import sample_responses
 
     engine = world_policy

@@ -199,8 +199,7 @@ def test_the_rule_on_the_world_policy_costs_less_and_the_default_is_unchanged(wo
     only by calling a 0 that a later completion would have made a 1."""
     from prm_annotate.stages.rollout import RolloutInput, RolloutStage
     from prm_annotate.strategies.exhaustive import Exhaustive
-    from prm_annotate.world import POLICY_DIR, make_problems
-    from testing.heavy import start_vllm_engine
+    from prm_annotate.world import make_problems
     from testing.rollout_bench import sample_responses
 
     engine = world_policy
