@@ -26,12 +26,14 @@ ifeq ($(FLAVOUR),cpu)
 endif
 	touch $(STAMP)
 
-# Two runs: the tests without a vLLM engine on both cores (pytest-xdist, a file's tests on one
-# worker: the Ray tests must not run beside each other), then the engine tests one at a time
-# (vLLM pins a core per engine: see tests/conftest.py).
+# Three runs: the tests without a vLLM engine on both cores (pytest-xdist, a file's tests on one
+# worker: the Ray tests must not run beside each other); the engine tests on two workers, each
+# binding its engines to a core of its own, a worker per engine group (tests/conftest.py); then
+# the engine tests that need the machine to themselves, alone.
 test: $(STAMP)
 	$(PY) -m pytest -m "not engine" -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
-	$(PY) -m pytest -m engine --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "engine and not whole_machine" -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -m whole_machine --durations=15 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not engine" -n 2 --dist loadfile $(PYTEST_ARGS)

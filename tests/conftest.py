@@ -1,14 +1,20 @@
 """Shared fixtures.
 
-Engines. This machine has 2 cores and vLLM pins a core per engine: two engines at once starve each
-other. So every in-process engine and every server comes from one `HeavySlot`, which holds at most
-one of them: asking for another closes the current one first. Fixtures re-ask the slot on every
-use, so the order of tests never leaves anyone with a closed engine, and engine tests are sorted
-to the end of the run, grouped by what they use, so each engine starts once: the world policy ->
-the world judge -> in-process vLLM (tiny) -> vLLM server (tiny) -> SmolLM2 (slow). A test marked
-`switches_engine` (it goes on to the next group's engine) comes last in its group, and tests
-marked `slot(name)` (they start that entry themselves) run together. The slot is emptied at
-session end, and the run's summary counts its starts.
+Engines. vLLM on CPU pins its worker to a core, and two engines on one core starve each other.
+`make test` runs the engine tests on two pytest-xdist workers, each binding its engines to a core
+of its own (VLLM_CPU_OMP_THREADS_BIND, inherited by the stages and servers it starts), and the
+few that need the machine to themselves (marked `whole_machine`: two engines of their own, or a
+scan of every process) after them, alone. Within a worker every in-process engine and every
+server comes from one `HeavySlot`, which holds at most one of them: asking for another closes the
+current one first. Fixtures re-ask the slot on every use, so the order of tests never leaves
+anyone with a closed engine, and engine tests are sorted to the end of the run, grouped by what
+they use, so each engine starts once: the world policy -> the world judge -> in-process vLLM
+(tiny) -> vLLM server (tiny) -> SmolLM2 (slow). The groups go to the workers as two lanes (the
+world's engines; the tiny model's) and SmolLM2's, and the tests of the world PRM or of one slot
+entry stay on one worker (xdist groups). A test marked `switches_engine` (it goes on to the next
+group's engine) comes last in its group, and tests marked `slot(name)` (they start that entry
+themselves) run together. The slot is emptied at session end, and the run's summary counts its
+starts on every worker.
 
     tiny_model_dir      session: a random 1M-parameter Qwen2 + local BPE tokenizer (seconds)
     world_policy        the in-process `VLLMEngine` on the world's shipped policy
@@ -26,6 +32,7 @@ threads free memory, and CI must not depend on luck.
 """
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -46,8 +53,21 @@ _EXIT_STATUS: list[int] = []
 # Engine tests run last, grouped by the engine they use, so each engine starts once.
 _GROUP_OF_FIXTURE = {"world_policy": 1, "world_judge": 2, "vllm_engine": 3, "vllm_server": 4, "openai_engine": 4,
                      "smollm2_dir": 5}
+# The worker (xdist group) each engine group runs on, so a worker starts each of its engines once.
+_LANE_OF_GROUP = {1: "engines-world", 2: "engines-world", 3: "engines-tiny", 4: "engines-tiny", 5: "engines-smollm2"}
 
 
+def _bind_engines_to_this_workers_core() -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
+        cores = sorted(os.sched_getaffinity(0))
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = str(cores[int(worker[2:]) % len(cores)])
+
+
+_bind_engines_to_this_workers_core()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(config, items):
     def fixtures(item) -> set[str]:  # an EngineChecks class names its engine's fixture as an attribute
         return {*getattr(item, "fixturenames", ()), getattr(item.cls, "engine_fixture", None)} - {None}
@@ -71,11 +91,34 @@ def pytest_collection_modifyitems(config, items):
     # last in its own, so the engine it leaves is the one the next tests want; tests that start the
     # same slot entry themselves (marked slot(name)) run next to each other.
     items.sort(key=lambda item: (group(item), item.get_closest_marker("switches_engine") is not None, slot(item)))
+    for item in items:
+        lane = (_LANE_OF_GROUP.get(group(item)) or ("world-prm" if "world_prm" in fixtures(item) else None)
+                or (slot(item) and f"slot-{slot(item)}"))
+        if lane and item.get_closest_marker("engine") is not None:
+            item.add_marker(pytest.mark.xdist_group(lane))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    # xdist groups a test by a suffix it adds to the node id; pytest 9.2 ignores it (pytest-xdist#1386),
+    # and the run would silently start every engine on both workers.
+    if getattr(session.config.option, "loadgroup", False):
+        grouped = [item for item in session.items if item.get_closest_marker("xdist_group")]
+        if grouped and "@" not in grouped[0].nodeid:
+            raise pytest.UsageError("pytest-xdist's --dist loadgroup does not group tests under this pytest "
+                                    "(pytest-xdist#1386): install the pytest pinned in pyproject.toml")
 
 
 def pytest_sessionfinish(session, exitstatus):
     _SLOT.release()
     _EXIT_STATUS.append(int(exitstatus))
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: its starts go to the controller
+        session.config.workeroutput["slot_starts"] = _SLOT.starts
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _SLOT.starts.extend(tuple(start) for start in getattr(node, "workeroutput", {}).get("slot_starts", ()))
 
 
 def pytest_terminal_summary(terminalreporter):
