@@ -1,5 +1,6 @@
-"""One heavy resource at a time: vLLM pins a core per engine, and two engines at once on 2 cores
-starve each other. Every in-process engine and every server of the test run comes from `SLOT`
+"""One heavy resource at a time per test process: vLLM pins its worker to a core, and two engines on
+one core starve each other (each pytest-xdist worker binds its engines to a core of its own:
+tests/conftest.py). Every in-process engine and every server of a test process comes from `SLOT`
 (tests/conftest.py holds the fixtures); the start helpers bound each start with a timeout."""
 from __future__ import annotations
 

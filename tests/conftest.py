@@ -80,13 +80,15 @@ def pytest_collection_modifyitems(config, items):
         marker = item.get_closest_marker("slot")
         return marker.args[0] if marker else ""
 
-    # `make test` runs the tests not marked `engine` on both cores at once, the others one at a
-    # time: a test that takes an engine's fixture unmarked would start an engine beside another.
+    # `make test` runs the tests not marked `engine` on both cores at once, the others one engine
+    # per worker, each worker on its own core: a test that takes an engine's fixture unmarked would
+    # start an engine beside another, and a `whole_machine` test unmarked would also run beside others.
     unmarked = [item.nodeid for item in items
-                if fixtures(item) & {*_GROUP_OF_FIXTURE, "heavy"}
+                if (fixtures(item) & {*_GROUP_OF_FIXTURE, "heavy"} or item.get_closest_marker("whole_machine"))
                 and item.get_closest_marker("engine") is None]
     if unmarked:
-        raise pytest.UsageError(f"tests using an engine fixture must be marked engine: {unmarked}")
+        raise pytest.UsageError(f"tests using an engine fixture or marked whole_machine must be marked engine: "
+                                f"{unmarked}")
     # Stable: the order within a group is kept. A test that goes on to the next group's engine comes
     # last in its own, so the engine it leaves is the one the next tests want; tests that start the
     # same slot entry themselves (marked slot(name)) run next to each other.
