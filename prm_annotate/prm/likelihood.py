@@ -138,9 +138,9 @@ def token_logprobs(logits: torch.Tensor, read: torch.Tensor,
     return own * valid, gap * valid, entropy * valid
 
 
-def token_stats(logits: torch.Tensor, read: torch.Tensor, is_tag: torch.Tensor,
-                in_response: torch.Tensor) -> TokenStats:
-    own, gap, entropy = token_logprobs(logits, read, is_tag)
+def step_stats(own: torch.Tensor, gap: torch.Tensor, entropy: torch.Tensor, is_tag: torch.Tensor,
+               in_response: torch.Tensor) -> TokenStats:
+    """The LM's token statistics (token_logprobs) placed in their steps."""
     step = torch.cumsum(is_tag.long(), dim=1) - is_tag.long()  # the step a token belongs to
     # A step's last token is left out: it holds the separator (".\n\n") unless the step ends the
     # text, and a training text ends at its first error, so with it a step would read differently
@@ -186,6 +186,10 @@ class StepStatsHead(nn.Sequential):
 
     def __init__(self, config: StepLikelihoodConfig) -> None:
         super().__init__(nn.Linear(FEATURES, config.head_hidden), nn.ReLU(), nn.Linear(config.head_hidden, 2))
+
+    @property
+    def final(self) -> nn.Linear:
+        return self[-1]
 
     def logits(self, stats: TokenStats) -> torch.Tensor:
         return self(step_features(stats)) * stats.is_tag[..., None]
@@ -247,6 +251,10 @@ class TokenScoreHead(nn.Module):
         self.log_tau = nn.Parameter(torch.zeros(c))  # the soft-min's temperature, per channel
         self.out = nn.Linear(c * len(self.pools) + 4, 2)
 
+    @property
+    def final(self) -> nn.Linear:
+        return self.out
+
     def logits(self, stats: TokenStats) -> torch.Tensor:
         u = self.token(torch.stack([TOKEN_INPUTS[n](stats) for n in self.inputs], dim=-1))
         count = reduce_steps(stats, torch.ones_like(u[..., :1]), "sum", 0.0)
@@ -276,9 +284,14 @@ class StepLikelihoodPRM(PreTrainedModel):
 
     def _init_weights(self, module: nn.Module) -> None:
         # The LM keeps its weights (loaded, or its own class's initialisation); the head starts as
-        # torch's Linear does.
+        # torch's Linear does, but for its last layer, which starts at zero: every step scores
+        # alike until the labels say otherwise, so a head trained on labels that carry nothing
+        # (`world prm`'s shuffled control) stays at chance instead of keeping a random opinion.
         if isinstance(module, nn.Linear) and any(module is m for m in self.score.modules()):
             module.reset_parameters()
+            if module is self.score.final:
+                nn.init.zeros_(module.weight)
+                nn.init.zeros_(module.bias)
 
     def train(self, mode: bool = True) -> "StepLikelihoodPRM":
         super().train(mode)
@@ -291,20 +304,19 @@ class StepLikelihoodPRM(PreTrainedModel):
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 response_start: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 step_labels: torch.Tensor | None = None, num_items_in_batch: Any = None,
-                **kwargs: Any) -> TokenClassifierOutput:
-        logits = self.score.logits(self.token_stats(input_ids, attention_mask, response_start))
+                token_logprobs: torch.Tensor | None = None, **kwargs: Any) -> TokenClassifierOutput:
+        """`token_logprobs`: the LM's reading of these inputs (`read_tokens`), computed before:
+        the LM is not run again (`train` reads each text once: cache_token_logprobs)."""
+        logits = self.score.logits(self.token_stats(input_ids, attention_mask, response_start, token_logprobs))
         loss = step_loss(logits, labels, num_items_in_batch) if labels is not None else None
         return TokenClassifierOutput(loss=loss, logits=logits)
 
-    def token_stats(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                    response_start: torch.Tensor | None) -> TokenStats:
-        """What the frozen LM thought of each token (no graph), and where the steps are."""
+    def read_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """(B, T, 3): what the frozen LM thought of each token (token_logprobs: log p, gap to the
+        best, entropy), no graph."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         is_tag = (input_ids == self.config.step_tag_id) & attention_mask.bool()
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)[None]
-        start = response_start[:, None] if response_start is not None else torch.zeros_like(positions)
-        in_response = attention_mask.bool() & (positions >= start)
         with torch.no_grad():
             # The LM reads the response without the tags (masked, and left out of the positions):
             # with the separator kept in the text (PRMFormat.separator), exactly as it was written.
@@ -312,7 +324,21 @@ class StepLikelihoodPRM(PreTrainedModel):
             lm_mask = attention_mask * ~is_tag
             out = self.lm(input_ids=read, attention_mask=lm_mask, position_ids=(lm_mask.cumsum(1) - 1).clamp(min=0),
                           use_cache=False)
-            return token_stats(out.logits, read, is_tag, in_response)
+            return torch.stack(token_logprobs(out.logits, read, is_tag), dim=-1)
+
+    def token_stats(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                    response_start: torch.Tensor | None, read: torch.Tensor | None = None) -> TokenStats:
+        """What the frozen LM thought of each token (`read`, or the LM run now), and where the steps are."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        is_tag = (input_ids == self.config.step_tag_id) & attention_mask.bool()
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)[None]
+        start = response_start[:, None] if response_start is not None else torch.zeros_like(positions)
+        in_response = attention_mask.bool() & (positions >= start)
+        if read is None:
+            read = self.read_tokens(input_ids, attention_mask)
+        own, gap, entropy = read.unbind(-1)
+        return step_stats(own, gap, entropy, is_tag, in_response)
 
     def step_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                     response_start: torch.Tensor | None, raw: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -343,7 +369,8 @@ class LikelihoodScorer:
     """`score`'s reader of a StepLikelihoodPRM, in process (transformers; a GPU if there is one)."""
     kind = "likelihood-prm"
 
-    def __init__(self, checkpoint: Checkpoint, *, max_model_len: int | None = None, progress: bool = True) -> None:
+    def __init__(self, checkpoint: Checkpoint, *, max_model_len: int | None = None, progress: bool = True,
+                 readings: LMReadings | None = None) -> None:
         from transformers import AutoTokenizer
         from transformers.utils import logging as hf_logging
 
@@ -358,6 +385,7 @@ class LikelihoodScorer:
         self.max_model_len = min(max_model_len or positions, positions)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self._starts: dict[tuple[int, ...], int] = {}
+        self.readings = readings
 
     def token_ids(self, problem: str, steps: list[str]) -> list[int]:
         ids = prm_token_ids(self.tokenizer, self.format, problem, steps)
@@ -371,7 +399,8 @@ class LikelihoodScorer:
         for batch in padded_batches(prompts):
             rows = [prompts[i] for i in batch]
             starts = [self._starts.get(tuple(p), 0) for p in rows]
-            for i, scores in zip(batch, step_probabilities(self.prm, rows, starts, self.pad_id, self.device)):
+            for i, scores in zip(batch, step_probabilities(self.prm, rows, starts, self.pad_id, self.device,
+                                                           self.readings)):
                 out[i] = scores
         return out
 
@@ -398,13 +427,66 @@ def right_padded(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, t
     return ids, mask
 
 
+class LMReadings:
+    """The frozen LM's reading (`read_tokens`) of each token sequence, kept: PRMs on one LM (the
+    sources and seeds of `world prm`) read a text once, in training and in scoring alike. Bound to
+    the first LM it reads with; another LM is refused (its weights' fingerprint differs)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[int, ...], torch.Tensor] = {}
+        self._lm: str | None = None
+
+    def of(self, model: "StepLikelihoodPRM", sequences: Sequence[Sequence[int]],
+           batch_size: int = 64) -> list[torch.Tensor]:
+        """(len, 3) per sequence: what `model`'s LM thought of each token, read now or before."""
+        lm = _fingerprint(model.lm)
+        if self._lm not in (None, lm):
+            raise ValueError("LMReadings: these readings are another LM's")
+        self._lm = lm
+        missing = sorted({tuple(s) for s in sequences} - self._kept.keys(), key=len)
+        device = next(model.lm.parameters()).device
+        for start in range(0, len(missing), batch_size):
+            rows = missing[start:start + batch_size]  # of similar length: sorted
+            ids, mask = right_padded([list(r) for r in rows], 0)
+            # right padding: on a causal LM a row's values are its own, as one at a time
+            read = model.read_tokens(ids.to(device), mask.to(device)).cpu()
+            for i, row in enumerate(rows):
+                self._kept[row] = read[i, :len(row)].clone()
+        return [self._kept[tuple(s)] for s in sequences]
+
+
+def _fingerprint(lm: Any) -> str:
+    import hashlib
+
+    weight = lm.get_input_embeddings().weight.detach().flatten()
+    sample = weight[::max(1, weight.numel() // 65536)].float().cpu().contiguous()  # cheap for a large LM too
+    return hashlib.sha256(sample.numpy().tobytes() + str(tuple(weight.shape)).encode()).hexdigest()
+
+
+def cache_token_logprobs(model: StepLikelihoodPRM, features: list[dict[str, Any]],
+                         readings: LMReadings | None = None) -> None:
+    """Give each feature (`input_ids`) its `token_logprobs`: the frozen LM's reading, once (or
+    from `readings`, kept from PRMs on the same LM before). Training then runs only the head,
+    whatever the number of epochs and evaluations."""
+    readings = readings if readings is not None else LMReadings()
+    for f, read in zip(features, readings.of(model, [f["input_ids"] for f in features])):
+        f["token_logprobs"] = read
+
+
 def step_probabilities(model: Any, prompts: list[list[int]], starts: list[int], pad_id: int,
-                       device: str = "cpu") -> list[list[float]]:
-    """P(right) at each tag of each prompt, from one right-padded forward pass."""
+                       device: str = "cpu", readings: LMReadings | None = None) -> list[list[float]]:
+    """P(right) at each tag of each prompt, from one right-padded forward pass (the LM's part
+    from `readings` when given)."""
     ids, mask = right_padded(prompts, pad_id)
+    read = None
+    if readings is not None:
+        read = torch.zeros((*ids.shape, 3))
+        for row, r in enumerate(readings.of(model, prompts)):
+            read[row, :len(r)] = r
+        read = read.to(device)
     with torch.inference_mode():
         logits = model(input_ids=ids.to(device), attention_mask=mask.to(device),
-                       response_start=torch.tensor(starts, device=device)).logits
+                       response_start=torch.tensor(starts, device=device), token_logprobs=read).logits
     probs = torch.softmax(logits.float(), dim=-1)[..., 1].cpu()
     tags = (ids == model.config.step_tag_id) & mask.bool()
     return [probs[row][tags[row]].tolist() for row in range(len(prompts))]

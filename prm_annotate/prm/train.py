@@ -106,6 +106,7 @@ class TrainResult:
     tokens: int = 0  # real (non-pad) tokens in this process's training batches
     train_seconds: float = 0.0  # first step's start to last step's end (no loading, setup, final eval or save)
     processes: int = 1
+    cache_seconds: float = 0.0  # a likelihood PRM's one reading of the texts by its frozen LM (read_once)
 
 
 def check_config(cfg: TrainConfig) -> None:
@@ -361,7 +362,8 @@ def load_data(cfg: TrainConfig, model_of: Any = None) -> tuple[Data, Any, Any]:
     if not train_set:
         raise UsageError(f"{cfg.data}: no example left to train on ({skipped})")
     rows = model.get_input_embeddings().num_embeddings
-    read = (lambda ids: [i for i in ids if i != step_tag_id(tokenizer, fmt.step_tag)]) if head.response_start \
+    tag = step_tag_id(tokenizer, fmt.step_tag)
+    read = (lambda ids: [i for i in ids if i != tag]) if head.response_start \
         else (lambda ids: ids)  # the likelihood PRM's LM never reads the tag
     if any(max(read(f["input_ids"]), default=0) >= rows for f in train_set + eval_set):
         raise UsageError(f"{cfg.data}: token ids past the --base embeddings ({rows}): export with the base's tokenizer")
@@ -369,7 +371,8 @@ def load_data(cfg: TrainConfig, model_of: Any = None) -> tuple[Data, Any, Any]:
     return Data(train_set, eval_set, fmt, skipped), model, tokenizer
 
 
-def train(cfg: TrainConfig) -> TrainResult:
+def train(cfg: TrainConfig, readings: Any = None) -> TrainResult:
+    """`readings`: a likelihood PRM's LM readings kept from earlier PRMs on the same LM (read_once)."""
     from accelerate import PartialState
     from transformers import set_seed
 
@@ -391,14 +394,30 @@ def train(cfg: TrainConfig) -> TrainResult:
     data, model, tokenizer = load_data(cfg)
     if has_eval and not data.eval:
         raise UsageError("the eval set is empty after encoding")
+    cache_seconds = read_once(cfg, model, data, state, readings)
     if state.is_main_process:
         claim_folders(cfg, paths, resume_from)
     state.wait_for_everyone()
     collator = StepCollator(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
     trainer = build_trainer(cfg, args, model, tokenizer, data, collator)
-    result = TrainResult(**run_trainer(trainer, cfg, data, collator, resume_from, started))
+    result = TrainResult(**run_trainer(trainer, cfg, data, collator, resume_from, started), cache_seconds=cache_seconds)
     save_final(trainer, cfg, paths, data.fmt, result, state)
     return result
+
+
+def read_once(cfg: TrainConfig, model: Any, data: Data, state: Any, readings: Any = None) -> float:
+    """A likelihood PRM's LM is frozen: it reads every training and eval text once, here, and the
+    Trainer trains the head on what it read (prm/likelihood.py cache_token_logprobs), instead of
+    reading each text again at every epoch and evaluation; `readings` (likelihood.LMReadings) keeps
+    them for the next PRM on the same LM. Seconds taken (0 for other heads)."""
+    if not HEADS[cfg.head].response_start:
+        return 0.0
+    from prm_annotate.prm.likelihood import cache_token_logprobs
+
+    began = time.monotonic()
+    model.to(state.device)
+    cache_token_logprobs(model, data.train + data.eval, readings)
+    return round(time.monotonic() - began, 1)
 
 
 def _hf_has_test(cfg: TrainConfig) -> bool:

@@ -28,7 +28,11 @@ def prm(request):
     tokenizer = AutoTokenizer.from_pretrained(POLICY_DIR)
     tokenizer.add_tokens(["<extra_0>"], special_tokens=True)
     torch.manual_seed(0)
-    return build(str(POLICY_DIR), tokenizer, FMT, head_type=request.param).eval(), tokenizer
+    model = build(str(POLICY_DIR), tokenizer, FMT, head_type=request.param).eval()
+    # A new head's last layer is zero (every step 0.5): given weights, so the scores depend on the reading.
+    assert not model.score.final.weight.any()
+    torch.nn.init.normal_(model.score.final.weight)
+    return model, tokenizer
 
 
 def _inputs(tokenizer, responses):
@@ -176,3 +180,45 @@ def test_each_likelihood_head_trains_and_its_checkpoint_names_it(tmp_path, head,
     r = world_responses(1, seed=4)[0]
     (scores,) = scorer.step_probabilities([scorer.token_ids(r["problem"], r["steps"])])
     assert len(scores) == len(r["steps"]) and all(0.0 <= p <= 1.0 for p in scores)
+
+
+def test_the_lm_read_once_gives_the_logits_of_the_lm_run_again(prm):
+    """`train` reads each text once with the frozen LM (cache_token_logprobs) and the collator pads
+    what it read: a batch of mixed lengths gives the logits of the PRM that runs its LM on it."""
+    from prm_annotate.prm.data import StepCollator
+    from prm_annotate.prm.likelihood import cache_token_logprobs
+
+    model, tokenizer = prm
+    responses = world_responses(5, seed=8)
+    ids, starts = _inputs(tokenizer, responses)
+    features = [{"input_ids": i, "positions": [0], "targets": [1.0], "hard": [1], "response_start": s}
+                for i, s in zip(ids, starts)]
+    cache_token_logprobs(model, features)
+    batch = StepCollator(tokenizer.pad_token_id)(features)
+    assert len({len(i) for i in ids}) > 1 and batch["token_logprobs"].shape == (*batch["input_ids"].shape, 3)
+    with torch.no_grad():
+        cached = model(**batch).logits
+        live = model(**{k: v for k, v in batch.items() if k != "token_logprobs"}).logits
+    assert cached.abs().sum() > 0
+    torch.testing.assert_close(cached, live, atol=1e-5, rtol=1e-5)
+
+
+def test_training_on_the_lm_read_once_trains_the_head_it_would_train_reading_again(tmp_path, monkeypatch):
+    """The same `train` run with the reading cached and with the LM run at every step (the cache
+    switched off) ends with the same head."""
+    from prm_annotate.prm import train as train_module
+
+    data = write_jsonl(tmp_path / "train.jsonl", trl_rows(world_responses(8, seed=9)))
+    heads = {}
+    for name in ("cached", "live"):
+        if name == "live":
+            monkeypatch.setattr(train_module, "read_once", lambda *a: 0.0)
+        out = tmp_path / name
+        result = CliRunner().invoke(app, ["train", str(data), "--head", "likelihood", "--base", str(POLICY_DIR),
+                                          "-o", str(out), "--system-prompt", "", "--steps", "4", "--batch-size", "4",
+                                          "--lr", "3e-3", "--max-length", "256", "--quiet"])
+        assert result.exit_code == 0, result.output
+        heads[name] = load(out).score.state_dict()
+    assert heads["cached"].keys() == heads["live"].keys()
+    for key in heads["cached"]:
+        torch.testing.assert_close(heads["cached"][key], heads["live"][key], atol=1e-5, rtol=1e-4)
