@@ -295,13 +295,15 @@ def new_model(tok, hidden: int, layers: int, heads: int, seed: int):
 
 
 def train(model, tok, make_example, steps: int, batch: int, lr: float, warmup: int,
-          on_eval=None, eval_every: int = 0, log=print, key_weight: float = 1.0) -> None:
-    """`make_example(i)` gives (messages, target) or (messages, target, key_spans)."""
+          on_eval=None, eval_every: int = 0, log=print, key_weight: float = 1.0, decay: bool = False) -> None:
+    """`make_example(i)` gives (messages, target) or (messages, target, key_spans). The learning rate
+    is constant after warm-up, or with `decay` falls linearly to 0 at the last step."""
     import torch
 
     model.train()
     optim = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / max(1, warmup)))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        optim, lambda s: min(1.0, (s + 1) / max(1, warmup)) * ((1 - s / steps) if decay else 1.0))
     start = time.time()
     for step in range(steps):
         examples = [encode(tok, *make_example(step * batch + j), key_weight=key_weight) for j in range(batch)]
@@ -404,13 +406,15 @@ def snapshot(model, tok, out: Path, quick_eval: dict, log) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("which", choices=["policy", "judge", "all"])
+    parser.add_argument("which", choices=["policy", "judge", "prm-base", "all"],
+                        help="all: the policy, then the judge (prm-base is built on its own)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="writes OUT/policy and OUT/judge (default: %(default)s; the shipped models "
                              "are prm_annotate/world/models)")
     parser.add_argument("--policy-steps", type=int, default=500)
     parser.add_argument("--policy-batch", type=int, default=64)
     parser.add_argument("--judge-steps", type=int, default=3000)
+    parser.add_argument("--prm-base-steps", type=int, default=1500)
     parser.add_argument("--judge-batch", type=int, default=32)
     parser.add_argument("--judge-real-samples", type=int, default=2048,
                         help="policy responses (from OUT/policy) mixed into the judge's data; 0: none")
@@ -507,6 +511,30 @@ def main(argv: list[str] | None = None) -> None:
             meta["quick_eval"] = quick_judge_eval(model, tok, template)
             log(f"judge quick eval (96 simulated responses, greedy, torch): {meta['quick_eval']}")
         save(model, tok, args.out / "judge", meta)
+
+    if args.which == "prm-base":
+        # The world PRMs' base: the policy trained on, on problems it never saw (another data
+        # seed), the learning rate decayed to 0 so it settles: the same format and tokenizer, a
+        # better reckoner, so an arithmetic slip of the policy surprises it.
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        policy_dir = args.out / "policy"
+        model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
+        tok = AutoTokenizer.from_pretrained(policy_dir)
+        data_seed = args.seed + 1
+        log(f"prm-base: from {policy_dir}, {args.prm_base_steps} steps on data seed {data_seed}")
+        start = time.time()
+        train(model, tok, lambda i: policy_example(i, data_seed, system_prompt), args.prm_base_steps,
+              args.policy_batch, args.lr, args.warmup, log=log, decay=True, eval_every=args.eval_every,
+              on_eval=lambda s: snapshot(model, tok, args.out / f"prm-base-step{s}",
+                                         quick_policy_eval(model, tok, system_prompt), log))
+        meta = {"kind": "prm-base", "init": str(policy_dir), "data_seed": data_seed, "steps": args.prm_base_steps,
+                "batch": args.policy_batch, "lr_decay": "linear to 0",
+                "train_seconds": round(time.time() - start), "system_prompt": system_prompt, **common}
+        if not args.no_eval:
+            meta["quick_eval"] = quick_policy_eval(model, tok, system_prompt)
+            log(f"prm-base quick eval (64 problems x 4, T=0.7, torch): {meta['quick_eval']}")
+        save(model, tok, args.out / "prm-base", meta)
 
 
 if __name__ == "__main__":

@@ -274,19 +274,26 @@ def test_short_training_run_saves_loadable_models(tmp_path):
                     "--policy-batch", "4", "--judge-batch", "2",
                     "--hidden", "32", "--layers", "1", "--heads", "1", "--no-eval"],
                    check=True, timeout=300, cwd=REPO_ROOT)
-    for kind in ("policy", "judge"):
+    subprocess.run([sys.executable, "-m", "lab.world.train", "prm-base", "--out", str(tmp_path),
+                    "--prm-base-steps", "2", "--policy-batch", "4", "--no-eval"], check=True, timeout=300, cwd=REPO_ROOT)
+    steps = {"policy": 3, "judge": 2, "prm-base": 2}
+    for kind in ("policy", "judge", "prm-base"):
         tok = AutoTokenizer.from_pretrained(tmp_path / kind)
         model = AutoModelForCausalLM.from_pretrained(tmp_path / kind)
         assert model.dtype == torch.bfloat16
         # Digits are one token each.
         assert tok.tokenize("123") == ["1", "2", "3"]
         meta = json.loads((tmp_path / kind / "world.json").read_text())
-        assert meta["kind"] == kind and meta["steps"] == (3 if kind == "policy" else 2)
+        assert meta["kind"] == kind and meta["steps"] == steps[kind]
         # The chat template leaves a final assistant message open (continue_final_message).
         text = tok.apply_chat_template(
             [{"role": "user", "content": "q"}, {"role": "assistant", "content": "Step 1: 1 + 1 = 2.\n\n"}],
             tokenize=False, continue_final_message=True, add_generation_prompt=False)
         assert text.endswith("<|im_start|>assistant\nStep 1: 1 + 1 = 2.\n\n")
+    # the PRMs' base is the policy trained on: its shape, other weights
+    policy, base = (AutoModelForCausalLM.from_pretrained(tmp_path / k) for k in ("policy", "prm-base"))
+    assert policy.config.hidden_size == base.config.hidden_size == 32
+    assert not torch.equal(policy.model.layers[0].mlp.up_proj.weight, base.model.layers[0].mlp.up_proj.weight)
 
 
 # ---------------------------------------------------------------- shipped models in vLLM
