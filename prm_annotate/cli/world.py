@@ -89,6 +89,7 @@ def prm_experiment(
     patience: Annotated[int, typer.Option("--patience", min=1, help="Validations without a better F1 before a PRM stops.")] = 5,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Responses per step.")] = 16,
     lr: Annotated[float, typer.Option("--lr", min=0, help="Peak learning rate.")] = 3e-3,
+    base: Annotated[Optional[Path], typer.Option("--base", help="The PRMs' base model (default: the shipped prm-base; the policy: prm_annotate/world/models/policy).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json instead of the table.")] = False,
 ) -> None:
     """The paper's claim with confidence intervals: PRMs trained on MC (hard, soft), judge, consensus and
@@ -107,7 +108,8 @@ def prm_experiment(
         cfg = ExperimentConfig(workdir=workdir, seeds=seeds, train_problems=train_problems,
                                heldout_problems=heldout_problems, n=n, k=k, report_seed=report_seed,
                                val_share=val_share, max_steps=max_steps, eval_every=eval_every, patience=patience,
-                               batch_size=batch_size, lr=lr, head=head)
+                               batch_size=batch_size, lr=lr, head=head,
+                               **({"base": base} if base is not None else {}))
         summary = run_experiment(cfg)
         plot_results(summary, workdir / "world-prm.png")
     if as_json:

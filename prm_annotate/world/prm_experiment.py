@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from prm_annotate.errors import UsageError
-from prm_annotate.world import POLICY_DIR, model_setting
+from prm_annotate.world import POLICY_DIR, PRM_BASE_DIR, WORLD_SYSTEM_PROMPT, model_setting
 from prm_annotate.world.prm_labels import (SOURCES, Source, ensure_report, export_rows, problem_of, split_problems,
                                            training_sets, write_atomic)
 from prm_annotate.world.prm_scores import (Heldout, checkpoint_step_scores, likelihood_baseline_scores,
@@ -63,7 +63,18 @@ class ExperimentConfig:
     eval_every: int = 50
     patience: int = 5  # evaluations without a better validation F1
     max_length: int = 256  # tokens; world responses are under 200
-    base: Path = POLICY_DIR
+    # The PRMs' base: a better reckoner than the policy, so the policy's slips surprise it (a PRM's
+    # base need not be the policy; docs/world-prm.md measures both).
+    base: Path = PRM_BASE_DIR
+    # The PRM reads each response under the policy's system prompt, as it was written (a built-in
+    # prompt's name; None: no system turn). Measured on one split: the likelihood readers order
+    # right above wrong 3-5 points more often with it (docs/world-prm.md).
+    system_prompt: str | None = WORLD_SYSTEM_PROMPT
+
+    def system_prompt_text(self) -> str | None:
+        from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
+
+        return load_prompt(self.system_prompt, SYSTEM_PROMPTS).text.strip() if self.system_prompt else None
 
     def settings(self) -> dict[str, Any]:
         """What the results depend on (not the workdir, and not the number of seeds: more seeds
@@ -111,11 +122,9 @@ def load_heldout(folder: Path, heldout: list[str], out: Path) -> tuple[Heldout, 
 def train_config(cfg: ExperimentConfig, source: Source, seed: int, data: tuple[Path, Path], output: Path) -> Any:
     from prm_annotate.prm.train import TrainConfig
 
-    # No system turn: Qwen's system prompt is a fixed quarter of every world input that the PRM
-    # reads the same way every time; leaving it out makes each step a quarter cheaper.
     return TrainConfig(data=str(data[0]), eval=str(data[1]), base=str(cfg.base), output=str(output),
                        steps=cfg.max_steps, batch_size=cfg.batch_size, lr=cfg.lr, soft=source.soft, seed=seed, head=cfg.head,
-                       max_length=cfg.max_length, system_prompt=None, eval_every=cfg.eval_every,
+                       max_length=cfg.max_length, system_prompt=cfg.system_prompt_text(), eval_every=cfg.eval_every,
                        save_every=cfg.eval_every, save_total_limit=1, patience=cfg.patience,
                        log_every=cfg.eval_every, resume=True, overwrite=True, quiet=True)
 
@@ -132,16 +141,17 @@ def validation_curve(checkpoints: Path) -> list[list[float]]:
 
 
 def run_prm(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]], source: Source, seed: int,
-            data: tuple[Path, Path]) -> dict[str, Any]:
-    """Train one PRM, score the held-out responses, measure; the result file is written last."""
+            data: tuple[Path, Path], readings: Any = None) -> dict[str, Any]:
+    """Train one PRM, score the held-out responses, measure; the result file is written last.
+    `readings`: a likelihood PRM's frozen LM's readings, kept across the run's PRMs (all on one base)."""
     from prm_annotate.prm.train import train
 
     name = f"{source.key}-seed{seed}"
     folder = cfg.workdir / "prms"
     started = time.monotonic()
-    trained = train(train_config(cfg, source, seed, data, folder / name))
+    trained = train(train_config(cfg, source, seed, data, folder / name), readings)
     t = time.monotonic()
-    scores, threshold = checkpoint_step_scores(folder / name, records)
+    scores, threshold = checkpoint_step_scores(folder / name, records, readings)
     write_jsonl(folder / f"{name}.scored.jsonl",
                 [{**{k: v for k, v in r.items() if k not in ("mc", "prm")},
                   "prm": {"scores": s, "threshold": threshold, "model": name}} for r, s in zip(records, scores)])
@@ -152,13 +162,26 @@ def run_prm(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]],
                   "skipped": trained.skipped, "steps": trained.steps, "best_step": trained.best_step,
                   "cap": cfg.max_steps, "capped": trained.steps >= cfg.max_steps, "val_f1": trained.eval.get("f1"),
                   "threshold": trained.threshold, "curve": validation_curve(folder / f"{name}.checkpoints"),
-                  "train_seconds": trained.train_seconds, "seconds_to_best": trained.seconds_to_best},
+                  "train_seconds": trained.train_seconds, "seconds_to_best": trained.seconds_to_best,
+                  "read_seconds": trained.cache_seconds},
         "seconds": {"train": round(t - started, 1), "score": round(time.monotonic() - t, 1)},
         "metrics": metrics,
     }
     write_atomic(folder / f"{name}.json", orjson.dumps(result))
     shutil.rmtree(folder / f"{name}.checkpoints", ignore_errors=True)  # optimizer states: 3x the model
     return result
+
+
+def likelihood_readings(cfg: ExperimentConfig) -> Any:
+    """One store of the frozen LM's readings for every PRM of the run (a likelihood head's LM is
+    the base, unchanged): each training and held-out text is read once, not once per PRM."""
+    from prm_annotate.prm.train import HEADS
+
+    if not HEADS[cfg.head].response_start:
+        return None
+    from prm_annotate.prm.likelihood import LMReadings
+
+    return LMReadings()
 
 
 def remeasured(held: Heldout, path: Path) -> dict[str, Any]:
@@ -182,36 +205,43 @@ def judge_scores(record: dict[str, Any]) -> list[float] | None:
     return [1.0] * n if first == -1 else [1.0] * first + [0.0] * (n - first)
 
 
-LIKELIHOOD_BASELINE = "policy likelihood (no training)"
-
-
-def likelihood_reference(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The no-training reference: each step scored by the policy's lowest probability of one of
-    its tokens (prm_scores.likelihood_baseline_scores), an error below 0.5; timed, and kept in a
-    file like a PRM's (a rerun measures it again from there)."""
-    path = cfg.workdir / "prms" / "likelihood-baseline.scored.jsonl"
-    started = time.monotonic()
-    if path.is_file():
-        scores = {r["id"]: r["prm"]["scores"] for r in read_jsonl(path)}
-    else:
-        values = likelihood_baseline_scores(cfg.base, records)
-        scores = {r["id"]: s for r, s in zip(records, values)}
-        write_jsonl(path, [{"id": r["id"], "prm": {"scores": scores[r["id"]], "threshold": 0.5}} for r in records])
-    return {**scorer_metrics(held, scores, 0.5), "seconds": round(time.monotonic() - started, 1)}
+def likelihood_reference(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]], lm: Path,
+                         key: str) -> dict[str, Any]:
+    """A no-training reference: each step scored by the causal LM's lowest probability of one of
+    its tokens (prm_scores.likelihood_baseline_scores, read as the PRMs read), an error below 0.5;
+    kept in a file like a PRM's with the seconds it took (a rerun measures it again from there)."""
+    path = cfg.workdir / "prms" / f"{key}.scored.jsonl"
+    if not path.is_file():
+        started = time.monotonic()
+        values = likelihood_baseline_scores(lm, records, cfg.system_prompt_text())
+        seconds = round(time.monotonic() - started, 1)
+        write_jsonl(path, [{"id": r["id"], "prm": {"scores": s, "threshold": 0.5}, "seconds": seconds}
+                           for r, s in zip(records, values)])
+    scored = read_jsonl(path)
+    return {**scorer_metrics(held, {r["id"]: r["prm"]["scores"] for r in scored}, 0.5),
+            "seconds": scored[0]["seconds"]}
 
 
 def reference_rows(cfg: ExperimentConfig, folder: Path, held: Heldout,
                    records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The annotators themselves on the held-out responses, and the policy's likelihood untrained.
-    MC's first error is its hard label (no completion right: the first score below 1/(2K), the
-    scores being multiples of 1/K); its last step's score is the response's own graded answer, so
-    its Best-of-N knows the gold answers."""
+    """The annotators themselves on the held-out responses, and the likelihood untrained: the PRMs'
+    base's (what every likelihood PRM reads, with no label at all) and, when the base is not the
+    policy, the policy's. MC's first error is its hard label (no completion right: the first score
+    below 1/(2K), the scores being multiples of 1/K); its last step's score is the response's own
+    graded answer, so its Best-of-N knows the gold answers."""
     ids = {r["id"] for r in records}
     judged = {r["id"]: judge_scores(r) for r in read_jsonl(folder / FILES["judged"]) if r["id"] in ids}
     mc = {r["id"]: r["mc"]["scores"] for r in records}
-    return {"MC rollouts": scorer_metrics(held, mc, 0.5 / cfg.k),
+    rows = {"MC rollouts": scorer_metrics(held, mc, 0.5 / cfg.k),
             "judge": scorer_metrics(held, {rid: judged.get(rid) for rid in ids}, 0.5),
-            LIKELIHOOD_BASELINE: likelihood_reference(cfg, held, records)}
+            BASE_LIKELIHOOD: likelihood_reference(cfg, held, records, cfg.base, "likelihood-base")}
+    if Path(cfg.base).resolve() != POLICY_DIR.resolve():
+        rows[POLICY_LIKELIHOOD] = likelihood_reference(cfg, held, records, POLICY_DIR, "likelihood-policy")
+    return rows
+
+
+BASE_LIKELIHOOD = "base likelihood (no training)"
+POLICY_LIKELIHOOD = "policy likelihood (no training)"
 
 
 def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
@@ -228,6 +258,7 @@ def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
     progress(f"held out: {len(records)} responses of {len(held.problem_ids)} problems")
     rows = export_rows(folder, cfg.workdir / "data", split.train)
     results: dict[tuple[str, int], dict[str, Any]] = {}
+    readings = likelihood_readings(cfg)
     total, done = cfg.seeds * len(SOURCES), 0
     for seed in range(cfg.seeds):
         sets = training_sets(rows, split, cfg.val_share, seed, cfg.workdir / "data" / f"seed{seed}")
@@ -240,7 +271,7 @@ def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
                 continue
             progress(f"[{done}/{total}] {source.name}, seed {seed}: training (cap {cfg.max_steps} steps) "
                      f"[{time.monotonic() - started:.0f} s]")
-            r = results[source.name, seed] = run_prm(cfg, held, records, source, seed, sets[source.key])
+            r = results[source.name, seed] = run_prm(cfg, held, records, source, seed, sets[source.key], readings)
             t = r["train"]
             progress(f"[{done}/{total}] {source.name}, seed {seed}: stopped at step {t['steps']} (best "
                      f"{t['best_step']}{', AT THE CAP' if t['capped'] else ''}), held-out F1 "

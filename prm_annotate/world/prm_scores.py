@@ -74,7 +74,8 @@ def batched_step_scores(model: Any, tokenizer: Any, fmt: Any, responses: list[di
     return out
 
 
-def checkpoint_step_scores(path: Any, responses: list[dict[str, Any]]) -> tuple[list[list[float]], float]:
+def checkpoint_step_scores(path: Any, responses: list[dict[str, Any]],
+                           readings: Any = None) -> tuple[list[list[float]], float]:
     """(P(right) at each step of each response, the checkpoint's threshold) for a checkpoint `train`
     wrote: a likelihood PRM through `score`'s own in-process scorer (prm/likelihood.py), a
     Qwen2ForProcessRewardModel with transformers in batches (batched_step_scores)."""
@@ -84,7 +85,7 @@ def checkpoint_step_scores(path: Any, responses: list[dict[str, Any]]) -> tuple[
     if LIKELIHOOD_ARCHITECTURE in checkpoint.architectures:
         from prm_annotate.prm.likelihood import LikelihoodScorer
 
-        scorer = LikelihoodScorer(checkpoint, progress=False)
+        scorer = LikelihoodScorer(checkpoint, progress=False, readings=readings)
         try:
             out = scorer.step_probabilities([scorer.token_ids(r["problem"], r["steps"]) for r in responses])
         finally:
@@ -98,12 +99,14 @@ def checkpoint_step_scores(path: Any, responses: list[dict[str, Any]]) -> tuple[
     return batched_step_scores(model, tokenizer, fmt, responses), fmt.threshold
 
 
-def likelihood_baseline_scores(base: Any, responses: list[dict[str, Any]]) -> list[list[float]]:
+def likelihood_baseline_scores(base: Any, responses: list[dict[str, Any]],
+                               system_prompt: str | None = None) -> list[list[float]]:
     """No training: per step, the causal LM's lowest probability of a token of the step given the
     ones before it (prm/likelihood.py's statistics, its text and its reading)."""
     from prm_annotate.prm.likelihood import lowest_token_probabilities
 
-    return lowest_token_probabilities(base, [(r["problem"], r["steps"]) for r in responses])
+    return lowest_token_probabilities(base, [(r["problem"], r["steps"]) for r in responses],
+                                      system_prompt=system_prompt)
 
 
 @dataclass

@@ -204,11 +204,7 @@ def test_world_prm_end_to_end_rerun_and_kill(tmp_path):
     assert code == 0, err[-4000:]
     assert err.count("done before") == 2 * len(SOURCES) and "training" not in err
     rerun = orjson.loads((first / "results.json").read_bytes())
-    # KNOWN BUG, not fixed: a rerun's `references` (the no-training rows) differ from the first run's;
-    # everything else must be as it was.
-    assert rerun["references"].keys() == results["references"].keys()
-    assert again == out and {k: v for k, v in rerun.items() if k != "references"} == \
-        {k: v for k, v in results.items() if k != "references"}
+    assert again == out and rerun == results
     assert stale.read_bytes() == kept
 
     killed = tmp_path / "killed"
@@ -296,7 +292,7 @@ def test_a_moved_checkout_keeps_its_runs_and_another_base_is_refused(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(moved)}, timeout=120).stdout.splitlines()
     assert out[0].startswith(str(moved))  # the copy ran
     assert orjson.loads(out[1]) == [ExperimentConfig().settings(), ReportConfig().settings()]
-    assert ExperimentConfig().settings()["base"] == "shipped:policy"
+    assert ExperimentConfig().settings()["base"] == "shipped:prm-base"
 
     check_workdir(ExperimentConfig(workdir=tmp_path / "w"))
     other = tmp_path / "policy"  # the same weights, elsewhere: another base as far as a run can tell
