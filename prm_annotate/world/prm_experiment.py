@@ -39,8 +39,8 @@ import orjson
 
 from prm_annotate.errors import UsageError
 from prm_annotate.world import POLICY_DIR, PRM_BASE_DIR, WORLD_SYSTEM_PROMPT, model_setting
-from prm_annotate.world.prm_labels import (SOURCES, Source, ensure_report, export_rows, problem_of, split_problems,
-                                           training_sets, write_atomic)
+from prm_annotate.world.prm_labels import (SOURCES, Source, ensure_report, export_rows, problem_of, response_steps,
+                                           split_problems, training_sets, write_atomic)
 from prm_annotate.world.prm_scores import (Heldout, checkpoint_step_scores, likelihood_baseline_scores,
                                            scorer_metrics)
 from prm_annotate.world.report import FILES, read_jsonl, write_jsonl
@@ -257,11 +257,12 @@ def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
     held, records = load_heldout(folder, split.heldout, cfg.workdir)
     progress(f"held out: {len(records)} responses of {len(held.problem_ids)} problems")
     rows = export_rows(folder, cfg.workdir / "data", split.train)
+    steps = response_steps(folder)
     results: dict[tuple[str, int], dict[str, Any]] = {}
     readings = likelihood_readings(cfg)
     total, done = cfg.seeds * len(SOURCES), 0
     for seed in range(cfg.seeds):
-        sets = training_sets(rows, split, cfg.val_share, seed, cfg.workdir / "data" / f"seed{seed}")
+        sets = training_sets(rows, split, cfg.val_share, seed, cfg.workdir / "data" / f"seed{seed}", steps)
         for source in SOURCES:
             done += 1
             path = cfg.workdir / "prms" / f"{source.key}-seed{seed}.json"

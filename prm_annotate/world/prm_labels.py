@@ -37,6 +37,7 @@ class Source:
     role: str  # the report file its labels come from
     soft: bool = False  # MC scores as targets (the paper's soft labels)
     sized_like: str | None = None  # cut at random to this source's sizes
+    final_step: bool = True  # False: no response's final step is trained on (without_final_steps)
 
 
 SOURCES = (
@@ -48,6 +49,13 @@ SOURCES = (
     # (and how often) is kept, which response has them is not. A PRM that checks steps learns
     # nothing from them (right > wrong 50); one that learns priors would look as good as the ceiling.
     Source("truth (shuffled)", "shuffled", "shuffled"),
+    # The same pair with no response's final step trained on. The final step states the answer and
+    # is almost never a first error (0.3% of them against 27% of the others, in labels true or
+    # shuffled alike): that prior alone tells a head reading the base's surprise which way surprise
+    # points, and a base that reckons well then verifies by itself (docs/world-prm.md). Without it,
+    # shuffled labels teach nothing, and the pair tells learning from labels from learning from priors.
+    Source("truth, no final step", "truth-nofinal", "truth", final_step=False),
+    Source("truth (shuffled), no final step", "shuffled-nofinal", "shuffled", final_step=False),
     Source("MC", "mc", "rollouts"),
     Source("MC soft", "mc-soft", "rollouts", soft=True),
     Source("judge", "judge", "judged"),
@@ -139,6 +147,18 @@ def export_rows(folder: Path, scratch: Path, pool: list[str]) -> dict[str, list[
     return {role: build_rows(str(path), options)[0] for role, path in files.items()}
 
 
+def without_final_steps(rows: list[dict[str, Any]], steps: dict[str, int]) -> list[dict[str, Any]]:
+    """The `trl` rows less each response's final step where the row reaches it (its label goes
+    with it); a row that was that step alone is dropped."""
+    out = []
+    for r in rows:
+        if len(r["completions"]) < steps[r["id"]]:
+            out.append(r)
+        elif len(r["completions"]) > 1:
+            out.append({**r, **{k: r[k][:-1] for k in ("completions", "labels", "scores") if isinstance(r.get(k), list)}})
+    return out
+
+
 def validation_problems(train: list[str], share: float, seed: int) -> set[str]:
     rng = random.Random(derive_seed("world-prm", "validation", seed))
     return set(rng.sample(train, max(1, round(share * len(train)))))
@@ -149,9 +169,15 @@ def _cut(rows: list[dict[str, Any]], size: int, rng: random.Random) -> list[dict
     return [rows[i] for i in keep]
 
 
+def response_steps(folder: Path) -> dict[str, int]:
+    """Each response's number of steps (a labelled row holds them only up to its first error)."""
+    return {g["id"]: len(g["steps"]) for g in read_jsonl(folder / FILES["gold"])}
+
+
 def training_sets(rows: dict[str, list[dict[str, Any]]], split: Split, share: float, seed: int,
-                  folder: Path) -> dict[str, tuple[Path, Path]]:
-    """(train, validation) files per source key for one seed, written into `folder`."""
+                  folder: Path, step_counts: dict[str, int]) -> dict[str, tuple[Path, Path]]:
+    """(train, validation) files per source key for one seed, written into `folder`;
+    `step_counts`: each response's number of steps (response_steps)."""
     folder.mkdir(parents=True, exist_ok=True)
     val = validation_problems(split.train, share, seed)
     pool = set(split.train)
@@ -160,6 +186,8 @@ def training_sets(rows: dict[str, list[dict[str, Any]]], split: Split, share: fl
         if source.sized_like:
             continue
         labelled = [r for r in rows[source.role] if problem_of(r["id"]) in pool]
+        if not source.final_step:
+            labelled = without_final_steps(labelled, step_counts)
         sets[source.key] = ([r for r in labelled if problem_of(r["id"]) not in val],
                             [r for r in labelled if problem_of(r["id"]) in val])
     rng = random.Random(derive_seed("world-prm", "subsample", seed))

@@ -25,6 +25,8 @@ COMPARISONS = (
     ("MC", "MC soft", "hard vs soft MC labels"),
     ("truth (ceiling)", "consensus", "what perfect labels would add to consensus's"),
     ("truth (ceiling)", "truth (shuffled)", "the control: the true labels against the same labels shuffled among responses"),
+    ("truth, no final step", "truth (shuffled), no final step",
+     "the control without the final-step prior (no response's final step trained on)"),
 )
 SCALARS = ("f1", "error_acc", "correct_acc", "step_auc", "right_over_wrong", "score_range", "f1_at_0.5")
 PER_PROBLEM = ("f1_counts", "picks", "rw_counts")  # the bootstrap's inputs: in the per-PRM files, not in results.json

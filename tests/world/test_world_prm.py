@@ -220,16 +220,18 @@ def test_world_prm_end_to_end_rerun_and_kill(tmp_path):
 
 def test_training_sets_split_by_problem_and_size_match(tmp_path):
     def rows(kept):
-        return [{"id": f"p{i}/{j}", "prompt": "q", "completions": ["a"], "labels": [True], "scores": [1.0]}
-                for i in range(40) for j in range(4) if kept(i, j)]
+        return [{"id": f"p{i}/{j}", "prompt": "q", "completions": ["a", "b"], "labels": [True, True],
+                 "scores": [1.0, 1.0]} for i in range(40) for j in range(4) if kept(i, j)]
 
     labelled = {"rollouts": rows(lambda i, j: True), "judged": rows(lambda i, j: (i + j) % 7),
                 "consensus": rows(lambda i, j: (i * j) % 3 == 0), "truth": rows(lambda i, j: True),
                 "shuffled": rows(lambda i, j: True)}
     split = Split([f"p{i}" for i in range(30)], [f"p{i}" for i in range(30, 40)])
+    # every response has 2 steps but the last of each problem, which has 3 (its rows stop before its final step)
+    steps = {f"p{i}/{j}": 3 if j == 3 else 2 for i in range(40) for j in range(4)}
     vals = []
     for seed in (0, 1):
-        paths = training_sets(labelled, split, 0.2, seed, tmp_path / f"seed{seed}")
+        paths = training_sets(labelled, split, 0.2, seed, tmp_path / f"seed{seed}", steps)
         sets = {key: (read(t), read(v)) for key, (t, v) in paths.items()}
         val_problems = {problem_of(r["id"]) for r in sets["mc"][1]}
         vals.append(val_problems)
@@ -238,10 +240,18 @@ def test_training_sets_split_by_problem_and_size_match(tmp_path):
             assert {problem_of(r["id"]) for r in train} <= set(split.train) - val_problems
             assert {problem_of(r["id"]) for r in valid} <= val_problems
         assert [len(x) for x in sets["mc-sized"]] == [len(x) for x in sets["consensus"]]
+        # no final step: a row that reaches its response's final step loses it (and its label)
+        for part in (0, 1):
+            whole = {r["id"]: r for r in sets["truth"][part]}
+            cut = {r["id"]: r for r in sets["truth-nofinal"][part]}
+            assert set(cut) == set(whole)
+            for rid, r in cut.items():
+                keep = 2 if rid.endswith("/3") else 1
+                assert r["completions"] == whole[rid]["completions"][:keep] and r["labels"] == whole[rid]["labels"][:keep]
         assert {r["id"] for r in sets["mc-sized"][0]} <= {r["id"] for r in sets["mc"][0]}
     assert vals[0] != vals[1]  # the seed draws the validation problems
     # the same seed, the same files
-    again = training_sets(labelled, split, 0.2, 0, tmp_path / "again")
+    again = training_sets(labelled, split, 0.2, 0, tmp_path / "again", steps)
     assert again["mc-sized"][0].read_bytes() == (tmp_path / "seed0" / "mc-sized.train.jsonl").read_bytes()
 
 
@@ -319,3 +329,17 @@ def test_score_range_and_blind_baselines_on_known_responses():
     scores = {"a0": [0.9, 0.4], "a1": [0.3], "a2": [0.6], "a3": [0.8], "a4": [0.5], "b0": [0.1], "b1": [0.9]}
     assert score_range(held, scores) == pytest.approx(0.8 - 0.3)  # b's two copies are one response
     assert score_range(held, {**scores, "a1": None, "a3": None}) is None  # a's scored ones are copies
+
+
+def test_without_final_steps_drops_what_reaches_the_final_step():
+    from prm_annotate.world.prm_labels import without_final_steps
+
+    rows = [{"id": "p/0", "completions": ["a", "b", "c"], "labels": [True, True, True], "scores": None},
+            {"id": "p/1", "completions": ["a", "b"], "labels": [True, False], "scores": [1.0, 0.0]},
+            {"id": "p/2", "completions": ["a", "b", "c"], "labels": [True, True, False], "scores": [1.0, 1.0, 0.0]},
+            {"id": "p/3", "completions": ["a"], "labels": [True]}]
+    steps = {"p/0": 3, "p/1": 3, "p/2": 3, "p/3": 1}
+    assert without_final_steps(rows, steps) == [
+        {"id": "p/0", "completions": ["a", "b"], "labels": [True, True], "scores": None},
+        rows[1],  # cut at its first error before the final step: as it was
+        {"id": "p/2", "completions": ["a", "b"], "labels": [True, True], "scores": [1.0, 1.0]}]
