@@ -56,7 +56,7 @@ def run(workdir, *extra, kill_after_files=None):
     return proc.returncode, out, err
 
 
-TIMINGS = {"seconds", "train_seconds", "seconds_to_best", "report_seconds"}
+TIMINGS = {"seconds", "train_seconds", "seconds_to_best", "report_seconds", "read_seconds"}
 
 
 def measured(value):
