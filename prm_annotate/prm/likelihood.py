@@ -285,8 +285,8 @@ class StepLikelihoodPRM(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         # The LM keeps its weights (loaded, or its own class's initialisation); the head starts as
         # torch's Linear does, but for its last layer, which starts at zero: every step scores
-        # alike until the labels say otherwise, so a head trained on labels that carry nothing
-        # (`world prm`'s shuffled control) stays at chance instead of keeping a random opinion.
+        # alike until the labels say otherwise, so which way the LM's surprise points is learnt,
+        # never a random opinion of the initialisation (a control on shuffled labels relies on it).
         if isinstance(module, nn.Linear) and any(module is m for m in self.score.modules()):
             module.reset_parameters()
             if module is self.score.final:

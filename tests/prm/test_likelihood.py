@@ -222,3 +222,24 @@ def test_training_on_the_lm_read_once_trains_the_head_it_would_train_reading_aga
     assert heads["cached"].keys() == heads["live"].keys()
     for key in heads["cached"]:
         torch.testing.assert_close(heads["cached"][key], heads["live"][key], atol=1e-5, rtol=1e-4)
+
+
+def test_readings_are_kept_and_bound_to_one_lm(prm):
+    """A sequence read once is not read again; readings of one LM are refused to another."""
+    from prm_annotate.prm.likelihood import LMReadings
+    from prm_annotate.world import JUDGE_DIR
+
+    model, tokenizer = prm
+    ids, _ = _inputs(tokenizer, world_responses(2, seed=10))
+    readings = LMReadings()
+    first = readings.of(model, ids)
+    calls = []
+    model.read_tokens, real = (lambda *a: calls.append(a) or real(*a)), model.read_tokens
+    try:
+        again = readings.of(model, ids[::-1])
+    finally:
+        del model.read_tokens
+    assert calls == [] and len(ids) > 1 and all(a is b for a, b in zip(first, again[::-1]))
+    other = build(str(JUDGE_DIR), tokenizer, FMT)
+    with pytest.raises(ValueError, match="another LM"):
+        readings.of(other, ids)
