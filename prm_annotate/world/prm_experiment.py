@@ -85,6 +85,10 @@ class ExperimentConfig:
 
 
 def check_workdir(cfg: ExperimentConfig) -> None:
+    """Refuse, before the report's hour of labels, a base that is not a model and a workdir of
+    another run; record this run's settings."""
+    if not (Path(cfg.base) / "config.json").is_file():
+        raise UsageError(f"--base {cfg.base}: no such model directory (a causal LM's, with its config.json)")
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     marker = cfg.workdir / "settings.json"
     if marker.is_file():

@@ -284,6 +284,12 @@ def test_a_workdir_of_other_settings_is_refused(tmp_path):
         check_workdir(ExperimentConfig(workdir=tmp_path, lr=0.5))
 
 
+def test_a_base_that_is_not_a_model_is_refused_before_any_work(tmp_path):
+    result = CliRunner().invoke(app, ["world", "prm", "--workdir", str(tmp_path / "w"), "--base", str(tmp_path / "nope")])
+    assert result.exit_code == 2 and "--base" in result.output and "no such model" in result.output
+    assert not (tmp_path / "w").exists()
+
+
 def test_a_moved_checkout_keeps_its_runs_and_another_base_is_refused(tmp_path):
     """The shipped models are recorded by name, so the same package at another path (a moved or
     fresh checkout) has the same settings; a base model elsewhere is recorded by its path."""
