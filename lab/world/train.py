@@ -414,7 +414,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy-steps", type=int, default=500)
     parser.add_argument("--policy-batch", type=int, default=64)
     parser.add_argument("--judge-steps", type=int, default=3000)
-    parser.add_argument("--prm-base-steps", type=int, default=1500)
+    parser.add_argument("--prm-base-steps", type=int, default=600)
     parser.add_argument("--judge-batch", type=int, default=32)
     parser.add_argument("--judge-real-samples", type=int, default=2048,
                         help="policy responses (from OUT/policy) mixed into the judge's data; 0: none")

@@ -261,11 +261,10 @@ class StepCollator:
         batch = {"input_ids": ids, "attention_mask": mask, "labels": labels, "step_labels": hard}
         if "response_start" in features[0]:
             batch["response_start"] = torch.tensor([f["response_start"] for f in features])
-        if "token_logprobs" in features[0]:  # a likelihood PRM's LM reading, read once (zeros on padding)
-            read = torch.zeros((len(features), width, features[0]["token_logprobs"].shape[-1]))
-            for b, f in enumerate(features):
-                read[b, :len(f["input_ids"])] = f["token_logprobs"]
-            batch["token_logprobs"] = read
+        if "token_logprobs" in features[0]:  # a likelihood PRM's LM reading, read once
+            from prm_annotate.prm.likelihood import padded_readings
+
+            batch["token_logprobs"] = padded_readings([f["token_logprobs"] for f in features], width)
         return batch
 
     @property

@@ -435,14 +435,16 @@ class LMReadings:
     def __init__(self) -> None:
         self._kept: dict[tuple[int, ...], torch.Tensor] = {}
         self._lm: str | None = None
+        self._checked: Any = None  # the LM object last checked (a scorer asks once per batch)
 
     def of(self, model: "StepLikelihoodPRM", sequences: Sequence[Sequence[int]],
            batch_size: int = 64) -> list[torch.Tensor]:
         """(len, 3) per sequence: what `model`'s LM thought of each token, read now or before."""
-        lm = _fingerprint(model.lm)
-        if self._lm not in (None, lm):
-            raise ValueError("LMReadings: these readings are another LM's")
-        self._lm = lm
+        if model.lm is not self._checked:
+            lm = _fingerprint(model.lm)
+            if self._lm not in (None, lm):
+                raise ValueError("LMReadings: these readings are another LM's")
+            self._lm, self._checked = lm, model.lm
         missing = sorted({tuple(s) for s in sequences} - self._kept.keys(), key=len)
         device = next(model.lm.parameters()).device
         for start in range(0, len(missing), batch_size):
@@ -456,11 +458,23 @@ class LMReadings:
 
 
 def _fingerprint(lm: Any) -> str:
+    """A hash of a strided sample of every weight (cheap for a large LM too)."""
     import hashlib
 
-    weight = lm.get_input_embeddings().weight.detach().flatten()
-    sample = weight[::max(1, weight.numel() // 65536)].float().cpu().contiguous()  # cheap for a large LM too
-    return hashlib.sha256(sample.numpy().tobytes() + str(tuple(weight.shape)).encode()).hexdigest()
+    digest = hashlib.sha256()
+    for name, weight in lm.named_parameters():
+        flat = weight.detach().flatten()
+        sample = flat[::max(1, flat.numel() // 4096)].float().cpu().contiguous()
+        digest.update(name.encode() + str(tuple(weight.shape)).encode() + sample.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def padded_readings(reads: Sequence[torch.Tensor], width: int) -> torch.Tensor:
+    """(B, width, 3): readings of right-padded rows, zeros on the padding."""
+    out = torch.zeros((len(reads), width, reads[0].shape[-1]))
+    for row, r in enumerate(reads):
+        out[row, :len(r)] = r
+    return out
 
 
 def cache_token_logprobs(model: StepLikelihoodPRM, features: list[dict[str, Any]],
@@ -478,12 +492,7 @@ def step_probabilities(model: Any, prompts: list[list[int]], starts: list[int], 
     """P(right) at each tag of each prompt, from one right-padded forward pass (the LM's part
     from `readings` when given)."""
     ids, mask = right_padded(prompts, pad_id)
-    read = None
-    if readings is not None:
-        read = torch.zeros((*ids.shape, 3))
-        for row, r in enumerate(readings.of(model, prompts)):
-            read[row, :len(r)] = r
-        read = read.to(device)
+    read = padded_readings(readings.of(model, prompts), ids.shape[1]).to(device) if readings is not None else None
     with torch.inference_mode():
         logits = model(input_ids=ids.to(device), attention_mask=mask.to(device),
                        response_start=torch.tensor(starts, device=device), token_logprobs=read).logits
