@@ -78,7 +78,7 @@ demo-real: $(STAMP)
 # loaded 2-core AVX2 machine: the labels 46 minutes (rollouts 36), the PRMs under a minute each
 # (docs/world-prm.md). A rerun continues.
 LOOP_DIR   ?= runs/world-prm
-LOOP_SEEDS ?= 5
+LOOP_SEEDS ?= 3
 demo-loop: export VLLM_LOGGING_LEVEL ?= ERROR
 demo-loop: $(STAMP)
 	$(PY) -m prm_annotate world prm --workdir $(LOOP_DIR) --seeds $(LOOP_SEEDS)

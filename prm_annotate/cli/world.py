@@ -76,8 +76,8 @@ def report(
 @world_app.command("prm")
 def prm_experiment(
     workdir: Annotated[Path, typer.Option("--workdir", help="Folder of the run: the report, the PRMs, results.json, world-prm.png (a rerun continues it).")] = Path("runs/world-prm"),
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds (0..N-1) per label source; more extend a finished run.")] = 5,
-    train_problems: Annotated[int, typer.Option("--train-problems", min=2, help="Problems whose responses train (and validate) the PRMs.")] = 1000,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds (0..N-1) per label source; more extend a finished run.")] = 3,
+    train_problems: Annotated[int, typer.Option("--train-problems", min=2, help="Problems whose responses train (and validate) the PRMs.")] = 500,
     heldout_problems: Annotated[int, typer.Option("--heldout-problems", min=1, help="Problems held out for the measurement.")] = 400,
     n: Annotated[int, typer.Option("-n", "--num-samples", min=1, help="Responses per problem (Best-of-N up to N).")] = 8,
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="Rollouts per step.")] = 8,
@@ -86,7 +86,7 @@ def prm_experiment(
     head: Annotated[str, typer.Option("--head", help="train --head of every PRM: likelihood or qwen.")] = "likelihood",
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="The step cap of every PRM.")] = 1000,
     eval_every: Annotated[int, typer.Option("--eval-every", min=1, help="Steps between validations (and checkpoints).")] = 50,
-    patience: Annotated[int, typer.Option("--patience", min=1, help="Validations without a better F1 before a PRM stops.")] = 5,
+    patience: Annotated[int, typer.Option("--patience", min=1, help="Validations without a better F1 before a PRM stops.")] = 3,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Responses per step.")] = 16,
     lr: Annotated[float, typer.Option("--lr", min=0, help="Peak learning rate.")] = 3e-3,
     base: Annotated[Optional[Path], typer.Option("--base", help="The PRMs' base model (default: the shipped prm-base; the policy: prm_annotate/world/models/policy).")] = None,

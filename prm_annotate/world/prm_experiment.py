@@ -1,14 +1,15 @@
 """The paper's central claim in the arithmetic world, where the truth is known: does a PRM trained
 on consensus labels beat one trained on MC labels, and with how much certainty?
 
-    prm-annotate world prm [--workdir runs/world-prm] [--seeds 5]
+    prm-annotate world prm [--workdir runs/world-prm] [--seeds 3]
 
 1. Labels: one `world report` (prm_labels.py): `train_problems` problems for training and
    `heldout_problems` more held out, `n` responses each, K rollouts per step, the judge on all.
 2. PRMs: for each seed and each label source (prm_labels.SOURCES: MC hard, MC soft, judge,
-   consensus, MC cut to consensus's size, the truth as the ceiling, and the truth shuffled among
-   the responses as the control) one PRM on the world policy with `train --head likelihood`
-   (prm/likelihood.py: a step head on the frozen policy's token log-probabilities) — the same
+   consensus, MC cut to consensus's size, the truth as the ceiling, the truth shuffled among the
+   responses, and those two with no final step trained on: the control pair) one PRM on `base`
+   with `train --head likelihood` (prm/likelihood.py: a step head on the frozen base's token
+   log-probabilities) — the same
    steps cap, batch, learning rate, evaluation cadence and patience for all: every `eval_every`
    steps it is evaluated on its validation problems (drawn from the training problems, labelled
    by its own source), the checkpoint with the best F1 is kept with its F1-maximising threshold,
@@ -18,7 +19,7 @@ on consensus labels beat one trained on MC labels, and with how much certainty?
 3. Scoring: each PRM scores the held-out responses (prm_scores.py: `score`'s own in-process
    scorer) and is measured against the truth at its own tuned threshold; the rollouts and the
    judge are measured on the same responses as reference rows (an annotator against the PRM
-   trained on it), and so is the policy's likelihood untrained (no labels at all).
+   trained on it), and so are the truth itself and the likelihood untrained (no labels at all).
 4. Results (prm_results.py): per source the seeds' mean and spread, the paired comparisons with
    bootstrap intervals (bootstrap.py), `results.json`, the table and `world-prm.png`.
 
@@ -49,8 +50,10 @@ from prm_annotate.world.report import FILES, read_jsonl, write_jsonl
 @dataclass(frozen=True)
 class ExperimentConfig:
     workdir: Path = Path("runs/world-prm")
-    seeds: int = 5
-    train_problems: int = 1000
+    seeds: int = 3
+    # Enough: on prm-base every PRM of the true labels is at its best at its first validation (step
+    # 50, 800 responses), and the labels are most of the run's time.
+    train_problems: int = 500
     heldout_problems: int = 400
     n: int = 8  # responses per problem (Best-of-8 on the held-out ones)
     k: int = 8  # rollouts per step
@@ -61,7 +64,7 @@ class ExperimentConfig:
     lr: float = 3e-3
     max_steps: int = 1000  # the cap
     eval_every: int = 50
-    patience: int = 5  # evaluations without a better validation F1
+    patience: int = 3  # evaluations without a better validation F1
     max_length: int = 256  # tokens; world responses are under 200
     # The PRMs' base: a better reckoner than the policy, so the policy's slips surprise it (a PRM's
     # base need not be the policy; docs/world-prm.md measures both).
@@ -156,6 +159,8 @@ def run_prm(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]],
     trained = train(train_config(cfg, source, seed, data, folder / name), readings)
     t = time.monotonic()
     scores, threshold = checkpoint_step_scores(folder / name, records, readings)
+    if not source.final_step:
+        scores = [s[:-1] + [1.0] for s in scores]
     write_jsonl(folder / f"{name}.scored.jsonl",
                 [{**{k: v for k, v in r.items() if k not in ("mc", "prm")},
                   "prm": {"scores": s, "threshold": threshold, "model": name}} for r, s in zip(records, scores)])
@@ -200,13 +205,15 @@ def remeasured(held: Heldout, path: Path) -> dict[str, Any]:
     return result
 
 
-def judge_scores(record: dict[str, Any]) -> list[float] | None:
-    """The verdict as step scores: 1 before the first error, 0 from it on; None when unparsed."""
-    first = record["judge"].get("first_error")
-    if first is None:
-        return None
-    n = len(record["steps"])
+def first_error_scores(first: int, n: int) -> list[float]:
+    """A first error as the scores of `n` steps: 1 before it, 0 from it on (-1: all 1)."""
     return [1.0] * n if first == -1 else [1.0] * first + [0.0] * (n - first)
+
+
+def judge_scores(record: dict[str, Any]) -> list[float] | None:
+    """The verdict as step scores (first_error_scores); None when unparsed."""
+    first = record["judge"].get("first_error")
+    return None if first is None else first_error_scores(first, len(record["steps"]))
 
 
 def likelihood_reference(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]], lm: Path,
@@ -228,15 +235,18 @@ def likelihood_reference(cfg: ExperimentConfig, held: Heldout, records: list[dic
 
 def reference_rows(cfg: ExperimentConfig, folder: Path, held: Heldout,
                    records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The annotators themselves on the held-out responses, and the likelihood untrained: the PRMs'
-    base's (what every likelihood PRM reads, with no label at all) and, when the base is not the
-    policy, the policy's. MC's first error is its hard label (no completion right: the first score
+    """The annotators themselves on the held-out responses (the truth too: what a perfect verifier
+    scores, the real ceiling of right > wrong, since a right answer can go through a wrong step),
+    and the likelihood untrained: the PRMs' base's (what every likelihood PRM reads, with no label
+    at all) and, when the base is not the policy, the policy's. MC's first error is its hard label (no completion right: the first score
     below 1/(2K), the scores being multiples of 1/K); its last step's score is the response's own
     graded answer, so its Best-of-N knows the gold answers."""
     ids = {r["id"] for r in records}
     judged = {r["id"]: judge_scores(r) for r in read_jsonl(folder / FILES["judged"]) if r["id"] in ids}
     mc = {r["id"]: r["mc"]["scores"] for r in records}
-    rows = {"MC rollouts": scorer_metrics(held, mc, 0.5 / cfg.k),
+    truth = {rid: first_error_scores(g.label, len(held.steps[rid])) for rid, g in held.gold.items()}
+    rows = {"truth": scorer_metrics(held, truth, 0.5),
+            "MC rollouts": scorer_metrics(held, mc, 0.5 / cfg.k),
             "judge": scorer_metrics(held, {rid: judged.get(rid) for rid in ids}, 0.5),
             BASE_LIKELIHOOD: likelihood_reference(cfg, held, records, cfg.base, "likelihood-base")}
     if Path(cfg.base).resolve() != POLICY_DIR.resolve():

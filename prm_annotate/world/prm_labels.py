@@ -37,7 +37,9 @@ class Source:
     role: str  # the report file its labels come from
     soft: bool = False  # MC scores as targets (the paper's soft labels)
     sized_like: str | None = None  # cut at random to this source's sizes
-    final_step: bool = True  # False: no response's final step is trained on (without_final_steps)
+    # False: no response's final step is trained on (without_final_steps), and none is judged: the
+    # PRM's score of a final step is 1 (right), since its threshold never saw one.
+    final_step: bool = True
 
 
 SOURCES = (

@@ -105,6 +105,8 @@ def check_measurements(workdir, results):
             assert set(scored) == set(truth)
             t = per_seed["train"]["threshold"]
             preds = {rid: first_below(r["prm"]["scores"], t) for rid, r in scored.items()}
+            if not source.final_step:  # it never saw a final step and does not judge one
+                assert all(r["prm"]["scores"][-1] == 1.0 for r in scored.values())
             if any(v != -1 for v in truth.values()) and any(v == -1 for v in truth.values()):
                 assert abs(per_seed["metrics"]["f1"] - f1_of(truth, preds)) < 1e-9
             # Best-of-2 by min: the first response unless the second's weakest step scores higher
@@ -146,6 +148,24 @@ def check_measurements(workdir, results):
 
                 responses_steps = {r["id"]: r["steps"] for r in read(report / "responses.jsonl")}
                 assert labels("shuffled") == labels("truth")
+
+
+def check_truth_reference(workdir, results):
+    """The truth as a scorer: its own F1 is 100, and right > wrong is its pairs restated."""
+    report = workdir / "report"
+    problems = {p["id"]: p for p in read(report / "problems.jsonl")}
+    held = list(problems)[6:]
+    responses = [r for r in read(report / "responses.jsonl") if r["problem_id"] in held]
+    first = {r["id"]: true_first_error(problems[r["problem_id"]], r["steps"]) for r in responses}
+    truth = results["references"]["truth"]
+    if any(v != -1 for v in first.values()) and any(v == -1 for v in first.values()):
+        assert truth["f1"] == 100.0
+    low = {rid: 1.0 if f == -1 else 0.0 for rid, f in first.items()}  # its lowest step score
+    pairs = [(low[a["id"]], low[b["id"]]) for a in responses for b in responses
+             if a["problem_id"] == b["problem_id"] and a["correct"] is True and b["correct"] is False]
+    if pairs:
+        wins = sum(1.0 if x > y else 0.5 if x == y else 0.0 for x, y in pairs)
+        assert truth["right_over_wrong"] == pytest.approx(100 * wins / len(pairs))
 
 
 def check_blind_baselines(workdir, results):
@@ -194,6 +214,7 @@ def test_world_prm_end_to_end_rerun_and_kill(tmp_path):
     assert {c["pooled"]["reading"] for c in results["comparisons"]} <= {"higher", "lower", "no difference shown"}
     check_measurements(first, results)
     check_blind_baselines(first, results)
+    check_truth_reference(first, results)
     check_batched_scores(first)
 
     # A rerun measures the finished PRMs again from their scored files: a stale metric is replaced.
