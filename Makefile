@@ -71,12 +71,12 @@ demo-real: $(STAMP)
 		--model "$$(cat $(REAL_DIR)/model.txt)" -o $(REAL_DIR)/judged.jsonl --quiet
 	$(PY) -m prm_annotate consensus $(REAL_DIR)/rollouts.jsonl $(REAL_DIR)/judged.jsonl -o $(REAL_DIR)/consensus.jsonl
 
-# The paper's claim in the arithmetic world (docs/world-prm.md): label 1,400 problems, train nine
+# The paper's claim in the arithmetic world (docs/world-prm.md): label 900 problems, train nine
 # likelihood PRMs per seed on the shipped prm-base (MC hard, MC soft, judge, consensus,
 # size-matched MC, and the controls: the true labels and them shuffled, each also without the
-# final step), measure them on the 400 held-out problems with bootstrap intervals. Measured on a
-# loaded 2-core AVX2 machine: the labels 46 minutes (rollouts 36), the PRMs under a minute each
-# (docs/world-prm.md). A rerun continues.
+# final step), measure them on the 400 held-out problems with bootstrap intervals. Measured on an
+# idle 2-core AVX2 machine: the labels 15 minutes (rollouts 11), the 27 PRMs of 3 seeds 4 minutes;
+# the README's table is LOOP_SEEDS=5. A rerun continues.
 LOOP_DIR   ?= runs/world-prm
 LOOP_SEEDS ?= 3
 demo-loop: export VLLM_LOGGING_LEVEL ?= ERROR
