@@ -75,8 +75,8 @@ demo-real: $(STAMP)
 # likelihood PRMs per seed on the shipped prm-base (MC hard, MC soft, judge, consensus,
 # size-matched MC, and the controls: the true labels and them shuffled, each also without the
 # final step), measure them on the 400 held-out problems with bootstrap intervals. Measured on an
-# idle 2-core AVX2 machine: the labels 15 minutes (rollouts 11), the 27 PRMs of 3 seeds 4 minutes;
-# the README's table is LOOP_SEEDS=5. A rerun continues.
+# idle 2-core AVX2 machine: 19 minutes in all, the labels 14 (rollouts 11); the README's table is
+# LOOP_SEEDS=5. A rerun continues.
 LOOP_DIR   ?= runs/world-prm
 LOOP_SEEDS ?= 3
 demo-loop: export VLLM_LOGGING_LEVEL ?= ERROR
