@@ -43,19 +43,20 @@ class Source:
 
 
 SOURCES = (
-    # First the two controls, which say whether the run can answer at all (and come first in a run
-    # cut short). The true labels, which no annotator has: what this PRM learns from perfect labels,
-    # the ceiling the others are read against.
+    # First the controls, which say whether the run can answer at all (and come first in a run cut
+    # short). The true labels, which no annotator has: what this PRM learns from perfect labels, the
+    # ceiling the others are read against.
     Source("truth (ceiling)", "truth", "truth"),
     # The true labels shuffled among the training responses with as many steps: where errors sit
-    # (and how often) is kept, which response has them is not. A PRM that checks steps learns
-    # nothing from them (right > wrong 50); one that learns priors would look as good as the ceiling.
+    # (and how often) is kept, which response has them is not. A PRM that learns only from labels
+    # learns nothing from them (right > wrong 50); one that learns priors looks like the ceiling.
     Source("truth (shuffled)", "shuffled", "shuffled"),
-    # The same pair with no response's final step trained on. The final step states the answer and
-    # is almost never a first error (0.3% of them against 27% of the others, in labels true or
-    # shuffled alike): that prior alone tells a head reading the base's surprise which way surprise
-    # points, and a base that reckons well then verifies by itself (docs/world-prm.md). Without it,
-    # shuffled labels teach nothing, and the pair tells learning from labels from learning from priors.
+    # The same pair with no response's final step trained on: the experiment's control. The final
+    # step states the answer and is almost never a first error (0.2% of them against 26% of the
+    # others, in labels true or shuffled alike): that prior alone tells a head reading the base's
+    # surprise which way surprise points, and a base that reckons well then verifies by itself
+    # (docs/world-prm.md). Without it, shuffled labels teach nothing, and the pair tells learning
+    # from labels from learning from priors.
     Source("truth, no final step", "truth-nofinal", "truth", final_step=False),
     Source("truth (shuffled), no final step", "shuffled-nofinal", "shuffled", final_step=False),
     Source("MC", "mc", "rollouts"),
