@@ -235,12 +235,12 @@ def likelihood_reference(cfg: ExperimentConfig, held: Heldout, records: list[dic
 
 def reference_rows(cfg: ExperimentConfig, folder: Path, held: Heldout,
                    records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The annotators themselves on the held-out responses (the truth too: what a perfect verifier
-    scores, the real ceiling of right > wrong, since a right answer can go through a wrong step),
-    and the likelihood untrained: the PRMs' base's (what every likelihood PRM reads, with no label
-    at all) and, when the base is not the policy, the policy's. MC's first error is its hard label (no completion right: the first score
-    below 1/(2K), the scores being multiples of 1/K); its last step's score is the response's own
-    graded answer, so its Best-of-N knows the gold answers."""
+    """The annotators themselves on the held-out responses (the truth too: a perfect annotator's
+    0/1 scores, which tie a right answer through a wrong step with the wrong answers), and the
+    likelihood untrained: the PRMs' base's (what every likelihood PRM reads, with no label at all)
+    and, when the base is not the policy, the policy's. MC's first error is its hard label (no
+    completion right: the first score below 1/(2K), the scores being multiples of 1/K); its last
+    step's score is the response's own graded answer, so its Best-of-N knows the gold answers."""
     ids = {r["id"] for r in records}
     judged = {r["id"]: judge_scores(r) for r in read_jsonl(folder / FILES["judged"]) if r["id"] in ids}
     mc = {r["id"]: r["mc"]["scores"] for r in records}

@@ -87,13 +87,30 @@ def f1_of(truth, preds):
     return 2 * e * c / (e + c) if e + c else 0.0
 
 
+def held_out(workdir):
+    """The report's problems, the held-out ones (all but TINY's 6 training problems), their
+    responses and the responses' true first errors."""
+    report = workdir / "report"
+    problems = {p["id"]: p for p in read(report / "problems.jsonl")}
+    held = list(problems)[6:]
+    responses = [r for r in read(report / "responses.jsonl") if r["problem_id"] in held]
+    truth = {r["id"]: true_first_error(problems[r["problem_id"]], r["steps"]) for r in responses}
+    return problems, held, responses, truth
+
+
+def right_over_wrong_of(responses, low):
+    """% of the (right, wrong answer) response pairs of one problem that `low` (id: lowest step
+    score) orders right, a tie half; None without such a pair."""
+    pairs = [(low[a["id"]], low[b["id"]]) for a in responses for b in responses
+             if a["problem_id"] == b["problem_id"] and a["correct"] is True and b["correct"] is False]
+    wins = sum(1.0 if x > y else 0.5 if x == y else 0.0 for x, y in pairs)
+    return 100 * wins / len(pairs) if pairs else None
+
+
 def check_measurements(workdir, results):
     """What results.json says of each PRM, recomputed here from the files."""
     report = workdir / "report"
-    problems = {p["id"]: p for p in read(report / "problems.jsonl")}
-    held = [p for p in list(problems)[6:]]
-    responses = [r for r in read(report / "responses.jsonl") if r["problem_id"] in held]
-    truth = {r["id"]: true_first_error(problems[r["problem_id"]], r["steps"]) for r in responses}
+    problems, held, responses, truth = held_out(workdir)
     assert results["sizes"]["heldout_responses"] == len(responses) == 6
     for source in SOURCES:
         s = results["sources"][source.name]
@@ -117,14 +134,11 @@ def check_measurements(workdir, results):
                 hits += pick["correct"] is True
             assert abs(per_seed["metrics"]["bon"]["accuracy"]["prm-min"]["2"] - 100 * hits / 3) < 1e-9
             # right over wrong: the pairs of one problem with a right and a wrong answer
-            pairs = [(min(scored[a["id"]]["prm"]["scores"]), min(scored[b["id"]]["prm"]["scores"]))
-                     for pid in held for a in responses for b in responses
-                     if a["problem_id"] == b["problem_id"] == pid and a["correct"] is True and b["correct"] is False]
-            wins = sum(1.0 if x > y else 0.5 if x == y else 0.0 for x, y in pairs)
-            if pairs:
-                assert per_seed["metrics"]["right_over_wrong"] == pytest.approx(100 * wins / len(pairs))
-            else:
+            expected = right_over_wrong_of(responses, {rid: min(r["prm"]["scores"]) for rid, r in scored.items()})
+            if expected is None:
                 assert per_seed["metrics"]["right_over_wrong"] is None
+            else:
+                assert per_seed["metrics"]["right_over_wrong"] == pytest.approx(expected)
             # score range: per problem with two different responses, the spread of their lowest scores
             ranges = sorted(abs(min(scored[a["id"]]["prm"]["scores"]) - min(scored[b["id"]]["prm"]["scores"]))
                             for pid in held for a, b in [[r for r in responses if r["problem_id"] == pid]]
@@ -152,27 +166,18 @@ def check_measurements(workdir, results):
 
 def check_truth_reference(workdir, results):
     """The truth as a scorer: its own F1 is 100, and right > wrong is its pairs restated."""
-    report = workdir / "report"
-    problems = {p["id"]: p for p in read(report / "problems.jsonl")}
-    held = list(problems)[6:]
-    responses = [r for r in read(report / "responses.jsonl") if r["problem_id"] in held]
-    first = {r["id"]: true_first_error(problems[r["problem_id"]], r["steps"]) for r in responses}
+    _, _, responses, first = held_out(workdir)
     truth = results["references"]["truth"]
     if any(v != -1 for v in first.values()) and any(v == -1 for v in first.values()):
         assert truth["f1"] == 100.0
-    low = {rid: 1.0 if f == -1 else 0.0 for rid, f in first.items()}  # its lowest step score
-    pairs = [(low[a["id"]], low[b["id"]]) for a in responses for b in responses
-             if a["problem_id"] == b["problem_id"] and a["correct"] is True and b["correct"] is False]
-    if pairs:
-        wins = sum(1.0 if x > y else 0.5 if x == y else 0.0 for x, y in pairs)
-        assert truth["right_over_wrong"] == pytest.approx(100 * wins / len(pairs))
+    expected = right_over_wrong_of(responses, {rid: 1.0 if f == -1 else 0.0 for rid, f in first.items()})
+    if expected is not None:
+        assert truth["right_over_wrong"] == pytest.approx(expected)
 
 
 def check_blind_baselines(workdir, results):
     """A random response of the first N, and a random one of their different texts, restated."""
-    report = workdir / "report"
-    held = [p["id"] for p in read(report / "problems.jsonl")][6:]
-    responses = [r for r in read(report / "responses.jsonl") if r["problem_id"] in held]
+    _, held, responses, _ = held_out(workdir)
     for n in (1, 2):
         pools = [[r for r in responses if r["problem_id"] == pid][:n] for pid in held]
         texts = [{tuple(r["steps"]): r["correct"] is True for r in pool} for pool in pools]
