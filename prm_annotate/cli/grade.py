@@ -29,25 +29,8 @@ def grade(
     with handled():
         opts = run_opts.run_options(input, output, format=format)
         sep = decode_sep(step_sep)
-        stage, summary = executor_opts.make().run(
+        _, summary = executor_opts.make().run(
             lambda _engine: GradeStage(step_sep=sep, reference_field=reference_field, baseline=baseline), None, opts,
             start=None)
-        graded, stats = summary.done, stage.stats
-        if graded:
-            print(f"grade: {stats['correct']} of {graded} correct "
-                  f"({stats['grade_errors']} could not be graded)", file=typer.get_text_stream("stderr"))
-        ours = stage.agreement()
-        if ours.total:
-            err = typer.get_text_stream("stderr")
-            print(f"grade: agrees with {reference_field} on {ours.agree} of {ours.total} "
-                  f"({100 * ours.share:.1f}%): {_split(ours)}", file=err)
-            plain = stage.agreement("plain_")
-            if plain.total:
-                print(f"grade: plain math-verify agrees on {plain.agree} of {plain.total} "
-                      f"({100 * plain.share:.1f}%): {_split(plain)}", file=err)
     raise typer.Exit(summary.exit_code)
 
-
-def _split(a) -> str:
-    return (f"{a.false_accepts} false accepts (graded right, reference wrong), {a.false_rejects} false rejects"
-            + (f", {a.undecided} undecided" if a.undecided else ""))

@@ -3,8 +3,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Annotated
 
-import typer
-
 from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
@@ -28,7 +26,6 @@ def rollout(input: InputArg, output: OutputOpt = "-", *,
     from prm_annotate.stages.judged_file import JudgedFile
     from prm_annotate.stages.rollout import CompletionPrompts, RolloutStage, rollout_input_model
     from prm_annotate.strategies import get_strategy
-    from prm_annotate.strategies.verify import OUTCOMES
 
     with handled():
         run = stage_opts.prepare(input, output, seed=config.sampling.seed)
@@ -41,17 +38,5 @@ def rollout(input: InputArg, output: OutputOpt = "-", *,
         if config.speculate is None:
             config = replace(config, speculate=SPECULATE_IN_PROCESS if run.engine.kind == "vllm" else 0)
 
-    def report_labels(stage, summary) -> None:
-        if summary.written:
-            s = stage.stats
-            typer.echo(f"rollout: {s['completions']:,} completions, {s['completions_cut']:,} of them cut at --max-tokens "
-                       f"(counted {config.cut_completions}); {s['first_error_found']} of {summary.written} responses "
-                       f"have a first error, {s['first_errors_at_cut_steps']} of them at a step with cut completions "
-                       f"and {s['first_errors_at_cut_responses']} at the last step of a response cut at sample's "
-                       f"--max-tokens; {s['grade_errors']} completions could not be graded", err=True)
-            if judged is not None:
-                typer.echo("rollout --strategy verify: " + ", ".join(
-                    f"{s[f'verified: {o}']} {o}" for o in OUTCOMES) + " (consensus keeps the confirmed)", err=True)
-
-    run.start(lambda e: RolloutStage(e, config, engine_info=run.engine.describe(), judged_file=judged), report_labels,
+    run.start(lambda e: RolloutStage(e, config, engine_info=run.engine.describe(), judged_file=judged),
               input_model=input_model)

@@ -2,8 +2,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
-
 from prm_annotate.cli.app import AnswerFieldOpt, FormatOpt, IdFieldOpt, InputArg, OutputOpt, ProblemFieldOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
@@ -25,10 +23,4 @@ def sample(input: InputArg, output: OutputOpt = "-", format: FormatOpt = "auto",
                                  problem_field=problem_field, answer_field=answer_field)
         system_prompt_file(config.system_prompt)  # a missing prompt file is said before the engine starts
 
-    def report_correct(stage, summary) -> None:
-        if stage.stats["responses"]:
-            typer.echo(f"sample: {stage.stats['correct']} of {stage.stats['responses']} responses correct, "
-                       f"{stage.stats['truncated']} cut at --max-tokens", err=True)
-
-    run.start(lambda e: SampleStage(e, config, engine_info=run.engine.describe()), report_correct,
-              input_model=SampleStage.input_model)
+    run.start(lambda e: SampleStage(e, config, engine_info=run.engine.describe()), input_model=SampleStage.input_model)

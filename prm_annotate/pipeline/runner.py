@@ -26,6 +26,7 @@ from prm_annotate.io.jsonl import STDIO, check_input, is_stream
 from prm_annotate.io.manifest import append_manifest
 from prm_annotate.io.output import RejectsWriter, ResumableWriter, check_output
 from prm_annotate.pipeline.progress import Progress
+from prm_annotate.pipeline.summary import FAILED, INVALID, NOTHING_MADE, Account, Nouns, sentence
 from prm_annotate.records import Record, describe_validation_error
 from prm_annotate.io.sharding import shard_of
 
@@ -33,11 +34,14 @@ from prm_annotate.io.sharding import shard_of
 @dataclass
 class Outcome:
     """The result for one input record: its output records (usually one; `sample` makes n), or an
-    error that leaves it for a rerun. The records are the stage's `output_model`, validated when made."""
+    error that leaves it for a rerun. The records are the stage's `output_model`, validated when made.
+    `reason` says in a few words why nothing was made (a failure, or a record the stage sets aside,
+    as consensus does a disagreement), for the summary sentence (pipeline/summary.py)."""
 
     id: str
     records: list[Record] = field(default_factory=list)
     error: str | None = None
+    reason: str | None = None
 
     @classmethod
     def one(cls, record: Record) -> "Outcome":
@@ -49,6 +53,7 @@ class Stage(Protocol):
     input_model: type[Record]  # what it reads (validated by the runner)
     output_model: type[Record]  # what it writes (see docs/contract.md)
     stats: Counter  # token and call counts, summed into the summary and the manifest
+    nouns: Nouns  # what the summary sentence calls its records
 
     def process(self, batch: list[Record]) -> Iterable[Outcome]: ...
 
@@ -68,6 +73,10 @@ class Stage(Protocol):
         """Every input file by role, for a stage that reads more than its `input` (consensus)."""
         ...
 
+    def notes(self, summary: "RunSummary") -> list[str]:
+        """Lines of the stage's own said before the summary sentence (what the judge's parse lost...)."""
+        ...
+
 
 class StageBase:
     """What most stages share: one output record per input, under the input's id, nothing to
@@ -79,9 +88,13 @@ class StageBase:
     input_model: type[Record]
     output_model: type[Record]
     stats: Counter
+    nouns: Nouns = Nouns()
 
     def output_ids(self, record: Record) -> list[str]:
         return [record.id]
+
+    def notes(self, summary: "RunSummary") -> list[str]:
+        return []
 
     def close(self) -> None:
         pass
@@ -168,28 +181,33 @@ class RunSummary:
     read: int = 0
     skipped: int = 0
     done: int = 0  # input records finished in this run
+    made: int = 0  # of them, those that made output records
     written: int = 0  # output records written in this run
     failed: int = 0
+    set_aside: Counter = field(default_factory=Counter)  # failed, or finished with no output: by reason
     out_of_shard: int = 0
     failures: dict[str, str] = field(default_factory=dict)
     rejects: int = 0
     interrupted: str | None = None  # the signal that stopped the run
     seconds: float = 0.0
     stats: dict[str, int] = field(default_factory=dict)
+    nouns: Nouns = Nouns()
 
     @property
     def exit_code(self) -> int:
         return 1 if self.failed else 0
 
+    def account(self) -> Account:
+        """The run's figures as its sentence says them: the invalid lines count as read and set aside."""
+        set_aside = Counter(self.set_aside)
+        set_aside[INVALID] += self.rejects
+        return Account(stage=self.stage, read=self.read + self.rejects, made=self.made, set_aside=+set_aside,
+                       already_done=self.skipped, other_shards=self.out_of_shard, written=self.written,
+                       stats=self.stats, seconds=self.seconds)
+
     def line(self) -> str:
-        parts = [f"{self.stage}: {self.done} done", f"{self.written} records written",
-                 f"{self.skipped} already done", f"{self.failed} failed"]
-        if self.rejects:
-            parts.append(f"{self.rejects} invalid set aside")
-        if self.out_of_shard:
-            parts.append(f"{self.out_of_shard} in other shards")
-        parts += [f"{v:,} {k.replace('_', ' ')}" for k, v in sorted(self.stats.items())]
-        return ", ".join(parts) + f" in {self.seconds:.1f} s"
+        """The run's last line, a sentence (pipeline/summary.py)."""
+        return sentence(self.account(), self.nouns)
 
 
 def preflight(opts: RunOptions, model: type[Record] | None) -> None:
@@ -205,7 +223,7 @@ def preflight(opts: RunOptions, model: type[Record] | None) -> None:
 def run_stage(stage: Stage, opts: RunOptions, executor: Executor = local_executor) -> RunSummary:
     """Run `stage` over `opts.input` into `opts.output`. Raises InputError on bad input (exit 2)."""
     started = time.monotonic()
-    summary = RunSummary(stage=stage.name)
+    summary = RunSummary(stage=stage.name, nouns=getattr(stage, "nouns", Nouns()))
     preflight(opts, None)  # the input is validated below, as it is read
     rejects = RejectsWriter(opts.output) if opts.skip_invalid else None
     records: Iterable[Record] = read_validated(opts.input, stage.input_model, opts, rejects)
@@ -243,8 +261,13 @@ def run_stage(stage: Stage, opts: RunOptions, executor: Executor = local_executo
                             writer.write(record.dump())
                             summary.written += 1
                     done += 1
+                    if outcome.records:
+                        summary.made += 1
+                    else:
+                        summary.set_aside[outcome.reason or NOTHING_MADE] += 1
                 else:
                     summary.failures[outcome.id] = outcome.error or "failed"
+                    summary.set_aside[outcome.reason or FAILED] += 1
                     failed += 1
             writer.flush()
             summary.done += done
@@ -276,7 +299,8 @@ def manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[st
         **({"inputs": stage.inputs()} if stage.inputs() else {}),
         "settings": stage.settings(),
         "counts": {"read": summary.read, "done": summary.done, "written": summary.written, "skipped": summary.skipped,
-                   "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard},
+                   "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard,
+                   "made": summary.made, "set_aside": dict(summary.account().set_aside)},
         **({"interrupted": summary.interrupted} if summary.interrupted else {}),
         "failures": dict(list(summary.failures.items())[:100]),
         "stats": summary.stats,
@@ -286,22 +310,28 @@ def manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[st
 
 def run_and_close(stage: Stage, opts: RunOptions, executor: Executor = local_executor) -> RunSummary:
     """What every command does with the stage it built, and the world report too: run it, close it
-    (also when a signal stops the run: the grader's worker), and print its summary line."""
+    (also when a signal stops the run: the grader's worker), and say what it did: the stage's notes,
+    the failures, and last the summary sentence."""
     try:
         summary = run_stage(stage, opts, executor)
     finally:
         stage.close()
-    report(summary)
+    notes = getattr(stage, "notes", None)
+    report(summary, notes(summary) if notes is not None else [])
     return summary
 
 
-def report(summary: RunSummary) -> None:
-    print(summary.line(), file=sys.stderr, flush=True)
+def report(summary: RunSummary, notes: Iterable[str] = ()) -> None:
+    """The stage's `notes`, the failed records (up to 10), then the summary sentence: the last line."""
+    err = sys.stderr
+    for note in notes:
+        print(note, file=err)
     if summary.failures:
         shown = list(summary.failures.items())[:10]
-        for rid, err in shown:
-            print(f"  failed {printable(rid)}: {printable(err)}", file=sys.stderr)
+        for rid, error in shown:
+            print(f"  failed {printable(rid)}: {printable(error)}", file=err)
         if len(summary.failures) > len(shown):
-            print(f"  ... and {len(summary.failures) - len(shown)} more (see the manifest)", file=sys.stderr)
-        print("  rerun the same command to retry them; finished records are kept", file=sys.stderr)
+            print(f"  ... and {len(summary.failures) - len(shown)} more (see the manifest)", file=err)
+        print("  rerun the same command to retry them; finished records are kept", file=err)
+    print(summary.line(), file=err, flush=True)
 

@@ -26,12 +26,15 @@ from prm_annotate.errors import UsageError
 from prm_annotate.io.jsonl import STDIO, check_input, is_stream, iter_jsonl
 from prm_annotate.io.output import check_output
 from prm_annotate.records import Consensus, Judged, Rollout
-from prm_annotate.pipeline.runner import Outcome, RunOptions, StageBase, read_validated, run_stage
+from prm_annotate.pipeline.runner import Outcome, RunOptions, RunSummary, StageBase, read_validated, run_stage
+from prm_annotate.pipeline.summary import Nouns
 
 # Rows of the confusion table, in display order.
 SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED = (
     "same", "judge earlier", "judge later", "one says no error", "judge unparsed")
 ROWS = (SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED)
+# Why a rollout is not kept, besides its row: the summary sentence's reasons.
+NO_JUDGED, NOT_ROLLED_OUT = "not in the judged file", "not rolled out by verify"
 
 
 def confusion_row(mc_first: int, judge_first: int | None) -> str:
@@ -74,6 +77,7 @@ class ConsensusSummary:
     rejects: int = 0  # bad rollout lines set aside (--skip-invalid)
     not_rolled_out: int = 0  # verify rollouts without a parsed judge verdict
     seconds: float = 0.0
+    run: RunSummary | None = None  # the runner's summary, whose sentence is the last line
 
     @property
     def agreed(self) -> int:
@@ -83,13 +87,9 @@ class ConsensusSummary:
         return 100.0 * self.agreed / self.joined if self.joined else 0.0
 
     def line(self) -> str:
-        return (f"consensus: {self.joined} joined, {self.agreed} agreed ({self.kept_percent():.1f}% kept), "
-                f"{self.joined - self.agreed} disagreed, {self.written} records written, "
-                f"{self.skipped} already done, {len(self.only_rollouts)} only in rollouts, "
-                f"{len(self.only_judged)} only in judged"
-                + (f", {self.rejects} invalid set aside" if self.rejects else "")
-                + (f", {self.not_rolled_out} not rolled out by verify (no parsed judge verdict)"
-                   if self.not_rolled_out else "") + f" in {self.seconds:.1f} s")
+        """The run's summary sentence (pipeline/summary.py): rollouts read = kept + set aside by reason + already done."""
+        assert self.run is not None
+        return self.run.line()
 
 
 class ConsensusStage(StageBase):
@@ -98,6 +98,7 @@ class ConsensusStage(StageBase):
     name = "consensus"
     input_model = Rollout
     output_model = Consensus
+    nouns = Nouns("rollout", "kept")
 
     def __init__(self, judged: dict[str, Judged], rollouts_path: str, judged_path: str):
         self.judged, self.rollouts_path, self.judged_path = judged, rollouts_path, judged_path
@@ -126,18 +127,21 @@ class ConsensusStage(StageBase):
         for rollout in batch:
             self.check(rollout)
             self.seen.add(rollout.id)
-            if str((rollout.mc.model_extra or {}).get("verified", "")).startswith("not rolled out"):
-                self.stats["not rolled out"] += 1
+            not_rolled_out = str((rollout.mc.model_extra or {}).get("verified", "")).startswith("not rolled out")
+            self.stats["not rolled out"] += not_rolled_out
             other = self.judged.get(rollout.id)
             if other is None:
                 self.only_rollouts.append(rollout.id)
                 self.stats["only in rollouts"] += 1
-                yield Outcome(rollout.id)  # done, nothing to write
+                yield Outcome(rollout.id, reason=NOT_ROLLED_OUT if not_rolled_out else NO_JUDGED)  # nothing to write
                 continue
             row = confusion_row(rollout.mc.first_error, other.judge.first_error)
             self.stats["joined"] += 1
             self.stats[row] += 1
-            yield Outcome.one(consensus_record(rollout, other)) if row == SAME else Outcome(rollout.id)
+            if row == SAME:
+                yield Outcome.one(consensus_record(rollout, other))
+            else:
+                yield Outcome(rollout.id, reason=NOT_ROLLED_OUT if not_rolled_out else row)
 
 
 class _Dropped:
@@ -163,7 +167,7 @@ def run_consensus(rollouts_path: str, judged_path: str, output: str, *, limit: i
     summary = ConsensusSummary(rollouts=run.read, judged=len(judged), joined=stage.stats["joined"],
                                written=run.written, skipped=run.skipped, rejects=run.rejects, seconds=run.seconds,
                                rows=Counter({r: stage.stats[r] for r in ROWS if stage.stats[r]}),
-                               only_rollouts=stage.only_rollouts, not_rolled_out=stage.stats["not rolled out"])
+                               only_rollouts=stage.only_rollouts, not_rolled_out=stage.stats["not rolled out"], run=run)
     if limit is None:  # with --limit, judged records past the limit are simply not looked at
         # Ids skipped as already done were joined by an earlier run: they are in the output.
         done = set() if output == STDIO else {obj["id"] for _, obj in iter_jsonl(output)}

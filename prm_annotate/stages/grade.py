@@ -15,7 +15,8 @@ from typing import Any, Iterable
 
 from prm_annotate.grading.grader import Agreement, Grader
 from prm_annotate.records import GradeInput, Graded
-from prm_annotate.pipeline.runner import Outcome, StageBase
+from prm_annotate.pipeline.runner import Outcome, RunSummary, StageBase
+from prm_annotate.pipeline.summary import Nouns
 from prm_annotate.steps import DEFAULT_SEP, join_steps
 
 
@@ -23,6 +24,7 @@ class GradeStage(StageBase):
     name = "grade"
     input_model = GradeInput
     output_model = Graded
+    nouns = Nouns("response", "graded", details=(("correct", "correct"), ("grade_errors", "not gradable")))
 
     def __init__(self, grader: Grader | None = None, step_sep: str = DEFAULT_SEP,
                  reference_field: str = "final_answer_correct", baseline: bool = True):
@@ -71,5 +73,23 @@ class GradeStage(StageBase):
                 self._count("", verdict.correct, reference)
             yield Outcome.one(Graded.make(out))
 
+    def notes(self, summary: RunSummary) -> list[str]:
+        """How often the grader (and plain math-verify) agrees with the reference verdicts: before the sentence."""
+        lines = []
+        ours = self.agreement()
+        if ours.total:
+            lines.append(f"grade: agrees with {self.reference_field} on {ours.agree} of {ours.total} "
+                         f"({100 * ours.share:.1f}%): {_split(ours)}")
+            plain = self.agreement("plain_")
+            if plain.total:
+                lines.append(f"grade: plain math-verify agrees on {plain.agree} of {plain.total} "
+                             f"({100 * plain.share:.1f}%): {_split(plain)}")
+        return lines
+
     def close(self) -> None:
         self.grader.close()
+
+
+def _split(a: Agreement) -> str:
+    return (f"{a.false_accepts} false accepts (graded right, reference wrong), {a.false_rejects} false rejects"
+            + (f", {a.undecided} undecided" if a.undecided else ""))

@@ -40,7 +40,8 @@ from prm_annotate.judging.protocols import REASONING_MAX_TOKENS
 from prm_annotate.judging import (JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, reason_kind,
                                   render_judge_prompt)
 from prm_annotate.records import Judged, Response
-from prm_annotate.pipeline.runner import Outcome
+from prm_annotate.pipeline.runner import Outcome, RunSummary
+from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
@@ -75,6 +76,7 @@ class JudgeStage(ModelStage):
     name = "judge"
     input_model = Response
     output_model = Judged
+    nouns = Nouns("response", "judged", details=(("no_verdict", "without a verdict"),))
 
     def __init__(self, engine: Engine | None, config: JudgeConfig | None = None, *, prompt: JudgePrompt | str | None = None,
                  engine_info: dict[str, Any] | None = None, **settings: Any):
@@ -165,7 +167,7 @@ class JudgeStage(ModelStage):
             result = results[request.key]
             self._count(result, cost)
             if not result.ok:
-                return [Outcome(record.id, error=f"vote {vote}: {result.error}")]
+                return [Outcome(record.id, error=f"vote {vote}: {result.error}", reason=ENGINE_FAILED)]
             votes += Vote.of(result, whole="reasoning" in self.protocol.fixed)
         if self.config.constrained:  # every analysis, cut or not, is continued by its forced answer
             follow = [(i, self._forced_answer(record, i, requests[i], v.text)) for i, v in enumerate(votes)]
@@ -174,7 +176,7 @@ class JudgeStage(ModelStage):
                 result = results[request.key]
                 self._count(result, cost)
                 if not result.ok:
-                    return [Outcome(record.id, error=f"forced answer: {result.error}")]
+                    return [Outcome(record.id, error=f"forced answer: {result.error}", reason=ENGINE_FAILED)]
                 votes[i] = replace(votes[i], text=votes[i].text + result.texts[0],
                                    cut=result.finish_reasons[:1] == ["length"])
         reading = self.protocol.read([v.text for v in votes], len(record.steps), self.style, cut=[v.cut for v in votes])
@@ -208,6 +210,28 @@ class JudgeStage(ModelStage):
             out["judge"]["parse_errors"] = reading.errors
         self.stats["no_verdict"] += out["judge"]["first_error"] is None
         return Judged.make(out)
+
+    def notes(self, summary: RunSummary) -> list[str]:
+        """How much of what the judge wrote was read, and why not: the lines before the sentence."""
+        stats, votes = self.stats, self.stats["votes"]
+        if not votes:
+            return []
+
+        def share(n: int) -> str:
+            return f"{100.0 * n / votes:.1f}%"
+
+        lines = [f"judge: {stats['parse_failures']} of {votes} verdicts could not be parsed "
+                 f"({share(stats['parse_failures'])}); {stats['no_verdict']} responses have no verdict"]
+        if self.reasons:
+            lines.append("judge: not parsed: " + ", ".join(f"{n} {kind}" for kind, n in self.reasons.most_common()))
+        cut = f"judge: {stats['cut_votes']} of {votes} votes cut at --max-tokens ({share(stats['cut_votes'])})"
+        if stats["reasoning_untold"]:
+            cut += f"; the reasoning's share of the generated tokens untold for {stats['reasoning_untold']} requests"
+        elif stats["reasoning_tokens"]:
+            cut += (f"; {stats['reasoning_tokens']:,} generated tokens of reasoning, "
+                    f"{stats['generated_tokens'] - stats['reasoning_tokens']:,} of answer")
+        lines.append(cut)
+        return lines
 
     def _forced_answer(self, record: Response, vote: int, request: GenerationRequest,
                        analysis: str) -> GenerationRequest:

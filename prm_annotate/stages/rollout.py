@@ -72,7 +72,8 @@ from prm_annotate.errors import UsageError
 from prm_annotate.grading.grader import Grader
 from prm_annotate.prompt_files import NO_PROMPT, SYSTEM_PROMPTS, PromptFile
 from prm_annotate.records import Response, Rollout
-from prm_annotate.pipeline.runner import Outcome
+from prm_annotate.pipeline.runner import Outcome, RunSummary
+from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job, Round, one_unit_each
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
@@ -80,6 +81,7 @@ from prm_annotate.stages.config import RolloutConfig, configured
 from prm_annotate.stages.judged_file import JudgedFile
 from prm_annotate.steps import join_steps, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, get_strategy
+from prm_annotate.strategies.verify import OUTCOMES
 from prm_annotate.strategies.zero_rules import ALL_K
 
 
@@ -175,6 +177,7 @@ class RolloutStage(ModelStage):
     name = "rollout"
     input_model = RolloutInput
     output_model = Rollout
+    nouns = Nouns("response", "labelled", details=(("first_error_found", "with a first error"),))
 
     def __init__(self, engine: Engine | None, config: RolloutConfig | None = None, *, grader: Grader | None = None,
                  engine_info: dict[str, Any] | None = None, judged_file: JudgedFile | None = None, **settings: Any):
@@ -342,7 +345,8 @@ class RolloutStage(ModelStage):
             for w in work:
                 if w.error is None:
                     w.plan.observe(by_work.get(id(w), []))
-        return [Outcome(w.record.id, error=w.error) if w.error is not None else Outcome.one(self._rollout(w))
+        return [Outcome(w.record.id, error=w.error, reason=ENGINE_FAILED) if w.error is not None
+                else Outcome.one(self._rollout(w))
                 for w in work]
 
     def _plan(self, record: RolloutInput, last_correct: bool) -> Plan:
@@ -380,6 +384,21 @@ class RolloutStage(ModelStage):
 
     def close(self) -> None:
         self.grader.close()
+
+    def notes(self, summary: RunSummary) -> list[str]:
+        """The completions and what cut ones did to the labels (and verify's outcomes): before the sentence."""
+        if not summary.written:
+            return []
+        s = self.stats
+        lines = [f"rollout: {s['completions']:,} completions, {s['completions_cut']:,} of them cut at --max-tokens "
+                 f"(counted {self.config.cut_completions}); {s['first_error_found']} of {summary.written} responses "
+                 f"have a first error, {s['first_errors_at_cut_steps']} of them at a step with cut completions "
+                 f"and {s['first_errors_at_cut_responses']} at the last step of a response cut at sample's "
+                 f"--max-tokens; {s['grade_errors']} completions could not be graded"]
+        if self.judged is not None:
+            lines.append("rollout --strategy verify: " + ", ".join(f"{s[f'verified: {o}']} {o}" for o in OUTCOMES)
+                         + " (consensus keeps the confirmed)")
+        return lines
 
     def _rollout(self, w: _Work) -> Rollout:
         result = w.plan.result()

@@ -21,6 +21,7 @@ from prm_annotate.engines.sampling import Sampling, sampling_record
 from prm_annotate.grading.grader import Grader
 from prm_annotate.records import Problem, Response
 from prm_annotate.pipeline.runner import Outcome
+from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
@@ -36,6 +37,8 @@ class SampleStage(ModelStage):
     name = "sample"
     input_model = Problem
     output_model = Response
+    nouns = Nouns("problem", "sampled", output="response",
+                  details=(("correct", "correct"), ("truncated", "cut at --max-tokens")))
 
     def __init__(self, engine: Engine | None, config: SampleConfig | None = None, *, grader: Grader | None = None,
                  empty_retries: int = 2, engine_info: dict[str, Any] | None = None, **settings: Any):
@@ -87,7 +90,7 @@ class SampleStage(ModelStage):
                 self.stats["prompt_tokens"] += result.prompt_tokens
                 self.stats["generated_tokens"] += result.generated_tokens
                 if not result.ok:
-                    return [Outcome(problem.id, error=f"sample {index}: {result.error}")]
+                    return [Outcome(problem.id, error=f"sample {index}: {result.error}", reason=ENGINE_FAILED)]
                 if not split_steps(result.texts[0], self.config.step_sep):
                     self.stats["blank_samples"] += 1
                     retry.append(index)
@@ -95,7 +98,8 @@ class SampleStage(ModelStage):
                     got[index] = (result, attempt)
             todo = retry
         if todo:
-            return [Outcome(problem.id, error=f"sample {todo[0]}: blank text in all {self.empty_retries + 1} attempts")]
+            return [Outcome(problem.id, error=f"sample {todo[0]}: blank text in all {self.empty_retries + 1} attempts",
+                            reason="blank in every attempt")]
         texts = [got[i][0].texts[0] for i in range(self.config.n)]
         verdicts = self.grader.grade_many([(problem.answer, t) for t in texts])
         return [Outcome(problem.id, [self._response(problem, i, text, verdict, *got[i])

@@ -18,6 +18,7 @@ from prm_annotate.prm.checkpoint import tag_in_text
 from prm_annotate.prm.scorers import Scorer
 from prm_annotate.records import Response, Scored
 from prm_annotate.pipeline.runner import Outcome, StageBase
+from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
 from prm_annotate.reports.evaluate import first_below
 
 
@@ -25,6 +26,7 @@ class ScoreStage(StageBase):
     name = "score"
     input_model = Response
     output_model = Scored
+    nouns = Nouns("response", "scored")
 
     def __init__(self, scorer: Scorer, threshold: float | None = None):
         self.scorer = scorer
@@ -41,11 +43,12 @@ class ScoreStage(StageBase):
         ready: list[tuple[Response, list[int]]] = []
         for r in batch:
             if tag_in_text(scorer.format, r.problem, r.steps):
-                yield Outcome(r.id, error=f"the text contains the step tag {tag!r}")
+                yield Outcome(r.id, error=f"the text contains the step tag {tag!r}", reason="with the step tag in the text")
                 continue
             ids = scorer.token_ids(r.problem, r.steps)
             if len(ids) > scorer.max_model_len:
-                yield Outcome(r.id, error=f"{len(ids)} tokens, max_model_len is {scorer.max_model_len}")
+                yield Outcome(r.id, error=f"{len(ids)} tokens, max_model_len is {scorer.max_model_len}",
+                              reason="over the context")
                 continue
             ready.append((r, ids))
         if not ready:
@@ -54,14 +57,15 @@ class ScoreStage(StageBase):
             probabilities = scorer.step_probabilities([ids for _, ids in ready])
         except Exception as exc:  # the engine's own failure: no record of this batch is finished
             for r, _ in ready:
-                yield Outcome(r.id, error=f"engine failed: {type(exc).__name__}: {exc}")
+                yield Outcome(r.id, error=f"engine failed: {type(exc).__name__}: {exc}", reason=ENGINE_FAILED)
             return
         for (r, ids), scores in zip(ready, probabilities):
             if isinstance(scores, str):
-                yield Outcome(r.id, error=scores)
+                yield Outcome(r.id, error=scores, reason=ENGINE_FAILED)
                 continue
             if len(scores) != len(r.steps):
-                yield Outcome(r.id, error=f"the PRM returned {len(scores)} scores for {len(r.steps)} steps")
+                yield Outcome(r.id, error=f"the PRM returned {len(scores)} scores for {len(r.steps)} steps",
+                              reason="not one score per step")
                 continue
             self.stats["prompt_tokens"] += len(ids)
             out = r.dump()

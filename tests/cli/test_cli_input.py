@@ -49,7 +49,7 @@ def test_grade_writes_verdicts(tmp_path):
     assert result.returncode == 0, result.stderr
     out = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert [(r["id"], r["final_answer"], r["correct"]) for r in out] == [("a", "18", True), ("b", "2", False), ("c", "5", True)]
-    assert "grade: 3 done" in result.stderr.decode()
+    assert result.stderr.decode().splitlines()[-1].startswith("grade: 3 responses read: 3 graded (2 correct); ")
     manifest = orjson.loads((tmp_path / "out.manifest.json").read_bytes())
     assert manifest["runs"][0]["counts"]["written"] == 3
 
@@ -93,7 +93,9 @@ def test_skip_invalid_sets_bad_lines_aside(tmp_path):
     assert ids(out) == ["a", "b", "c"]
     rejects = [orjson.loads(line) for line in (tmp_path / "out.rejects.jsonl").read_bytes().splitlines()]
     assert [r["where"] for r in rejects] == ["line 2", "line 3"]
-    assert "2 invalid set aside" in result.stderr.decode()
+    # 5 lines read = 3 graded + 2 invalid, set aside
+    assert result.stderr.decode().splitlines()[-1].startswith("grade: 5 responses read: 3 graded (2 correct), "
+                                                              "2 set aside (2 invalid); ")
 
 
 def test_stdin_to_stdout_and_resume_skips_finished_ids(tmp_path):
@@ -105,7 +107,7 @@ def test_stdin_to_stdout_and_resume_skips_finished_ids(tmp_path):
     assert run("grade", str(src), "-o", str(out), "--limit", "2").returncode == 0
     assert ids(out) == ["a", "b"]
     again = run("grade", str(src), "-o", str(out))
-    assert "2 already done" in again.stderr.decode()
+    assert "3 responses read: 1 graded (1 correct), 2 already done; " in again.stderr.decode()
     assert ids(out) == ["a", "b", "c"]
 
 

@@ -130,8 +130,12 @@ def test_cli_summary_table_and_exit_status(inputs, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     for text in ("judge earlier", "judge later", "one says no error", "judge unparsed", "only in rollouts: only-r",
-                 "only in judged: only-j", "3 agreed (33.3% kept)"):
+                 "only in judged: only-j"):
         assert text in run.stderr, text
+    # The last line, a sentence: 10 rollouts = 3 kept + 7 set aside, each by its row of the table.
+    assert run.stderr.splitlines()[-1].startswith(
+        "consensus: 10 rollouts read: 3 kept, 7 set aside (2 judge unparsed, 2 one says no error, 1 judge earlier, "
+        "1 judge later, 1 not in the judged file); "), run.stderr
     assert len(out.read_bytes().splitlines()) == 3 and out.with_suffix(".manifest.json").exists()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x"}\n')
@@ -169,10 +173,10 @@ def test_skip_invalid_sets_a_bad_rollout_aside_and_a_stream_is_joined_as_read(in
     run = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", str(bad), inputs[1], "-o", str(out),
                           "--skip-invalid", "-q"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert len(out.read_bytes().splitlines()) == 3 and "3 agreed" in run.stderr
+    assert len(out.read_bytes().splitlines()) == 3 and "11 rollouts read: 3 kept, 8 set aside (" in run.stderr
     rejects = [orjson.loads(line) for line in (tmp_path / "c.rejects.jsonl").read_bytes().splitlines()]
     assert [(r["where"], r["record"]) for r in rejects] == [("line 11", {"id": "broken"})]
-    assert "1 invalid set aside" in run.stderr
+    assert "1 invalid" in run.stderr.splitlines()[-1]
     # from standard input: the same records
     piped = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", "-", inputs[1], "-o", "-", "-q"],
                            input=good.decode(), capture_output=True, text=True, timeout=120)
