@@ -80,7 +80,7 @@ def sentence(account: Account, nouns: Nouns) -> str:
     if not a.read:
         return head + cost
     made = f"{a.made:,} {nouns.made}"
-    if nouns.output is not None:
+    if nouns.output is not None and a.made:
         made += f" into {counted(a.written, nouns.output)}"
     said = [f"{a.stats[key]:,} {words}" for key, words in nouns.details if a.stats.get(key)]
     if said:

@@ -21,6 +21,7 @@ from prm_annotate.records import Consensus, Judged, Rollout
 from testing.heavy import ENGINE_START_TIMEOUT
 from testing.jsonl_files import sigkill_after_lines, write_jsonl
 from testing.jsonl_files import read_jsonl as read
+from testing.summary_lines import check_sentence
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 TIMEOUT = ENGINE_START_TIMEOUT
@@ -37,10 +38,11 @@ ROLLOUT_ARGS = ["-k", "3", "--max-tokens", "40", "--seed", "3", "--batch-size", 
 
 @pytest.mark.engine
 def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_dir, tmp_path):
-    src = write_jsonl(tmp_path / "responses.jsonl", responses(40))
+    # The last line, a record without steps, is set aside by --skip-invalid in every run.
+    src = write_jsonl(tmp_path / "responses.jsonl", [*responses(40), {"id": "no-steps"}])
     out = tmp_path / "rollouts.jsonl"
     cmd = [*CLI, "rollout", str(src), "-o", str(out), "--model", str(tiny_model_dir), "--max-model-len", "2048",
-           "--start-timeout", str(int(TIMEOUT)), *ROLLOUT_ARGS]
+           "--start-timeout", str(int(TIMEOUT)), "--skip-invalid", *ROLLOUT_ARGS]
     partial = sigkill_after_lines(cmd, out, 5, TIMEOUT)
     assert 5 <= partial < 40
 
@@ -57,6 +59,10 @@ def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model
     assert len(settings["system_prompts_used"]["qwen25-math-cot"]) == 64
     assert settings["dtype"] == ("float32" if on_cpu() else "auto")  # no --dtype given: the default, recorded
     assert manifest["runs"][-1]["stats"]["completions"] == (40 - partial) * 2 * 3
+    # The rerun's last line: 41 lines read = what it labelled + the invalid one + what the killed run did.
+    said = check_sentence(rerun.stderr.splitlines()[-1], manifest["runs"][-1])
+    assert (said["read"], said["made"], said["set_aside"], said["already_done"]) == (41, 40 - partial, {"invalid": 1},
+                                                                                     partial)
 
     # The uninterrupted reference: the same command into another file.
     reference = tmp_path / "reference.jsonl"
@@ -98,7 +104,8 @@ def test_sample_pipe_rollout_then_judge_and_consensus(vllm_server, tmp_path):
         assert r.mc.completions == 2 * (len(r.steps) - 1) and r.mc.scores[-1] == (1.0 if r.correct else 0.0)
         assert r.model_dump()["generator"]["model"] == "tiny"
     assert sum(r.mc.completions for r in rows) > 0
-    assert "sample: 3 done, 6 records written" in piped.stderr and "rollout: 6 done" in piped.stderr
+    assert "sample: 3 problems read: 3 sampled into 6 responses" in piped.stderr
+    assert "rollout: 6 responses read: 6 labelled" in piped.stderr
 
     # No --prompt: the paper's protocol (the random model's analyses are noise, so few parse).
     paper = tmp_path / "judged-paper.jsonl"

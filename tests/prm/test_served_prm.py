@@ -106,7 +106,7 @@ def test_served_scores_equal_in_process_and_a_killed_run_resumes(world_prm, tag_
     rerun = subprocess.run(score_cmd(src, out, world_prm, server, "--batch-size", "32", "--concurrency", "8"),
                            capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert f"{len(responses) - done} done" in rerun.stderr and f"{done} already done" in rerun.stderr
+    assert f"{len(responses) - done} scored" in rerun.stderr and f"{done} already done" in rerun.stderr
 
     scored = read_jsonl(out)
     assert [r["id"] for r in scored] == [r["id"] for r in responses]
