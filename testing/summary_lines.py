@@ -63,6 +63,14 @@ def parse_sentence(line: str) -> dict[str, Any]:
     return out
 
 
+def last_sentence(stderr: str, stage: str) -> str:
+    """The stage's summary sentence in a command's standard error: its last line but for what a
+    library prints as the process exits (vLLM's resource tracker warns then)."""
+    lines = [line for line in stderr.splitlines() if line.startswith(f"{stage}: ")]
+    assert lines, f"no {stage} summary in: {stderr[-2000:]}"
+    return lines[-1]
+
+
 def check_sentence(line: str, run: dict[str, Any]) -> dict[str, Any]:
     """Parse `line`, assert that its figures add up (read = made + set aside + already done + in
     other shards) and are the manifest `run`'s counters; return the figures."""

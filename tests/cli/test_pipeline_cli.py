@@ -21,7 +21,7 @@ from prm_annotate.records import Consensus, Judged, Rollout
 from testing.heavy import ENGINE_START_TIMEOUT
 from testing.jsonl_files import sigkill_after_lines, write_jsonl
 from testing.jsonl_files import read_jsonl as read
-from testing.summary_lines import check_sentence
+from testing.summary_lines import check_sentence, last_sentence
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 TIMEOUT = ENGINE_START_TIMEOUT
@@ -60,7 +60,7 @@ def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model
     assert settings["dtype"] == ("float32" if on_cpu() else "auto")  # no --dtype given: the default, recorded
     assert manifest["runs"][-1]["stats"]["completions"] == (40 - partial) * 2 * 3
     # The rerun's last line: 41 lines read = what it labelled + the invalid one + what the killed run did.
-    said = check_sentence(rerun.stderr.splitlines()[-1], manifest["runs"][-1])
+    said = check_sentence(last_sentence(rerun.stderr, "rollout"), manifest["runs"][-1])
     assert (said["read"], said["made"], said["set_aside"], said["already_done"]) == (41, 40 - partial, {"invalid": 1},
                                                                                      partial)
 
