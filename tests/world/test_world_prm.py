@@ -6,7 +6,11 @@ The end-to-end test runs the command once, checks what it measured against the f
 the batched scores against transformers one response at a time), then runs it again (every PRM
 skipped, the same JSON and table), and a third time in a copy with the report kept, SIGKILLed
 after its second PRM and run again: the same results.json as the uninterrupted run but for
-wall-clock times."""
+wall-clock times. Its results.json, times left out, is compared with the golden file beside this
+test (`world_prm_results.golden.json`, written by this test from the code of the commit that added
+it, before the experiment moved out of the product): code that moves or restates the experiment
+must give the same numbers. `PRM_WORLD_GOLDEN=write` rewrites it, for a change meant to alter the
+results (say so in the commit)."""
 from __future__ import annotations
 
 import os
@@ -33,6 +37,7 @@ CLI = [sys.executable, "-m", "prm_annotate", "world", "prm"]
 TINY = ["--seeds", "2", "--train-problems", "6", "--heldout-problems", "3", "-n", "2", "-k", "2", "--max-steps", "4",
         "--eval-every", "2", "--patience", "3", "--batch-size", "4", "--val-share", "0.34"]
 TIMEOUT = ENGINE_START_TIMEOUT + 600
+GOLDEN = Path(__file__).with_name("world_prm_results.golden.json")
 
 
 def run(workdir, *extra, kill_after_files=None):
@@ -66,6 +71,17 @@ def measured(value):
     if isinstance(value, list):
         return [measured(v) for v in value]
     return value
+
+
+def check_golden(results):
+    """The run's results, times left out, are the golden file's (the same seeds, the same numbers)."""
+    mine = measured(results)
+    if os.environ.get("PRM_WORLD_GOLDEN") == "write":
+        GOLDEN.write_bytes(orjson.dumps(mine, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    golden = orjson.loads(GOLDEN.read_bytes())
+    assert mine.keys() == golden.keys() and mine["settings"] == golden["settings"]
+    for key in golden:  # one part at a time, so a failure names the part that moved
+        assert mine[key] == golden[key], key
 
 
 def true_labels(problems, row):
@@ -221,6 +237,7 @@ def test_world_prm_end_to_end_rerun_and_kill(tmp_path):
     check_blind_baselines(first, results)
     check_truth_reference(first, results)
     check_batched_scores(first)
+    check_golden(results)
 
     # A rerun measures the finished PRMs again from their scored files: a stale metric is replaced.
     stale = first / "prms" / "judge-seed1.json"
