@@ -127,7 +127,7 @@ def write_gold(work: Path, held: list[dict]) -> None:
 def heldout(work: Path):
     from prm_annotate.reports.bon import read_scored
     from prm_annotate.reports.labels import load_gold
-    from prm_annotate.world.prm_scores import Heldout
+    from lab.world.prm.scores import Heldout
 
     records = read_jsonl(work / "heldout.jsonl")
     write_gold(work, records)
@@ -140,11 +140,11 @@ def heldout(work: Path):
 
 
 def measure(work: Path, name: str, scores: dict[str, list[float]], threshold: float, **extra: object) -> dict:
-    from prm_annotate.world.prm_scores import scorer_metrics
+    from lab.world.prm.scores import scorer_metrics
 
     import numpy as np
 
-    from prm_annotate.world.bootstrap import Draws, accuracy_metric, single
+    from lab.world.prm.bootstrap import Draws, accuracy_metric, single
 
     held, _ = heldout(work)
     m = scorer_metrics(held, scores, threshold)
@@ -163,7 +163,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
     """right > wrong of row a minus row b (the last of each name in results.jsonl), paired over problems."""
     import numpy as np
 
-    from prm_annotate.world.bootstrap import Draws, accuracy_metric, paired
+    from lab.world.prm.bootstrap import Draws, accuracy_metric, paired
 
     rows = {r["name"]: r for r in read_jsonl(args.workdir / "results.jsonl")}
     a, b = (np.asarray(rows[n]["rw_counts"], float) for n in (args.a, args.b))
