@@ -26,7 +26,7 @@ from typing import Any
 
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.io.inputs import read_records
-from prm_annotate.reports.evaluate import Threshold, first_below, tune_threshold
+from prm_annotate.reports.metrics import Threshold, first_below, lowest_best_threshold, right_steps
 from prm_annotate.reports.labels import Gold as FirstError
 from prm_annotate.reports.labels import Prediction
 
@@ -131,7 +131,7 @@ def part(gold: dict[str, Gold], preds: dict[str, Prediction], ids: list[str], th
             resp_preds.append(0 if g.labels[0] == 1 else 1)
             continue
         first_preds.append(first_below(p.scores, threshold))
-        verdicts = [1 if s >= threshold else 0 for s in p.scores]
+        verdicts = [int(right) for right in right_steps(p.scores, threshold)]
         step_preds += verdicts
         resp_preds.append(0 if 0 in verdicts else 1)
     correct = [p == -1 for lab, p in zip(first_labels, first_preds) if lab == -1]
@@ -158,7 +158,7 @@ def evaluate(gold: dict[str, Gold], preds: dict[str, Prediction], *, threshold: 
     if not 0 < tune_sample < len(ids):
         raise UsageError(f"--tune-sample {tune_sample}: needs fewer responses than the {len(ids)} given, and some")
     tuning = sorted(random.Random(seed).sample(ids, tune_sample), key=ids.index)
-    chosen = tune_threshold([gold[i].as_first_error() for i in tuning], preds,
+    chosen = lowest_best_threshold([gold[i].as_first_error() for i in tuning], preds,
                                          f"a random {tune_sample} (seed {seed})")
     held = [i for i in ids if i not in set(tuning)]
     return Report(chosen, part(gold, preds, held, chosen.value), pred_field,

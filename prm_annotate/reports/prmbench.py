@@ -26,6 +26,7 @@ from typing import Any, Iterable
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.io.inputs import read_records
 from prm_annotate.reports.labels import Prediction
+from prm_annotate.reports.metrics import valid_steps
 
 VALIDITY_THRESHOLD = 0.5
 RELEASE_RESPONSES = 6216  # rows of prmbench_preview.jsonl: a number is comparable with published ones only on all
@@ -178,7 +179,7 @@ def evaluate(gold: dict[str, Gold], preds: dict[str, Prediction], *, threshold: 
         if len(p.scores) != g.n_steps:
             raise UsageError(f"{rid}: {len(p.scores)} step scores for PRMBench's {g.n_steps} steps "
                              "(the scored response is not the benchmark's)")
-        categories[g.classification].add(step_confusion(g.error_steps, [s > threshold for s in p.scores]))
+        categories[g.classification].add(step_confusion(g.error_steps, valid_steps(p.scores, threshold)))
         responses[g.classification] += 1
     order = [c for members in GROUPS.values() for c in members]
     ranked = sorted(categories, key=lambda c: (order.index(c) if c in order else len(order), c))
