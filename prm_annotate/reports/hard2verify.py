@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.io.inputs import read_records
 from prm_annotate.reports.metrics import Threshold, first_below, lowest_best_threshold, right_steps
 from prm_annotate.reports.labels import Gold as FirstError
-from prm_annotate.reports.labels import Prediction
+from prm_annotate.reports.labels import Prediction, load_benchmark_gold
 
 TUNE_SAMPLE = 100
 RELEASE_RESPONSES = 200  # the test split: a number is comparable with published ones only on all of it
@@ -94,24 +93,20 @@ class Report:
 
 def load_gold(paths: list[str]) -> dict[str, Gold]:
     """Hard2Verify's responses by id from its published file(s), decrypted."""
-    gold: dict[str, Gold] = {}
-    for path in paths:
-        for where, row in read_records(path, "hard2verify"):
-            rid, first, labels, steps = row["id"], row.get("label"), row.get("human_labels"), row.get("steps")
-            if not isinstance(steps, list) or not steps:
-                raise InputError(path, where, "Hard2Verify row has no `model_response_by_step` list "
-                                              "(an encrypted field that did not decrypt?)")
-            if not isinstance(labels, list) or len(labels) != len(steps) or any(lab not in (0, 1) or isinstance(lab, bool)
-                                                                                 for lab in labels):
-                raise InputError(path, where, f"`human_labels` must be one 0/1 per step ({len(steps)}), got {labels!r}")
-            if isinstance(first, bool) or not isinstance(first, int) or not -1 <= first < len(steps):
-                raise InputError(path, where, f"`human_labels_first_error_idx` must be -1 or a step index, got {first!r}")
-            if rid in gold:
-                raise InputError(path, where, f"duplicate Hard2Verify response {rid!r}")
-            gold[rid] = Gold(str(rid), first, labels)
-    if not gold:
-        raise UsageError(f"{', '.join(paths)}: no Hard2Verify rows")
-    return gold
+    return load_benchmark_gold(paths, "hard2verify", "Hard2Verify", gold_row)
+
+
+def gold_row(path: str, where: Any, row: dict[str, Any]) -> Gold:
+    first, labels, steps = row.get("label"), row.get("human_labels"), row.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise InputError(path, where, "Hard2Verify row has no `model_response_by_step` list "
+                                      "(an encrypted field that did not decrypt?)")
+    if not isinstance(labels, list) or len(labels) != len(steps) or any(lab not in (0, 1) or isinstance(lab, bool)
+                                                                         for lab in labels):
+        raise InputError(path, where, f"`human_labels` must be one 0/1 per step ({len(steps)}), got {labels!r}")
+    if isinstance(first, bool) or not isinstance(first, int) or not -1 <= first < len(steps):
+        raise InputError(path, where, f"`human_labels_first_error_idx` must be -1 or a step index, got {first!r}")
+    return Gold(str(row["id"]), first, labels)
 
 
 def part(gold: dict[str, Gold], preds: dict[str, Prediction], ids: list[str], threshold: float) -> Part:
