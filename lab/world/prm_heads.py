@@ -18,7 +18,7 @@ true labels, `--val-share` of the problems (drawn with `--seed`) for validation.
 held-out responses, each a child process, timed. Every row's metrics (right > wrong, step AUC,
 F1 at its threshold: the checkpoint's, 0.5 for a statistic) go to `<workdir>/results.jsonl` and
 print as a table row, right > wrong with its 95% bootstrap interval over the held-out problems;
-they are the world experiment's own (prm_annotate/world/prm_scores.py, bootstrap.py). `--tree DIR`
+they are the world experiment's own (lab/world/prm/scores.py, bootstrap.py). `--tree DIR`
 trains and scores with another checkout's prm_annotate (main's, for the head it had);
 `--policy-prompt` trains the PRM to read with the policy's system prompt. `measure NAME` measures a
 trained PRM again from its files; `compare A B`: A's right > wrong minus B's, paired over problems.
