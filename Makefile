@@ -72,16 +72,16 @@ demo-real: $(STAMP)
 	$(PY) -m prm_annotate consensus $(REAL_DIR)/rollouts.jsonl $(REAL_DIR)/judged.jsonl -o $(REAL_DIR)/consensus.jsonl
 
 # The paper's claim in the arithmetic world (docs/world-prm.md): label 900 problems, train nine
-# likelihood PRMs per seed on the shipped prm-base (MC hard, MC soft, judge, consensus,
+# likelihood PRMs per seed on the lab's prm-base (MC hard, MC soft, judge, consensus,
 # size-matched MC, and the controls: the true labels and them shuffled, each also without the
 # final step), measure them on the 400 held-out problems with bootstrap intervals. Measured on an
 # idle 2-core AVX2 machine: 19 minutes in all, the labels 14 (rollouts 11); the README's table is
-# LOOP_SEEDS=5. A rerun continues.
+# LOOP_SEEDS=5. A rerun continues. The experiment is lab equipment (lab/world/prm/), not a product command.
 LOOP_DIR   ?= runs/world-prm
 LOOP_SEEDS ?= 3
 demo-loop: export VLLM_LOGGING_LEVEL ?= ERROR
 demo-loop: $(STAMP)
-	$(PY) -m prm_annotate world prm --workdir $(LOOP_DIR) --seeds $(LOOP_SEEDS)
+	$(PY) -m lab.world.prm --workdir $(LOOP_DIR) --seeds $(LOOP_SEEDS)
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

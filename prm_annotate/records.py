@@ -121,6 +121,20 @@ def _check_step_scores(scores: list, first_error: int | None, n_steps: int, fiel
     check_first_error(first_error, n_steps, f"{field}.first_error")
 
 
+def _verdict_fits_steps(field: str, *, scores: bool) -> Any:
+    """A response's after-validator: the verdict in `field` (MC's, the judge's, a PRM's) names a
+    first error within the steps and, with `scores`, has one score per step."""
+    def check(self: Any) -> Any:
+        verdict = getattr(self, field)
+        if scores:
+            _check_step_scores(verdict.scores, verdict.first_error, len(self.steps), field)
+        else:
+            check_first_error(verdict.first_error, len(self.steps), f"{field}.first_error")
+        return self
+
+    return model_validator(mode="after")(check)
+
+
 class Response(Record):
     """A solution split into steps. `answer` (gold) is optional here: judging needs none."""
 
@@ -177,10 +191,7 @@ class Rollout(Response):
     answer: str = Field(min_length=1)
     mc: MC
 
-    @model_validator(mode="after")
-    def _mc_matches_steps(self) -> "Rollout":
-        _check_step_scores(self.mc.scores, self.mc.first_error, len(self.steps), "mc")
-        return self
+    _mc_matches_steps = _verdict_fits_steps("mc", scores=True)
 
 
 class Judgement(BaseModel):
@@ -196,10 +207,7 @@ class Judgement(BaseModel):
 class Judged(Response):
     judge: Judgement
 
-    @model_validator(mode="after")
-    def _judge_in_range(self) -> "Judged":
-        check_first_error(self.judge.first_error, len(self.steps), "judge.first_error")
-        return self
+    _judge_in_range = _verdict_fits_steps("judge", scores=False)
 
 
 class Consensus(Record):
@@ -232,7 +240,4 @@ class PRMScores(BaseModel):
 class Scored(Response):
     prm: PRMScores
 
-    @model_validator(mode="after")
-    def _prm_matches_steps(self) -> "Scored":
-        _check_step_scores(self.prm.scores, self.prm.first_error, len(self.steps), "prm")
-        return self
+    _prm_matches_steps = _verdict_fits_steps("prm", scores=True)

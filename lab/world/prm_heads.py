@@ -18,7 +18,7 @@ true labels, `--val-share` of the problems (drawn with `--seed`) for validation.
 held-out responses, each a child process, timed. Every row's metrics (right > wrong, step AUC,
 F1 at its threshold: the checkpoint's, 0.5 for a statistic) go to `<workdir>/results.jsonl` and
 print as a table row, right > wrong with its 95% bootstrap interval over the held-out problems;
-they are the world experiment's own (prm_annotate/world/prm_scores.py, bootstrap.py). `--tree DIR`
+they are the world experiment's own (lab/world/prm/scores.py, bootstrap.py). `--tree DIR`
 trains and scores with another checkout's prm_annotate (main's, for the head it had);
 `--policy-prompt` trains the PRM to read with the policy's system prompt. `measure NAME` measures a
 trained PRM again from its files; `compare A B`: A's right > wrong minus B's, paired over problems.
@@ -127,7 +127,7 @@ def write_gold(work: Path, held: list[dict]) -> None:
 def heldout(work: Path):
     from prm_annotate.reports.bon import read_scored
     from prm_annotate.reports.labels import load_gold
-    from prm_annotate.world.prm_scores import Heldout
+    from lab.world.prm.scores import Heldout
 
     records = read_jsonl(work / "heldout.jsonl")
     write_gold(work, records)
@@ -140,11 +140,11 @@ def heldout(work: Path):
 
 
 def measure(work: Path, name: str, scores: dict[str, list[float]], threshold: float, **extra: object) -> dict:
-    from prm_annotate.world.prm_scores import scorer_metrics
+    from lab.world.prm.scores import scorer_metrics
 
     import numpy as np
 
-    from prm_annotate.world.bootstrap import Draws, accuracy_metric, single
+    from lab.world.prm.bootstrap import Draws, accuracy_metric, single
 
     held, _ = heldout(work)
     m = scorer_metrics(held, scores, threshold)
@@ -163,7 +163,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
     """right > wrong of row a minus row b (the last of each name in results.jsonl), paired over problems."""
     import numpy as np
 
-    from prm_annotate.world.bootstrap import Draws, accuracy_metric, paired
+    from lab.world.prm.bootstrap import Draws, accuracy_metric, paired
 
     rows = {r["name"]: r for r in read_jsonl(args.workdir / "results.jsonl")}
     a, b = (np.asarray(rows[n]["rw_counts"], float) for n in (args.a, args.b))

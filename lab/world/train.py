@@ -2,6 +2,8 @@
 
     python -m lab.world.train all                                   # writes runs/world-models/
     python -m lab.world.train all --out prm_annotate/world/models   # replaces the shipped models
+    python -m lab.world.train prm-base --out lab/world/models --policy prm_annotate/world/models/policy
+                                                                    # replaces the PRM experiment's base
 
 Everything is fixed: the tokenizer corpus, the data stream (problem i of step s is always the
 same), the initial weights and the number of steps, so a rebuild gives the same models on the same
@@ -409,8 +411,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("which", choices=["policy", "judge", "prm-base", "all"],
                         help="all: the policy, then the judge (prm-base is built on its own)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="writes OUT/policy and OUT/judge (default: %(default)s; the shipped models "
-                             "are prm_annotate/world/models)")
+                        help="writes OUT/policy and OUT/judge, or OUT/prm-base (default: %(default)s; the "
+                             "shipped models are prm_annotate/world/models, the experiment's base lab/world/models)")
+    parser.add_argument("--policy", type=Path, default=None,
+                        help="prm-base: the policy it starts from (default: OUT/policy)")
     parser.add_argument("--policy-steps", type=int, default=500)
     parser.add_argument("--policy-batch", type=int, default=64)
     parser.add_argument("--judge-steps", type=int, default=3000)
@@ -518,7 +522,7 @@ def main(argv: list[str] | None = None) -> None:
         # better reckoner, so an arithmetic slip of the policy surprises it.
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        policy_dir = args.out / "policy"
+        policy_dir = args.policy or args.out / "policy"
         model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
         tok = AutoTokenizer.from_pretrained(policy_dir)
         data_seed = args.seed + 1

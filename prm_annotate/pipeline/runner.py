@@ -3,7 +3,7 @@ crash-safely, show progress (progress.py), summarise, and record a run manifest 
 
 A stage says how to turn input records into output records of its `output_model`
 (`Stage.process` for a batch, `Stage.stream` for a stream of records, at most `window` in flight);
-where they run is the executor's business (`local_executor` here, or the Ray executor), so the
+where they run is a `Dispatch`'s business (`local_dispatch` here, or the Ray executor's), so the
 same stage code runs locally or elsewhere. Outcomes are written as they come, in input order. A
 stage with a second input (consensus) reads it itself, beside the runner's input. Commands, and
 the world report, run a stage with `run_and_close`.
@@ -108,12 +108,14 @@ class StageBase:
             yield list(self.process(batch))  # type: ignore[attr-defined]
 
 
-# (stage, records, window) -> outcomes in pieces. Where a stage's records run: here, or elsewhere
-# (executors/ray_executor.py), with at most `window` records (a batch) at a time.
-Executor = Callable[["Stage", Iterator[Record], int], Iterator[list[Outcome]]]
+# (stage, records, window) -> outcomes in pieces: where `run_stage` sends a stage's records to be
+# processed, here or elsewhere (executors/ray_executor.py's actors), at most `window` (a batch) at
+# a time. Not an executor (executors/: the object that runs a whole stage, engine included): an
+# executor hands `run_stage` the dispatch of its kind.
+Dispatch = Callable[["Stage", Iterator[Record], int], Iterator[list[Outcome]]]
 
 
-def local_executor(stage: Stage, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
+def local_dispatch(stage: Stage, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
     return stage.stream(records, window)
 
 
@@ -220,7 +222,7 @@ def preflight(opts: RunOptions, model: type[Record] | None) -> None:
             pass
 
 
-def run_stage(stage: Stage, opts: RunOptions, executor: Executor = local_executor) -> RunSummary:
+def run_stage(stage: Stage, opts: RunOptions, dispatch: Dispatch = local_dispatch) -> RunSummary:
     """Run `stage` over `opts.input` into `opts.output`. Raises InputError on bad input (exit 2)."""
     started = time.monotonic()
     summary = RunSummary(stage=stage.name, nouns=getattr(stage, "nouns", Nouns()))
@@ -252,7 +254,7 @@ def run_stage(stage: Stage, opts: RunOptions, executor: Executor = local_executo
         else:
             pending = todo()
         progress = Progress(stage.name, total, opts.quiet)
-        for outcomes in executor(stage, pending, opts.batch_size):
+        for outcomes in dispatch(stage, pending, opts.batch_size):
             done = failed = 0
             for outcome in outcomes:
                 if outcome.error is None:
@@ -308,12 +310,12 @@ def manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[st
     }
 
 
-def run_and_close(stage: Stage, opts: RunOptions, executor: Executor = local_executor) -> RunSummary:
+def run_and_close(stage: Stage, opts: RunOptions, dispatch: Dispatch = local_dispatch) -> RunSummary:
     """What every command does with the stage it built, and the world report too: run it, close it
     (also when a signal stops the run: the grader's worker), and say what it did: the stage's notes,
     the failures, and last the summary sentence."""
     try:
-        summary = run_stage(stage, opts, executor)
+        summary = run_stage(stage, opts, dispatch)
     finally:
         stage.close()
     notes = getattr(stage, "notes", None)

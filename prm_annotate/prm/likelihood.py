@@ -429,7 +429,7 @@ def right_padded(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, t
 
 class LMReadings:
     """The frozen LM's reading (`read_tokens`) of each token sequence, kept: PRMs on one LM (the
-    sources and seeds of `world prm`) read a text once, in training and in scoring alike. Bound to
+    sources and seeds of the lab's world PRM experiment) read a text once, in training and in scoring alike. Bound to
     the first LM it reads with; another LM is refused (its weights' fingerprint differs)."""
 
     def __init__(self) -> None:

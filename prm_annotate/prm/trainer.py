@@ -1,6 +1,6 @@
 """The `Trainer` that `train` runs (prm/train.py sets it up): transformers' own, with a length-grouped
-sampler that does not depend on the number of devices, the eval metrics of prm/metrics.py, and
-progress on stderr (stdout is left to `train --json`).
+sampler that does not depend on the number of devices, the eval metrics of reports/metrics.py
+(`step_metrics`, fed per response from the eval batches), and progress on stderr (stdout is left to `train --json`).
 
 Length grouping: the Trainer's `group_by_length` groups within megabatches of the per-device batch,
 so the batches change with the number of devices, and it draws from the global RNG, so a resumed
@@ -19,7 +19,33 @@ from transformers import EarlyStoppingCallback, Trainer, TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
-from prm_annotate.prm.metrics import log_odds, trainer_metrics
+import numpy as np
+
+from prm_annotate.prm.data import IGNORE
+from prm_annotate.reports.metrics import StepResponse, step_metrics
+
+
+def responses_of(log_odds: np.ndarray, labels: np.ndarray, step_labels: np.ndarray) -> list[StepResponse]:
+    """Per-row responses of a padded eval batch (rows are responses, IGNORE off the labelled tokens)."""
+    out = []
+    for d, y, h in zip(log_odds, labels, step_labels):
+        mask = h != IGNORE
+        if mask.any():
+            out.append(StepResponse(scores=1 / (1 + np.exp(-d[mask].astype(np.float64))), hard=h[mask],
+                                    targets=y[mask].astype(np.float64)))
+    return out
+
+
+def trainer_metrics(eval_pred: Any) -> dict[str, float]:
+    """`compute_metrics` for the Trainer: predictions are the log-odds (logit right - logit wrong)
+    at every token (`log_odds`), label_ids the (labels, step_labels) pair."""
+    labels, step_labels = eval_pred.label_ids
+    return step_metrics(responses_of(np.asarray(eval_pred.predictions), np.asarray(labels), np.asarray(step_labels)))
+
+
+def log_odds(logits: Any, labels: Any) -> Any:
+    """`preprocess_logits_for_metrics`: one number per token instead of two, all the metrics need."""
+    return (logits[..., 1] - logits[..., 0]).float()
 
 
 class EpochLengthSampler(LengthGroupedSampler):

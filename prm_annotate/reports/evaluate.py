@@ -1,4 +1,5 @@
-"""The ProcessBench metric of first-error predictions against gold labels, and a few diagnostics.
+"""The ProcessBench metric of first-error predictions against gold labels, and a few diagnostics
+(the rates, F1, threshold rules and tuning are metrics.py's).
 
 ProcessBench (arXiv 2412.06559) scores each split on two groups: erroneous responses (label >= 0),
 where a prediction is right only if it names exactly the gold first error, and correct responses
@@ -22,35 +23,13 @@ Beyond the benchmark:
 """
 from __future__ import annotations
 
-import math
-from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
 from prm_annotate.errors import UsageError
 from prm_annotate.reports.labels import MISSING, PROCESSBENCH_SPLITS, Gold, Prediction, get_path, step_labels
-
-
-def accuracy(hits: int, total: int) -> float | None:
-    # The share first, then percent: ProcessBench's script computes np.mean(matches) * 100, and
-    # 100 * hits / total can differ from it in the last bit.
-    return hits / total * 100 if total else None
-
-
-def harmonic_mean(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None:
-        return None
-    return 2 * a * b / (a + b) if a + b else 0.0
-
-
-def mean_f1(f1s: Iterable[float | None]) -> float | None:
-    """The unweighted mean of split F1s (a split of 400 counts as much as one of 1000); None when
-    any is undefined or there is none."""
-    values = list(f1s)
-    if not values or any(f is None for f in values):
-        return None
-    return sum(values) / len(values)  # type: ignore[arg-type]
+from prm_annotate.reports.metrics import Threshold, accuracy, first_below, harmonic_mean, lowest_best_threshold, mean_f1
 
 
 @dataclass
@@ -135,19 +114,6 @@ class SplitMetrics:
         for name in ("error_acc", "correct_acc", "f1", "detection_rate", "step_precision", "step_recall"):
             out[name] = getattr(self, name)
         return out
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """The threshold step scores were cut at: given, or tuned on one split."""
-    value: float
-    tuned_on: str | None = None  # None: given
-    tuning_f1: float | None = None  # F1 on the tuning split at `value`
-    candidates: int = 0  # distinct cuts tried when tuning
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "chosen": "given" if self.tuned_on is None else f"tuned on {self.tuned_on}",
-                "tuned_on": self.tuned_on, "tuning_f1": self.tuning_f1, "candidates": self.candidates}
 
 
 @dataclass
@@ -237,73 +203,10 @@ def evaluate(gold: dict[str, Gold], preds: dict[str, Prediction], *, split_field
     return Report(dict(sorted(splits.items())), missing, extra, pred_field)
 
 
-def first_below(scores: list[float], threshold: float) -> int:
-    """The first step scored below `threshold`, -1 if none (SCAN-PRM's main_pb.py rule)."""
-    return next((i for i, s in enumerate(scores) if s < threshold), -1)
-
-
 def at_threshold(preds: dict[str, Prediction], threshold: float) -> dict[str, Prediction]:
     """Predictions with first errors cut from their step scores (None where a record has none)."""
     return {rid: replace(p, first_error=None if p.scores is None else first_below(p.scores, threshold))
             for rid, p in preds.items()}
-
-
-def hit_interval(gold: Gold, scores: list[float]) -> tuple[float, float] | None:
-    """The thresholds t at which `first_below(scores, t)` equals the gold label, as (a, b] (a < t <= b),
-    or None when no threshold does: -1 needs every score >= t; step k needs scores[k] < t and every
-    score before it >= t."""
-    if gold.label == -1:
-        return (-math.inf, min(scores))
-    if gold.label >= len(scores):
-        return None
-    before = min(scores[:gold.label], default=math.inf)
-    return (scores[gold.label], before) if scores[gold.label] < before else None
-
-
-def cut_points(scores: Iterable[float]) -> list[float]:
-    """One threshold in [0, 1] per distinct outcome of `first_below` over these scores: 0 (nothing
-    flagged), the midpoint between each two neighbouring distinct scores, and between the highest and 1."""
-    values = sorted(set(scores))
-    points = [0.0] + [(a + b) / 2 for a, b in zip(values, values[1:])]
-    if values and values[-1] < 1.0:
-        points.append((values[-1] + 1.0) / 2)
-    return sorted(set(points))
-
-
-def tune_threshold(golds: list[Gold], preds: dict[str, Prediction], split: str) -> Threshold:
-    """The threshold with the highest F1 on `golds` (one split), over every distinct cut of its
-    scores; ties go to the lowest. Each response is right on an interval of thresholds
-    (`hit_interval`), so every cut is counted by bisection instead of re-predicting the split."""
-    n_error = sum(g.label != -1 for g in golds)
-    n_correct = len(golds) - n_error
-    if not n_error or not n_correct:
-        raise UsageError(f"--tune-threshold-on {split}: F1 needs erroneous and correct responses; the split has "
-                         f"{n_error} erroneous and {n_correct} correct")
-    lows, highs, correct_mins, all_scores = [], [], [], []
-    for g in golds:
-        p = preds.get(g.id)
-        if p is None or p.scores is None:
-            continue  # wrong at every threshold
-        all_scores += p.scores
-        interval = hit_interval(g, p.scores)
-        if interval is None:
-            continue
-        if g.label == -1:
-            correct_mins.append(interval[1])
-        else:
-            lows.append(interval[0])
-            highs.append(interval[1])
-    for values in (lows, highs, correct_mins):
-        values.sort()
-    best_f1, best_t = -1.0, 0.0
-    points = cut_points(all_scores)
-    for t in points:
-        error_hits = bisect_left(lows, t) - bisect_left(highs, t)  # a < t, less those with b < t too
-        correct_hits = len(correct_mins) - bisect_left(correct_mins, t)
-        f1 = harmonic_mean(100.0 * error_hits / n_error, 100.0 * correct_hits / n_correct) or 0.0
-        if f1 > best_f1:
-            best_f1, best_t = f1, t
-    return Threshold(best_t, tuned_on=split, tuning_f1=best_f1, candidates=len(points))
 
 
 def evaluate_scores(gold: dict[str, Gold], preds: dict[str, Prediction], *, threshold: float | None = None,
@@ -325,7 +228,7 @@ def evaluate_scores(gold: dict[str, Gold], preds: dict[str, Prediction], *, thre
         if tune_on not in split_of.values():
             raise UsageError(f"--tune-threshold-on {tune_on}: no such split in the gold "
                              f"(splits: {', '.join(sorted(set(split_of.values())))})")
-        chosen = tune_threshold([g for rid, g in gold.items() if split_of[rid] == tune_on], preds, tune_on)
+        chosen = lowest_best_threshold([g for rid, g in gold.items() if split_of[rid] == tune_on], preds, tune_on)
     report = evaluate(gold, at_threshold(preds, chosen.value), split_field=split_field, pred_field=pred_field)
     report.threshold = chosen
     if tune_on is not None:

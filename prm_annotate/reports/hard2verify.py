@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.io.inputs import read_records
-from prm_annotate.reports.evaluate import Threshold, first_below, tune_threshold
+from prm_annotate.reports.metrics import Threshold, first_below, lowest_best_threshold, right_steps
 from prm_annotate.reports.labels import Gold as FirstError
-from prm_annotate.reports.labels import Prediction
+from prm_annotate.reports.labels import Prediction, load_benchmark_gold
 
 TUNE_SAMPLE = 100
 RELEASE_RESPONSES = 200  # the test split: a number is comparable with published ones only on all of it
@@ -94,24 +93,20 @@ class Report:
 
 def load_gold(paths: list[str]) -> dict[str, Gold]:
     """Hard2Verify's responses by id from its published file(s), decrypted."""
-    gold: dict[str, Gold] = {}
-    for path in paths:
-        for where, row in read_records(path, "hard2verify"):
-            rid, first, labels, steps = row["id"], row.get("label"), row.get("human_labels"), row.get("steps")
-            if not isinstance(steps, list) or not steps:
-                raise InputError(path, where, "Hard2Verify row has no `model_response_by_step` list "
-                                              "(an encrypted field that did not decrypt?)")
-            if not isinstance(labels, list) or len(labels) != len(steps) or any(lab not in (0, 1) or isinstance(lab, bool)
-                                                                                 for lab in labels):
-                raise InputError(path, where, f"`human_labels` must be one 0/1 per step ({len(steps)}), got {labels!r}")
-            if isinstance(first, bool) or not isinstance(first, int) or not -1 <= first < len(steps):
-                raise InputError(path, where, f"`human_labels_first_error_idx` must be -1 or a step index, got {first!r}")
-            if rid in gold:
-                raise InputError(path, where, f"duplicate Hard2Verify response {rid!r}")
-            gold[rid] = Gold(str(rid), first, labels)
-    if not gold:
-        raise UsageError(f"{', '.join(paths)}: no Hard2Verify rows")
-    return gold
+    return load_benchmark_gold(paths, "hard2verify", "Hard2Verify", gold_row)
+
+
+def gold_row(path: str, where: Any, row: dict[str, Any]) -> Gold:
+    first, labels, steps = row.get("label"), row.get("human_labels"), row.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise InputError(path, where, "Hard2Verify row has no `model_response_by_step` list "
+                                      "(an encrypted field that did not decrypt?)")
+    if not isinstance(labels, list) or len(labels) != len(steps) or any(lab not in (0, 1) or isinstance(lab, bool)
+                                                                         for lab in labels):
+        raise InputError(path, where, f"`human_labels` must be one 0/1 per step ({len(steps)}), got {labels!r}")
+    if isinstance(first, bool) or not isinstance(first, int) or not -1 <= first < len(steps):
+        raise InputError(path, where, f"`human_labels_first_error_idx` must be -1 or a step index, got {first!r}")
+    return Gold(str(row["id"]), first, labels)
 
 
 def part(gold: dict[str, Gold], preds: dict[str, Prediction], ids: list[str], threshold: float) -> Part:
@@ -131,7 +126,7 @@ def part(gold: dict[str, Gold], preds: dict[str, Prediction], ids: list[str], th
             resp_preds.append(0 if g.labels[0] == 1 else 1)
             continue
         first_preds.append(first_below(p.scores, threshold))
-        verdicts = [1 if s >= threshold else 0 for s in p.scores]
+        verdicts = [int(right) for right in right_steps(p.scores, threshold)]
         step_preds += verdicts
         resp_preds.append(0 if 0 in verdicts else 1)
     correct = [p == -1 for lab, p in zip(first_labels, first_preds) if lab == -1]
@@ -158,7 +153,7 @@ def evaluate(gold: dict[str, Gold], preds: dict[str, Prediction], *, threshold: 
     if not 0 < tune_sample < len(ids):
         raise UsageError(f"--tune-sample {tune_sample}: needs fewer responses than the {len(ids)} given, and some")
     tuning = sorted(random.Random(seed).sample(ids, tune_sample), key=ids.index)
-    chosen = tune_threshold([gold[i].as_first_error() for i in tuning], preds,
+    chosen = lowest_best_threshold([gold[i].as_first_error() for i in tuning], preds,
                                          f"a random {tune_sample} (seed {seed})")
     held = [i for i in ids if i not in set(tuning)]
     return Report(chosen, part(gold, preds, held, chosen.value), pred_field,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from prm_annotate.errors import InputError, UsageError, require
 from prm_annotate.io.inputs import read_records
@@ -273,3 +273,23 @@ def detect_field(obj: dict[str, Any]) -> str:
     if isinstance(obj.get("judge"), dict):
         raise ValueError("the record has both mc.first_error and judge.first_error")
     raise ValueError("cannot tell where this record keeps its first error")
+
+
+G = TypeVar("G")
+
+
+def load_benchmark_gold(paths: list[str], fmt: str, benchmark: str,
+                        gold_of: Callable[[str, Any, dict[str, Any]], G]) -> dict[str, G]:
+    """A benchmark's responses by id from its published file(s), read as input format `fmt`:
+    `gold_of(path, where, row)` checks one row (InputError naming the file and line) and makes its
+    gold; a repeated id, or no row at all, is refused."""
+    gold: dict[str, G] = {}
+    for path in paths:
+        for where, row in read_records(path, fmt):
+            item = gold_of(path, where, row)
+            if row["id"] in gold:
+                raise InputError(path, where, f"duplicate {benchmark} response {row['id']!r}")
+            gold[row["id"]] = item
+    if not gold:
+        raise UsageError(f"{', '.join(paths)}: no {benchmark} rows")
+    return gold

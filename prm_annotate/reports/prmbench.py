@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.io.inputs import read_records
-from prm_annotate.reports.labels import Prediction
+from prm_annotate.reports.labels import Prediction, load_benchmark_gold
+from prm_annotate.reports.metrics import valid_steps
 
 VALIDITY_THRESHOLD = 0.5
 RELEASE_RESPONSES = 6216  # rows of prmbench_preview.jsonl: a number is comparable with published ones only on all
@@ -50,16 +50,16 @@ def _f1(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if (precision + recall) != 0 else -1
 
 
-@dataclass
+@dataclass(frozen=True)
 class Confusion:
-    """Step counts with "valid" as the positive class."""
+    """Step counts with "valid" as the positive class; a value: counts add up with `+`."""
     tp: int = 0
     fp: int = 0
     tn: int = 0
     fn: int = 0
 
-    def add(self, other: "Confusion") -> None:
-        self.tp, self.fp, self.tn, self.fn = self.tp + other.tp, self.fp + other.fp, self.tn + other.tn, self.fn + other.fn
+    def __add__(self, other: "Confusion") -> "Confusion":
+        return Confusion(self.tp + other.tp, self.fp + other.fp, self.tn + other.tn, self.fn + other.fn)
 
     @property
     def f1(self) -> float:
@@ -77,13 +77,9 @@ class Confusion:
 def step_confusion(error_steps: Iterable[int], valid: list[bool]) -> Confusion:
     """One response: its 1-indexed error steps against one validity label per scored step."""
     wrong = {s - 1 for s in error_steps}
-    c = Confusion()
-    for i, ok in enumerate(valid):
-        if i in wrong:
-            c.fp, c.tn = c.fp + ok, c.tn + (not ok)
-        else:
-            c.tp, c.fn = c.tp + ok, c.fn + (not ok)
-    return c
+    on_error = [ok for i, ok in enumerate(valid) if i in wrong]
+    elsewhere = [ok for i, ok in enumerate(valid) if i not in wrong]
+    return Confusion(tp=sum(elsewhere), fp=sum(on_error), tn=on_error.count(False), fn=elsewhere.count(False))
 
 
 @dataclass
@@ -106,10 +102,7 @@ class Report:
 
     @property
     def total(self) -> Confusion:
-        total = Confusion()
-        for c in self.categories.values():
-            total.add(c)
-        return total
+        return sum(self.categories.values(), Confusion())
 
     def prmscore(self, category: str | None = None) -> float:
         c = self.total if category is None else self.categories[category]
@@ -145,22 +138,18 @@ class Report:
 
 def load_gold(paths: list[str]) -> dict[str, Gold]:
     """PRMBench's responses by id from its published JSONL file(s)."""
-    gold: dict[str, Gold] = {}
-    for path in paths:
-        for where, row in read_records(path, "prmbench"):
-            rid, steps, errors, category = row["id"], row.get("steps"), row.get("error_steps"), row.get("classification")
-            if not isinstance(category, str) or not category:
-                raise InputError(path, where, "PRMBench row has no `classification`")
-            if not isinstance(steps, list) or not steps:
-                raise InputError(path, where, "PRMBench row has no `modified_process` list")
-            if not isinstance(errors, list) or any(isinstance(e, bool) or not isinstance(e, int) or e < 1 for e in errors):
-                raise InputError(path, where, f"`error_steps` must be a list of 1-indexed step numbers, got {errors!r}")
-            if rid in gold:
-                raise InputError(path, where, f"duplicate PRMBench response {rid!r}")
-            gold[rid] = Gold(rid, category, errors, len(steps))
-    if not gold:
-        raise UsageError(f"{', '.join(paths)}: no PRMBench rows")
-    return gold
+    return load_benchmark_gold(paths, "prmbench", "PRMBench", gold_row)
+
+
+def gold_row(path: str, where: Any, row: dict[str, Any]) -> Gold:
+    steps, errors, category = row.get("steps"), row.get("error_steps"), row.get("classification")
+    if not isinstance(category, str) or not category:
+        raise InputError(path, where, "PRMBench row has no `classification`")
+    if not isinstance(steps, list) or not steps:
+        raise InputError(path, where, "PRMBench row has no `modified_process` list")
+    if not isinstance(errors, list) or any(isinstance(e, bool) or not isinstance(e, int) or e < 1 for e in errors):
+        raise InputError(path, where, f"`error_steps` must be a list of 1-indexed step numbers, got {errors!r}")
+    return Gold(row["id"], category, errors, len(steps))
 
 
 def evaluate(gold: dict[str, Gold], preds: dict[str, Prediction], *, threshold: float = VALIDITY_THRESHOLD,
@@ -178,7 +167,7 @@ def evaluate(gold: dict[str, Gold], preds: dict[str, Prediction], *, threshold: 
         if len(p.scores) != g.n_steps:
             raise UsageError(f"{rid}: {len(p.scores)} step scores for PRMBench's {g.n_steps} steps "
                              "(the scored response is not the benchmark's)")
-        categories[g.classification].add(step_confusion(g.error_steps, [s > threshold for s in p.scores]))
+        categories[g.classification] += step_confusion(g.error_steps, valid_steps(p.scores, threshold))
         responses[g.classification] += 1
     order = [c for members in GROUPS.values() for c in members]
     ranked = sorted(categories, key=lambda c: (order.index(c) if c in order else len(order), c))
@@ -190,6 +179,8 @@ def table(report: Report) -> Any:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
+
+    from prm_annotate.reports.tables import id_notes
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{x * 100:.1f}"
@@ -212,10 +203,7 @@ def table(report: Report) -> Any:
     if gold_n != RELEASE_RESPONSES:
         lines.append(Text(f"{gold_n} responses, not PRMBench's {RELEASE_RESPONSES:,}: not comparable with published "
                           "numbers"))
-    if report.missing_ids:
-        lines.append(Text(f"{len(report.missing_ids)} response(s) have no scores (left out, as PRMBench's script "
-                          f"leaves out a missing result), e.g. {', '.join(report.missing_ids[:3])}"))
-    if report.extra_ids:
-        lines.append(Text(f"{len(report.extra_ids)} prediction id(s) are not PRMBench responses (ignored), "
-                          f"e.g. {', '.join(report.extra_ids[:3])}"))
+    lines += id_notes(report.missing_ids, "response(s) have no scores (left out, as PRMBench's script leaves out a "
+                                          "missing result)",
+                      report.extra_ids, "prediction id(s) are not PRMBench responses (ignored)")
     return Group(*lines)

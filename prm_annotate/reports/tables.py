@@ -10,6 +10,13 @@ from rich.text import Text
 from prm_annotate.reports.evaluate import Report
 
 
+def id_notes(missing: list[str], missing_says: str, extra: list[str], extra_says: str) -> list[Text]:
+    """A line for the gold ids without a prediction and one for the predictions outside the gold,
+    where there are any: how many, what became of them, the first three."""
+    return [Text(f"{len(ids)} {says}, e.g. {', '.join(ids[:3])}") for ids, says in ((missing, missing_says),
+                                                                                  (extra, extra_says)) if ids]
+
+
 def pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
 
@@ -30,12 +37,8 @@ def evaluate_table(report: Report) -> Group:
                           str(m.error_hits), str(m.early), str(m.late), str(m.missed), str(m.missing),
                           str(m.false_alarms), pct(m.step_precision), pct(m.step_recall))
     lines: list[Any] = [table, *threshold_lines(report)]
-    if report.missing_ids:
-        lines.append(Text(f"{len(report.missing_ids)} gold id(s) have no prediction (counted wrong), "
-                          f"e.g. {', '.join(report.missing_ids[:3])}"))
-    if report.extra_ids:
-        lines.append(Text(f"{len(report.extra_ids)} prediction id(s) are not in the gold file (ignored), "
-                          f"e.g. {', '.join(report.extra_ids[:3])}"))
+    lines += id_notes(report.missing_ids, "gold id(s) have no prediction (counted wrong)",
+                      report.extra_ids, "prediction id(s) are not in the gold file (ignored)")
     return Group(*lines)
 
 

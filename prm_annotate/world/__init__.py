@@ -3,9 +3,10 @@
     problems.py  seeded word problems + reference solutions (`python -m prm_annotate.world.problems`)
     truth.py     true_first_error(problem_record, steps): the gold first wrong step
     report.py    `prm-annotate world report`: the pipeline on the world, scored against the truth
-    models/      the shipped checkpoints: policy, judge, and the PRMs' base (see models/README.md)
+    models/      the shipped checkpoints: policy and judge (see models/README.md)
 
-The tools that train and measure the models live beside the package, in lab/world/.
+The tools that train and measure the models, and the PRM experiment with the model only it uses
+(the PRMs' base), live beside the package, in lab/world/.
 """
 from pathlib import Path
 
@@ -15,8 +16,6 @@ from prm_annotate.world.truth import true_first_error
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 POLICY_DIR = MODELS_DIR / "policy"
 JUDGE_DIR = MODELS_DIR / "judge"
-# The base of the world's PRMs: the policy trained on further (models/README.md), a better reckoner.
-PRM_BASE_DIR = MODELS_DIR / "prm-base"
 # The built-in prompts the world's models were trained on (lab/world/train.py), by name: the
 # world names them wherever it runs a stage, whatever the stages' defaults are.
 WORLD_SYSTEM_PROMPT = "step"
@@ -30,5 +29,5 @@ def model_setting(path: Path) -> str:
     return f"shipped:{resolved.name}" if resolved.parent == MODELS_DIR else str(resolved)
 
 
-__all__ = ["make_problem", "make_problems", "true_first_error", "MODELS_DIR", "POLICY_DIR", "JUDGE_DIR", "PRM_BASE_DIR",
+__all__ = ["make_problem", "make_problems", "true_first_error", "MODELS_DIR", "POLICY_DIR", "JUDGE_DIR",
            "WORLD_SYSTEM_PROMPT", "WORLD_JUDGE_PROMPT", "model_setting"]

@@ -52,20 +52,38 @@ SOURCES = (("MC", "rollouts", "mc.first_error"), ("judge", "judged", "judge.firs
            ("consensus", "consensus", "first_error"))
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReportConfig:
+    """The settings of one `world report`.
+
+    Attributes:
+        workdir: folder of the stage files (emptied of an earlier report's unless `resume`).
+        policy: the policy model (sample, rollout); the shipped one by default.
+        judge: the judge model; the shipped one by default.
+        problems: problems to generate.
+        n: responses per problem.
+        k: rollouts per step.
+        seed: seed of the problems and of every stage.
+        dtype: vLLM dtype of both models (None: the engines' default, float32 on CPU).
+        max_tokens: tokens per response and per completion.
+        judge_max_tokens: tokens per verdict.
+        start_timeout: seconds to wait for each engine.
+        quiet: the stages' progress lines off (their summaries stay).
+        verbose: the libraries' own warnings, logs and progress bars shown.
+        resume: keep the files of an unfinished report with the same settings.
+    """
+    workdir: Path = Path("runs/world")
+    policy: Path = POLICY_DIR
+    judge: Path = JUDGE_DIR
     problems: int = 40
     n: int = 4
     k: int = 8
     seed: int = 0
-    workdir: Path = Path("runs/world")
-    policy: Path = POLICY_DIR
-    judge: Path = JUDGE_DIR
+    dtype: str | None = None  # None: the engines' default (float32 on CPU)
     # World answers are ~30-60 tokens; the cap only stops a derailed sample.
     max_tokens: int = 128
     judge_max_tokens: int = 256
     start_timeout: float = START_TIMEOUT
-    dtype: str | None = None  # None: the engines' default (float32 on CPU)
     quiet: bool = True
     verbose: bool = False  # the libraries' own warnings, logs and progress bars
     resume: bool = False  # keep the files of an unfinished report with the same settings

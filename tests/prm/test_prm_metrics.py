@@ -7,8 +7,9 @@ import random
 
 import numpy as np
 
-from prm_annotate.prm.metrics import Response, auc, best_threshold, evaluate_responses, f1_at
-from prm_annotate.reports.evaluate import harmonic_mean
+from prm_annotate.reports.metrics import StepResponse as Response  # one eval response
+from prm_annotate.reports.metrics import auc, central_best_threshold, f1_at, step_metrics
+from prm_annotate.reports.metrics import harmonic_mean
 from prm_annotate.stages.score import first_below
 
 
@@ -34,13 +35,13 @@ def _brute_f1(responses: list[Response], threshold: float) -> float:
 def test_tuned_threshold_maximises_processbench_f1():
     for seed in range(5):
         responses = _responses(seed)
-        t = best_threshold(responses)
+        t = central_best_threshold(responses)
         grid = max(_brute_f1(responses, g) for g in np.linspace(0, 1, 2001))
         assert abs(_brute_f1(responses, t) - grid) < 1e-9, seed
         assert abs(f1_at(responses, t)["f1"] - grid) < 1e-9
     # On a set where 0.5 is poor, tuning finds better.
     shifted = [Response(r.scores * 0.5 + 0.5, r.hard, r.targets) for r in _responses(9)]
-    assert f1_at(shifted, best_threshold(shifted))["f1"] > f1_at(shifted, 0.5)["f1"] + 10
+    assert f1_at(shifted, central_best_threshold(shifted))["f1"] > f1_at(shifted, 0.5)["f1"] + 10
 
 
 def test_auc_counts_pairs():
@@ -54,5 +55,5 @@ def test_auc_counts_pairs():
 
 def test_metrics_of_one_class_are_numbers_or_absent():
     right_only = [Response(np.array([0.9, 0.8]), np.array([1, 1]), np.array([1.0, 1.0]))]
-    m = evaluate_responses(right_only)
+    m = step_metrics(right_only)
     assert m["f1"] == 0.0 and "step_auc" not in m  # best_model needs a number; AUC is undefined

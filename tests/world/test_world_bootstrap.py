@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from prm_annotate.reports.evaluate import harmonic_mean
-from prm_annotate.world.bootstrap import Draws, Interval, accuracy_metric, f1_metric, paired, pooled, single
+from prm_annotate.reports.metrics import harmonic_mean
+from lab.world.prm.bootstrap import Draws, Interval, accuracy_metric, f1_metric, paired, pooled, single
 
 
 def picks(values: list[int]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""`world prm`: the experiment of the paper's claim, end to end on a tiny configuration through the
+"""`python -m lab.world.prm` (the lab's `world prm`): the experiment of the paper's claim, end to end on a tiny configuration through the
 real report (vLLM) and real trainings, then its parts on their own.
 
 The end-to-end test runs the command once, checks what it measured against the files it wrote
@@ -6,7 +6,11 @@ The end-to-end test runs the command once, checks what it measured against the f
 the batched scores against transformers one response at a time), then runs it again (every PRM
 skipped, the same JSON and table), and a third time in a copy with the report kept, SIGKILLed
 after its second PRM and run again: the same results.json as the uninterrupted run but for
-wall-clock times."""
+wall-clock times. Its results.json, times left out, is compared with the golden file beside this
+test (`world_prm_results.golden.json`, written by this test from the code of the commit that added
+it, before the experiment moved out of the product): code that moves or restates the experiment
+must give the same numbers. `PRM_WORLD_GOLDEN=write` rewrites it, for a change meant to alter the
+results (say so in the commit)."""
 from __future__ import annotations
 
 import os
@@ -20,19 +24,19 @@ from pathlib import Path
 
 import orjson
 import pytest
-from typer.testing import CliRunner
-
-from prm_annotate.cli import app
-from prm_annotate.world.prm_labels import SOURCES, Split, problem_of, training_sets
+from lab.world.prm.__main__ import main
+from lab.world.prm.labels import SOURCES, Split, problem_of, training_sets
 from prm_annotate.world.truth import true_first_error
 from testing.heavy import ENGINE_START_TIMEOUT
 from testing.jsonl_files import group_alive
 from testing.jsonl_files import read_jsonl as read
 
-CLI = [sys.executable, "-m", "prm_annotate", "world", "prm"]
+CLI = [sys.executable, "-m", "lab.world.prm"]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--seeds", "2", "--train-problems", "6", "--heldout-problems", "3", "-n", "2", "-k", "2", "--max-steps", "4",
         "--eval-every", "2", "--patience", "3", "--batch-size", "4", "--val-share", "0.34"]
 TIMEOUT = ENGINE_START_TIMEOUT + 600
+GOLDEN = Path(__file__).with_name("world_prm_results.golden.json")
 
 
 def run(workdir, *extra, kill_after_files=None):
@@ -66,6 +70,17 @@ def measured(value):
     if isinstance(value, list):
         return [measured(v) for v in value]
     return value
+
+
+def check_golden(results):
+    """The run's results, times left out, are the golden file's (the same seeds, the same numbers)."""
+    mine = measured(results)
+    if os.environ.get("PRM_WORLD_GOLDEN") == "write":
+        GOLDEN.write_bytes(orjson.dumps(mine, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    golden = orjson.loads(GOLDEN.read_bytes())
+    assert mine.keys() == golden.keys() and mine["settings"] == golden["settings"]
+    for key in golden:  # one part at a time, so a failure names the part that moved
+        assert mine[key] == golden[key], key
 
 
 def true_labels(problems, row):
@@ -221,6 +236,7 @@ def test_world_prm_end_to_end_rerun_and_kill(tmp_path):
     check_blind_baselines(first, results)
     check_truth_reference(first, results)
     check_batched_scores(first)
+    check_golden(results)
 
     # A rerun measures the finished PRMs again from their scored files: a stale metric is replaced.
     stale = first / "prms" / "judge-seed1.json"
@@ -282,7 +298,7 @@ def test_training_sets_split_by_problem_and_size_match(tmp_path):
 
 
 def test_judge_verdicts_as_step_scores():
-    from prm_annotate.world.prm_experiment import judge_scores
+    from lab.world.prm.experiment import judge_scores
 
     steps = ["a", "b", "c"]
     assert judge_scores({"steps": steps, "judge": {"first_error": -1}}) == [1.0, 1.0, 1.0]
@@ -290,19 +306,20 @@ def test_judge_verdicts_as_step_scores():
     assert judge_scores({"steps": steps, "judge": {"first_error": None}}) is None
 
 
-def test_without_matplotlib_it_stops_at_once_with_the_install_line(tmp_path, monkeypatch):
+def test_without_matplotlib_it_stops_at_once_with_the_install_line(tmp_path, monkeypatch, capsys):
     import importlib.util
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
-    result = CliRunner().invoke(app, ["world", "prm", "--workdir", str(tmp_path / "w")])
-    assert result.exit_code == 2 and "matplotlib" in result.stderr and "pip install" in result.stderr
+    assert main(["--workdir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert "matplotlib" in err and "pip install" in err
     assert not (tmp_path / "w").exists()  # nothing started
 
 
 def test_a_workdir_of_other_settings_is_refused(tmp_path):
     from prm_annotate.errors import UsageError
-    from prm_annotate.world.prm_experiment import ExperimentConfig, check_workdir
+    from lab.world.prm.experiment import ExperimentConfig, check_workdir
 
     check_workdir(ExperimentConfig(workdir=tmp_path))
     check_workdir(ExperimentConfig(workdir=tmp_path, seeds=9))  # more seeds extend a run
@@ -310,29 +327,39 @@ def test_a_workdir_of_other_settings_is_refused(tmp_path):
         check_workdir(ExperimentConfig(workdir=tmp_path, lr=0.5))
 
 
-def test_a_base_that_is_not_a_model_is_refused_before_any_work(tmp_path):
-    result = CliRunner().invoke(app, ["world", "prm", "--workdir", str(tmp_path / "w"), "--base", str(tmp_path / "nope")])
-    assert result.exit_code == 2 and "--base" in result.output and "no such model" in result.output
+def test_a_base_that_is_not_a_model_is_refused_before_any_work(tmp_path, capsys):
+    assert main(["--workdir", str(tmp_path / "w"), "--base", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert "--base" in err and "no such model" in err
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_bad_option_is_refused_with_exit_2(tmp_path):
+    run = subprocess.run([*CLI, "--workdir", str(tmp_path / "w"), "--seeds", "0"], capture_output=True, text=True,
+                         cwd=REPO_ROOT, timeout=120)
+    assert run.returncode == 2 and "--seeds" in run.stderr
     assert not (tmp_path / "w").exists()
 
 
 def test_a_moved_checkout_keeps_its_runs_and_another_base_is_refused(tmp_path):
-    """The shipped models are recorded by name, so the same package at another path (a moved or
-    fresh checkout) has the same settings; a base model elsewhere is recorded by its path."""
+    """The repository's models (the package's, and the lab's prm-base) are recorded by name, so the
+    same checkout at another path (moved or fresh) has the same settings, and a run started while
+    prm-base shipped in the package keeps them; a base model elsewhere is recorded by its path."""
     from prm_annotate.errors import UsageError
     from prm_annotate.world import POLICY_DIR
-    from prm_annotate.world.prm_experiment import ExperimentConfig, check_workdir
+    from lab.world.prm.experiment import ExperimentConfig, check_workdir
     from prm_annotate.world.report import ReportConfig
 
     moved = tmp_path / "moved"
-    shutil.copytree(Path(__file__).resolve().parents[2] / "prm_annotate", moved / "prm_annotate",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    code = ("import orjson, prm_annotate; from prm_annotate.world.prm_experiment import ExperimentConfig; "
+    for folder in ("prm_annotate", "lab"):
+        shutil.copytree(REPO_ROOT / folder, moved / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("import orjson, prm_annotate; from lab.world.prm.experiment import ExperimentConfig; "
             "from prm_annotate.world.report import ReportConfig; "
-            "print(prm_annotate.__file__); print(orjson.dumps([ExperimentConfig().settings(), ReportConfig().settings()]).decode())")
+            "print(prm_annotate.__file__); print(orjson.dumps([ExperimentConfig().settings(), ReportConfig().settings()]).decode()); "
+            "import lab; print(lab.__file__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=moved, check=True,
                          env={**os.environ, "PYTHONPATH": str(moved)}, timeout=120).stdout.splitlines()
-    assert out[0].startswith(str(moved))  # the copy ran
+    assert out[0].startswith(str(moved)) and out[2].startswith(str(moved))  # the copy ran
     assert orjson.loads(out[1]) == [ExperimentConfig().settings(), ReportConfig().settings()]
     assert ExperimentConfig().settings()["base"] == "shipped:prm-base"
 
@@ -348,7 +375,7 @@ def test_score_range_and_blind_baselines_on_known_responses():
     """Two problems: one whose right answer is one text written three times beside two different
     wrong texts, one of copies only."""
     from prm_annotate.reports.bon import Candidate, Problem
-    from prm_annotate.world.prm_scores import Heldout, blind_baselines, score_range
+    from lab.world.prm.scores import Heldout, blind_baselines, score_range
 
     right, wrong1, wrong2 = ("2 + 2 = 4.",), ("2 + 2 = 5.",), ("2 + 2 = 3.",)
     texts = {"a0": right, "a1": wrong1, "a2": right, "a3": wrong2, "a4": right, "b0": right, "b1": right}
@@ -364,7 +391,7 @@ def test_score_range_and_blind_baselines_on_known_responses():
 
 
 def test_without_final_steps_drops_what_reaches_the_final_step():
-    from prm_annotate.world.prm_labels import without_final_steps
+    from lab.world.prm.labels import without_final_steps
 
     rows = [{"id": "p/0", "completions": ["a", "b", "c"], "labels": [True, True, True], "scores": None},
             {"id": "p/1", "completions": ["a", "b"], "labels": [True, False], "scores": [1.0, 0.0]},

@@ -47,7 +47,7 @@ from prm_annotate.errors import UsageError
 from prm_annotate.pipeline.executors.base import EngineStarter, RayOptions, StageFactory
 from prm_annotate.io.jsonl import dumps
 from prm_annotate.records import Record
-from prm_annotate.pipeline.runner import Executor, Outcome, RunOptions, RunSummary, Stage, batches, run_and_close
+from prm_annotate.pipeline.runner import Dispatch, Outcome, RunOptions, RunSummary, Stage, batches, run_and_close
 
 if TYPE_CHECKING:
     from prm_annotate.engines import EngineConfig
@@ -78,7 +78,7 @@ def run_stage_on_ray(build: StageFactory, config: "EngineConfig | None", opts: R
     built without one (`build(None)`), to answer for its name, ids and settings, never to process."""
     stage = build(None)
     _check_picklable(build, config)
-    return stage, run_and_close(stage, opts, ray_executor(build, config, options))
+    return stage, run_and_close(stage, opts, ray_dispatch(build, config, options))
 
 
 def _check_picklable(build: StageFactory, config: "EngineConfig | None") -> None:
@@ -91,14 +91,14 @@ def _check_picklable(build: StageFactory, config: "EngineConfig | None") -> None
         raise RuntimeError(f"the stage factory cannot be sent to Ray actors (not picklable): {exc}") from exc
 
 
-def ray_executor(build: StageFactory, config: "EngineConfig | None", options: RayOptions) -> Executor:
-    """An executor for `run_stage` that runs `build(engine)` stages on Ray actors, one engine each
+def ray_dispatch(build: StageFactory, config: "EngineConfig | None", options: RayOptions) -> Dispatch:
+    """A dispatch for `run_stage` that runs `build(engine)` stages on Ray actors, one engine each
     (`config` None: stages without a model, such as grade), a batch of `window` records per call."""
 
-    def execute(stage: Stage, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
+    def dispatch(stage: Stage, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
         yield from _run(stage, batches(records, window), build, config, options)
 
-    return execute
+    return dispatch
 
 
 def _run(stage: Stage, batches: Iterator[list[Record]], build: StageFactory,

@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from prm_annotate.world.bootstrap import Draws, accuracy_metric, f1_metric, paired, pooled, single
-from prm_annotate.world.prm_labels import SOURCES
+from lab.world.prm.bootstrap import Draws, accuracy_metric, f1_metric, paired, pooled, single
+from lab.world.prm.labels import SOURCES
 
 # (a, b, what the difference a - b asks)
 COMPARISONS = (
@@ -92,7 +92,7 @@ def summarize(cfg: Any, report: dict[str, Any], held: Any, results: dict[tuple[s
               refs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """results.json: settings and sizes, the report's label quality, each source over its seeds,
     the reference rows, the baselines and the comparisons."""
-    from prm_annotate.world.prm_scores import blind_baselines
+    from lab.world.prm.scores import blind_baselines
     from prm_annotate.world.report import source_row
 
     seeds = sorted({s for _, s in results})

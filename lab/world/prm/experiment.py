@@ -1,11 +1,11 @@
 """The paper's central claim in the arithmetic world, where the truth is known: does a PRM trained
 on consensus labels beat one trained on MC labels, and with how much certainty?
 
-    prm-annotate world prm [--workdir runs/world-prm] [--seeds 3]
+    python -m lab.world.prm [--workdir runs/world-prm] [--seeds 3]
 
-1. Labels: one `world report` (prm_labels.py): `train_problems` problems for training and
+1. Labels: one `world report` (labels.py): `train_problems` problems for training and
    `heldout_problems` more held out, `n` responses each, K rollouts per step, the judge on all.
-2. PRMs: for each seed and each label source (prm_labels.SOURCES: MC hard, MC soft, judge,
+2. PRMs: for each seed and each label source (labels.SOURCES: MC hard, MC soft, judge,
    consensus, MC cut to consensus's size, the truth as the ceiling, the truth shuffled among the
    responses, and those two with no final step trained on: the control pair) one PRM on `base`
    with `train --head likelihood` (prm/likelihood.py: a step head on the frozen base's token
@@ -16,11 +16,11 @@ on consensus labels beat one trained on MC labels, and with how much certainty?
    and it stops after `patience` evaluations without a better one, or at the cap (said).
    The seed draws the validation problems, the size-matched subsample, the head's initialisation
    and the order of the batches.
-3. Scoring: each PRM scores the held-out responses (prm_scores.py: `score`'s own in-process
+3. Scoring: each PRM scores the held-out responses (scores.py: `score`'s own in-process
    scorer) and is measured against the truth at its own tuned threshold; the rollouts and the
    judge are measured on the same responses as reference rows (an annotator against the PRM
    trained on it), and so are the truth itself and the likelihood untrained (no labels at all).
-4. Results (prm_results.py): per source the seeds' mean and spread, the paired comparisons with
+4. Results (results.py): per source the seeds' mean and spread, the paired comparisons with
    bootstrap intervals (bootstrap.py), `results.json`, the table and `world-prm.png`.
 
 Every (source, seed) PRM's result is a file `prms/<source>-seed<N>.json`, written last: a rerun
@@ -39,10 +39,11 @@ from typing import Any
 import orjson
 
 from prm_annotate.errors import UsageError
-from prm_annotate.world import POLICY_DIR, PRM_BASE_DIR, WORLD_SYSTEM_PROMPT, model_setting
-from prm_annotate.world.prm_labels import (SOURCES, Source, ensure_report, export_rows, problem_of, response_steps,
+from lab.world import PRM_BASE_DIR, model_setting
+from prm_annotate.world import POLICY_DIR, WORLD_SYSTEM_PROMPT
+from lab.world.prm.labels import (SOURCES, Source, ensure_report, export_rows, problem_of, response_steps,
                                            split_problems, training_sets, write_atomic)
-from prm_annotate.world.prm_scores import (Heldout, checkpoint_step_scores, likelihood_baseline_scores,
+from lab.world.prm.scores import (Heldout, checkpoint_step_scores, likelihood_baseline_scores,
                                            scorer_metrics)
 from prm_annotate.world.report import FILES, read_jsonl, write_jsonl
 
@@ -219,7 +220,7 @@ def judge_scores(record: dict[str, Any]) -> list[float] | None:
 def likelihood_reference(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]], lm: Path,
                          key: str) -> dict[str, Any]:
     """A no-training reference: each step scored by the causal LM's lowest probability of one of
-    its tokens (prm_scores.likelihood_baseline_scores, read as the PRMs read), an error below 0.5;
+    its tokens (scores.likelihood_baseline_scores, read as the PRMs read), an error below 0.5;
     kept in a file like a PRM's with the seconds it took (a rerun measures it again from there)."""
     path = cfg.workdir / "prms" / f"{key}.scored.jsonl"
     if not path.is_file():
@@ -259,8 +260,8 @@ POLICY_LIKELIHOOD = "policy likelihood (no training)"
 
 
 def run_experiment(cfg: ExperimentConfig) -> dict[str, Any]:
-    """Everything above; the summary of results.json (prm_results.summarize)."""
-    from prm_annotate.world.prm_results import summarize
+    """Everything above; the summary of results.json (results.summarize)."""
+    from lab.world.prm.results import summarize
 
     started = time.monotonic()
     check_workdir(cfg)

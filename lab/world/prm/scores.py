@@ -7,7 +7,7 @@ against the world's truth and all computed by the project's own reports:
 - ProcessBench F1, error and correct accuracy of the first step scored below the threshold
   (`reports.evaluate.evaluate_scores`), per held-out problem too (the bootstrap's counts);
 - step AUC of the scores against the true step labels (steps up to the true first error,
-  `prm.metrics.auc`);
+  `reports.metrics.auc`);
 - right over wrong: within each held-out problem, the share of (right answer, wrong answer)
   response pairs whose lowest step score ranks the right one higher (a tie counts half): 50 is a
   scorer that cannot tell them apart, whatever its F1;
@@ -129,7 +129,7 @@ def with_scores(problems: list[Problem], scores: dict[str, list[float] | None]) 
 
 
 def step_auc(gold: dict[str, Gold], scores: dict[str, list[float] | None]) -> float | None:
-    from prm_annotate.prm.metrics import auc
+    from prm_annotate.reports.metrics import auc
 
     values, right = [], []
     for rid, g in gold.items():
