@@ -130,9 +130,29 @@ class Response(Record):
     problem_id: str | None = None
     final_answer: str | None = None
     correct: bool | None = None
+    # A thinking policy's response (prm_annotate/traces.py): steps[:thought_steps] are the thought's,
+    # the rest the answer's; `step_joins` the text between consecutive steps (None: the separator);
+    # `thought_finished` False: no `</think>` before the completion ended (never graded or labelled).
+    thought_steps: int | None = Field(default=None, ge=0)
+    thought_finished: bool | None = None
+    step_joins: list[str] | None = None
 
     _coerce_answer = field_validator("answer", mode="before")(_answer_to_str)
     _steps_nonempty = field_validator("steps")(_check_steps)
+
+    @model_validator(mode="after")
+    def _trace_fits_steps(self) -> "Response":
+        if self.thought_steps is not None and self.thought_steps > len(self.steps):
+            raise ValueError(f"thought_steps {self.thought_steps} is more than the {len(self.steps)} steps")
+        if self.step_joins is not None and len(self.step_joins) != len(self.steps) - 1:
+            raise ValueError(f"step_joins has {len(self.step_joins)} joins for {len(self.steps)} steps "
+                             f"(one between each two)")
+        return self
+
+    @property
+    def unfinished_thought(self) -> bool:
+        """A thought cut (or stopped) before `</think>`: the response has no answer to grade or label."""
+        return self.thought_finished is False
 
 
 class GradeInput(Record):
