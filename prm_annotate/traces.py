@@ -115,8 +115,9 @@ def trace_steps(trace: Trace, sep: str = DEFAULT_SEP) -> TraceSteps:
     """The steps of a completion: the thought's, then the answer's, each cut apart (module docstring)."""
     if not trace.thinks:
         return TraceSteps(split_steps(trace.text, sep), None, 0)
-    thought = split_steps(trace.thought or "", sep)
-    steps = thought + split_steps(trace.answer, sep)
+    # Each part's edge whitespace goes to the joins beside the tag, so no step ends with it.
+    thought = split_steps((trace.thought or "").strip(), sep)
+    steps = thought + split_steps(trace.answer.strip(), sep)
     joins = _joins(trace.text, steps)
     return TraceSteps(steps, None if all(j == sep for j in joins) else joins, len(thought))
 

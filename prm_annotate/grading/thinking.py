@@ -26,14 +26,14 @@ def _answers(trace: Trace) -> list[str]:
 
 def answer_text(trace: Trace) -> str:
     """What is graded: the answer, without the thoughts it went back to."""
-    return "\n\n".join(answer_parts(trace.answer)) if thinks_again(trace.answer) else trace.answer
+    return "\n\n".join(answer_parts(trace.answer)) if trace.thinks and thinks_again(trace.answer) else trace.answer
 
 
 def conflicting_answers(grader: Grader, traces: Sequence[Trace]) -> list[str | None]:
     """Per trace, why its answers do not make one answer (None: they do, or it has at most one)."""
     pairs, owners = [], []
     for i, trace in enumerate(traces):
-        if trace.finished and thinks_again(trace.answer):
+        if trace.thinks and trace.finished and thinks_again(trace.answer):
             answers = _answers(trace)
             for other in answers[:-1]:
                 pairs.append((answers[-1], other))  # the last answer as the reference
