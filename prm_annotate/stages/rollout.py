@@ -332,15 +332,16 @@ class RolloutStage(ModelStage):
 
     def job(self, unit: list[RolloutInput]) -> Job:
         """The rounds of one unit: every plan's next probes at once, graded when they are all back."""
-        aside = {r.id: why for r in unit if (why := self._set_aside(r)) is not None}
-        for why in aside.values():
-            self.stats[f"set aside: {why}"] += 1
         order = [r.id for r in unit]
-        unit = [r for r in unit if r.id not in aside]
+        unit = self._labellable(unit)
         work = [_Work(r, self._plan(r, last), last) for r, last in zip(unit, self._last_correct(unit))]
         # Completed (and graded) requests of this unit by key, for sharing across rounds.
         done: dict[str, tuple[GenerationResult, Any]] = {}
-        use_witnesses = self.config.share_prefixes and self.strategy.uses_witnesses
+        # Witness keys join steps by the separator, which a thinking response's joins are not (one
+        # holds `</think>`): two responses with the same steps and the thought ending elsewhere would
+        # share a key. Thinking responses share completions (keyed by exact prefix text), not witnesses.
+        use_witnesses = (self.config.share_prefixes and self.strategy.uses_witnesses
+                         and all(w.record.thought_steps is None for w in work))
         witnesses: set[tuple[str, str, str]] = set()
         if use_witnesses:
             for w in work:
@@ -407,9 +408,24 @@ class RolloutStage(ModelStage):
             for w in work:
                 if w.error is None:
                     w.plan.observe(by_work.get(id(w), []))
+        return self._outcomes(work, order)
+
+    def _labellable(self, unit: list[RolloutInput]) -> list[RolloutInput]:
+        """The unit without the responses set aside (counted by reason)."""
+        kept = []
+        for record in unit:
+            why = self._set_aside(record)
+            if why is None:
+                kept.append(record)
+            else:
+                self.stats[f"set aside: {why}"] += 1
+        return kept
+
+    def _outcomes(self, work: list[_Work], order: list[str]) -> list[Outcome]:
+        """In input order; a response set aside is done with no record (not a failure)."""
         outcomes = {w.record.id: Outcome(w.record.id, error=w.error) if w.error is not None
                     else Outcome.one(self._rollout(w)) for w in work}
-        return [outcomes.get(rid) or Outcome(rid) for rid in order]  # set aside: no record, no failure
+        return [outcomes.get(rid) or Outcome(rid) for rid in order]
 
     def _plan(self, record: RolloutInput, last_correct: bool) -> Plan:
         extra = {"judged": self.judged.claim(record.id)} if self.judged is not None else {}
