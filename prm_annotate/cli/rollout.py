@@ -49,9 +49,16 @@ def rollout(input: InputArg, output: OutputOpt = "-", *,
                        f"have a first error, {s['first_errors_at_cut_steps']} of them at a step with cut completions "
                        f"and {s['first_errors_at_cut_responses']} at the last step of a response cut at sample's "
                        f"--max-tokens; {s['grade_errors']} completions could not be graded", err=True)
+            if s["completions_cut_in_thought"]:
+                typer.echo(f"rollout: {s['completions_cut_in_thought']:,} completions cut inside their thought "
+                           "(no answer)", err=True)
             if judged is not None:
                 typer.echo("rollout --strategy verify: " + ", ".join(
                     f"{s[f'verified: {o}']} {o}" for o in OUTCOMES) + " (consensus keeps the confirmed)", err=True)
+
+        aside = {k: v for k, v in stage.stats.items() if k.startswith("set aside: ")}
+        if aside:  # responses with no answer to label: not failures, never labelled
+            typer.echo("rollout: " + "; ".join(f"{v} {k}" for k, v in aside.items()), err=True)
 
     run.start(lambda e: RolloutStage(e, config, engine_info=run.engine.describe(), judged_file=judged), report_labels,
               input_model=input_model)

@@ -29,6 +29,9 @@ def sample(input: InputArg, output: OutputOpt = "-", format: FormatOpt = "auto",
         if stage.stats["responses"]:
             typer.echo(f"sample: {stage.stats['correct']} of {stage.stats['responses']} responses correct, "
                        f"{stage.stats['truncated']} cut at --max-tokens", err=True)
+        if stage.stats["unfinished_thoughts"] or stage.stats["two_answers"]:
+            typer.echo(f"sample: {stage.stats['unfinished_thoughts']} unfinished thoughts (no </think>: never graded or "
+                       f"labelled), {stage.stats['two_answers']} with two different answers (refused)", err=True)
 
     run.start(lambda e: SampleStage(e, config, engine_info=run.engine.describe()), report_correct,
               input_model=SampleStage.input_model)

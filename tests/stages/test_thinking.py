@@ -101,9 +101,14 @@ def test_the_generation_prompt_says_where_the_thought_starts(tokenizer, name, st
 
 @pytest.mark.parametrize("name", ["qwen3", "r1"])
 def test_a_prefix_inside_or_after_the_thought_is_continued_as_written(tokenizer, name):
-    """Templates strip thoughts from assistant turns (R1's always, Qwen3's before the last user turn,
-    and it rewrites the whitespace): the prefix is appended raw to the generation prompt instead."""
-    made = trace_steps(read_trace(QWEN3_TEXT, MODEL))
+    """Templates strip or rewrite thoughts in assistant turns (R1's keeps only what follows
+    `</think>`, Qwen3's trims the thought's whitespace): the prefix is appended raw to the
+    generation prompt instead, so the text continued is the text written."""
+    from prm_annotate.strategies import Probe
+
+    text = "<think>\nLet me add 3 and 5.\n\n3 + 5 = 8.\n\n</think>\n\nThe sum is 8.\n\nSo \\boxed{8}."
+    made = trace_steps(read_trace(text, MODEL))
+    assert made.joins == ["\n\n", "\n\n</think>\n\n", "\n\n"]
     response = Response.model_validate({"id": "p/0", "problem": "What is 3 + 5?", "answer": "8", "steps": made.steps,
                                         "thought_steps": made.thought_steps, "thought_finished": True,
                                         "step_joins": made.joins})
@@ -111,23 +116,20 @@ def test_a_prefix_inside_or_after_the_thought_is_continued_as_written(tokenizer,
     tokenizer.chat_template = TEMPLATES[name]
     stage = RolloutStage(engine, k=1, system_prompt="none")
     head = engine.generation_prompt(({"role": "user", "content": "What is 3 + 5?"},))
-    for step in (1, 3):  # inside the thought; in the answer, after </think>
-        from prm_annotate.strategies import Probe
-
+    for step in (0, 2):  # inside the thought; in the answer, after </think>
         request = stage._request(response, Probe(step, 0))
         assert request.append_raw and request.continue_final
         prompt = render_prompt(tokenizer, request)
-        continued = prompt[len(head):]
         assert prompt.startswith(head) and prompt.count("<think>") == 1  # never a second <think>
         written = prefix_text(made.steps, made.joins, step)
-        assert continued == ("<think>\n" if name == "qwen3" else "") + written
-        # the baseline: the template's own continuation strips or rewrites the thought it continues
-        if step == 3:
-            with pytest.raises(Exception, match="final message"):
-                render_prompt(tokenizer, replace(request, append_raw=False, messages=(
-                    *request.messages[:-1], {"role": "assistant", "content": written})))
-                if name == "qwen3":
-                    raise ValueError("final message rewritten")  # Qwen3-like keeps text but trims whitespace
+        assert prompt[len(head):] == ("<think>\n" if name == "qwen3" else "") + written
+        # the baseline: the template's own continuation of the same text
+        own = replace(request, append_raw=False)
+        if step == 2:  # the thought in the turn is stripped (R1) or rewritten (Qwen3): refused
+            with pytest.raises(ValueError, match="final message does not appear"):
+                render_prompt(tokenizer, own)
+        elif name == "qwen3":  # inside the thought there is no `</think>` to strip: the same text
+            assert render_prompt(tokenizer, own) == prompt
 
 
 # ------------------------------------------------------------------ sample
@@ -189,8 +191,7 @@ def test_two_different_answers_in_one_completion_are_refused_equal_ones_are_one_
     for r in (refused_a, refused_b):  # neither order picks one of the two
         assert r["correct"] is None and r["final_answer"] is None and r["grade_error"].startswith(TWO_ANSWERS)
     assert same["correct"] is True and "grade_error" not in same
-    assert same_value["grade_error"] is None if "grade_error" in same_value else True
-    assert same_value["correct"] is False and same_value["final_answer"] == "\\sqrt{128}"  # one answer, graded (wrong)
+    assert "grade_error" not in same_value and same_value["correct"] is False and same_value["final_answer"] == "\\sqrt{128}"  # one answer, graded (wrong)
     assert stage.stats["two_answers"] == 2
 
 
