@@ -1,7 +1,10 @@
-"""Thinking policies and judges on real vLLM: a tiny random model with an R1-like chat template (the
-generation prompt opens the thought), made to write given traces (testing/forcing.py), behind a
-real `vllm serve` with no reasoning parser: the thought comes back inside the content, and
-`--reasoning auto` finds it from the first answer and splits it, for `sample` and `judge`."""
+"""Thinking policies and judges on real vLLM, made to write given traces (testing/forcing.py):
+
+- behind a real `vllm serve` with no reasoning parser, an R1-style thought comes back inside the
+  content, and `--reasoning auto` finds it from the first answer and splits it (sample, judge);
+- in process, a tiny random model with a Qwen3-like thinking template writes real long traces
+  (tests/data/long_traces.jsonl), a thinking judge faults a step inside the thought, and
+  `rollout --strategy verify` checks the claim with rollouts inside the thought (slow)."""
 from __future__ import annotations
 
 import pytest
@@ -12,53 +15,41 @@ from prm_annotate.stages.sample import SampleStage
 
 THOUGHT = "Let me add 3 and 5.\n\n3 + 5 = 8.\n\nCheck: 8 - 5 = 3."
 ANSWER = "The sum is 8.\n\nSo the answer is \\boxed{8}."
-TEXTS = {0: f"{THOUGHT}\n</think>\n\n{ANSWER}", 1: "Let me add 3 and 5.\n\nIt might be \\boxed{8}, or " + "not " * 60}
+TEXTS = {0: f"{THOUGHT}\n</think>\n\n{ANSWER}", 1: "Let me add 3 and 5.\n\nIt might be \\boxed{8}, or " + "not " * 500}
 STEPS = ["3 + 5 = 8.", "8 * 2 = 17.", "So the answer is \\boxed{17}."]
 
 
-@pytest.fixture(scope="module")
-def r1_model_dir(tmp_path_factory):
-    from testing.thinking_models import R1_LIKE, build_thinking_model
-
-    return build_thinking_model(tmp_path_factory.mktemp("tiny-r1"), R1_LIKE)
-
-
 @pytest.mark.engine
-def test_auto_over_http_splits_a_thought_the_server_returns_in_the_content(r1_model_dir, heavy, tmp_path):
-    from prm_annotate.engines.openai_engine import OpenAIEngine
+def test_auto_over_http_splits_a_thought_the_server_returns_in_the_content(openai_engine):
+    """The shared tiny `vllm serve` has no reasoning parser (and a template that says nothing of
+    thoughts): an R1-style trace forced out of it comes back whole in the content."""
     from testing.forcing import ForcingEngine
-    from testing.heavy import start_server
 
-    server = heavy.get("server:tiny-r1", lambda: start_server(r1_model_dir, "tiny-r1", tmp_path, max_model_len=2048,
-                                                               dtype="float32"), lambda s: s.stop())
-    http = OpenAIEngine(server.base_url, "tiny-r1", concurrency=4, timeout=300, max_attempts=1)
-    try:
-        policy = ForcingEngine(http, lambda r: TEXTS[int(r.key.split("\x00")[1])])
-        stage = SampleStage(policy, n=2, system_prompt="none", max_tokens=120, engine_info={"model": "tiny-r1"})
-        problems = [Problem.model_validate({"id": p, "problem": "What is 3 + 5?", "answer": "8"}) for p in "ab"]
-        records = [r.dump() for outs in stage.stream(iter(problems), 4) for o in outs for r in o.records]
-        stage.close()
-        assert stage.split == "think" and len(records) == 4
-        for r in records:
-            if r["id"].endswith("/0"):
-                assert r["thought_steps"] == 3 and r["thought_finished"] is True and r["correct"] is True
-                assert r["steps"][3:] == ANSWER.split("\n\n") and r["step_joins"][2] == "\n</think>\n\n"
-            else:  # cut in its thought: the draft \boxed{8} is never graded
-                assert r["thought_finished"] is False and r["correct"] is None and r["generator"]["finish_reason"] == "length"
+    http = openai_engine
+    policy = ForcingEngine(http, lambda r: TEXTS[int(r.key.split("\x00")[1])])
+    stage = SampleStage(policy, n=2, system_prompt="none", max_tokens=400, engine_info={"model": "tiny-r1"})
+    problems = [Problem.model_validate({"id": p, "problem": "What is 3 + 5?", "answer": "8"}) for p in "ab"]
+    records = [r.dump() for outs in stage.stream(iter(problems), 4) for o in outs for r in o.records]
+    stage.close()
+    assert stage.split == "think" and len(records) == 4
+    for r in records:
+        if r["id"].endswith("/0"):
+            assert r["thought_steps"] == 3 and r["thought_finished"] is True and r["correct"] is True
+            assert r["steps"][3:] == ANSWER.split("\n\n") and r["step_joins"][2] == "\n</think>\n\n"
+        else:  # cut in its thought: the draft \boxed{8} is never graded
+            assert r["thought_finished"] is False and r["correct"] is None and r["generator"]["finish_reason"] == "length"
 
-        verdict = "Paragraph 1 doubles wrongly.\n</think>\n\nThe earliest error is paragraph 1: \\boxed{1}."
-        judge = JudgeStage(ForcingEngine(http, lambda r: verdict), prompt="processbench", max_tokens=200,
-                           engine_info={"model": "tiny-r1"})
-        record = Response.model_validate({"id": "r", "problem": "Double 3 + 5.", "answer": "16", "steps": STEPS})
-        [[outcome]] = list(judge.stream(iter([record]), 4))
-        assert judge.reasoning == "think" and outcome.records[0].dump()["judge"]["first_error"] == 1
-        # the baseline: told off, the same verdict is refused for the thought in it
-        off = JudgeStage(ForcingEngine(http, lambda r: verdict), prompt="processbench", max_tokens=200,
-                         reasoning="off", engine_info={"model": "tiny-r1"})
-        [[outcome]] = list(off.stream(iter([record]), 4))
-        assert outcome.records[0].dump()["judge"]["first_error"] is None
-    finally:
-        http.close()
+    verdict = "Paragraph 1 doubles wrongly.\n</think>\n\nThe earliest error is paragraph 1: \\boxed{1}."
+    judge = JudgeStage(ForcingEngine(http, lambda r: verdict), prompt="processbench", max_tokens=200,
+                       engine_info={"model": "tiny-r1"})
+    record = Response.model_validate({"id": "r", "problem": "Double 3 + 5.", "answer": "16", "steps": STEPS})
+    [[outcome]] = list(judge.stream(iter([record]), 4))
+    assert judge.reasoning == "think" and outcome.records[0].dump()["judge"]["first_error"] == 1
+    # the baseline: told off, the same verdict is refused for the thought in it
+    off = JudgeStage(ForcingEngine(http, lambda r: verdict), prompt="processbench", max_tokens=200,
+                     reasoning="off", engine_info={"model": "tiny-r1"})
+    [[outcome]] = list(off.stream(iter([record]), 4))
+    assert outcome.records[0].dump()["judge"]["first_error"] is None
 
 
 # ---------------------------------------------------------------- real long traces, in process
@@ -107,13 +98,13 @@ def test_sample_then_verify_then_judge_on_real_long_traces(qwen3_long_model_dir,
     from testing.heavy import start_vllm_engine
 
     engine = heavy.get("vllm:tiny-qwen3-long", lambda: start_vllm_engine(
-        qwen3_long_model_dir, max_model_len=12288, dtype="float32"), lambda e: e.close())
+        qwen3_long_model_dir, max_model_len=16384, dtype="float32"), lambda e: e.close())
     traces = long_traces(2)
     by_problem = {t["problem"]: t for t in traces}
     problems = [Problem.model_validate({"id": t["id"], "problem": t["problem"], "answer": t["answer"]}) for t in traces]
 
     policy = ForcingEngine(engine, lambda r: by_problem[r.messages[-1]["content"]]["response"])
-    sample = SampleStage(policy, n=1, system_prompt="none", max_tokens=8192, engine_info={"model": "tiny-qwen3"})
+    sample = SampleStage(policy, n=1, system_prompt="none", max_tokens=12000, engine_info={"model": "tiny-qwen3"})
     responses = [r for o in sample.process(problems) for r in o.records]
     sample.close()
     for response, trace in zip(responses, traces):
@@ -130,7 +121,7 @@ def test_sample_then_verify_then_judge_on_real_long_traces(qwen3_long_model_dir,
     by_steps = {tuple(r.steps): r.id for r in responses}
     judge = JudgeStage(ForcingEngine(engine, lambda r: verdict.format(claims[next(
         rid for steps, rid in by_steps.items() if steps[0] in r.messages[-1]["content"])])),
-        prompt="processbench", max_tokens=64, engine_info={"model": "tiny-qwen3"})
+        prompt="processbench", max_tokens=200, engine_info={"model": "tiny-qwen3"})
     judged = [r for o in judge.process(responses) for r in o.records]
     assert judge.reasoning == "think" and [j.judge.first_error for j in judged] == list(claims.values())
     judged_path = tmp_path / "judged.jsonl"
@@ -148,7 +139,7 @@ def test_sample_then_verify_then_judge_on_real_long_traces(qwen3_long_model_dir,
         step = request.messages[-1]["content"].count("\n\n")  # grows with the step continued
         index = int(request.key.split("\x00")[-1])
         if index == 1:
-            return "Hmm, let me think more about it. " * 20  # cut at max tokens, inside the thought
+            return "Hmm, let me think more about it. " * 10  # cut at max tokens, inside the thought
         gold = answers[rid]
         right = step < steps_at[rid] or rid == responses[1].id
         return f"So that settles it.\n</think>\n\nThe answer is \\boxed{{{gold if right else 'wrong'}}}."
@@ -161,14 +152,14 @@ def test_sample_then_verify_then_judge_on_real_long_traces(qwen3_long_model_dir,
 
         steps_at[r.id] = ("<think>\n" + prefix_text(r.steps, r.step_joins, claims[r.id])).count("\n\n")
     rollout = RolloutStage(ForcingEngine(engine, complete), k=2, strategy="verify", judged=str(judged_path),
-                           max_tokens=48, system_prompt="none", engine_info={"model": "tiny-qwen3"})
+                           max_tokens=120, system_prompt="none", engine_info={"model": "tiny-qwen3"})
     outs = list(rollout.process([RolloutStage.input_model.model_validate(r.dump()) for r in responses]))
     rollout.close()
     assert all(o.error is None for o in outs), [o.error for o in outs]
     mcs = [o.records[0].dump()["mc"] for o in outs]
     assert mcs[0]["verified"] == "confirmed" and mcs[0]["first_error"] == claims[responses[0].id]
     assert mcs[1]["verified"].startswith("refuted")
-    assert all(m["cut_in_thought"] >= 1 and m["max_tokens"] == 48 for m in mcs)
+    assert mcs[0]["cut_in_thought"] >= 1 and all(m["max_tokens"] == 120 for m in mcs)
     assert seen_prompts and all(p.count("<think>") == 1 for p in seen_prompts)
 
     consensus = ConsensusStage({j.id: Judged.model_validate(j.dump()) for j in judged}, "r", "j")
