@@ -52,9 +52,9 @@ from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
 from prm_annotate.stages.config import JudgeConfig, configured, entry
-from prm_annotate.stages.thinking import AUTO, on_server, probed
+from prm_annotate.stages.thinking import AUTO, on_server, probed, template_state
 from prm_annotate.judging.styles import one_verdict
-from prm_annotate.traces import answer_parts, thinks_again
+from prm_annotate.traces import CLOSED, answer_parts, thinks_again
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,11 @@ class JudgeStage(ModelStage):
             return None
         if choice == "auto":
             thinks = getattr(self.engine, "chat_template_thinks", None)
-            return THINK if not self.config.constrained and thinks is not None and thinks() else None
+            if self.config.constrained or thinks is None or not thinks():
+                return None
+            # a template that closes an empty thought in its prompt (thinking off): the whole answer is the verdict
+            closed = template_state(self.engine, ({"role": "user", "content": "?"},)) == CLOSED
+            return None if closed else THINK
         return choice
 
     def settings(self) -> dict[str, Any]:

@@ -313,3 +313,14 @@ def test_auto_over_http_stops_before_the_batch_when_the_first_answer_cannot_tell
     [[outcome]] = list(thinking_judge.stream(iter([Response.model_validate({"id": "r", "problem": "x",
                                                                              "steps": STEPS})]), 4))
     assert thinking_judge.reasoning == "think"
+
+
+def test_a_judge_under_a_template_that_closes_the_thought_reads_the_whole_answer(tokenizer):
+    record = Response.model_validate({"id": "r/0", "problem": "Double 3 + 5.", "answer": "16", "steps": STEPS})
+    for name, split in (("no-think", None), ("qwen3", "think")):
+        stage = JudgeStage(TemplateEngine(lambda r: "Paragraph 1 is wrong: \\boxed{1}.", tokenizer, TEMPLATES[name]),
+                           prompt="processbench")
+        assert stage.reasoning == split
+    [outcome] = JudgeStage(TemplateEngine(lambda r: "Paragraph 1 is wrong: \\boxed{1}.", tokenizer, TEMPLATES["no-think"]),
+                           prompt="processbench").process([record])
+    assert outcome.records[0].dump()["judge"]["first_error"] == 1
