@@ -7,7 +7,9 @@ Each holds its sampling as one `Sampling` (engines/sampling.py), `config.samplin
 Token budgets: 2,048 per response and per completion, the budget Qwen2.5-Math's own evaluation
 gives its Instruct models (the paper's policies; their context is 4,096 tokens), so a completion
 has at least the room the response it continues had. A judge verdict gets 8,192, what ProcessBench
-gives critics: the paper protocol's analyses of a long solution need it.
+gives critics: the paper protocol's analyses of a long solution need it. A thinking policy's
+responses and completions, and a reasoning judge's verdicts, get 32,768 when the budget is left at
+its default: the thought comes first (docs/pipeline.md, "Thinking traces").
 """
 from __future__ import annotations
 
