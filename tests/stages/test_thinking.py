@@ -242,6 +242,15 @@ def test_rollout_sets_an_unfinished_thought_aside_and_reads_completions_after_th
     assert mc["cut"][1] == 2 and mc["cut_in_thought"] == 2 and mc["max_tokens"] == 32768
     assert stage.stats[f"set aside: {UNFINISHED}"] == 1
     assert all(r.append_raw for r in engine.requests)
+    # consensus cuts the joins and the thought with the steps it keeps
+    from prm_annotate.records import Judged, Rollout
+    from prm_annotate.stages.consensus import consensus_record
+
+    rollout = Rollout.model_validate(outcomes[1].records[0].dump())
+    judge = {"first_error": 1, "votes": [1], "parse_failures": 0, "model": "j", "prompt": "paper"}
+    kept = consensus_record(rollout, Judged.model_validate({**done, "judge": judge})).dump()
+    assert kept["steps"] == done["steps"][:2] and kept["step_joins"] == done["step_joins"][:1]
+    assert kept["thought_steps"] == 2 and kept["labels"] == [True, False]
 
 
 # ------------------------------------------------------------------ judge
