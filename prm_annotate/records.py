@@ -144,9 +144,45 @@ class Response(Record):
     problem_id: str | None = None
     final_answer: str | None = None
     correct: bool | None = None
-
     _coerce_answer = field_validator("answer", mode="before")(_answer_to_str)
     _steps_nonempty = field_validator("steps")(_check_steps)
+
+    # A thinking policy's response (prm_annotate/traces.py), fields absent from other records (kept
+    # as extra fields, so a record without them is written as before): steps[:thought_steps] are
+    # the thought's, the rest the answer's; `step_joins` the text between consecutive steps (absent:
+    # the separator); `thought_finished` False: no `</think>` before the completion ended.
+
+    @property
+    def thought_steps(self) -> int | None:
+        return (self.model_extra or {}).get("thought_steps")
+
+    @property
+    def thought_finished(self) -> bool | None:
+        return (self.model_extra or {}).get("thought_finished")
+
+    @property
+    def step_joins(self) -> list[str] | None:
+        return (self.model_extra or {}).get("step_joins")
+
+    @model_validator(mode="after")
+    def _trace_fits_steps(self) -> "Response":
+        extra = self.model_extra or {}
+        for name, ok in (("thought_steps", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+                         ("thought_finished", lambda v: isinstance(v, bool)),
+                         ("step_joins", lambda v: isinstance(v, list) and all(isinstance(j, str) for j in v))):
+            if extra.get(name) is not None and not ok(extra[name]):
+                raise ValueError(f"{name} must be {'a count' if name == 'thought_steps' else 'true or false' if name == 'thought_finished' else 'a list of strings'}, got {extra[name]!r}")
+        if self.thought_steps is not None and self.thought_steps > len(self.steps):
+            raise ValueError(f"thought_steps {self.thought_steps} is more than the {len(self.steps)} steps")
+        if self.step_joins is not None and len(self.step_joins) != len(self.steps) - 1:
+            raise ValueError(f"step_joins has {len(self.step_joins)} joins for {len(self.steps)} steps "
+                             f"(one between each two)")
+        return self
+
+    @property
+    def unfinished_thought(self) -> bool:
+        """A thought cut (or stopped) before `</think>`: the response has no answer to grade or label."""
+        return self.thought_finished is False
 
 
 class GradeInput(Record):

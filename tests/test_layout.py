@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prm_annotate"
 LAYERS: list[set[str]] = [
     {"", "errors"},
     {"records", "steps", "seeds", "boxed", "prompt_files"},
-    {"io", "engines"},
+    {"io", "engines", "traces"},
     {"grading", "judging", "strategies"},
     {"reports", "pipeline"},
     {"export"},

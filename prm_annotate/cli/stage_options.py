@@ -43,6 +43,9 @@ SAMPLE_OPTIONS: dict[str, Any] = {
     "sampling": sampling_options("response", "response"),
     "step_sep": STEP_SEP,
     "system_prompt": typer.Option("--system-prompt", help=_system_prompts_help()),
+    "reasoning": typer.Option("--reasoning", show_default="auto", help=(
+        "Tell a thinking policy's thought from its answer: auto, think, off, or a vLLM reasoning parser "
+        "(docs/pipeline.md).")),
 }
 
 ROLLOUT_OPTIONS: dict[str, Any] = {

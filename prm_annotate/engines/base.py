@@ -25,6 +25,11 @@ class GenerationRequest:
     # assistant turn left open, not a new turn) — how rollouts extend a step prefix.
     messages: tuple[dict, ...]
     continue_final: bool = False
+    # With `continue_final`: the template renders the messages before the final one up to its
+    # generation prompt and the final message's text is appended as it is, so a template that
+    # rewrites or strips an assistant turn's thought (Qwen3's) never touches the text continued
+    # (a rollout inside a thought). In process only; a server renders `continue_final` its own way.
+    append_raw: bool = False
     n: int = 1
     # Temperature, top-p, top-k, max tokens and the request's own seed (engines/sampling.py).
     sampling: Sampling = Sampling()

@@ -77,6 +77,10 @@ class PermanentError(Exception):
 class OpenAIEngine(Streaming):
     """`Engine` over an OpenAI-compatible `/v1/chat/completions` endpoint."""
 
+    # The chat template is the server's: whether a thought comes split, or inside the content, is
+    # found from the first answers (stages/thinking.py).
+    template_on_server = True
+
     def __init__(
         self,
         base_url: str,

@@ -51,6 +51,9 @@ def render_prompt(tokenizer: Any, request: GenerationRequest) -> str:
     messages = [dict(m) for m in request.messages]
     if request.continue_final and (not messages or messages[-1].get("role") != "assistant"):
         raise ValueError(f"request {request.key!r}: continue_final needs a final assistant message")
+    if request.continue_final and request.append_raw:
+        head = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
+        return head + messages[-1]["content"]
     return tokenizer.apply_chat_template(
         messages,
         tokenize=False,
@@ -139,6 +142,14 @@ class VLLMEngine(Streaming):
             self._splitters[name] = TokenSplitter(name, self._tokenizer)
         return self._splitters[name]
 
+    def generation_prompt(self, messages: Sequence[dict]) -> str:
+        """The prompt text of a new assistant turn after `messages` (where a template opens or closes a thought)."""
+        return self._tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
+                                                   add_generation_prompt=True)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False))
+
     def render(self, request: GenerationRequest) -> str:
         """The exact prompt text this engine sends for `request` (useful to inspect templates)."""
         return render_prompt(self._tokenizer, request)
@@ -158,7 +169,7 @@ class VLLMEngine(Streaming):
         for r in requests:
             if r.key in self._keys:
                 raise ValueError(f"duplicate request key {r.key!r}: a request with this key is in flight")
-            conversation = (r.continue_final, tuple(tuple(sorted(m.items())) for m in r.messages))
+            conversation = (r.continue_final, r.append_raw, tuple(tuple(sorted(m.items())) for m in r.messages))
             ids = prompts.get(conversation)
             if ids is None:
                 ids = prompts[conversation] = self._tokenizer.encode(self.render(r), add_special_tokens=False)

@@ -56,6 +56,8 @@ def not_mc_labels(obj: dict[str, Any]) -> str | None:
 
 def example_from(obj: dict[str, Any], path: str, where: str) -> Example | str:
     """The labelled example of a record, or the reason it has none."""
+    if obj.get("thought_finished") is False:  # never labelled as if it had answered (traces.py)
+        return "an unfinished thought (no </think> before the cut): no answer to label"
     if "labels" in obj:
         rec = _validated(Consensus, obj, path, where)
         scores = rec.mc.scores[: len(rec.steps)]

@@ -74,15 +74,18 @@ def strict_sampling(options: Any, model: str) -> Sampling:
 CUT = "cut at --max-tokens"
 
 
-def read_strictly(texts: list[str], n_steps: int, style: JudgeStyle, cut: Sequence[bool] = ()) -> Reading:
+def read_strictly(texts: list[str], n_steps: int, style: JudgeStyle, cut: Sequence[bool] = (),
+                  refused: Sequence[str | None] = ()) -> Reading:
     """Each vote by the style's parser; a vote cut at max_tokens is not read (a draft answer
-    before the cut is not the verdict)."""
+    before the cut is not the verdict), nor one refused before reading (`refused[i]`, its reason)."""
     votes: list[int | None] = []
     errors: list[str] = []
     for i, text in enumerate(texts):
         try:
             if i < len(cut) and cut[i]:
                 raise ParseFailure(CUT)
+            if i < len(refused) and refused[i] is not None:
+                raise ParseFailure(refused[i])
             votes.append(style.parse(text, n_steps))
         except ParseFailure as exc:
             votes.append(None)

@@ -37,6 +37,25 @@ def refuse_thought(text: str) -> None:
         raise ParseFailure(f"a {m.group()} tag in the answer: the reasoning was not split off (--reasoning)")
 
 
+TWO_VERDICTS = "two different verdicts"
+
+
+def one_verdict(parts: list[str], n_steps: int, parse: Callable[[str, int], int]) -> tuple[str | None, str | None]:
+    """An answer that thought again between `parts` (traces.answer_parts): (the part to read, None)
+    when its parts that hold a verdict agree, else (None, why): it has no single verdict and is
+    never read as one of them."""
+    read = []
+    for part in parts:
+        try:
+            read.append((part, parse(part, n_steps)))
+        except ParseFailure:
+            continue
+    if len({verdict for _, verdict in read}) > 1:
+        said = ", then ".join(str(verdict) for _, verdict in read)
+        return None, f"{TWO_VERDICTS} in one answer, thinking again between them: first errors {said}"
+    return (read[-1][0] if read else parts[-1]), None
+
+
 @dataclass(frozen=True)
 class JudgeStyle:
     name: str

@@ -7,7 +7,9 @@ Each holds its sampling as one `Sampling` (engines/sampling.py), `config.samplin
 Token budgets: 2,048 per response and per completion, the budget Qwen2.5-Math's own evaluation
 gives its Instruct models (the paper's policies; their context is 4,096 tokens), so a completion
 has at least the room the response it continues had. A judge verdict gets 8,192, what ProcessBench
-gives critics: the paper protocol's analyses of a long solution need it.
+gives critics: the paper protocol's analyses of a long solution need it. A thinking policy's
+responses and completions, and a reasoning judge's verdicts, get 32,768 when the budget is left at
+its default: the thought comes first (docs/pipeline.md, "Thinking traces").
 """
 from __future__ import annotations
 
@@ -23,6 +25,10 @@ from prm_annotate.strategies import STRATEGIES
 from prm_annotate.strategies.zero_rules import ALL_K, ZeroRule, make_zero_rule
 
 POLICY_MAX_TOKENS = 2048
+# A thinking policy's response and completion: a thought of thousands of tokens comes before the
+# answer. 32,768 is what DeepSeek-R1's and Qwen3's own evaluations give them (and what ProcessBench
+# gives a reasoning critic: the judge's REASONING_MAX_TOKENS); 2,048 would cut most thoughts.
+REASONING_POLICY_MAX_TOKENS = 32768
 LABELS = ("hard", "soft")
 CUT_COMPLETIONS = ("graded", "wrong", "right")
 REASONING_MODES = ("auto", "think", "off")
@@ -49,6 +55,22 @@ def configured(config: Any, settings: dict[str, Any]) -> Any:
     return dataclasses.replace(config, **settings)
 
 
+def check_reasoning(choice: Optional[str]) -> None:
+    """UsageError for a --reasoning that is neither a mode nor a vLLM reasoning parser."""
+    if choice not in (None, *REASONING_MODES):
+        parsers = reasoning_parsers()
+        if choice not in parsers:
+            raise UsageError(f"--reasoning {choice}: choose {', '.join(REASONING_MODES)} or a vLLM reasoning "
+                             f"parser ({', '.join(parsers) or 'vLLM is not installed'})")
+
+
+def reasoning_budget(sampling: Sampling) -> Sampling:
+    """A thinking policy's sampling: max tokens left at the default rise to the reasoning budget."""
+    if sampling.max_tokens == POLICY_MAX_TOKENS:
+        return dataclasses.replace(sampling, max_tokens=REASONING_POLICY_MAX_TOKENS)
+    return sampling
+
+
 @dataclass(frozen=True)
 class SampleConfig:
     """How `sample` samples.
@@ -60,12 +82,19 @@ class SampleConfig:
         step_sep: the separator a response is split into steps at.
         system_prompt: a built-in name (prm_annotate.prompt_files.SYSTEM_PROMPTS), a file, or
             "none"; None: the default (Qwen2.5-Math-Instruct's chain-of-thought prompt).
+        reasoning: how a thinking policy's thought is told from its answer: "auto" (None: the
+            same), "think", "off", or a vLLM reasoning parser (stages/thinking.py). With a thought,
+            max tokens left at 2,048 rise to REASONING_POLICY_MAX_TOKENS.
     """
 
     n: int = 8
     sampling: Sampling = Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0)
     step_sep: str = "\n\n"
     system_prompt: Optional[str] = None
+    reasoning: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        check_reasoning(self.reasoning)
 
 
 @dataclass(frozen=True)
@@ -175,11 +204,7 @@ class JudgeConfig:
         if self.protocol not in JUDGE_PROTOCOLS:
             raise UsageError(f"--protocol {self.protocol}: choose {' or '.join(JUDGE_PROTOCOLS)}")
         JUDGE_PROTOCOLS[self.protocol].check(self)
-        if self.reasoning not in (None, *REASONING_MODES):
-            parsers = reasoning_parsers()
-            if self.reasoning not in parsers:
-                raise UsageError(f"--reasoning {self.reasoning}: choose {', '.join(REASONING_MODES)} or a vLLM reasoning "
-                                 f"parser ({', '.join(parsers) or 'vLLM is not installed'})")
+        check_reasoning(self.reasoning)
         if self.constrained and self.reasoning not in (None, "auto", "off"):
             raise UsageError("--constrained stops the free text at the answer lead, which a thought may write: "
                              "leave --reasoning out")

@@ -55,6 +55,10 @@ def consensus_record(rollout: Rollout, judged: Judged) -> Consensus:
     out["judge"] = judged.judge.model_dump(mode="json")
     kept = len(rollout.steps) if first_error == -1 else first_error + 1
     out["steps"] = rollout.steps[:kept]
+    if rollout.step_joins is not None:  # a thinking response's joins and thought, cut with its steps
+        out["step_joins"] = rollout.step_joins[: kept - 1]
+    if rollout.thought_steps is not None:
+        out["thought_steps"] = min(rollout.thought_steps, kept)
     out["labels"] = [i != first_error for i in range(kept)]
     out["first_error"] = first_error
     out["steps_total"] = len(rollout.steps)
@@ -130,6 +134,10 @@ class ConsensusStage(StageBase):
             not_rolled_out = str((rollout.mc.model_extra or {}).get("verified", "")).startswith("not rolled out")
             self.stats["not rolled out"] += not_rolled_out
             other = self.judged.get(rollout.id)
+            if rollout.unfinished_thought:  # no answer: never labelled (rollout sets them aside too)
+                self.stats["set aside: unfinished thought"] += 1
+                yield Outcome(rollout.id)
+                continue
             if other is None:
                 self.only_rollouts.append(rollout.id)
                 self.stats["only in rollouts"] += 1

@@ -14,10 +14,12 @@ from collections import Counter
 from typing import Any, Iterable
 
 from prm_annotate.grading.grader import Agreement, Grader
+from prm_annotate.grading.thinking import grade_traces
 from prm_annotate.records import GradeInput, Graded
 from prm_annotate.pipeline.runner import Outcome, RunSummary, StageBase
 from prm_annotate.pipeline.summary import Nouns
 from prm_annotate.steps import DEFAULT_SEP, join_steps
+from prm_annotate.traces import Trace, record_trace
 
 
 class GradeStage(StageBase):
@@ -50,7 +52,7 @@ class GradeStage(StageBase):
 
     def process(self, batch: list[GradeInput]) -> Iterable[Outcome]:
         texts = [r.response if r.steps is None else join_steps(r.steps, self.step_sep) for r in batch]
-        verdicts = self.grader.grade_many([(r.answer, t) for r, t in zip(batch, texts)])
+        verdicts = grade_traces(self.grader, [r.answer for r in batch], [self._trace(r, t) for r, t in zip(batch, texts)])
         outs = [record.dump() for record in batch]
         # A human verdict beside the response (ProcessBench's final_answer_correct): the summary
         # reports how often the grader agrees with it, and plain math-verify beside it.
@@ -85,6 +87,19 @@ class GradeStage(StageBase):
                 lines.append(f"grade: plain math-verify agrees on {plain.agree} of {plain.total} "
                              f"({100 * plain.share:.1f}%): {_split(plain)}")
         return lines
+
+    def _trace(self, record: GradeInput, text: str) -> Trace:
+        """A thinking response (`thought_steps`) is graded by its answer only, an unfinished thought
+        not at all (grading/thinking.py); any other text as it is."""
+        extra = record.model_extra or {}
+        thought_steps = extra.get("thought_steps")
+        if record.steps is None or not isinstance(thought_steps, int) or isinstance(thought_steps, bool):
+            return Trace(text, None, text)
+        joins = extra.get("step_joins")
+        joins = joins if isinstance(joins, list) and len(joins) == len(record.steps) - 1 else None
+        finished = extra.get("thought_finished")
+        return record_trace(record.steps, joins, thought_steps, finished if isinstance(finished, bool) else None,
+                            self.step_sep)
 
     def close(self) -> None:
         self.grader.close()

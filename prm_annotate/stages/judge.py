@@ -21,6 +21,13 @@ server: prm_annotate/engines/reasoning.py); its tokens are recorded apart from t
 cut at max_tokens (finish reason `length`: a thought with no answer, or a cut answer) is recorded
 as cut and never parsed under `strict`.
 
+An answer that thinks again (a `<think>` block after the first `</think>`) and gives a verdict on
+each side is read only when its verdicts agree; two different verdicts are refused as unparsed
+with that reason (never one of them picked), as two verdicts in one answer are by the style's
+parser. Under `--reasoning auto` over HTTP, the first response's first vote is asked alone before
+the batch (stages/thinking.py): a thought inside the content (a server with no reasoning parser)
+is split here from then on, and an answer that cannot tell stops the run (exit status 2).
+
 `constrained` (strict only): the judge writes its analysis freely up to the answer lead
 (`\\boxed` or `<conclusion>`, a stop string), then a second request continues that text with the
 answer, lead included, forced by a regular expression (vLLM structured outputs): a paragraph index
@@ -46,6 +53,9 @@ from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
 from prm_annotate.stages.config import JudgeConfig, configured, entry
+from prm_annotate.stages.thinking import AUTO, on_server, probed, template_state
+from prm_annotate.judging.styles import one_verdict
+from prm_annotate.traces import CLOSED, answer_parts, thinks_again
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,20 @@ class JudgeStage(ModelStage):
             self.sampling = replace(self.sampling, max_tokens=REASONING_MAX_TOKENS)
         self.stats: Counter = Counter()
         self.reasons: Counter = Counter()  # why votes were not read, by kind (the summary's tally)
+        # auto over HTTP: whether the thought comes inside the content is asked of the first answer
+        self.probe = (self.reasoning is None and (self.config.reasoning or AUTO) == AUTO and on_server(engine)
+                      and "reasoning" not in self.protocol.fixed and not self.config.constrained)
+        if self.probe and self.config.sampling.max_tokens is None:
+            self.sampling = replace(self.sampling, max_tokens=REASONING_MAX_TOKENS)
+
+    def stream(self, records, window):
+        if self.probe:
+            found, records = probed(self.engine, iter(records), lambda r: self._request(r, 0), self.name)
+            self.reasoning, self.probe = found.split, False
+            if found.split is None and not found.server_splits and self.config.sampling.max_tokens is None:
+                self.sampling = self.protocol.sampling(self.config, self.engine_info.get("model", ""))
+            self.stats[f"reasoning auto: {found.said}"] += 1
+        return super().stream(records, window)
 
     def _reasoning_split(self) -> str | None:
         """How each verdict's thought is split from its answer (`GenerationRequest.reasoning`): None
@@ -106,7 +130,11 @@ class JudgeStage(ModelStage):
             return None
         if choice == "auto":
             thinks = getattr(self.engine, "chat_template_thinks", None)
-            return THINK if not self.config.constrained and thinks is not None and thinks() else None
+            if self.config.constrained or thinks is None or not thinks():
+                return None
+            # a template that closes an empty thought in its prompt (thinking off): the whole answer is the verdict
+            closed = template_state(self.engine, ({"role": "user", "content": "?"},)) == CLOSED
+            return None if closed else THINK
         return choice
 
     def settings(self) -> dict[str, Any]:
@@ -119,7 +147,7 @@ class JudgeStage(ModelStage):
             elif key == "style":
                 out["style"] = self.style.name
             elif key == "reasoning":
-                out["reasoning"] = self.reasoning
+                out["reasoning"] = self.reasoning if not self.probe else "auto: found from the first answer"
             else:
                 out[key] = sampling.get(key, value)
         out["one_request"] = self.protocol.one_request
@@ -179,7 +207,15 @@ class JudgeStage(ModelStage):
                     return [Outcome(record.id, error=f"forced answer: {result.error}", reason=ENGINE_FAILED)]
                 votes[i] = replace(votes[i], text=votes[i].text + result.texts[0],
                                    cut=result.finish_reasons[:1] == ["length"])
-        reading = self.protocol.read([v.text for v in votes], len(record.steps), self.style, cut=[v.cut for v in votes])
+        refused: list[str | None] = [None] * len(votes)
+        for i, v in enumerate(votes):
+            if v.reasoning is not None and thinks_again(v.text) and "reasoning" not in self.protocol.fixed:
+                text, refused[i] = one_verdict(answer_parts(v.text), len(record.steps), self.style.parse)
+                if text is not None:
+                    votes[i] = replace(v, text=text)
+        extra = {"refused": refused} if any(refused) else {}
+        reading = self.protocol.read([v.text for v in votes], len(record.steps), self.style,
+                                     cut=[v.cut for v in votes], **extra)
         self.stats["votes"] += len(reading.votes)
         self.stats["parse_failures"] += len(reading.errors)
         cut = sum(v.cut for v in votes)

@@ -51,6 +51,18 @@ Decisions:
   found of it (`mc.verified`), the claim (`mc.judge_first_error`) and the file's sha256
   (`mc.judged_sha256`, also in the manifest with its path), so a resume against another judged
   file can be refused.
+- A thinking response (`thought_steps` set, prm_annotate/traces.py): the prefix of step j is
+  its steps joined by `step_joins` (the join after the thought's last step holds `</think>`),
+  after `<think>\n` where the template's generation prompt does not open the thought itself; in
+  process it is appended raw to the generation prompt (`append_raw`), so a template that strips
+  thoughts from assistant turns (Qwen3's, R1's) never strips the prefix being continued, and a
+  prefix inside the thought is continued as that thought (never a second `<think>`). Each
+  completion's answer is read after `</think>` (grading/thinking.py): a completion that never
+  closed its thought has no answer (wrong, or as `--cut-completions` says when cut; counted in
+  `mc.cut_in_thought`). A response whose thought is unfinished (`thought_finished: false`) or
+  that has no single answer is set aside (no record, its reason counted in the summary): its
+  last step has no answer to label. Max tokens left at 2,048 rise to 32,768 for thinking
+  responses.
 - `--zero-rule` other than the default (all-k: a 0 needs all K to fail) is passed to the plans of
   the strategies that sample in rounds; the records say which rule and prior called their 0s
   (`mc.zero_rule`), and default records are as before.
@@ -77,7 +89,11 @@ from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job, Round, one_unit_each
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
-from prm_annotate.stages.config import RolloutConfig, configured
+from prm_annotate.grading.grader import Verdict
+from prm_annotate.grading.thinking import TWO_ANSWERS, UNFINISHED, grade_traces
+from prm_annotate.stages.config import RolloutConfig, configured, reasoning_budget
+from prm_annotate.stages.thinking import template_state
+from prm_annotate.traces import MODEL, OPEN, continuation_opening, prefix_text, read_trace, record_trace
 from prm_annotate.stages.judged_file import JudgedFile
 from prm_annotate.steps import join_steps, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, get_strategy
@@ -167,6 +183,7 @@ class _Work:
     generated_tokens: int = 0
     grade_errors: int = 0
     truncated: int = 0
+    cut_in_thought: int = 0
     shared: int = 0
     error: str | None = None
     probes: list[Probe] = field(default_factory=list)
@@ -192,6 +209,7 @@ class RolloutStage(ModelStage):
             config = replace(config, speculate=0)
         self.config = config
         self.engine = engine
+        self._aside: dict[str, str] = {}  # id -> why a response of the unit in flight cannot be labelled
         self.strategy = get_strategy(config.strategy, config.label) if given is None or isinstance(given, str) else given
         self.speculate = config.speculate
         self.zero_rule = config.zero_rule_object
@@ -205,6 +223,7 @@ class RolloutStage(ModelStage):
         self.grader = grader or Grader()
         self.engine_info = engine_info or {"model": engine.model}
         self.stats: Counter = Counter()
+        self._states: dict[str, str] = {}
 
     def settings(self) -> dict[str, Any]:
         given = self.prompts.given
@@ -227,9 +246,22 @@ class RolloutStage(ModelStage):
     def shared_seed(self, problem: str, prefix: str, index: int) -> int:
         return derive_seed("rollout-prefix", problem, prefix, index, self.config.sampling.seed)
 
+    def _state(self, system_prompt: PromptFile, problem: str) -> str:
+        """The thought state of the completer's generation prompt (MODEL over HTTP), once per system prompt."""
+        if system_prompt.sha256 not in self._states:
+            state = template_state(self.engine, chat(system_prompt.text.strip(), problem)) if self.engine else None
+            self._states[system_prompt.sha256] = state or MODEL
+        return self._states[system_prompt.sha256]
+
+    def _prefix(self, record: RolloutInput, step: int, system_prompt: PromptFile) -> str:
+        if record.thought_steps is None:
+            return prefix_text(record.steps, record.step_joins, step, self.config.step_sep)
+        opening = continuation_opening(self._state(system_prompt, record.problem), record.thought_steps)
+        return opening + prefix_text(record.steps, record.step_joins, step, self.config.step_sep)
+
     def _request(self, record: RolloutInput, probe: Probe) -> GenerationRequest:
-        prefix = join_steps(record.steps[: probe.step + 1], self.config.step_sep) + self.config.step_sep
         system_prompt = self.prompts.for_record(record)
+        prefix = self._prefix(record, probe.step, system_prompt)
         if self.config.share_prefixes:
             seed = self.shared_seed(record.problem, prefix, probe.index)
             # The key names the content (and the gold answer it is graded against): equal keys are
@@ -239,9 +271,11 @@ class RolloutStage(ModelStage):
         else:
             seed = self.completion_seed(record.id, probe.step, probe.index)
             key = f"{record.id}\x00{probe.step}\x00{probe.index}"
+        thinking = record.thought_steps is not None
+        sampling = reasoning_budget(self.config.sampling) if thinking else self.config.sampling
         return GenerationRequest(
             key=key, messages=chat(system_prompt.text.strip(), record.problem, prefix), continue_final=True,
-            sampling=replace(self.config.sampling, seed=seed),
+            sampling=replace(sampling, seed=seed), append_raw=thinking,
         )
 
     def _counted(self, verdict: Any, cut: bool) -> bool | None:
@@ -251,9 +285,35 @@ class RolloutStage(ModelStage):
             return self.config.cut_completions == "right"
         return verdict.correct
 
+    def _set_aside(self, record: RolloutInput) -> str | None:
+        """Why a thinking response cannot be labelled (None: it can): its last step has no answer."""
+        if record.unfinished_thought:
+            return UNFINISHED
+        error = (record.model_extra or {}).get("grade_error")
+        if record.correct is None and isinstance(error, str) and error.startswith(TWO_ANSWERS):
+            return TWO_ANSWERS
+        return None
+
+    def _trace(self, record: RolloutInput):
+        return record_trace(record.steps, record.step_joins, record.thought_steps, record.thought_finished,
+                            self.config.step_sep)
+
+    def _grade_completions(self, pairs: list[tuple[str, str, bool]]) -> list[Verdict]:
+        """(gold, prefix + completion, thinking) -> verdicts; a thinking completion by its answer only,
+        one that never closed its thought has none (wrong)."""
+        plain = [i for i, (_, _, thinking) in enumerate(pairs) if not thinking]
+        out: dict[int, Verdict] = dict(zip(plain, self.grader.grade_many([pairs[i][:2] for i in plain])))
+        thinking = [i for i in range(len(pairs)) if i not in out]
+        traces = [read_trace(pairs[i][1], OPEN if not pairs[i][1].lstrip().startswith("<think>") else MODEL)
+                  for i in thinking]
+        for i, trace, verdict in zip(thinking, traces, grade_traces(self.grader, [pairs[i][0] for i in thinking],
+                                                                    traces)):
+            out[i] = Verdict(None, False, UNFINISHED) if not trace.finished else verdict
+        return [out[i] for i in range(len(pairs))]
+
     def _last_correct(self, batch: list[RolloutInput]) -> list[bool]:
         ungraded = [r for r in batch if r.correct is None]
-        verdicts = self.grader.grade_many([(r.answer, join_steps(r.steps, self.config.step_sep)) for r in ungraded])
+        verdicts = grade_traces(self.grader, [r.answer for r in ungraded], [self._trace(r) for r in ungraded])
         graded = {r.id: v.correct is True for r, v in zip(ungraded, verdicts)}
         self.stats["responses_graded_here"] += len(ungraded)
         return [r.correct if r.correct is not None else graded[r.id] for r in batch]
@@ -276,10 +336,16 @@ class RolloutStage(ModelStage):
 
     def job(self, unit: list[RolloutInput]) -> Job:
         """The rounds of one unit: every plan's next probes at once, graded when they are all back."""
+        order = [r.id for r in unit]
+        unit = self._labellable(unit)
         work = [_Work(r, self._plan(r, last), last) for r, last in zip(unit, self._last_correct(unit))]
         # Completed (and graded) requests of this unit by key, for sharing across rounds.
         done: dict[str, tuple[GenerationResult, Any]] = {}
-        use_witnesses = self.config.share_prefixes and self.strategy.uses_witnesses
+        # Witness keys join steps by the separator, which a thinking response's joins are not (one
+        # holds `</think>`): two responses with the same steps and the thought ending elsewhere would
+        # share a key. Thinking responses share completions (keyed by exact prefix text), not witnesses.
+        use_witnesses = (self.config.share_prefixes and self.strategy.uses_witnesses
+                         and all(w.record.thought_steps is None for w in work))
         witnesses: set[tuple[str, str, str]] = set()
         if use_witnesses:
             for w in work:
@@ -316,9 +382,9 @@ class RolloutStage(ModelStage):
                 self.stats["engine_completions"] += result.ok
                 if result.ok:
                     ok_keys.append(key)
-            verdicts = self.grader.grade_many(
-                [(asks[key][0][0].record.answer, requests[key].messages[-1]["content"] + results[key].texts[0])
-                 for key in ok_keys])
+            verdicts = self._grade_completions(
+                [(asks[key][0][0].record.answer, requests[key].messages[-1]["content"] + results[key].texts[0],
+                  asks[key][0][0].record.thought_steps is not None) for key in ok_keys])
             for key, verdict in zip(ok_keys, verdicts):
                 done[key] = (results[key], verdict)
                 # A witness is a solution that reached the answer by its own text (a cut one too, unless
@@ -339,15 +405,32 @@ class RolloutStage(ModelStage):
                     w.generated_tokens += result.generated_tokens
                     w.truncated += cut
                     w.cut[probe.step] = w.cut.get(probe.step, 0) + cut
+                    w.cut_in_thought += cut and verdict.error == UNFINISHED
                     if counted is None:
                         w.grade_errors += 1
                     by_work.setdefault(id(w), []).append(ProbeResult(probe, counted, result.generated_tokens))
             for w in work:
                 if w.error is None:
                     w.plan.observe(by_work.get(id(w), []))
-        return [Outcome(w.record.id, error=w.error, reason=ENGINE_FAILED) if w.error is not None
-                else Outcome.one(self._rollout(w))
-                for w in work]
+        return self._outcomes(work, order)
+
+    def _labellable(self, unit: list[RolloutInput]) -> list[RolloutInput]:
+        """The unit without the responses set aside (counted by reason)."""
+        kept = []
+        for record in unit:
+            why = self._set_aside(record)
+            if why is None:
+                kept.append(record)
+            else:
+                self.stats[f"set aside: {why}"] += 1
+                self._aside[record.id] = why
+        return kept
+
+    def _outcomes(self, work: list[_Work], order: list[str]) -> list[Outcome]:
+        """In input order; a response set aside is done with no record (not a failure)."""
+        outcomes = {w.record.id: Outcome(w.record.id, error=w.error, reason=ENGINE_FAILED) if w.error is not None
+                    else Outcome.one(self._rollout(w)) for w in work}
+        return [outcomes.get(rid) or Outcome(rid, reason=self._aside.pop(rid, None)) for rid in order]
 
     def _plan(self, record: RolloutInput, last_correct: bool) -> Plan:
         extra = {"judged": self.judged.claim(record.id)} if self.judged is not None else {}
@@ -395,6 +478,8 @@ class RolloutStage(ModelStage):
                  f"have a first error, {s['first_errors_at_cut_steps']} of them at a step with cut completions "
                  f"and {s['first_errors_at_cut_responses']} at the last step of a response cut at sample's "
                  f"--max-tokens; {s['grade_errors']} completions could not be graded"]
+        if s["completions_cut_in_thought"]:
+            lines.append(f"rollout: {s['completions_cut_in_thought']:,} completions cut inside their thought (no answer)")
         if self.judged is not None:
             lines.append("rollout --strategy verify: " + ", ".join(f"{s[f'verified: {o}']} {o}" for o in OUTCOMES)
                          + " (consensus keeps the confirmed)")
@@ -423,6 +508,9 @@ class RolloutStage(ModelStage):
             extra_mc["witnessed"] = result.witnessed
         if self.zero_rule != ALL_K:
             extra_mc["zero_rule"] = self.zero_rule.settings()
+        if w.record.thought_steps is not None:
+            extra_mc["cut_in_thought"] = w.cut_in_thought
+            self.stats["completions_cut_in_thought"] += w.cut_in_thought
         if self.judged is not None:
             self.stats[f"verified: {result.verified}"] += 1
             extra_mc["verified"] = result.verified
@@ -436,7 +524,9 @@ class RolloutStage(ModelStage):
             "model": self.engine_info.get("model", self.engine.model), "threshold": self.config.threshold,
             "last_step": "graded response" if w.record.correct is not None else "graded here",
             "last_correct": w.last_correct, "grade_errors": w.grade_errors, "truncated": w.truncated,
-            "cut": cut, "cut_completions": self.config.cut_completions, **sampling_record(self.config.sampling),
+            "cut": cut, "cut_completions": self.config.cut_completions,
+            **sampling_record(reasoning_budget(self.config.sampling) if w.record.thought_steps is not None
+                              else self.config.sampling),
             "system_prompt": system_prompt.name, "system_prompt_sha256": system_prompt.sha256,
             "share_prefixes": self.config.share_prefixes, **extra_mc,
         }

@@ -9,6 +9,13 @@ That sample is drawn again with a fresh seed derived from (problem id, sample in
 attempt), up to `empty_retries` more times; the attempt is recorded in `generator.attempt`.
 If every attempt is blank, the problem fails (exit status 1, named in the summary) rather than
 having fewer than n responses written: an input is finished only when all n of its ids exist.
+
+A thinking policy (`reasoning`, stages/thinking.py): each completion is read as a thought and an
+answer (prm_annotate/traces.py), its steps are the thought's then the answer's (`thought_steps`,
+`step_joins`), its tokens counted apart (`generator.thought_tokens`, `answer_tokens`), and only
+the answer is graded (grading/thinking.py): a thought with no `</think>` is kept with
+`thought_finished: false` and never graded, and an answer that thinks again and answers
+differently is refused (`correct` null, `grade_error` saying so).
 """
 from __future__ import annotations
 
@@ -18,15 +25,19 @@ from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.engines.sampling import Sampling, sampling_record
+from prm_annotate.engines.reasoning import THINK
 from prm_annotate.grading.grader import Grader
+from prm_annotate.grading.thinking import TWO_ANSWERS, grade_traces
 from prm_annotate.records import Problem, Response
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
-from prm_annotate.stages.config import SampleConfig, configured
-from prm_annotate.steps import split_steps
+from prm_annotate.stages.config import SampleConfig, configured, reasoning_budget
+from prm_annotate.stages.thinking import (AUTO, OFF, engine_thinks, on_server, probed, template_state,
+                                          thought_tokens, trace_of)
+from prm_annotate.traces import CLOSED, MODEL, Trace, trace_steps
 
 
 def response_id(problem_id: str, index: int) -> str:
@@ -38,7 +49,9 @@ class SampleStage(ModelStage):
     input_model = Problem
     output_model = Response
     nouns = Nouns("problem", "sampled", output="response",
-                  details=(("correct", "correct"), ("truncated", "cut at --max-tokens")))
+                  details=(("correct", "correct"), ("truncated", "cut at --max-tokens"),
+                           ("unfinished_thoughts", "with an unfinished thought, never graded"),
+                           ("two_answers", "with two different answers, refused")))
 
     def __init__(self, engine: Engine | None, config: SampleConfig | None = None, *, grader: Grader | None = None,
                  empty_retries: int = 2, engine_info: dict[str, Any] | None = None, **settings: Any):
@@ -50,10 +63,41 @@ class SampleStage(ModelStage):
         self.empty_retries = empty_retries
         self.engine_info = engine_info or {"model": engine.model}
         self.stats: Counter = Counter()
+        self.sampling = self.config.sampling
+        self.split, self.state = self._thinking()
+        self.probe = self.split is None and (self.config.reasoning or AUTO) == AUTO and on_server(engine)
+        if self.split is not None or self.probe:  # a probe looks with the budget a thought needs
+            self.sampling = reasoning_budget(self.sampling)
+
+    def _thinking(self) -> tuple[str | None, str]:
+        """How completions are split (None: not; THINK: here; a parser's name: by the engine or
+        server) and where the thought starts (traces.PROMPT_STATES)."""
+        choice = self.config.reasoning or AUTO
+        if choice == OFF or self.engine is None:
+            return None, CLOSED
+        state = template_state(self.engine, chat(self.system_prompt.text.strip(), "?")) or MODEL
+        if choice == AUTO:
+            return (THINK, state) if engine_thinks(self.engine) and state != CLOSED else (None, CLOSED)
+        if state == CLOSED:  # the template switched thinking off: the whole completion is the answer
+            return None, CLOSED
+        return choice, state
 
     def settings(self) -> dict[str, Any]:
-        return {**self.engine_info, **config_settings(self.config, self.system_prompt),
-                "empty_retries": self.empty_retries}
+        out = {**self.engine_info, **config_settings(self.config, self.system_prompt),
+               "empty_retries": self.empty_retries}
+        out["max_tokens"] = self.sampling.max_tokens
+        out["reasoning"] = self.split if not self.probe else "auto: found from the first answer"
+        out["thought_state"] = self.state
+        return out
+
+    def stream(self, records, window):
+        if self.probe:
+            found, records = probed(self.engine, iter(records), lambda p: self._request(p, 0, 0), self.name)
+            self.split, self.state, self.probe = found.split, found.state, False
+            if self.split is None and not found.server_splits:
+                self.sampling = self.config.sampling
+            self.stats[f"reasoning auto: {found.said}"] += 1
+        return super().stream(records, window)
 
     def output_ids(self, record: Problem) -> list[str]:
         return [response_id(record.id, i) for i in range(self.config.n)]
@@ -65,13 +109,14 @@ class SampleStage(ModelStage):
         return derive_seed("sample", problem_id, index, self.config.sampling.seed, "retry", attempt)
 
     def _sampling(self, problem_id: str, index: int, attempt: int) -> Sampling:
-        return replace(self.config.sampling, seed=self._seed(problem_id, index, attempt))
+        return replace(self.sampling, seed=self._seed(problem_id, index, attempt))
 
     def _request(self, problem: Problem, index: int, attempt: int) -> GenerationRequest:
         return GenerationRequest(
             key=f"{problem.id}\x00{index}\x00{attempt}",
             messages=chat(self.system_prompt.text.strip(), problem.problem),
             sampling=self._sampling(problem.id, index, attempt),
+            reasoning=self.split if self.split not in (None, THINK) else None,
         )
 
     def job(self, unit: list[Problem]) -> Job:
@@ -91,7 +136,7 @@ class SampleStage(ModelStage):
                 self.stats["generated_tokens"] += result.generated_tokens
                 if not result.ok:
                     return [Outcome(problem.id, error=f"sample {index}: {result.error}", reason=ENGINE_FAILED)]
-                if not split_steps(result.texts[0], self.config.step_sep):
+                if not trace_steps(self._trace(result), self.config.step_sep).steps:
                     self.stats["blank_samples"] += 1
                     retry.append(index)
                 else:
@@ -100,12 +145,15 @@ class SampleStage(ModelStage):
         if todo:
             return [Outcome(problem.id, error=f"sample {todo[0]}: blank text in all {self.empty_retries + 1} attempts",
                             reason="blank in every attempt")]
-        texts = [got[i][0].texts[0] for i in range(self.config.n)]
-        verdicts = self.grader.grade_many([(problem.answer, t) for t in texts])
-        return [Outcome(problem.id, [self._response(problem, i, text, verdict, *got[i])
-                                     for i, (text, verdict) in enumerate(zip(texts, verdicts))])]
+        traces = [self._trace(got[i][0]) for i in range(self.config.n)]
+        verdicts = grade_traces(self.grader, [problem.answer] * len(traces), traces)
+        return [Outcome(problem.id, [self._response(problem, i, trace, verdict, *got[i])
+                                     for i, (trace, verdict) in enumerate(zip(traces, verdicts))])]
 
-    def _response(self, problem: Problem, index: int, text: str, verdict: Any, result: GenerationResult,
+    def _trace(self, result: GenerationResult) -> Trace:
+        return trace_of(result, 0, self.state, self.split)
+
+    def _response(self, problem: Problem, index: int, trace: Trace, verdict: Any, result: GenerationResult,
                   attempt: int) -> Response:
         out = problem.dump()
         out.pop("id")
@@ -117,7 +165,7 @@ class SampleStage(ModelStage):
             "id": response_id(problem.id, index),
             "problem_id": problem.id,
             **out,
-            "steps": split_steps(text, self.config.step_sep),
+            **self._steps(trace),
             "final_answer": verdict.final_answer,
             "correct": verdict.correct,
             "generator": {
@@ -128,10 +176,28 @@ class SampleStage(ModelStage):
                 "system_prompt_sha256": self.system_prompt.sha256,
             },
         }
+        if trace.thinks:
+            thought = thought_tokens(self.engine, trace, result)
+            record["generator"]["thought_tokens"] = thought
+            record["generator"]["answer_tokens"] = None if thought is None else result.generated_tokens - thought
+            self.stats["thought_tokens"] += thought or 0
+            self.stats["unfinished_thoughts"] += not trace.finished
+            self.stats["two_answers"] += bool(verdict.error and verdict.error.startswith(TWO_ANSWERS))
         if verdict.error:  # as `grade` writes it ("no answer" included), so a re-grade changes nothing
             record["grade_error"] = verdict.error
         self.stats["grade_errors"] += verdict.correct is None
         return Response.make(record)
+
+    def _steps(self, trace: Trace) -> dict[str, Any]:
+        """The record's steps; a thinking policy's with where the thought ends and whether it did."""
+        made = trace_steps(trace, self.config.step_sep)
+        out: dict[str, Any] = {"steps": made.steps}
+        if self.split is not None or trace.thinks:
+            out["thought_steps"] = made.thought_steps
+            out["thought_finished"] = trace.finished if trace.thinks else None
+            if made.joins is not None:
+                out["step_joins"] = made.joins
+        return out
 
     def close(self) -> None:
         self.grader.close()

@@ -1,0 +1,139 @@
+"""How a stage knows whether its model thinks, and where the thought is (docs/pipeline.md, "Thinking
+traces").
+
+`--reasoning` (sample, judge): `off` reads every completion as the answer; `think` splits
+`<think>…</think>`; a vLLM reasoning parser's name has the engine split (in process the parser, over
+HTTP the server's); `auto` (the default) thinks when the chat template does (in process), and over
+HTTP reads the server's split when it gives one.
+
+Over HTTP under `auto`, a server with no reasoning parser returns the thought inside the content.
+Before the batch, `probed` sends the first record's first request alone (the next record's where
+it failed, up to PROBE_TRIES) and looks at what came
+back: a split from the server (nothing to do); `</think>` or a leading `<think>` in the content
+(split here from then on, and, `</think>` without `<think>`, the template opened the thought); no
+tag in a finished answer (no thought); no tag in an answer cut at max tokens (nothing tells whether
+the model was thinking: the run stops with exit status 2, saying to give `--reasoning think` or
+`off`). The probe's request is the stage's own, so the stage asks it again (one request spent).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.engines.reasoning import THINK, template_thinks
+from prm_annotate.errors import UsageError
+from prm_annotate.traces import CLOSED, END, MODEL, OPEN, START, Trace, prompt_thought, read_trace
+
+AUTO, OFF = "auto", "off"
+
+
+def on_server(engine: Engine) -> bool:
+    """The chat template is a server's (the engine cannot render it)."""
+    return bool(getattr(engine, "template_on_server", False))
+
+
+def template_state(engine: Engine, messages: tuple[dict, ...]) -> str | None:
+    """The thought state of the engine's generation prompt after `messages` (traces.prompt_thought);
+    None when the engine cannot render (over HTTP)."""
+    render = getattr(engine, "generation_prompt", None)
+    if render is None:
+        return None
+    return prompt_thought(render(messages))
+
+
+def engine_thinks(engine: Engine) -> bool | None:
+    """Whether the engine's chat template thinks; None when it cannot tell (over HTTP)."""
+    thinks = getattr(engine, "chat_template_thinks", None)
+    return None if thinks is None else bool(thinks())
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a probe found: `split` None (no thought) or THINK (split here), `state` where the
+    thought starts, and a sentence for the summary."""
+
+    split: str | None
+    state: str
+    said: str
+    server_splits: bool = False
+
+
+def probe_result(result: GenerationResult, stage: str) -> Found:
+    """What one answer of an `auto` run over HTTP says (module docstring); UsageError when it cannot tell."""
+    if not result.ok:
+        raise UsageError(f"{stage} --reasoning auto: the first requests failed ({result.error}), so whether the "
+                         "server returns the thought inside the content is unknown: give --reasoning think or off")
+    if result.reasonings:
+        return Found(None, MODEL, "the server splits the thought (its reasoning parser)", server_splits=True)
+    text = result.texts[0]
+    if text.lstrip().startswith(START):
+        return Found(THINK, MODEL, "the thought is inside the content (the model opens it): split here")
+    if END in text:
+        return Found(THINK, OPEN, "the thought is inside the content (the template opens it): split here")
+    if result.finish_reasons[:1] == ["length"]:
+        raise UsageError(f"{stage} --reasoning auto over HTTP: the first answer was cut at --max-tokens with no "
+                         "<think> or </think> in it, so whether the server returns a thought inside the content "
+                         "cannot be told: give --reasoning think (split <think>…</think> here) or --reasoning off")
+    return Found(None, CLOSED, "no thought in the first answer")
+
+
+PROBE_TRIES = 3  # records whose first request may fail (a transient error) before the probe gives up
+
+
+def probed(engine: Engine, records: Iterator[Any], first_request, stage: str) -> tuple[Found, Iterator[Any]]:
+    """Probe with the first record's first request, or, where that request failed, the next record's
+    (up to PROBE_TRIES records); the records given back whole, in order."""
+    taken: list[Any] = []
+    result: GenerationResult | None = None
+    for record in records:
+        taken.append(record)
+        request: GenerationRequest = first_request(record)
+        result = engine.generate([request])[request.key]
+        if result.ok or len(taken) == PROBE_TRIES:
+            break
+    if result is None:
+        return Found(None, MODEL, "no records"), iter(())
+
+    def again() -> Iterator[Any]:
+        yield from taken
+        yield from records
+
+    return probe_result(result, stage), again()
+
+
+def trace_of(result: GenerationResult, index: int, state: str, split: str | None) -> Trace:
+    """Completion `index` of a result as a thought and an answer. A split the engine or server made
+    (`result.reasonings`) is taken as it is: the answer missing or blank counts as a thought with no
+    `</think>` (neither says whether one was written)."""
+    text = result.texts[index]
+    if result.reasonings:
+        thought = result.reasonings[index]
+        if thought is None:
+            return Trace(text, None, text)
+        if not text.strip():
+            return Trace(thought, thought, "", finished=False)
+        return Trace(f"{thought}{END}{text}", thought, text)
+    if split is None:
+        return Trace(text, None, text)
+    return read_trace(text, state)
+
+
+def thought_tokens(engine: Engine, trace: Trace, result: GenerationResult) -> int | None:
+    """Tokens of the thought, `</think>` included (all of them for an unfinished thought); None
+    where it cannot be told (over HTTP, unless the server told)."""
+    if not trace.thinks:
+        return 0
+    if result.reasonings:
+        return result.reasoning_tokens if len(result.texts) == 1 else None
+    if not trace.finished:
+        return result.generated_tokens if len(result.texts) == 1 else None
+    count = getattr(engine, "count_tokens", None)
+    if count is None:
+        return None
+    end = trace.text.index(END) + len(END)
+    return count(trace.text[:end])
+
+
+__all__ = ["AUTO", "OFF", "Found", "engine_thinks", "on_server", "probe_result", "probed", "template_state",
+           "template_thinks", "thought_tokens", "trace_of"]

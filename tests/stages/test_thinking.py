@@ -1,0 +1,335 @@
+"""Thinking policies: sample tells the thought from the answer, rollout continues inside a thought,
+an unfinished thought or a completion with two different answers is never graded or labelled, and
+`--reasoning auto` over HTTP finds a thought inside the content from the first answer (or stops).
+
+The engine here is scripted (the texts are given) but the chat templates are real: a Qwen3-like
+and an R1-like template (testing/thinking_models.py) rendered by a real tokenizer, as the
+in-process engine renders them. tests/stages/test_thinking_engine.py runs real vLLM."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from prm_annotate.engines.base import GenerationRequest, GenerationResult
+from prm_annotate.engines.vllm_engine import render_prompt
+from prm_annotate.errors import UsageError
+from prm_annotate.export.examples import example_from
+from prm_annotate.grading.grader import Grader
+from prm_annotate.grading.thinking import TWO_ANSWERS, UNFINISHED, grade_traces
+from prm_annotate.records import Problem, Response
+from prm_annotate.stages.grade import GradeStage
+from prm_annotate.stages.judge import JudgeStage
+from prm_annotate.stages.rollout import RolloutStage
+from prm_annotate.stages.sample import SampleStage
+from prm_annotate.traces import (CLOSED, MODEL, OPEN, joined_text, prefix_text, prompt_thought, read_trace,
+                                 trace_steps)
+from testing.scripted_engine import ScriptedEngine
+from testing.thinking_models import TEMPLATES
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from testing.tiny_model import THINK_TOKENS, build_tokenizer
+
+    return build_tokenizer(extra_tokens=THINK_TOKENS)
+
+
+class TemplateEngine(ScriptedEngine):
+    """A scripted engine that renders prompts with a real tokenizer's chat template, as VLLMEngine does."""
+
+    def __init__(self, script, tokenizer, template: str):
+        super().__init__(script)
+        self.tokenizer = tokenizer
+        self.template = template
+
+    def chat_template_thinks(self) -> bool:
+        return "<think>" in self.template
+
+    def generation_prompt(self, messages) -> str:
+        return self.tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
+                                                  add_generation_prompt=True, chat_template=self.template)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+
+THOUGHT = "Let me add 3 and 5.\n\n3 + 5 = 8.\n\nCheck: 8 - 5 = 3, fine."
+QWEN3_TEXT = f"<think>\n{THOUGHT}\n</think>\n\nThe sum is 8.\n\nSo the answer is \\boxed{{8}}."
+R1_TEXT = f"{THOUGHT}\n</think>\n\nThe sum is 8.\n\nSo the answer is \\boxed{{8}}."
+
+
+def problem(pid: str = "p", answer: str = "8") -> Problem:
+    return Problem.model_validate({"id": pid, "problem": "What is 3 + 5?", "answer": answer})
+
+
+# ------------------------------------------------------------------ reading a trace
+
+
+def test_a_trace_is_read_by_where_the_template_leaves_the_thought():
+    assert read_trace(QWEN3_TEXT, MODEL).answer == read_trace(R1_TEXT, OPEN).answer == "\n\nThe sum is 8.\n\nSo the answer is \\boxed{8}."
+    assert read_trace(QWEN3_TEXT, MODEL).thought.strip() == read_trace(R1_TEXT, OPEN).thought.strip() == THOUGHT
+    cut = "Let me add 3 and 5.\n\nMaybe \\boxed{9}"
+    assert not read_trace(cut, OPEN).finished and read_trace(cut, OPEN).answer == ""
+    assert not read_trace("<think>\n" + cut, MODEL).finished
+    # no thought opened anywhere: the whole text is the answer; a closed prompt: always the answer
+    assert read_trace(cut, MODEL).thought is None and read_trace(cut, MODEL).answer == cut
+    assert read_trace(R1_TEXT, CLOSED).answer == R1_TEXT
+
+
+def test_steps_keep_the_thought_and_the_answer_apart_and_give_the_text_back():
+    for text, state in ((QWEN3_TEXT, MODEL), (R1_TEXT, OPEN)):
+        made = trace_steps(read_trace(text, state))
+        assert made.thought_steps == 3 and len(made.steps) == 5
+        assert not any("think>" in s for s in made.steps)
+        assert made.joins[2] == "\n</think>\n\n" and made.joins[:2] == ["\n\n", "\n\n"]
+        assert joined_text(made.steps, made.joins) == R1_TEXT  # the text as written, from its first step
+        assert prefix_text(made.steps, made.joins, 2) == THOUGHT + "\n</think>\n\n"
+        assert prefix_text(made.steps, made.joins, 1) == "Let me add 3 and 5.\n\n3 + 5 = 8.\n\n"
+    plain = trace_steps(read_trace("a\n\nb", CLOSED))
+    assert plain.joins is None and plain.thought_steps == 0  # the old rule, the old record
+
+
+@pytest.mark.parametrize("name,state", [("qwen3", MODEL), ("r1", OPEN), ("no-think", CLOSED)])
+def test_the_generation_prompt_says_where_the_thought_starts(tokenizer, name, state):
+    engine = TemplateEngine(lambda r: "", tokenizer, TEMPLATES[name])
+    assert prompt_thought(engine.generation_prompt(({"role": "user", "content": "x"},))) == state
+
+
+# ------------------------------------------------------------------ the prompt a rollout continues
+
+
+@pytest.mark.parametrize("name", ["qwen3", "r1"])
+def test_a_prefix_inside_or_after_the_thought_is_continued_as_written(tokenizer, name):
+    """Templates strip or rewrite thoughts in assistant turns (R1's keeps only what follows
+    `</think>`, Qwen3's trims the thought's whitespace): the prefix is appended raw to the
+    generation prompt instead, so the text continued is the text written."""
+    from prm_annotate.strategies import Probe
+
+    text = "<think>\nLet me add 3 and 5.\n\n3 + 5 = 8.\n\n</think>\n\nThe sum is 8.\n\nSo \\boxed{8}."
+    made = trace_steps(read_trace(text, MODEL))
+    assert made.joins == ["\n\n", "\n\n</think>\n\n", "\n\n"]
+    response = Response.model_validate({"id": "p/0", "problem": "What is 3 + 5?", "answer": "8", "steps": made.steps,
+                                        "thought_steps": made.thought_steps, "thought_finished": True,
+                                        "step_joins": made.joins})
+    engine = TemplateEngine(lambda r: "", tokenizer, TEMPLATES[name])
+    tokenizer.chat_template = TEMPLATES[name]
+    stage = RolloutStage(engine, k=1, system_prompt="none")
+    head = engine.generation_prompt(({"role": "user", "content": "What is 3 + 5?"},))
+    for step in (0, 2):  # inside the thought; in the answer, after </think>
+        request = stage._request(response, Probe(step, 0))
+        assert request.append_raw and request.continue_final
+        prompt = render_prompt(tokenizer, request)
+        assert prompt.startswith(head) and prompt.count("<think>") == 1  # never a second <think>
+        written = prefix_text(made.steps, made.joins, step)
+        assert prompt[len(head):] == ("<think>\n" if name == "qwen3" else "") + written
+        # the baseline: the template's own continuation of the same text
+        own = replace(request, append_raw=False)
+        if step == 2:  # the thought in the turn is stripped (R1) or rewritten (Qwen3): refused
+            with pytest.raises(ValueError, match="final message does not appear"):
+                render_prompt(tokenizer, own)
+        elif name == "qwen3":  # inside the thought there is no `</think>` to strip: the same text
+            assert render_prompt(tokenizer, own) == prompt
+
+
+# ------------------------------------------------------------------ sample
+
+
+def sample(tokenizer, template: str, texts: dict[int, str | GenerationResult], n: int | None = None, **settings):
+    def script(request):
+        index = int(request.key.split("\x00")[1])
+        return texts[index]
+
+    engine = TemplateEngine(script, tokenizer, template)
+    stage = SampleStage(engine, n=n or len(texts), system_prompt="none", **settings)
+    try:
+        [outcome] = stage.process([problem()])
+    finally:
+        stage.close()
+    return stage, [r.dump() for r in outcome.records]
+
+
+def cut(text: str) -> GenerationResult:
+    return GenerationResult(key="", texts=[text], finish_reasons=["length"], generated_tokens=40, prompt_tokens=10)
+
+
+def test_sample_records_the_thought_apart_and_never_grades_an_unfinished_one(tokenizer):
+    stage, records = sample(tokenizer, TEMPLATES["qwen3"], {
+        0: QWEN3_TEXT, 1: cut("<think>\nLet me add.\n\nIt is \\boxed{8} I think, but wait")})
+    done, unfinished = records
+    assert done["thought_steps"] == 3 and done["thought_finished"] is True and done["correct"] is True
+    assert done["final_answer"] == "8" and done["steps"][0] == "Let me add 3 and 5."
+    assert done["generator"]["thought_tokens"] + done["generator"]["answer_tokens"] == done["generator"]["generated_tokens"]
+    assert 0 < done["generator"]["thought_tokens"]
+    # the draft \boxed{8} in the cut thought would grade right: it is never graded
+    assert unfinished["thought_finished"] is False and unfinished["correct"] is None
+    assert unfinished["final_answer"] is None and unfinished["grade_error"] == UNFINISHED
+    assert unfinished["thought_steps"] == len(unfinished["steps"]) == 2
+    assert stage.stats["unfinished_thoughts"] == 1 and stage.sampling.max_tokens == 32768
+    assert stage.settings()["reasoning"] == "think" and stage.settings()["thought_state"] == MODEL
+
+
+def test_sample_under_a_template_that_opens_the_thought(tokenizer):
+    _, [rec] = sample(tokenizer, TEMPLATES["r1"], {0: R1_TEXT})
+    assert rec["thought_steps"] == 3 and rec["correct"] is True and rec["step_joins"][2] == "\n</think>\n\n"
+    _, [unfinished] = sample(tokenizer, TEMPLATES["r1"], {0: cut("Let me add.\n\nSo \\boxed{8}")})
+    assert unfinished["thought_finished"] is False and unfinished["correct"] is None
+
+
+def test_sample_under_a_template_that_closes_the_thought_reads_the_whole_completion_as_the_answer(tokenizer):
+    stage, [rec] = sample(tokenizer, TEMPLATES["no-think"], {0: "3 + 5 = 8.\n\nSo the answer is \\boxed{8}."})
+    assert rec["correct"] is True and "thought_steps" not in rec and "step_joins" not in rec
+    assert stage.sampling.max_tokens == 2048  # no thought: the policy budget stays
+
+
+def test_two_different_answers_in_one_completion_are_refused_equal_ones_are_one_answer(tokenizer):
+    again = "<think>\nAdd.\n</think>\n\nThe answer is \\boxed{{{0}}}.\n\n<think>\nWait, let me redo it.\n</think>\n\nThe answer is \\boxed{{{1}}}."
+    stage, records = sample(tokenizer, TEMPLATES["qwen3"], {
+        0: again.format("8", "9"), 1: again.format("9", "8"), 2: again.format("8\\sqrt{2}", "\\sqrt{128}"),
+        3: again.format("8", "8")})
+    refused_a, refused_b, same_value, same = records
+    for r in (refused_a, refused_b):  # neither order picks one of the two
+        assert r["correct"] is None and r["final_answer"] is None and r["grade_error"].startswith(TWO_ANSWERS)
+    assert same["correct"] is True and "grade_error" not in same
+    assert "grade_error" not in same_value and same_value["correct"] is False and same_value["final_answer"] == "\\sqrt{128}"  # one answer, graded (wrong)
+    assert stage.stats["two_answers"] == 2
+
+
+def test_grade_and_export_never_treat_an_unfinished_thought_as_answered(tokenizer):
+    _, [unfinished, done] = sample(tokenizer, TEMPLATES["qwen3"], {
+        0: cut("<think>\nSo \\boxed{8}"), 1: QWEN3_TEXT})
+    grade = GradeStage()
+    try:
+        graded = [o.records[0].dump() for o in grade.process([GradeStage.input_model.model_validate(r)
+                                                                for r in (unfinished, done)])]
+    finally:
+        grade.close()
+    assert graded[0]["correct"] is None and graded[0]["grade_error"] == UNFINISHED
+    assert graded[1]["correct"] is True and graded[1]["final_answer"] == "8"
+    labelled = {**unfinished, "judge": {"first_error": -1, "votes": [-1], "parse_failures": 0, "model": "j",
+                                        "prompt": "paper"}}
+    assert "unfinished thought" in example_from(labelled, "x.jsonl", "line 1")
+    assert not isinstance(example_from({**labelled, **{k: done[k] for k in ("steps", "thought_steps",
+                                                                             "thought_finished", "step_joins")}},
+                                       "x.jsonl", "line 1"), str)
+
+
+# ------------------------------------------------------------------ rollout
+
+
+def test_rollout_sets_an_unfinished_thought_aside_and_reads_completions_after_the_thought(tokenizer):
+    _, [unfinished, done] = sample(tokenizer, TEMPLATES["qwen3"], {
+        0: cut("<think>\nAdd them.\n\nSo \\boxed{8}"), 1: QWEN3_TEXT})
+
+    def complete(request):
+        prefix = request.messages[-1]["content"]
+        assert prefix.startswith("<think>\n") and prefix.count("<think>") == 1
+        if "</think>" in prefix:
+            return "So the answer is \\boxed{8}."
+        if prefix.endswith("3 + 5 = 8.\n\n"):
+            return cut("Still thinking, \\boxed{8} maybe")  # cut inside the thought: no answer
+        return "Fine.\n</think>\n\n\\boxed{8}"
+
+    engine = TemplateEngine(complete, tokenizer, TEMPLATES["qwen3"])
+    stage = RolloutStage(engine, k=2, system_prompt="none")
+    try:
+        outcomes = stage.process([RolloutStage.input_model.model_validate(r) for r in (unfinished, done)])
+    finally:
+        stage.close()
+    assert outcomes[0].records == [] and outcomes[0].error is None  # set aside, not failed
+    mc = outcomes[1].records[0].dump()["mc"]
+    assert mc["scores"] == [1.0, 0.0, 1.0, 1.0, 1.0] and mc["first_error"] == 1
+    assert mc["cut"][1] == 2 and mc["cut_in_thought"] == 2 and mc["max_tokens"] == 32768
+    assert stage.stats[f"set aside: {UNFINISHED}"] == 1
+    assert all(r.append_raw for r in engine.requests)
+    # consensus cuts the joins and the thought with the steps it keeps
+    from prm_annotate.records import Judged, Rollout
+    from prm_annotate.stages.consensus import consensus_record
+
+    rollout = Rollout.model_validate(outcomes[1].records[0].dump())
+    judge = {"first_error": 1, "votes": [1], "parse_failures": 0, "model": "j", "prompt": "paper"}
+    kept = consensus_record(rollout, Judged.model_validate({**done, "judge": judge})).dump()
+    assert kept["steps"] == done["steps"][:2] and kept["step_joins"] == done["step_joins"][:1]
+    assert kept["thought_steps"] == 2 and kept["labels"] == [True, False]
+
+
+# ------------------------------------------------------------------ judge
+
+
+STEPS = ["3 + 5 = 8.", "8 * 2 = 17.", "So the answer is \\boxed{17}."]
+
+
+def split(text: str) -> GenerationResult:
+    """What an engine asked for the `think` split returns."""
+    from prm_annotate.engines.reasoning import split_think
+
+    parts = split_think(text)
+    return GenerationResult(key="", texts=[parts.answer or ""], reasonings=[parts.reasoning], finish_reasons=["stop"],
+                            generated_tokens=len(text))
+
+
+def judged(texts: list[str], **settings):
+    record = Response.model_validate({"id": "r/0", "problem": "Double 3 + 5.", "answer": "16", "steps": STEPS})
+    stage = JudgeStage(ScriptedEngine(lambda r: split(texts[int(r.key.split("\x00")[-1])])), prompt="processbench",
+                       reasoning="think", votes=len(texts), **settings)
+    [outcome] = stage.process([record])
+    return outcome.records[0].dump()["judge"]
+
+
+def test_a_judge_that_answers_thinks_again_and_answers_differently_is_refused():
+    again = "<think>\nCheck.\n</think>\n\n\\boxed{{{0}}}\n\n<think>\nHm, again.\n</think>\n\n\\boxed{{{1}}}"
+    j = judged([again.format(1, 0), again.format(1, 1), "<think>\nx\n</think>\\boxed{1}"], temperature=0.7)
+    assert j["votes"] == [None, 1, 1] and j["first_error"] == 1
+    assert j["parse_errors"][0].startswith("two different verdicts in one answer")
+    # two verdicts in the answer without thinking again: refused by the style's parser
+    j = judged(["<think>\nx\n</think>\n\\boxed{1} or rather \\boxed{0}"])
+    assert j["first_error"] is None and "conflicting answers" in j["parse_errors"][0]
+
+
+# ------------------------------------------------------------------ auto over HTTP
+
+
+class ServerEngine(ScriptedEngine):
+    template_on_server = True
+
+
+@pytest.mark.parametrize("content,split", [(QWEN3_TEXT, "think"), (R1_TEXT, "think"), ("\\boxed{8}", None)])
+def test_auto_over_http_finds_a_thought_in_the_content_from_the_first_answer(content, split):
+    engine = ServerEngine(lambda r: content)
+    stage = SampleStage(engine, n=2, system_prompt="none")
+    try:
+        outcomes = list(stage.stream(iter([problem("a"), problem("b")]), 4))
+    finally:
+        stage.close()
+    assert stage.split == split and engine.calls >= 2 and len(engine.requests) == 1 + 4  # one probe first
+    records = [r.dump() for o in outcomes for x in o for r in x.records]
+    assert all(r["correct"] is True for r in records)
+    assert all((r.get("thought_steps") == 3) == (split is not None) for r in records)
+    assert stage.sampling.max_tokens == (32768 if split else 2048)
+
+
+def test_auto_over_http_stops_before_the_batch_when_the_first_answer_cannot_tell():
+    engine = ServerEngine(lambda r: cut("Let me add 3 and 5. Hmm"))
+    stage = SampleStage(engine, n=2, system_prompt="none")
+    with pytest.raises(UsageError, match="give --reasoning think"):
+        list(stage.stream(iter([problem("a"), problem("b")]), 4))
+    stage.close()
+    assert len(engine.requests) == 1  # the probe only: nothing of the batch spent
+    judge = JudgeStage(ServerEngine(lambda r: cut("Paragraph 1 seems")), prompt="processbench")
+    with pytest.raises(UsageError, match="judge --reasoning auto"):
+        list(judge.stream(iter([Response.model_validate({"id": "r", "problem": "x", "steps": STEPS})]), 4))
+    thinking_judge = JudgeStage(ServerEngine(lambda r: "Check.\n</think>\n\n\\boxed{1}"), prompt="processbench")
+    [[outcome]] = list(thinking_judge.stream(iter([Response.model_validate({"id": "r", "problem": "x",
+                                                                             "steps": STEPS})]), 4))
+    assert thinking_judge.reasoning == "think"
+
+
+def test_a_judge_under_a_template_that_closes_the_thought_reads_the_whole_answer(tokenizer):
+    record = Response.model_validate({"id": "r/0", "problem": "Double 3 + 5.", "answer": "16", "steps": STEPS})
+    for name, split in (("no-think", None), ("qwen3", "think")):
+        stage = JudgeStage(TemplateEngine(lambda r: "Paragraph 1 is wrong: \\boxed{1}.", tokenizer, TEMPLATES[name]),
+                           prompt="processbench")
+        assert stage.reasoning == split
+    [outcome] = JudgeStage(TemplateEngine(lambda r: "Paragraph 1 is wrong: \\boxed{1}.", tokenizer, TEMPLATES["no-think"]),
+                           prompt="processbench").process([record])
+    assert outcome.records[0].dump()["judge"]["first_error"] == 1
