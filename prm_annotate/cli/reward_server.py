@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from prm_annotate.cli.app import app, handled
-from prm_annotate.cli.engine_options import SCORE_ENGINE_OPTIONS
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.engines import EngineConfig
+from prm_annotate.prm.scorers import PRM_ENGINE
 from prm_annotate.reward.scoring import AGGREGATES, DEFAULT_AGGREGATE
 
 _S = "Server"  # help panel
@@ -30,7 +30,7 @@ def reward_server(
     fallback_reward: Annotated[float, typer.Option("--fallback-reward", rich_help_panel=_S, help="Reward of a response the PRM cannot read (no steps, too long, the step tag in it); the answer's `errors` says why.")] = 0.0,
     step_sep: Annotated[str, typer.Option("--step-sep", rich_help_panel=_S, help="What separates a response's steps (backslash escapes read).")] = "\\n\\n",
     *,
-    engine: Annotated[EngineConfig, SCORE_ENGINE_OPTIONS],
+    engine: Annotated[EngineConfig, PRM_ENGINE],
 ) -> None:
     """Serve a PRM as an RL reward: OpenRLHF's remote reward model (POST /get_reward, for
     --remote_rm_url) and this server's own form (POST /score, what reward.verl.compute_score sends):

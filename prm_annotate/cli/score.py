@@ -6,9 +6,9 @@ from typing import Annotated, Optional
 import typer
 
 from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, app, handled
-from prm_annotate.cli.engine_options import SCORE_ENGINE_OPTIONS
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.engines import EngineConfig
+from prm_annotate.prm.scorers import PRM_ENGINE
 
 
 @app.command()
@@ -19,7 +19,7 @@ def score(
     format: FormatOpt = "auto",
     threshold: Annotated[Optional[float], typer.Option("--threshold", min=0.0, max=1.0, help="A step scoring below this is an error (prm.first_error); default: the checkpoint's eval-tuned threshold, else 0.5.")] = None,
     *,
-    engine: Annotated[EngineConfig, SCORE_ENGINE_OPTIONS],
+    engine: Annotated[EngineConfig, PRM_ENGINE],
     run_opts: CommonRunOptions = CommonRunOptions(batch_size=64),
 ) -> None:
     """Score each step with a Process Reward Model: prm.scores and prm.first_error. Reads
