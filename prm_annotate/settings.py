@@ -37,6 +37,7 @@ class Setting:
     metavar: Optional[str] = None
     panel: Optional[str] = None
     parse: Optional[Callable[[Any], Any]] = None
+    argument: bool = False  # a positional argument (no flags) instead of an option
 
     def text(self, words: Mapping[str, str] = {}) -> str:
         """The help, with the words of the place it is used in (`{output}` -> "response")."""
@@ -68,6 +69,12 @@ def setting(default: Any = dataclasses.MISSING, *, help: Help, flags: tuple[str,
     flags = (flags,) if isinstance(flags, str) else tuple(flags)
     return dataclasses.field(default=default, default_factory=default_factory,
                              metadata={KEY: Setting(help=help, flags=flags, **how)})
+
+
+def declare(declared: Setting, default: Any = dataclasses.MISSING, **changes: Any) -> Any:
+    """A dataclass field that is a setting declared elsewhere once (`steps.STEP_SEP`), with this
+    field's default; `changes` replace its keywords here."""
+    return dataclasses.field(default=default, metadata={KEY: dataclasses.replace(declared, **changes)})
 
 
 def group(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **how: Any) -> Any:

@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 import orjson
 import typer
 
-from prm_annotate.cli.app import app, handled
+from prm_annotate.cli.app import JsonOpt, LabelFieldOpt, app, handled
 from prm_annotate.reports.benchmarks import BENCHMARKS
 
 
@@ -17,8 +17,8 @@ def evaluate(
     threshold: Annotated[Optional[float], typer.Option("--threshold", min=0.0, max=1.0, help="Predict from step scores: the first step scored below this (-1 if none).")] = None,
     tune_threshold_on: Annotated[Optional[str], typer.Option("--tune-threshold-on", metavar="SPLIT", help="Tune the threshold for the best F1 on SPLIT and apply it to the others (SPLIT reported apart).")] = None,
     split_field: Annotated[Optional[str], typer.Option("--split-field", help="Dotted path of the split (default: the split of the gold file, else the id prefix before the first '-').")] = None,
-    label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
-    as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of a table.")] = False,
+    label_field: LabelFieldOpt = "label",
+    as_json: JsonOpt = False,
     benchmark: Annotated[str, typer.Option("--benchmark", help=f"The benchmark whose metric to compute: {', '.join(BENCHMARKS)} (docs/scoring.md).")] = "processbench",
     tune_sample: Annotated[int, typer.Option("--tune-sample", min=1, help="hard2verify without --threshold: responses the threshold is tuned on (the paper's 100).")] = 100,
     seed: Annotated[int, typer.Option("--seed", help="hard2verify: the seed of the tuning subset's draw.")] = 0,

@@ -91,6 +91,8 @@ def typer_option(declared: Setting, annotation: Any, words: Mapping[str, str] = 
                         ("callback", declared.parse)):
         if value is not None:
             keywords[name] = value
+    if declared.argument:
+        return Annotated[annotation, typer.Argument(**keywords)]
     # A flag pair (--x/--no-x) shows no metavar, as Typer's own booleans.
     metavar = declared.metavar if declared.metavar is not None else ("" if any("/" in f for f in flags) else None)
     if metavar is not None:

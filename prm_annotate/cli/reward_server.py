@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from prm_annotate.cli.app import app, handled
+from prm_annotate.cli.app import StepSepOpt, app, handled
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.engines import EngineConfig
 from prm_annotate.prm.scorers import PRM_ENGINE
@@ -28,7 +28,7 @@ def reward_server(
     max_clients: Annotated[int, typer.Option("--max-clients", min=1, rich_help_panel=_S, help="Requests handled at once; more are answered 503 with Retry-After.")] = 64,
     client_timeout: Annotated[float, typer.Option("--client-timeout", min=0.1, rich_help_panel=_S, help="Seconds a client may take to send its request.")] = 60.0,
     fallback_reward: Annotated[float, typer.Option("--fallback-reward", rich_help_panel=_S, help="Reward of a response the PRM cannot read (no steps, too long, the step tag in it); the answer's `errors` says why.")] = 0.0,
-    step_sep: Annotated[str, typer.Option("--step-sep", rich_help_panel=_S, help="What separates a response's steps (backslash escapes read).")] = "\\n\\n",
+    step_sep: StepSepOpt = "\\n\\n",
     *,
     engine: Annotated[EngineConfig, PRM_ENGINE],
 ) -> None:

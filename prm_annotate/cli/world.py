@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from prm_annotate.cli.app import app
+from prm_annotate.cli.app import JsonOpt, app
 from prm_annotate.engines.defaults import START_TIMEOUT
 from prm_annotate.engines.quiet import quiet_libraries
 
@@ -28,7 +28,7 @@ def report(
     judge_max_tokens: Annotated[int, typer.Option("--judge-max-tokens", min=1, help="Tokens per verdict.")] = 256,
     start_timeout: Annotated[float, typer.Option("--start-timeout", min=1, help="Seconds to wait for each engine.")] = START_TIMEOUT,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="vLLM dtype of both models (default: float32 on CPU).")] = None,
-    as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print the report as one JSON object.")] = False,
+    as_json: JsonOpt = False,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an unfinished report with the same settings in --workdir (otherwise its files are replaced).")] = False,
     verbose: VerboseOpt = False,
 ) -> None:

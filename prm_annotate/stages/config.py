@@ -22,8 +22,8 @@ from prm_annotate.engines.reasoning import reasoning_parsers
 from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
 from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
-from prm_annotate.settings import group, setting
-from prm_annotate.steps import decode_sep
+from prm_annotate.settings import declare, group, setting
+from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
 from prm_annotate.strategies import STRATEGIES, strategies_help
 from prm_annotate.strategies.zero_rules import ALL_K, DEFAULT_TOLERANCE, ZeroRule, make_zero_rule, zero_rules_help
 
@@ -31,12 +31,6 @@ POLICY_MAX_TOKENS = 2048
 LABELS = ("hard", "soft")
 CUT_COMPLETIONS = ("graded", "wrong", "right")
 REASONING_MODES = ("auto", "think", "off")
-
-
-def step_sep(default: str = "\n\n") -> Any:
-    """`--step-sep` as the records' separator, the one declaration every stage that splits steps takes."""
-    return setting(default, flags="--step-sep", parse=decode_sep, show_default=r"\n\n",
-                   help="Step separator (backslash escapes allowed).")
 
 
 def _system_prompts_help() -> str:
@@ -98,7 +92,7 @@ class SampleConfig:
     n: int = setting(8, flags=("-n", "--num-samples"), min=1, help="Responses per problem.")
     sampling: Sampling = group(Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0),
                                words={"output": "response", "request": "response"})
-    step_sep: str = step_sep()
+    step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
     system_prompt: Optional[str] = setting(None, flags="--system-prompt", help=_system_prompts_help)
 
 
@@ -151,7 +145,7 @@ class RolloutConfig:
         "have made a step it calls 0 a 1."))
     sampling: Sampling = group(Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0),
                                words={"output": "completion", "request": "completion"})
-    step_sep: str = step_sep()
+    step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
     system_prompt: Optional[str] = setting(None, flags="--system-prompt", help=(
         "System prompt to continue under (a built-in name, a FILE, or none; default: each response's own)."))
     force_system_prompt: bool = setting(False, flags="--force-system-prompt/--no-force-system-prompt", help=(
