@@ -38,6 +38,8 @@ class Setting:
     panel: Optional[str] = None
     parse: Optional[Callable[[Any], Any]] = None
     argument: bool = False  # a positional argument (no flags) instead of an option
+    # The declaration this one was made from (`declare`), so a check can walk an option back to it.
+    origin: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def text(self, words: Mapping[str, str] = {}) -> str:
         """The help, with the words of the place it is used in (`{output}` -> "response")."""
@@ -74,7 +76,17 @@ def setting(default: Any = dataclasses.MISSING, *, help: Help, flags: tuple[str,
 def declare(declared: Setting, default: Any = dataclasses.MISSING, **changes: Any) -> Any:
     """A dataclass field that is a setting declared elsewhere once (`steps.STEP_SEP`), with this
     field's default; `changes` replace its keywords here."""
-    return dataclasses.field(default=default, metadata={KEY: dataclasses.replace(declared, **changes)})
+    made = dataclasses.replace(declared, **{"origin": declared.origin or declared, **changes})
+    return dataclasses.field(default=default, metadata={KEY: made})
+
+
+def setting_of(cls: type, name: str) -> Setting:
+    """The Setting of `cls`'s field `name`, for `declare` elsewhere (its origin: that field)."""
+    field = {f.name: f for f in dataclasses.fields(cls)}[name]
+    made = declared(field)
+    if not isinstance(made, Setting):
+        raise TypeError(f"{cls.__name__}.{name} is no setting")
+    return dataclasses.replace(made, origin=made.origin or field)
 
 
 def group(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **how: Any) -> Any:

@@ -21,7 +21,7 @@ import typer
 
 from prm_annotate.errors import EnvironmentFailure, UsageError, printable
 from prm_annotate.io.inputs import FieldMap, format_names
-from prm_annotate.cli.option_groups import typer_option
+from prm_annotate.cli.declared import typer_option
 from prm_annotate.pipeline.runner import QUIET, RunOptions
 from prm_annotate.steps import STEP_SEP
 from prm_annotate.io.sharding import parse_shard
@@ -105,6 +105,11 @@ StepSepOpt = typer_option(STEP_SEP, str)
 # Said the same on every command that prints a result: --json, and the gold file's label field.
 JsonOpt = Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print the result as one JSON object instead of text.")]
 LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")]
+SplitFieldOpt = Annotated[Optional[str], typer.Option("--split-field", help=(
+    "Dotted path of the split (default: the id prefix before the first '-'; evaluate first tries the gold file's split)."))]
+# One gold file (bon, compare); `evaluate --gold` takes many, its own declaration.
+GoldFileOpt = Annotated[Optional[str], typer.Option("--gold", help=(
+    "Gold file (a ProcessBench JSON array, or JSONL with --label-field): the true first errors by id."))]
 
 
 def run_options(input: str, output: str, *, format: str = "auto", id_field: str = "id",

@@ -5,13 +5,13 @@ from typing import Annotated, Optional
 import orjson
 import typer
 
-from prm_annotate.cli.app import JsonOpt, LabelFieldOpt, app, handled
+from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, app, handled
 
 
 @app.command()
 def bon(
     scored: Annotated[str, typer.Argument(help="Responses with `prm.scores` (one per step: `score` output, or any tool's) and the gold `answer`, or -.")],
-    gold: Annotated[Optional[str], typer.Option("--gold", help="True first errors by id (as `evaluate --gold`), for the right-answer-wrong-step share.")] = None,
+    gold: GoldFileOpt = None,
     label_field: LabelFieldOpt = "label",
     as_json: JsonOpt = False,
 ) -> None:

@@ -5,15 +5,15 @@ from typing import Annotated, List, Optional
 import orjson
 import typer
 
-from prm_annotate.cli.app import JsonOpt, LabelFieldOpt, app, handled
+from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, SplitFieldOpt, app, handled
 
 
 @app.command("compare")
 def compare_command(
     files: Annotated[List[str], typer.Argument(help="Label sources: rollout, judged, consensus or any file with a first error.")],
-    gold: Annotated[str, typer.Option("--gold", help="Gold file: ProcessBench JSON array or JSONL with `label`.")],
+    gold: GoldFileOpt,
     field: Annotated[Optional[List[str]], typer.Option("--field", help="FILE=dotted.path: where FILE keeps its first error (default: detected).")] = None,
-    split_field: Annotated[Optional[str], typer.Option("--split-field", help="Dotted path of the split (default: id prefix before the first '-').")] = None,
+    split_field: SplitFieldOpt = None,
     label_field: LabelFieldOpt = "label",
     as_json: JsonOpt = False,
 ) -> None:

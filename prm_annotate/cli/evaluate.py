@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 import orjson
 import typer
 
-from prm_annotate.cli.app import JsonOpt, LabelFieldOpt, app, handled
+from prm_annotate.cli.app import JsonOpt, LabelFieldOpt, SplitFieldOpt, app, handled
 from prm_annotate.reports.benchmarks import BENCHMARKS
 
 
@@ -16,7 +16,7 @@ def evaluate(
     pred_field: Annotated[Optional[str], typer.Option("--pred-field", help="Dotted path of the prediction, or of the step scores with a threshold (default: detected, or prm.scores).")] = None,
     threshold: Annotated[Optional[float], typer.Option("--threshold", min=0.0, max=1.0, help="Predict from step scores: the first step scored below this (-1 if none).")] = None,
     tune_threshold_on: Annotated[Optional[str], typer.Option("--tune-threshold-on", metavar="SPLIT", help="Tune the threshold for the best F1 on SPLIT and apply it to the others (SPLIT reported apart).")] = None,
-    split_field: Annotated[Optional[str], typer.Option("--split-field", help="Dotted path of the split (default: the split of the gold file, else the id prefix before the first '-').")] = None,
+    split_field: SplitFieldOpt = None,
     label_field: LabelFieldOpt = "label",
     as_json: JsonOpt = False,
     benchmark: Annotated[str, typer.Option("--benchmark", help=f"The benchmark whose metric to compute: {', '.join(BENCHMARKS)} (docs/scoring.md).")] = "processbench",

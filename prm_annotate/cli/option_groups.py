@@ -31,6 +31,7 @@ from typing import Annotated, Any, Callable, Mapping, TypeVar
 
 import typer
 
+from prm_annotate.cli.declared import typer_option
 from prm_annotate.settings import Group, Setting, declared
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,24 +83,6 @@ def group_of(annotation: Any, spec: Group | None = None) -> tuple[type | None, G
     return None, None
 
 
-def typer_option(declared: Setting, annotation: Any, words: Mapping[str, str] = {}) -> Any:
-    """`Annotated[annotation, typer.Option(...)]` of a declared setting."""
-    flags = declared.flags
-    keywords: dict[str, Any] = {"help": declared.text(words)}
-    for name, value in (("min", declared.min), ("max", declared.max), ("envvar", declared.envvar),
-                        ("show_default", declared.show_default), ("rich_help_panel", declared.panel),
-                        ("callback", declared.parse)):
-        if value is not None:
-            keywords[name] = value
-    if declared.argument:
-        return Annotated[annotation, typer.Argument(**keywords)]
-    # A flag pair (--x/--no-x) shows no metavar, as Typer's own booleans.
-    metavar = declared.metavar if declared.metavar is not None else ("" if any("/" in f for f in flags) else None)
-    if metavar is not None:
-        keywords["metavar"] = metavar
-    return Annotated[annotation, typer.Option(*flags, **keywords)]
-
-
 def _is_typer_option(annotation: Any) -> bool:
     return typing.get_origin(annotation) is Annotated and any(
         isinstance(m, typer.models.ParameterInfo) for m in annotation.__metadata__)
@@ -127,7 +110,7 @@ def members(group: type, spec: Group | None = None,
             found.append((name, hint, None, None))
         elif isinstance(meta, Setting):
             setting = spec.setting(name, meta) if spec is not None else meta
-            found.append((name, typer_option(setting, hint, words), None, None))
+            found.append((name, typer_option(setting, hint, words, origin=field), None, None))
     return found
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from prm_annotate.errors import UsageError
-from prm_annotate.settings import setting
+from prm_annotate.settings import declare, declared, setting
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,8 @@ def sampling_record(sampling: Sampling) -> dict[str, Any]:
 def _overrides() -> type:
     """`SamplingOverrides`: `Sampling`'s fields, each None unless given."""
     hints = typing.get_type_hints(Sampling)
-    fields = [(f.name, Optional[hints[f.name]], dataclasses.field(default=None, metadata=f.metadata))
-              for f in dataclasses.fields(Sampling)]
+    # Each field's setting is Sampling's, declared there (its origin, for the one-declaration check).
+    fields = [(f.name, Optional[hints[f.name]], declare(declared(f), None, origin=f)) for f in dataclasses.fields(Sampling)]
 
     def given(self: Any) -> dict[str, Any]:
         """The fields given (not None)."""
