@@ -27,6 +27,11 @@ def decode_sep(sep: str) -> str:
     return sep.encode("latin-1", "backslashreplace").decode("unicode_escape") if "\\" in sep else sep
 
 
+def decode_optional_sep(sep: str | None) -> str | None:
+    """`decode_sep`, None kept (an option whose default is another's)."""
+    return None if sep is None else decode_sep(sep)
+
+
 # `--step-sep` as the records' separator, declared once for every command that splits responses.
 STEP_SEP = Setting(help="Step separator (backslash escapes allowed).", flags=("--step-sep",), parse=decode_sep,
                    show_default=r"\n\n")
