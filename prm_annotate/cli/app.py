@@ -23,6 +23,7 @@ from prm_annotate.errors import EnvironmentFailure, UsageError, printable
 from prm_annotate.io.inputs import FieldMap, format_names
 from prm_annotate.cli.declared import typer_option
 from prm_annotate.pipeline.runner import QUIET, RunOptions
+from prm_annotate.reports.labels import LABEL_FIELD, SPLIT_FIELD
 from prm_annotate.steps import STEP_SEP
 from prm_annotate.io.sharding import parse_shard
 
@@ -104,9 +105,8 @@ ShardOpt = Annotated[Optional[str], typer.Option("--shard", help="Process only s
 StepSepOpt = typer_option(STEP_SEP, str)
 # Said the same on every command that prints a result: --json, and the gold file's label field.
 JsonOpt = Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print the result as one JSON object instead of text.")]
-LabelFieldOpt = Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")]
-SplitFieldOpt = Annotated[Optional[str], typer.Option("--split-field", help=(
-    "Dotted path of the split (default: the id prefix before the first '-'; evaluate first tries the gold file's split)."))]
+LabelFieldOpt = typer_option(LABEL_FIELD, str)
+SplitFieldOpt = typer_option(SPLIT_FIELD, Optional[str])
 # One gold file (bon, compare); `evaluate --gold` takes many, its own declaration.
 GoldFileOpt = Annotated[Optional[str], typer.Option("--gold", help=(
     "Gold file (a ProcessBench JSON array, or JSONL with --label-field): the true first errors by id."))]
