@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from typing import Annotated
-
 from prm_annotate.cli.app import InputArg, OutputOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, replace
-from typing import Annotated, Callable, NoReturn
+from typing import Callable, NoReturn
 
 import typer
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Annotated
 
 from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
