@@ -6,6 +6,7 @@ it means different things on different commands (listed below, with what each me
 (No `from __future__ import annotations` here: the test's own commands keep their annotations as objects.)"""
 
 import dataclasses
+import importlib
 import inspect
 import typing
 from collections import defaultdict
@@ -92,6 +93,52 @@ def test_every_option_walks_back_to_one_declaration():
         assert sum(len(paths) for paths in found[flag].values()) >= least, flag
     # Each listed meaning is still there (a meaning merged away must leave the list).
     assert {flag: len(found[flag]) for flag in MEANINGS} == {flag: n for flag, (n, _) in MEANINGS.items()}
+
+
+# The options still written in their command (each used by that command alone, so declared once):
+# what a command reads of its own files, no setting of the library's.
+LOCAL = {"grade reference_field", "grade baseline", "compare field", "merge input", "merge expect_per_input",
+         "models prepare cache_dir", "models prepare force"}
+
+
+def shared_cli_options() -> set[int]:
+    """The `Annotated` options cli/ declares once for every command that takes them (ids)."""
+    found = set()
+    for module in ("prm_annotate.cli.app", "prm_annotate.cli.executor_options", "prm_annotate.cli.world"):
+        for value in vars(importlib.import_module(module)).values():
+            if typing.get_origin(value) is Annotated:
+                found.update(id(m) for m in value.__metadata__ if isinstance(m, typer.models.ParameterInfo))
+    return found
+
+
+def test_every_option_is_a_config_field_a_shared_declaration_or_its_commands_own():
+    """Every option of every command (arguments aside) comes from a dataclass field's setting, a
+    shared Setting, or one shared cli/ option; the few left in their command are listed."""
+    import prm_annotate.cli  # noqa: F401
+    from prm_annotate.cli.app import app
+    from prm_annotate.settings import Setting
+
+    shared, local = shared_cli_options(), set()
+
+    def walk(typer_app: typer.Typer, path: str = "") -> None:
+        for info in typer_app.registered_commands:
+            where = f"{path} {info.name or info.callback.__name__.replace('_', '-')}".strip()
+            if where in SKIPPED:
+                continue
+            for param in inspect.signature(info.callback, eval_str=True).parameters.values():
+                if typing.get_origin(param.annotation) is not Annotated:
+                    continue
+                [option] = [m for m in param.annotation.__metadata__ if isinstance(m, typer.models.ParameterInfo)]
+                origin = origin_of(option)
+                if isinstance(origin, (dataclasses.Field, Setting)) or id(origin) in shared:
+                    continue
+                if isinstance(option, typer.models.OptionInfo):
+                    local.add(f"{where} {param.name}")
+        for group in typer_app.registered_groups:
+            walk(group.typer_instance, f"{path} {group.name}".strip())
+
+    walk(app)
+    assert local == LOCAL
 
 
 def test_the_check_finds_a_hand_added_copy():
