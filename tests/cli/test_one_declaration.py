@@ -36,10 +36,6 @@ MEANINGS: dict[str, tuple[int, str]] = {
     "--resume": (2, "train from its last checkpoint; the world report from its files"),
 }
 
-# `world prm` is moving out of the product into lab/ (issue 46, part 2): its options are left as they are.
-SKIPPED = {"world prm"}
-
-
 def declarations(app: typer.Typer, path: str = "") -> dict[str, dict[Any, list[str]]]:
     """flag -> {declaration: the commands whose option it is} over `app`'s commands and subcommands.
 
@@ -49,8 +45,6 @@ def declarations(app: typer.Typer, path: str = "") -> dict[str, dict[Any, list[s
     for info in app.registered_commands:
         name = info.name or info.callback.__name__.replace("_", "-")
         where = f"{path} {name}".strip()
-        if where in SKIPPED:
-            continue
         click_command = typer.main.get_command_from_info(info, pretty_exceptions_short=False,
                                                          rich_markup_mode=None)
         flags = {p.name: p.opts for p in click_command.params if p.param_type_name == "option"}
@@ -104,7 +98,7 @@ LOCAL = {"grade reference_field", "grade baseline", "compare field", "merge inpu
 def shared_cli_options() -> set[int]:
     """The `Annotated` options cli/ declares once for every command that takes them (ids)."""
     found = set()
-    for module in ("prm_annotate.cli.app", "prm_annotate.cli.executor_options", "prm_annotate.cli.world"):
+    for module in ("prm_annotate.cli.app", "prm_annotate.cli.executor_options"):
         for value in vars(importlib.import_module(module)).values():
             if typing.get_origin(value) is Annotated:
                 found.update(id(m) for m in value.__metadata__ if isinstance(m, typer.models.ParameterInfo))
@@ -123,8 +117,6 @@ def test_every_option_is_a_config_field_a_shared_declaration_or_its_commands_own
     def walk(typer_app: typer.Typer, path: str = "") -> None:
         for info in typer_app.registered_commands:
             where = f"{path} {info.name or info.callback.__name__.replace('_', '-')}".strip()
-            if where in SKIPPED:
-                continue
             for param in inspect.signature(info.callback, eval_str=True).parameters.values():
                 if typing.get_origin(param.annotation) is not Annotated:
                     continue
