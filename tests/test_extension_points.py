@@ -51,6 +51,17 @@ class PackageCopy:
             path.write_text(source)
             self.changed.add(name)
 
+    def replace(self, files: dict[str, dict[str, str]]) -> None:
+        """In each file, replace each text (which must occur once)."""
+        for name, changes in files.items():
+            path = self.root / "prm_annotate" / name
+            source = path.read_text()
+            for old, new in changes.items():
+                assert source.count(old) == 1, f"{name}: {old!r} moved"
+                source = source.replace(old, new)
+            path.write_text(source)
+            self.changed.add(name)
+
     def run(self, *args: str, code: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(self.root), str(REPO)]), "COLUMNS": "200"}
         cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "prm_annotate", *args]
@@ -238,14 +249,13 @@ class CapturingServer:
         self.server.server_close()
 
 
-def test_a_new_sampling_parameter_is_its_field_its_option_and_the_two_engine_mappings(copy, tmp_path):
+def test_a_new_sampling_parameter_is_its_field_and_the_two_engine_mappings(copy, tmp_path):
     """`min_p` added as docs/architecture.md says, and nowhere else: it is an option of every model
     stage, reaches vLLM's SamplingParams and the OpenAI request body, and is recorded in each stage's
     records and manifest; the official judge protocol refuses it like the other sampling options."""
     copy.edit({
-        "engines/sampling.py": {"    seed: Optional[int] = None\n": "    min_p: float = 0.0\n"},
-        "cli/sampling_options.py": {'    "seed": (("--seed",), dict(help="Run seed; each {request}\'s seed derives from it.")),\n':
-                                    '    "min_p": (("--min-p",), dict(min=0.0, max=1.0, help="Least probability, as a share of the likeliest token\'s.")),\n'},
+        "engines/sampling.py": {'''    seed: Optional[int] = setting(None, flags="--seed", help="Run seed; each {request}'s seed derives from it.")\n''':
+                                '''    min_p: float = setting(0.0, flags="--min-p", min=0.0, max=1.0, help="Least probability, as a share of the likeliest token's.")\n'''},
         "engines/vllm_engine.py": {"seed=s.seed,": " min_p=s.min_p,"},
         "engines/openai_engine.py": {'        body["seed"] = s.seed\n': '    body["min_p"] = s.min_p\n'},
     })
@@ -288,18 +298,16 @@ def test_a_new_sampling_parameter_is_its_field_its_option_and_the_two_engine_map
     assert out.stdout.split() == ["vllm.sampling_params", "SamplingParams", "0.25", "3"]
 
 
-def test_a_new_engine_option_is_its_vllm_setting_and_its_option(copy):
+def test_a_new_engine_option_is_its_vllm_setting(copy):
     """A vLLM setting (`max_num_seqs`) added as docs/architecture.md says: every model stage takes
     --max-num-seqs, `EngineConfig` has the field, and vLLM's engine arguments get it (each one a
     field of vLLM's own EngineArgs)."""
     copy.edit({
         "engines/defaults.py": {
-            "    load_progress: bool = True\n": "    max_num_seqs: Optional[int] = None\n",
+            "    load_progress: bool = True\n": '    max_num_seqs: Optional[int] = setting(None, flags="--max-num-seqs", min=1, '
+                                              'panel=PANEL, help="Requests vLLM runs at once.")\n',
             '            args["use_tqdm_on_load"] = False\n':
                 '        if self.max_num_seqs is not None:\n            args["max_num_seqs"] = self.max_num_seqs\n'},
-        "cli/engine_options.py": {'                                  help="Seconds to wait for the vLLM engine to start."),\n':
-                                  '    "max_num_seqs": typer.Option("--max-num-seqs", min=1, rich_help_panel=_P,\n'
-                                  '                                 help="Requests vLLM runs at once."),\n'},
     })
     assert copy.changed == routine_files("an engine option (a vLLM setting)")
     for command in ("sample", "rollout", "judge", "score"):
@@ -326,6 +334,33 @@ def test_a_new_engine_option_is_its_vllm_setting_and_its_option(copy):
     assert out.stdout.split() == ["8", "8"]
 
 
+def test_a_new_training_option_is_its_field_and_its_use(copy, tmp_path):
+    """A training setting (`max_grad_norm`, fixed at 1.0 until now) added as docs/architecture.md
+    says: `train --help` shows it, the command hands it to `TrainConfig`, the checkpoint's record of
+    the run (`_settings`, what --resume compares) holds it, and transformers' TrainingArguments get it."""
+    copy.edit({"prm/train.py": {
+        '    weight_decay: float = setting(0.0, flags="--weight-decay", min=0.0, panel=RUN, help="AdamW weight decay.")\n':
+            '    max_grad_norm: float = setting(1.0, flags="--max-grad-norm", min=0.0, panel=RUN, '
+            'help="Gradient clipping: the largest gradient norm.")\n'}})
+    copy.replace({"prm/train.py": {"max_grad_norm=1.0,": "max_grad_norm=cfg.max_grad_norm,"}})
+    assert copy.changed == routine_files("a training option")
+    assert "--max-grad-norm" in copy.run("train", "--help").stdout
+    out = copy.run(code=textwrap.dedent('''
+        from typer.testing import CliRunner
+        from prm_annotate.cli.app import app
+        from prm_annotate.prm import train as training
+
+        seen = []
+        training.train = lambda config: seen.append(config) or exit(0)
+        CliRunner().invoke(app, ["train", "d.jsonl", "--base", "b", "-o", "out", "--max-grad-norm", "0.25"])
+        [config] = seen
+        args = training.training_arguments(config, training.Paths.of("out"), has_eval=False)
+        print(config.max_grad_norm, training._settings(config)["max_grad_norm"], args.max_grad_norm)
+        '''), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-3:] == ["0.25", "0.25", "0.25"]
+
+
 def test_a_new_stage_is_its_module_its_command_and_one_import(copy, tmp_path):
     """A stage without a model (`reverse`: each response's steps in reverse order) with its command:
     the stage module, the command module and its import in cli/__init__.py, as docs/architecture.md
@@ -333,9 +368,20 @@ def test_a_new_stage_is_its_module_its_command_and_one_import(copy, tmp_path):
     copy.add("stages/reverse.py", '''
         """reverse: responses -> responses with their steps in reverse order (a throwaway for the test)."""
         from collections import Counter
+        from dataclasses import asdict, dataclass
 
         from prm_annotate.pipeline.runner import Outcome, StageBase
         from prm_annotate.records import Response
+        from prm_annotate.settings import setting
+
+
+        @dataclass(frozen=True)
+        class ReverseConfig:
+            """Attributes:
+                keep_first: leave the first step where it is.
+            """
+
+            keep_first: bool = setting(False, flags="--keep-first/--no-keep-first", help="Leave the first step in place.")
 
 
         class ReverseStage(StageBase):
@@ -343,15 +389,17 @@ def test_a_new_stage_is_its_module_its_command_and_one_import(copy, tmp_path):
             input_model = Response
             output_model = Response
 
-            def __init__(self):
-                self.stats = Counter()
+            def __init__(self, config=ReverseConfig()):
+                self.config, self.stats = config, Counter()
 
             def settings(self):
-                return {}
+                return asdict(self.config)
 
             def process(self, batch):
                 self.stats["reversed"] += len(batch)
-                return [Outcome.one(Response.make({**r.dump(), "steps": r.steps[::-1]})) for r in batch]
+                keep = 1 if self.config.keep_first else 0
+                return [Outcome.one(Response.make({**r.dump(), "steps": r.steps[:keep] + r.steps[keep:][::-1]}))
+                        for r in batch]
         ''', "cli/__init__.py", {"from prm_annotate.cli import world  # noqa: E402,F401\n":
                                  "from prm_annotate.cli import reverse  # noqa: E402,F401\n"})
     copy.add("cli/reverse.py", '''
@@ -360,24 +408,28 @@ def test_a_new_stage_is_its_module_its_command_and_one_import(copy, tmp_path):
         from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, app, handled
         from prm_annotate.cli.option_groups import option_groups
         from prm_annotate.pipeline.runner import run_and_close
+        from prm_annotate.stages.reverse import ReverseConfig, ReverseStage
 
 
         @app.command()
         @option_groups
-        def reverse(input: InputArg, output: OutputOpt = "-", *, run_opts: CommonRunOptions) -> None:
+        def reverse(input: InputArg, output: OutputOpt = "-", *, config: ReverseConfig, run_opts: CommonRunOptions) -> None:
             """Reverse each response's steps."""
-            from prm_annotate.stages.reverse import ReverseStage
-
             with handled():
-                summary = run_and_close(ReverseStage(), run_opts.run_options(input, output))
+                summary = run_and_close(ReverseStage(config), run_opts.run_options(input, output))
             raise typer.Exit(summary.exit_code)
         ''', "cli/__init__.py", {})
     allowed = routine_files("a stage") | {"stages/reverse.py", "cli/reverse.py"}
     assert copy.changed <= allowed and "cli/__init__.py" in copy.changed
     assert "Reverse each response's steps." in copy.run("--help").stdout
+    assert "Leave the first step in place." in copy.run("reverse", "--help").stdout
     src = tmp_path / "responses.jsonl"
     src.write_text('{"id": "r", "problem": "p", "steps": ["a", "b", "c"]}\n')
     done = copy.run("reverse", str(src), "-o", "out.jsonl", "-q")
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "out.jsonl").read_text())["steps"] == ["c", "b", "a"]
     assert json.loads((tmp_path / "out.manifest.json").read_text())["runs"][-1]["stage"] == "reverse"
+    done = copy.run("reverse", str(src), "-o", "kept.jsonl", "-q", "--keep-first")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "kept.jsonl").read_text())["steps"] == ["a", "c", "b"]
+    assert json.loads((tmp_path / "kept.manifest.json").read_text())["runs"][-1]["settings"]["keep_first"] is True

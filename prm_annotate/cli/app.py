@@ -21,7 +21,10 @@ import typer
 
 from prm_annotate.errors import EnvironmentFailure, UsageError, printable
 from prm_annotate.io.inputs import FieldMap, format_names
-from prm_annotate.pipeline.runner import RunOptions
+from prm_annotate.cli.declared import typer_option
+from prm_annotate.pipeline.runner import QUIET, RunOptions
+from prm_annotate.reports.labels import LABEL_FIELD, SPLIT_FIELD
+from prm_annotate.steps import STEP_SEP
 from prm_annotate.io.sharding import parse_shard
 
 app = typer.Typer(
@@ -97,9 +100,16 @@ AnswerFieldOpt = Annotated[str, typer.Option("--answer-field", help="Field holdi
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="Process at most the first N input records.")]
 BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Records at a time: in flight on a model stage's engine, else per batch (and per Ray actor call).")]
 SkipInvalidOpt = Annotated[bool, typer.Option("--skip-invalid/--no-skip-invalid", metavar="", help="Set bad input lines aside in <output>.rejects.jsonl and go on.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet/--no-quiet", "-q", metavar="", help="No progress output (the summary line stays).")]
+QuietOpt = typer_option(QUIET, bool)
 ShardOpt = Annotated[Optional[str], typer.Option("--shard", help="Process only shard I/N (0-based), by a stable hash of the id.")]
-StepSepOpt = Annotated[str, typer.Option("--step-sep", help="Step separator (backslash escapes allowed).")]
+StepSepOpt = typer_option(STEP_SEP, str)
+# Said the same on every command that prints a result: --json, and the gold file's label field.
+JsonOpt = Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print the result as one JSON object instead of text.")]
+LabelFieldOpt = typer_option(LABEL_FIELD, str)
+SplitFieldOpt = typer_option(SPLIT_FIELD, Optional[str])
+# One gold file (bon, compare); `evaluate --gold` takes many, its own declaration.
+GoldFileOpt = Annotated[Optional[str], typer.Option("--gold", help=(
+    "Gold file (a ProcessBench JSON array, or JSONL with --label-field): the true first errors by id."))]
 
 
 def run_options(input: str, output: str, *, format: str = "auto", id_field: str = "id",

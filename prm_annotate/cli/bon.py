@@ -1,19 +1,19 @@
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import orjson
 import typer
 
-from prm_annotate.cli.app import app, handled
+from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, app, handled
 
 
 @app.command()
 def bon(
     scored: Annotated[str, typer.Argument(help="Responses with `prm.scores` (one per step: `score` output, or any tool's) and the gold `answer`, or -.")],
-    gold: Annotated[Optional[str], typer.Option("--gold", help="True first errors by id (as `evaluate --gold`), for the right-answer-wrong-step share.")] = None,
-    label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+    gold: GoldFileOpt = None,
+    label_field: LabelFieldOpt = "label",
+    as_json: JsonOpt = False,
 ) -> None:
     """Best-of-N accuracy of PRM aggregations (min, last, prod, mean) against majority vote and pass@N."""
     from prm_annotate.reports.bon import best_of_n, read_scored

@@ -5,17 +5,17 @@ from typing import Annotated, List, Optional
 import orjson
 import typer
 
-from prm_annotate.cli.app import app, handled
+from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, SplitFieldOpt, app, handled
 
 
 @app.command("compare")
 def compare_command(
     files: Annotated[List[str], typer.Argument(help="Label sources: rollout, judged, consensus or any file with a first error.")],
-    gold: Annotated[str, typer.Option("--gold", help="Gold file: ProcessBench JSON array or JSONL with `label`.")],
+    gold: GoldFileOpt,
     field: Annotated[Optional[List[str]], typer.Option("--field", help="FILE=dotted.path: where FILE keeps its first error (default: detected).")] = None,
-    split_field: Annotated[Optional[str], typer.Option("--split-field", help="Dotted path of the split (default: id prefix before the first '-').")] = None,
-    label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
-    as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of tables.")] = False,
+    split_field: SplitFieldOpt = None,
+    label_field: LabelFieldOpt = "label",
+    as_json: JsonOpt = False,
 ) -> None:
     """Agreement matrix of first errors across label sources, and each source's metric against the gold."""
     from prm_annotate.reports.compare import compare_sources, load_sources, parse_fields

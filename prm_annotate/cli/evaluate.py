@@ -1,28 +1,16 @@
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
 import orjson
 import typer
 
-from prm_annotate.cli.app import app, handled
-from prm_annotate.reports.benchmarks import BENCHMARKS
+from prm_annotate.cli.app import JsonOpt, app, handled
+from prm_annotate.cli.option_groups import option_groups
+from prm_annotate.reports.benchmarks import BENCHMARKS, Options
 
 
 @app.command()
-def evaluate(
-    predictions: Annotated[list[str], typer.Argument(help="First-error predictions, or step scores (`score` output) with a threshold: JSONL, JSON or Parquet files, or -.")],
-    gold: Annotated[list[str], typer.Option("--gold", help="Gold labels: one file, or ProcessBench's split files or their folder as downloaded (docs/scoring.md).")],
-    pred_field: Annotated[Optional[str], typer.Option("--pred-field", help="Dotted path of the prediction, or of the step scores with a threshold (default: detected, or prm.scores).")] = None,
-    threshold: Annotated[Optional[float], typer.Option("--threshold", min=0.0, max=1.0, help="Predict from step scores: the first step scored below this (-1 if none).")] = None,
-    tune_threshold_on: Annotated[Optional[str], typer.Option("--tune-threshold-on", metavar="SPLIT", help="Tune the threshold for the best F1 on SPLIT and apply it to the others (SPLIT reported apart).")] = None,
-    split_field: Annotated[Optional[str], typer.Option("--split-field", help="Dotted path of the split (default: the split of the gold file, else the id prefix before the first '-').")] = None,
-    label_field: Annotated[str, typer.Option("--label-field", help="Dotted path of the gold first error.")] = "label",
-    as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of a table.")] = False,
-    benchmark: Annotated[str, typer.Option("--benchmark", help=f"The benchmark whose metric to compute: {', '.join(BENCHMARKS)} (docs/scoring.md).")] = "processbench",
-    tune_sample: Annotated[int, typer.Option("--tune-sample", min=1, help="hard2verify without --threshold: responses the threshold is tuned on (the paper's 100).")] = 100,
-    seed: Annotated[int, typer.Option("--seed", help="hard2verify: the seed of the tuning subset's draw.")] = 0,
-) -> None:
+@option_groups
+def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
     """A benchmark's metric of first-error predictions or of a PRM's step scores (ProcessBench by default).
 
     ProcessBench: error acc, correct acc and F1 per split, and their average; step scores are cut at
@@ -33,9 +21,10 @@ def evaluate(
     from prm_annotate.reports.evaluate import evaluate_scores
     from prm_annotate.reports.labels import load_gold_files, load_prediction_files
 
-    if benchmark != "processbench":
-        _other_benchmark(benchmark, predictions, gold, pred_field, threshold, tune_threshold_on, split_field,
-                         label_field, tune_sample, seed, as_json)
+    predictions, gold, pred_field, threshold = options.predictions, options.gold, options.pred_field, options.threshold
+    tune_threshold_on, split_field, label_field = options.tune_threshold_on, options.split_field, options.label_field
+    if options.benchmark != "processbench":
+        _other_benchmark(options, as_json)
         return
     with handled():
         if threshold is not None and tune_threshold_on is not None:
@@ -61,21 +50,19 @@ def evaluate(
         show(evaluate_table(report))
 
 
-def _other_benchmark(name: str, predictions: list[str], gold: list[str], pred_field: Optional[str],
-                     threshold: Optional[float], tune_threshold_on: Optional[str], split_field: Optional[str],
-                     label_field: str, tune_sample: int, seed: int, as_json: bool) -> None:
+def _other_benchmark(options: Options, as_json: bool) -> None:
     from prm_annotate.errors import UsageError
-    from prm_annotate.reports.benchmarks import Options
 
+    name = options.benchmark
     with handled():
         bench = BENCHMARKS.get(name)
         if bench is None or bench.run is None:
             raise UsageError(f"--benchmark {name}: not a benchmark (choose from {', '.join(BENCHMARKS)})")
-        for option, value in (("--tune-threshold-on", tune_threshold_on), ("--split-field", split_field),
-                              ("--label-field", None if label_field == "label" else label_field)):
+        for option, value in (("--tune-threshold-on", options.tune_threshold_on), ("--split-field", options.split_field),
+                              ("--label-field", None if options.label_field == "label" else options.label_field)):
             if value is not None:
                 raise UsageError(f"{option} is ProcessBench's; {name}'s threshold rule: {bench.threshold_rule}")
-        report = bench.run(Options(predictions, gold, pred_field, threshold, tune_sample, seed))
+        report = bench.run(options)
     if as_json:
         typer.echo(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())
     else:

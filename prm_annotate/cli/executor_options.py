@@ -21,9 +21,10 @@ _P = "Executor"  # help panel
 
 ExecutorOpt = Annotated[str, typer.Option(
     "--executor", rich_help_panel=_P,
-    help="local: run here; ray: on a Ray cluster (RAY_ADDRESS, else a local Ray), one engine per actor.")]
+    help="local: run here; ray: on a Ray cluster (RAY_ADDRESS, else a local Ray), batches spread over actors.")]
 RayActorsOpt = Annotated[int, typer.Option(
-    "--ray-actors", min=1, rich_help_panel=_P, help="Ray actors, each holding one engine (data-parallel replicas).")]
+    "--ray-actors", min=1, rich_help_panel=_P,
+    help="Ray actors, each in its own process with its own engine (data-parallel replicas) or grader.")]
 RayCpusOpt = Annotated[float, typer.Option(
     "--ray-cpus-per-actor", min=0.0, rich_help_panel=_P, help="CPUs Ray reserves for each actor.")]
 RayGpusOpt = Annotated[Optional[float], typer.Option(
@@ -46,19 +47,13 @@ class ExecutorOptions:
                              gpus_per_actor=self.ray_gpus_per_actor)
 
 
-GraderExecutorOpt = Annotated[str, typer.Option(
-    "--executor", rich_help_panel=_P,
-    help="local: run here; ray: on a Ray cluster (RAY_ADDRESS, else a local Ray), batches spread over actors.")]
-GraderActorsOpt = Annotated[int, typer.Option(
-    "--ray-actors", min=1, rich_help_panel=_P, help="Ray actors, each grading batches in its own process.")]
-
 
 @dataclass(frozen=True)
 class GraderExecutorOptions:
     """The executor options of a stage without a model (grade): no engines, so no GPUs per actor."""
 
-    executor: GraderExecutorOpt = "local"
-    ray_actors: GraderActorsOpt = 2
+    executor: ExecutorOpt = "local"
+    ray_actors: RayActorsOpt = 2
     ray_cpus_per_actor: RayCpusOpt = 1.0
 
     def make(self) -> StageExecutor:

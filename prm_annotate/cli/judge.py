@@ -1,17 +1,14 @@
 from __future__ import annotations
 
-from typing import Annotated
-
 from prm_annotate.cli.app import InputArg, OutputOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
-from prm_annotate.cli.stage_options import JUDGE_OPTIONS
 from prm_annotate.stages.config import JudgeConfig
 
 
 @app.command()
 @option_groups
-def judge(input: InputArg, output: OutputOpt = "-", *, config: Annotated[JudgeConfig, JUDGE_OPTIONS],
+def judge(input: InputArg, output: OutputOpt = "-", *, config: JudgeConfig,
           stage_opts: ModelStageOptions) -> None:
     """LLM-as-a-judge: find the first wrong step of each response (strictly parsed, never guessed)."""
     from prm_annotate.judging import load_judge_prompt

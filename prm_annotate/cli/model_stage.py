@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, replace
-from typing import Annotated, Callable, NoReturn
+from typing import Callable, NoReturn
 
 import typer
 
 from prm_annotate.cli.app import EXIT_USAGE, CommonRunOptions, handled
-from prm_annotate.cli.engine_options import ENGINE_OPTIONS
 from prm_annotate.cli.executor_options import ExecutorOptions
 from prm_annotate.engines import EngineConfig, exit_process, make_engine
 from prm_annotate.engines.base import Engine
@@ -26,7 +25,7 @@ class ModelStageOptions:
     its own default in a subclass, as rollout does."""
 
     run: CommonRunOptions = CommonRunOptions(batch_size=256)
-    engine: Annotated[EngineConfig, ENGINE_OPTIONS]
+    engine: EngineConfig
     executor: ExecutorOptions = ExecutorOptions()
 
     def prepare(self, input: str, output: str, *, seed: int, **fields: str) -> "PreparedRun":

@@ -6,16 +6,16 @@ one instance built from them:
 
     @app.command()
     @option_groups
-    def judge(input: InputArg, ..., *, config: Annotated[JudgeConfig, JUDGE_OPTIONS],
-              stage_opts: ModelStageOptions) -> None:
+    def judge(input: InputArg, ..., *, config: JudgeConfig, stage_opts: ModelStageOptions) -> None:
         run = stage_opts.prepare(input, output, seed=config.run_seed)
 
-A group's options are either its fields' own annotations (a group of cli/, e.g. `CommonRunOptions`,
-whose fields are `Annotated[int, typer.Option(...)]`), or, for a plain dataclass of the library (a
-stage config, `EngineConfig`), a dict beside it, `Annotated[Group, {field: typer.Option(...)}]`: the
-fields it names are the options, in its order; the others keep their defaults. A field holding a
-dataclass is a group of its own, expanded in its place: its options are the dict's entry for it (a
-dict), or those of its annotation.
+A group's options are its fields: a field of a plain dataclass of the library (a stage config,
+`EngineConfig`, `Sampling`) declared with `prm_annotate.settings.setting` is the option its metadata
+says (flags, bounds, help); a field of a group of cli/ (e.g. `CommonRunOptions`) annotated
+`Annotated[int, typer.Option(...)]` is that option; any other field is no option and keeps its
+default. A field holding a dataclass is a group of its own, expanded in its place, read as its
+`settings.group(...)` metadata (or `Annotated[Group, settings.Group(...)]`) says: the words of its
+helps, the changed keywords of a few fields, the fields left out.
 
 A default instance of the group, e.g. `run: CommonRunOptions = CommonRunOptions(batch_size=8)`,
 gives the command its own defaults. The group parameter's own name never reaches the command line;
@@ -27,7 +27,12 @@ import dataclasses
 import functools
 import inspect
 import typing
-from typing import Annotated, Any, Callable, TypeVar
+from typing import Annotated, Any, Callable, Mapping, TypeVar
+
+import typer
+
+from prm_annotate.cli.declared import typer_option
+from prm_annotate.settings import Group, Setting, declared
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,17 +40,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 def option_groups(func: F) -> F:
     """Expand every dataclass-typed parameter of `func` into its fields for Typer."""
     signature = inspect.signature(func, eval_str=True)
-    groups: dict[str, tuple[type, dict | None]] = {}  # parameter -> (dataclass, its options dict or None)
+    groups: dict[str, tuple[type, Group | None]] = {}  # parameter -> (dataclass, how it reads here)
     params: list[inspect.Parameter] = []
     for param in signature.parameters.values():
-        group, options = group_of(param.annotation)
+        group, spec = group_of(param.annotation)
         if group is None:
             params.append(param)
             continue
         # A default instance (`run: Group = Group(batch_size=8)`) sets this command's defaults.
         given = param.default if isinstance(param.default, group) else None
-        params.extend(_parameters(group, options, given))
-        groups[param.name] = (group, options)
+        params.extend(_parameters(group, spec, given))
+        groups[param.name] = (group, spec)
     flat = [p.name for p in params]
     clashes = {n for n in flat if flat.count(n) > 1}
     if clashes:
@@ -56,8 +61,8 @@ def option_groups(func: F) -> F:
         from prm_annotate.cli.app import handled
 
         with handled():  # a group that refuses its options (a UsageError) is exit 2, as the command's own checks
-            for name, (group, options) in groups.items():
-                kwargs[name] = _build(group, options, kwargs)
+            for name, (group, spec) in groups.items():
+                kwargs[name] = _build(group, spec, kwargs)
         return func(**kwargs)
 
     command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
@@ -68,40 +73,56 @@ def option_groups(func: F) -> F:
     return command  # type: ignore[return-value]
 
 
-def group_of(annotation: Any, options: dict | None = None) -> tuple[type | None, dict | None]:
-    """(the dataclass, its options dict or None) of `Group` or `Annotated[Group, options]`;
+def group_of(annotation: Any, spec: Group | None = None) -> tuple[type | None, Group | None]:
+    """(the dataclass, how it reads here or None) of `Group` or `Annotated[Group, settings.Group(...)]`;
     (None, None) for an annotation that is no group."""
-    if typing.get_origin(annotation) is Annotated and isinstance(annotation.__metadata__[0], dict):
-        annotation, options = annotation.__origin__, annotation.__metadata__[0]
+    if typing.get_origin(annotation) is Annotated and isinstance(annotation.__metadata__[0], Group):
+        annotation, spec = annotation.__origin__, annotation.__metadata__[0]
     if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
-        return annotation, options
+        return annotation, spec
     return None, None
 
 
-def _members(group: type, options: dict | None) -> list[tuple[str, Any, dict | None, Any]]:
-    """(field name, its annotation or None, its own options if it is a group, its group or None)
-    of the group's options, in their order."""
+def _is_typer_option(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is Annotated and any(
+        isinstance(m, typer.models.ParameterInfo) for m in annotation.__metadata__)
+
+
+def members(group: type, spec: Group | None = None,
+            words: Mapping[str, str] = {}) -> list[tuple[str, Any, Group | None, Any]]:
+    """(field name, its option's annotation or None, how a nested group reads, its group or None) of
+    the group's options, in field order; fields that are no option are left out."""
     hints = typing.get_type_hints(group, include_extras=True)
-    names = list(options) if options is not None else [f.name for f in dataclasses.fields(group)]
-    members = []
-    for name in names:
-        entry = options.get(name) if options is not None else None
-        inner, inner_options = group_of(hints[name], entry if isinstance(entry, dict) else None)
+    words = {**words, **(spec.words if spec is not None else {})}
+    found = []
+    for field in dataclasses.fields(group):
+        name, hint = field.name, hints[field.name]
+        if spec is not None and name in spec.exclude:
+            continue
+        meta = declared(field)
+        inner, inner_spec = group_of(hint, meta if isinstance(meta, Group) else None)
         if inner is not None:
-            members.append((name, None, inner_options, inner))
-        else:
-            members.append((name, hints[name] if entry is None else Annotated[hints[name], entry], None, None))
-    return members
+            merged = Group(words={**words, **(inner_spec.words if inner_spec else {})},
+                           changes=inner_spec.changes if inner_spec else {},
+                           exclude=inner_spec.exclude if inner_spec else ())
+            found.append((name, None, merged, inner))
+        elif _is_typer_option(hint):
+            found.append((name, hint, None, None))
+        elif isinstance(meta, Setting):
+            setting = spec.setting(name, meta) if spec is not None else meta
+            found.append((name, typer_option(setting, hint, words, origin=field), None, None))
+    return found
 
 
-def _parameters(group: type, options: dict | None, given: Any) -> list[inspect.Parameter]:
+def _parameters(group: type, spec: Group | None, given: Any) -> list[inspect.Parameter]:
     """The command-line parameters of a group's options; nested groups expanded in their place."""
-    defaults = {f.name: f.default for f in dataclasses.fields(group)}
+    defaults = {f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+                for f in dataclasses.fields(group)}
     params = []
-    for name, annotation, inner_options, inner in _members(group, options):
+    for name, annotation, inner_spec, inner in members(group, spec):
         default = getattr(given, name) if given is not None else defaults[name]
         if inner is not None:
-            params.extend(_parameters(inner, inner_options, None if default is dataclasses.MISSING else default))
+            params.extend(_parameters(inner, inner_spec, None if default is dataclasses.MISSING else default))
             continue
         # Keyword-only: a required field (--model) may then follow options with defaults.
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
@@ -109,8 +130,8 @@ def _parameters(group: type, options: dict | None, given: Any) -> list[inspect.P
     return params
 
 
-def _build(group: type, options: dict | None, values: dict[str, Any]) -> Any:
+def _build(group: type, spec: Group | None, values: dict[str, Any]) -> Any:
     """The group built from the command's values (taken out of `values`); a field that is no option
     keeps its default."""
-    return group(**{name: _build(inner, inner_options, values) if inner is not None else values.pop(name)
-                    for name, _, inner_options, inner in _members(group, options)})
+    return group(**{name: _build(inner, inner_spec, values) if inner is not None else values.pop(name)
+                    for name, _, inner_spec, inner in members(group, spec)})

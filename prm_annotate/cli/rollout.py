@@ -1,12 +1,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Annotated
 
 from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
-from prm_annotate.cli.stage_options import ROLLOUT_OPTIONS
 from prm_annotate.stages.config import RolloutConfig
 
 
@@ -19,7 +17,7 @@ class RolloutStageOptions(ModelStageOptions):
 @app.command()
 @option_groups
 def rollout(input: InputArg, output: OutputOpt = "-", *,
-            config: Annotated[RolloutConfig, ROLLOUT_OPTIONS],
+            config: RolloutConfig,
             stage_opts: RolloutStageOptions) -> None:
     """Monte Carlo estimation: K completions from every step prefix, graded against the gold answer."""
     from prm_annotate.engines.defaults import SPECULATE_IN_PROCESS

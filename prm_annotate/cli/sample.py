@@ -1,11 +1,8 @@
 from __future__ import annotations
 
-from typing import Annotated
-
 from prm_annotate.cli.app import AnswerFieldOpt, FormatOpt, IdFieldOpt, InputArg, OutputOpt, ProblemFieldOpt, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
-from prm_annotate.cli.stage_options import SAMPLE_OPTIONS
 from prm_annotate.stages.config import SampleConfig
 
 
@@ -13,7 +10,7 @@ from prm_annotate.stages.config import SampleConfig
 @option_groups
 def sample(input: InputArg, output: OutputOpt = "-", format: FormatOpt = "auto", id_field: IdFieldOpt = "id",
            problem_field: ProblemFieldOpt = "problem", answer_field: AnswerFieldOpt = "answer", *,
-           config: Annotated[SampleConfig, SAMPLE_OPTIONS], stage_opts: ModelStageOptions) -> None:
+           config: SampleConfig, stage_opts: ModelStageOptions) -> None:
     """Sample n step-by-step responses per problem; split into steps and grade the final answers."""
     from prm_annotate.stages.common import system_prompt_file
     from prm_annotate.stages.sample import SampleStage

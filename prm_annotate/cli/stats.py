@@ -5,13 +5,13 @@ from typing import Annotated
 import orjson
 import typer
 
-from prm_annotate.cli.app import InputArg, app, handled
+from prm_annotate.cli.app import InputArg, JsonOpt, app, handled
 
 
 @app.command()
 def stats(
     input: InputArg,
-    as_json: Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print one JSON object instead of tables.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Counts, steps per response, first-error histograms, MC scores, judge parse failures, tokens."""
     from prm_annotate.reports.stats import file_stats

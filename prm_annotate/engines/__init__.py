@@ -20,8 +20,9 @@ from typing import Literal, Optional
 
 from prm_annotate.engines import defaults
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult, check_keys
-from prm_annotate.engines.defaults import on_cpu, resolve_dtype
+from prm_annotate.engines.defaults import PANEL, on_cpu, resolve_dtype
 from prm_annotate.engines.sampling import Sampling, SamplingOverrides, sampling_record
+from prm_annotate.settings import setting
 
 __all__ = [
     "Engine",
@@ -42,8 +43,8 @@ __all__ = [
 @dataclass(frozen=True, kw_only=True)
 class EngineConfig(defaults.VLLMSettings):
     """Everything needed to start an engine: the in-process engine's settings (`VLLMSettings`, whose
-    fields it has) and these. The CLI's engine options are its fields (cli/engine_options.py); the
-    defaults are `engines/defaults.py`'s.
+    fields it has) and these. The CLI's engine options are its fields' settings (a field without one,
+    such as `seed`, is set by the command); the defaults are `engines/defaults.py`'s.
 
     Attributes:
         model: a local checkpoint path or a model name (in-process vLLM), or the served model's name.
@@ -55,13 +56,20 @@ class EngineConfig(defaults.VLLMSettings):
         start_timeout: seconds to wait for the in-process engine to start; None: vLLM's own wait.
     """
 
-    model: str
-    base_url: Optional[str] = None
-    api_key_env: Optional[str] = None
-    concurrency: int = defaults.CONCURRENCY
-    timeout: float = defaults.REQUEST_TIMEOUT
-    max_attempts: int = defaults.MAX_ATTEMPTS
-    start_timeout: Optional[float] = None
+    model: str = setting(flags=("--model", "-m"), panel=PANEL, help=(
+        "Local checkpoint path or model name (in-process vLLM), or the served model name with --base-url."))
+    base_url: Optional[str] = setting(None, flags="--base-url", envvar="PRM_ANNOTATE_BASE_URL", panel=PANEL, help=(
+        "OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1); without it vLLM runs in process."))
+    api_key_env: Optional[str] = setting(None, flags="--api-key-env", panel=PANEL, help=(
+        "Name of the environment variable holding the server's API key (the key is never logged)."))
+    concurrency: int = setting(defaults.CONCURRENCY, flags="--concurrency", min=1, panel=PANEL,
+                               help="Requests in flight at once (--base-url).")
+    timeout: float = setting(defaults.REQUEST_TIMEOUT, flags="--request-timeout", min=1, panel=PANEL,
+                             help="Seconds to wait for one HTTP answer (--base-url).")
+    max_attempts: int = setting(defaults.MAX_ATTEMPTS, flags="--max-attempts", min=1, panel=PANEL,
+                                help="Attempts per request before it is reported failed (--base-url).")
+    start_timeout: Optional[float] = setting(None, flags="--start-timeout", min=1, panel=PANEL,
+                                             help="Seconds to wait for the vLLM engine to start.")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1,4 +1,4 @@
-"""Engine defaults, in one place. `EngineConfig`, the CLI's engine options, `VLLMEngine`, the
+"""Engine defaults, in one place. `EngineConfig`, the CLI's engine options (its fields' settings), `VLLMEngine`, the
 pooling engine and the `vllm serve` the tests and benchmarks start (testing/vllm_server.py, its
 flags made from the same `vllm_args`) all read them here, so a default changed here changes
 everywhere.
@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from prm_annotate.errors import UsageError
+from prm_annotate.settings import setting
+
+PANEL = "Engine"  # the --help panel of the engine's options
 
 # The OpenAI-compatible engine (--base-url).
 CONCURRENCY = 16
@@ -93,12 +96,19 @@ class VLLMSettings:
         load_progress: show vLLM's weight-loading progress bar.
     """
 
-    dtype: Optional[str] = None
-    max_model_len: Optional[int] = None
-    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
-    enforce_eager: Optional[bool] = None
-    kv_cache_gb: Optional[float] = None
+    dtype: Optional[str] = setting(None, flags="--dtype", panel=PANEL, help=(
+        "vLLM dtype: auto, bfloat16, float16, float32 (default: float32 on CPU, where bfloat16 gives wrong "
+        "outputs on some CPUs; the checkpoint's on GPU)."))
+    max_model_len: Optional[int] = setting(None, flags="--max-model-len", min=1, panel=PANEL,
+                                           help="vLLM context length (default: the model's).")
+    tensor_parallel_size: int = setting(TENSOR_PARALLEL_SIZE, flags="--tensor-parallel-size", min=1, panel=PANEL,
+                                        help="vLLM tensor-parallel GPUs.")
+    gpu_memory_utilization: float = setting(GPU_MEMORY_UTILIZATION, flags="--gpu-memory-utilization", min=0.01,
+                                            max=1.0, panel=PANEL, help="vLLM GPU memory share.")
+    enforce_eager: Optional[bool] = setting(None, flags="--enforce-eager/--no-enforce-eager", panel=PANEL,
+                                            help="vLLM eager mode (default: on for CPU, vLLM's choice on GPU).")
+    kv_cache_gb: Optional[float] = setting(None, flags="--kv-cache-gb", min=0.01, panel=PANEL,
+                                           help=f"vLLM KV-cache size in GiB (default {CPU_KV_CACHE_GB:g} on CPU).")
     seed: int = SEED
     block_size: Optional[int] = None
     enable_chunked_prefill: Optional[bool] = None

@@ -3,9 +3,10 @@ engine. A stage config holds one (`config.sampling`, its command's --temperature
 `GenerationRequest` carries one, each engine maps it in one function (`vllm_engine.sampling_params`,
 `openai_engine.sampling_body`), and `sampling_record` writes it into records and manifests.
 
-Adding a sampling parameter: its field here, its option in cli/sampling_options.py, and its line in
-the two engine mappings; records, manifests, the judge protocols' checks and every stage's requests
-follow (tests/test_extension_points.py makes that change in a copy of the package).
+Adding a sampling parameter: its field here (a `setting`: default, bounds, flag, help), and its line in
+the two engine mappings; every model stage's options, records, manifests, the judge protocols' checks
+and every stage's requests follow (tests/test_extension_points.py makes that change in a copy of the
+package). "{output}" and "{request}" in a help are the stage's words (its config's `group(...)`).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from prm_annotate.errors import UsageError
+from prm_annotate.settings import declare, declared, setting
 
 
 @dataclass(frozen=True)
@@ -31,11 +33,12 @@ class Sampling:
             unseeded.
     """
 
-    temperature: float = 0.7
-    top_p: float = 1.0
-    top_k: int = 0
-    max_tokens: int = 512
-    seed: Optional[int] = None
+    temperature: float = setting(0.7, flags="--temperature", min=0.0, help="Softmax temperature; 0 is greedy.")
+    top_p: float = setting(1.0, flags="--top-p", min=0.0, max=1.0,
+                           help="Nucleus sampling: the smallest set of tokens holding this much probability.")
+    top_k: int = setting(0, flags="--top-k", min=0, help="Sample from the k likeliest tokens only; 0: off.")
+    max_tokens: int = setting(512, flags="--max-tokens", min=1, help="Tokens per {output}.")
+    seed: Optional[int] = setting(None, flags="--seed", help="Run seed; each {request}'s seed derives from it.")
 
     def __post_init__(self) -> None:
         if not self.temperature >= 0:
@@ -56,7 +59,8 @@ def sampling_record(sampling: Sampling) -> dict[str, Any]:
 def _overrides() -> type:
     """`SamplingOverrides`: `Sampling`'s fields, each None unless given."""
     hints = typing.get_type_hints(Sampling)
-    fields = [(f.name, Optional[hints[f.name]], dataclasses.field(default=None)) for f in dataclasses.fields(Sampling)]
+    # Each field's setting is Sampling's, declared there (its origin, for the one-declaration check).
+    fields = [(f.name, Optional[hints[f.name]], declare(declared(f), None, origin=f)) for f in dataclasses.fields(Sampling)]
 
     def given(self: Any) -> dict[str, Any]:
         """The fields given (not None)."""

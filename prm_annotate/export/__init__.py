@@ -9,6 +9,7 @@ from prm_annotate.export.formats import (
     EXPORT_FORMATS,
     ExportFormat,
     ExportOptions,
+    ExportRun,
     Provenance,
     format_names,
     register,
@@ -22,7 +23,7 @@ from prm_annotate.export.writing import write_rows
 from prm_annotate.export import critic, hf, math_shepherd, openrlhf, qwen, tokens, trl
 
 __all__ = [
-    "EXPORT_FORMATS", "Example", "ExportFormat", "ExportOptions", "ExportSummary", "Provenance", "QWEN_SYSTEM",
+    "EXPORT_FORMATS", "Example", "ExportFormat", "ExportOptions", "ExportRun", "ExportSummary", "Provenance", "QWEN_SYSTEM",
     "QWEN_TAG", "TaggedFormat", "TokenCheck", "Truncation", "build_rows", "check_truncation", "format_names",
     "load_tokenizer", "register", "write_rows",
 ]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from prm_annotate.errors import UsageError
+from prm_annotate.settings import setting
+from prm_annotate.steps import decode_optional_sep
 from prm_annotate.export.placement import TokenCheck
 from prm_annotate.export.writing import write_rows
 
@@ -95,15 +97,42 @@ def format_names(where: Callable[[ExportFormat], bool], sep: str = " or ") -> st
 
 @dataclass(frozen=True)
 class ExportOptions:
-    format: str  # a name in EXPORT_FORMATS
-    soft: bool = False
-    keep_scores: bool = False
-    step_sep: str | None = None  # None: the format's default
-    placeholder: str | None = None  # None: the format's default tag
-    step_end: str | None = None  # tokens: None picks a marker that is one token for the tokenizer
-    test_split: float = 0.0  # hf: share of problems held out
-    votes: str | None = None  # critic: which critiques (VOTES; None: agreeing)
-    judged: str | None = None  # critic: the judged file the consensus records were made from
+    """How `export` writes rows: each field is an option of the command (its setting says which).
+
+    Attributes:
+        format: a name in EXPORT_FORMATS.
+        soft: MC scores as labels (the formats that take soft labels).
+        keep_scores: add a `scores` column with the MC scores of the kept steps.
+        step_sep: the text between tagged steps; None: the format's own.
+        placeholder: the step tag; None: the format's own.
+        step_end: tokens: the marker carrying each step's label; None: one that is one token.
+        test_split: hf: the share of problems held out.
+        votes: critic: which critiques (VOTES; None: agreeing).
+        judged: critic: the judged file the consensus records were made from.
+    """
+
+    format: str = setting(flags="--format", help=lambda: " | ".join(EXPORT_FORMATS))
+    soft: bool = setting(False, flags="--soft/--no-soft", help=lambda: (
+        f"MC scores as labels instead of hard labels ({format_names(lambda f: f.soft, ', ')})."))
+    keep_scores: bool = setting(False, flags="--keep-scores/--no-keep-scores",
+                                help="Add a `scores` column with the MC scores of the kept steps.")
+    step_sep: str | None = setting(None, flags="--step-sep", parse=decode_optional_sep, help=(
+        "Text between tagged steps (default: the format's own; for trl, the trainer's step_separator used by "
+        "the length check)."))
+    placeholder: str | None = setting(None, flags="--placeholder", help=(
+        "Step tag (default ки; <extra_0> for qwen). Must be one token for --tokenizer: docs/export.md says which "
+        "for Qwen/Llama-3."))
+    step_end: str | None = setting(None, flags="--step-end", parse=decode_optional_sep, help=(
+        "tokens: the marker after each step that carries its label (default: the first one-token of <extra_0>, "
+        "ки, \\n\\n, \\n)."))
+    test_split: float = setting(0.0, flags="--test-split", min=0.0, max=0.99,
+                                help="hf: share of problems held out as a test split (by problem).")
+    votes: str | None = setting(None, flags="--votes", metavar="agreeing|all", help=lambda: (
+        f"{format_names(lambda f: f.critiques, ', ')}: the critiques to keep: agreeing with the consensus "
+        "(default), or all (the others as negatives)."))
+    judged: str | None = setting(None, flags="--judged", help=lambda: (
+        f"{format_names(lambda f: f.critiques, ', ')}: the judged file the consensus input was made from "
+        "(the steps the judge saw)."))
 
     def __post_init__(self) -> None:
         fmt = EXPORT_FORMATS.get(self.format)
@@ -144,3 +173,30 @@ class ExportOptions:
     def tag(self) -> str | None:
         """The step tag: --placeholder, or the format's own (None for a format without one)."""
         return self.export_format.default_tag if self.placeholder is None else self.placeholder
+
+
+@dataclass(frozen=True)
+class ExportRun:
+    """`export`'s options: the format's (`options`, checked when made) and the run's own.
+
+    Attributes:
+        options: the rows' format and what goes in them.
+        output: JSONL, Parquet (a name ending in .parquet), "-", or a directory (hf).
+        tokenizer: a local tokenizer to check label positions with; needed by tokens and max_length.
+        max_length: the trainer's length in tokens: count the labels it would cut off.
+        max_completion_length: trl: PRMConfig.max_completion_length for the length check.
+        drop_truncated: leave out the rows that would lose labels at max_length.
+    """
+
+    options: ExportOptions
+    output: str = setting("-", flags=("-o", "--output"), help=(
+        "Output: JSONL, Parquet if it ends with .parquet, or - (JSONL on standard output); a directory for hf."))
+    tokenizer: str | None = setting(None, flags="--tokenizer", help=(
+        "Tokenizer (local path) to check that every label lands on its step's last token; needed by tokens and "
+        "--max-length."))
+    max_length: int | None = setting(None, flags="--max-length", min=1, help=(
+        "Trainer's maximum length in tokens: count labels it would cut off."))
+    max_completion_length: int | None = setting(None, flags="--max-completion-length", min=1, help=(
+        "trl: PRMConfig.max_completion_length for the length check."))
+    drop_truncated: bool = setting(False, flags="--drop-truncated/--no-drop-truncated", help=(
+        "Leave out rows that would lose labels at --max-length."))

@@ -28,6 +28,7 @@ from prm_annotate.io.output import RejectsWriter, ResumableWriter, check_output
 from prm_annotate.pipeline.progress import Progress
 from prm_annotate.pipeline.summary import FAILED, INVALID, NOTHING_MADE, Account, Nouns, sentence
 from prm_annotate.records import Record, describe_validation_error
+from prm_annotate.settings import Setting
 from prm_annotate.io.sharding import shard_of
 
 
@@ -117,6 +118,10 @@ Dispatch = Callable[["Stage", Iterator[Record], int], Iterator[list[Outcome]]]
 
 def local_dispatch(stage: Stage, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
     return stage.stream(records, window)
+
+
+# `--quiet`, declared once for every command that shows progress (the stages, train).
+QUIET = Setting(help="No progress output (the summary line stays).", flags=("--quiet/--no-quiet", "-q"))
 
 
 @dataclass

@@ -20,6 +20,15 @@ from typing import Any, Callable, Protocol, Sequence
 from prm_annotate.engines import EngineConfig
 from prm_annotate.errors import UsageError
 from prm_annotate.prm.checkpoint import ARCHITECTURE, Checkpoint
+from prm_annotate.settings import Group
+
+# The engine settings of a command that reads a PRM (score, reward-server): --model is the PRM, its
+# server seldom the policy's (so --base-url reads no environment variable), and one GPU holds it.
+PRM_ENGINE = Group(exclude=("tensor_parallel_size", "gpu_memory_utilization"), changes={
+    "model": {"help": "The PRM: a checkpoint folder, or a hub id found in the local Hugging Face cache (never downloaded)."},
+    "base_url": {"envvar": None, "help": (
+        "A `vllm serve <prm> --runner pooling --pooler-config '{\"step_tag_id\": N}'` server "
+        "(e.g. http://127.0.0.1:8000/v1); without it the PRM runs in process.")}})
 
 
 class Scorer(Protocol):

@@ -37,53 +37,80 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from prm_annotate.errors import UsageError
+from prm_annotate.pipeline.runner import QUIET
+from prm_annotate.settings import declare, setting
 from prm_annotate.prm.checkpoint import PRMFormat, step_tag_id
 from prm_annotate.prm.data import Example, StepCollator, encode, marker_tag, read_examples, split_by_problem
 from prm_annotate.steps import DEFAULT_SEP
 
 DEFAULT_STEPS = 200  # neither --steps nor --epochs
 REPORTERS = {"none": None, "tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",)}
+EVAL, RUN = "Evaluation and the best model", "Schedule, devices and checkpoints"  # --help panels
+
+
+def _none_if_empty(text: str | None) -> str | None:
+    return text or None
 # Settings that may differ between a run and its --resume without changing what is trained.
 RESUME_FREE = ("output", "overwrite", "quiet", "log_every", "resume", "report_to")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    data: str
-    base: str
-    output: str
-    steps: int | None = None  # optimiser steps; None: --epochs, or DEFAULT_STEPS
-    epochs: float | None = None
-    batch_size: int = 8  # responses per optimiser step, over all devices and accumulation steps
-    grad_accum: int = 1
-    lr: float = 2e-5
-    lr_scheduler: str = "cosine"
-    warmup: float = 0.05  # a share of the steps if < 1, else a number of steps
-    weight_decay: float = 0.0
-    soft: bool = False
-    seed: int = 0
-    max_length: int = 2048
-    step_tag: str = PRMFormat.step_tag
-    system_prompt: str | None = PRMFormat.system_prompt
-    head: str = "qwen"  # HEADS
-    format: str = "auto"
-    eval: str | None = None
-    eval_split: float = 0.0
-    eval_every: int | None = None  # None: --save-every
-    save_every: int = 50
-    save_total_limit: int | None = 2
-    patience: int | None = None
-    group_by_length: bool = True
-    gradient_checkpointing: bool = False
-    precision: str = "auto"
-    report_to: str = "none"
-    resume: bool = False
-    overwrite: bool = False
-    log_every: int = 50
-    quiet: bool = False
+    """How `train` trains a PRM: each field is an option of the command (its setting says which), in
+    this --help order."""
+
+    data: str = setting(argument=True, flags=(), help=(
+        "An export: trl JSONL (--keep-scores for --soft), tokens JSONL/Parquet, or an hf dataset directory."))
+    base: str = setting(flags="--base", help=(
+        "The checkpoint the PRM starts from (a policy): Qwen2 for --head qwen, any causal LM for --head likelihood."))
+    output: str = setting(flags=("-o", "--output"), help="Directory for the PRM checkpoint (written when complete).")
+    steps: Optional[int] = setting(None, flags="--steps", min=1, help=f"Optimiser steps (default {DEFAULT_STEPS} unless --epochs).")
+    epochs: Optional[float] = setting(None, flags="--epochs", min=0.0, help="Passes over the training set, instead of --steps.")
+    batch_size: int = setting(8, flags="--batch-size", min=1, help=(
+        "Responses per optimiser step, over all devices and accumulation steps."))
+    grad_accum: int = setting(1, flags="--grad-accum", min=1, panel=RUN, help="Micro-batches per optimiser step.")
+    lr: float = setting(2e-5, flags="--lr", min=0, help="AdamW peak learning rate.")
+    lr_scheduler: str = setting("cosine", flags="--lr-scheduler", panel=RUN, help=(
+        "transformers schedule after the warm-up: cosine, linear, constant_with_warmup, ..."))
+    warmup: float = setting(0.05, flags="--warmup", min=0.0, panel=RUN, help="Warm-up: a share of the steps if < 1, else steps.")
+    weight_decay: float = setting(0.0, flags="--weight-decay", min=0.0, panel=RUN, help="AdamW weight decay.")
+    soft: bool = setting(False, flags="--soft", help="Train on the MC scores (binary cross-entropy) instead of hard labels.")
+    seed: int = setting(0, flags="--seed", help="Seed of the head's initialisation and the shuffle.")
+    max_length: int = setting(2048, flags="--max-length", min=8, help="Tokens per response; labels past it are dropped.")
+    step_tag: str = setting(PRMFormat.step_tag, flags="--step-tag", help=(
+        "Token written after each step (added to the tokenizer if needed)."))
+    system_prompt: Optional[str] = setting(PRMFormat.system_prompt, flags="--system-prompt", parse=_none_if_empty,
+                                           help="System turn of the PRM's input ('' for none).")
+    head: str = setting("qwen", flags="--head", help=(
+        "qwen (the base fine-tuned as Qwen2ForProcessRewardModel), likelihood or likelihood-tokens (heads on the "
+        "frozen base's token log-probabilities; docs/training.md)."))
+    format: str = setting("auto", flags="--format", help="auto, trl, tokens or hf.")
+    eval: Optional[str] = setting(None, flags="--eval", panel=EVAL, help="Eval set (same formats as DATA).")
+    eval_split: float = setting(0.0, flags="--eval-split", min=0.0, max=0.99, panel=EVAL, help=(
+        "Hold out this share of DATA's problems for evaluation."))
+    eval_every: Optional[int] = setting(None, flags="--eval-every", min=1, panel=EVAL, help=(
+        "Evaluate every N steps (default: --save-every)."))
+    save_every: int = setting(50, flags="--save-every", min=1, panel=RUN, help=(
+        "Write a checkpoint-N folder every N steps (in OUTPUT.checkpoints/)."))
+    save_total_limit: Optional[int] = setting(2, flags="--save-total-limit", min=1, panel=RUN, help=(
+        "Checkpoints kept (the best one besides)."))
+    patience: Optional[int] = setting(None, flags="--patience", min=1, panel=EVAL, help=(
+        "Stop after N evaluations without a better F1."))
+    group_by_length: bool = setting(True, flags="--group-by-length/--no-group-by-length", panel=RUN, help=(
+        "Batch responses of similar length (less padding)."))
+    gradient_checkpointing: bool = setting(False, flags="--gradient-checkpointing", panel=RUN, help=(
+        "Recompute activations in the backward pass (less memory)."))
+    precision: str = setting("auto", flags="--precision", panel=RUN, help=(
+        "auto (bf16 on a GPU that has it, else fp32), bf16 or fp32."))
+    report_to: str = setting("none", flags="--report-to", panel=RUN, help="none, tensorboard or wandb.")
+    resume: bool = setting(False, flags="--resume", panel=RUN, help=(
+        "Continue from the last complete checkpoint of an interrupted run."))
+    overwrite: bool = setting(False, flags="--overwrite", help="Replace a non-empty output directory and earlier checkpoints.")
+    log_every: int = setting(50, flags="--log-every", min=1, help="Print the mean loss every N steps.")
+    quiet: bool = declare(QUIET, False)
 
 
 @dataclass

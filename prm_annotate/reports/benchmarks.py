@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from prm_annotate.errors import UsageError
 from prm_annotate.reports import hard2verify, prmbench
-from prm_annotate.reports.labels import load_prediction_files
+from prm_annotate.reports.labels import LABEL_FIELD, SPLIT_FIELD, load_prediction_files
+from prm_annotate.settings import declare, setting
 
 DATA_SUFFIXES = (".jsonl", ".json")
 
 
 @dataclass(frozen=True)
 class Options:
-    """What `evaluate` passes a benchmark.
+    """What `evaluate` is asked (its options, each field's setting) and passes a benchmark.
 
     Attributes:
         predictions: the prediction files (a PRM's `score` output for a score benchmark).
@@ -30,13 +31,29 @@ class Options:
         threshold: a given threshold (None: the benchmark's own rule).
         tune_sample: Hard2Verify: how many random responses the threshold is tuned on.
         seed: Hard2Verify: the seed of that draw.
+        tune_threshold_on: ProcessBench: the split a threshold is tuned on (None: none).
+        split_field: ProcessBench: the dotted path of the split (None: the gold's, else the id prefix).
+        label_field: the dotted path of the gold first error.
+        benchmark: the benchmark whose metric to compute (BENCHMARKS).
     """
-    predictions: list[str]
-    gold: list[str]
-    pred_field: str | None = None
-    threshold: float | None = None
-    tune_sample: int = hard2verify.TUNE_SAMPLE
-    seed: int = 0
+    predictions: list[str] = setting(argument=True, flags=(), help=(
+        "First-error predictions, or step scores (`score` output) with a threshold: JSONL, JSON or Parquet files, "
+        "or -."))
+    gold: list[str] = setting(flags="--gold", help=(
+        "Gold labels: one file, or ProcessBench's split files or their folder as downloaded (docs/scoring.md)."))
+    pred_field: Optional[str] = setting(None, flags="--pred-field", help=(
+        "Dotted path of the prediction, or of the step scores with a threshold (default: detected, or prm.scores)."))
+    threshold: Optional[float] = setting(None, flags="--threshold", min=0.0, max=1.0, help=(
+        "Predict from step scores: the first step scored below this (-1 if none)."))
+    tune_sample: int = setting(hard2verify.TUNE_SAMPLE, flags="--tune-sample", min=1, help=(
+        "hard2verify without --threshold: responses the threshold is tuned on (the paper's 100)."))
+    seed: int = setting(0, flags="--seed", help="hard2verify: the seed of the tuning subset's draw.")
+    tune_threshold_on: Optional[str] = setting(None, flags="--tune-threshold-on", metavar="SPLIT", help=(
+        "Tune the threshold for the best F1 on SPLIT and apply it to the others (SPLIT reported apart)."))
+    split_field: Optional[str] = declare(SPLIT_FIELD, None)
+    label_field: str = declare(LABEL_FIELD, "label")
+    benchmark: str = setting("processbench", flags="--benchmark", help=lambda: (
+        f"The benchmark whose metric to compute: {', '.join(BENCHMARKS)} (docs/scoring.md)."))
 
 
 @dataclass(frozen=True)

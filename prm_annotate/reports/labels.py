@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from prm_annotate.errors import InputError, UsageError, require
 from prm_annotate.io.inputs import read_records
 from prm_annotate.records import check_first_error, step_labels  # noqa: F401  (step_labels: read from here too)
+from prm_annotate.settings import Setting
 
 MISSING = object()
 
@@ -28,6 +29,12 @@ PROCESSBENCH_SPLITS: dict[str, tuple[int, int]] = {
     "gsm8k": (207, 193), "math": (594, 406), "olympiadbench": (661, 339), "omnimath": (759, 241)}
 SPLIT_SUFFIXES = (".json", ".jsonl", ".parquet")
 _SHARD = re.compile(r"^(?P<split>.+)-\d{5}-of-\d{5}$")  # push_to_hub's data/<split>-00000-of-00001.parquet
+
+
+# Said the same on every command that reads gold first errors (evaluate, compare, bon).
+LABEL_FIELD = Setting(help="Dotted path of the gold first error.", flags=("--label-field",))
+SPLIT_FIELD = Setting(flags=("--split-field",), help=(
+    "Dotted path of the split (default: the id prefix before the first '-'; evaluate first tries the gold file's split)."))
 
 
 def get_path(obj: Any, dotted: str) -> Any:

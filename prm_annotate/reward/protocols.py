@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from prm_annotate.reward.scoring import AGGREGATES, Item, Reward
-from prm_annotate.steps import DEFAULT_SEP, split_steps
+from prm_annotate.settings import declare
+from prm_annotate.steps import DEFAULT_SEP, STEP_SEP, split_steps
 
 END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
 _USER = "<|im_start|>user\n"
@@ -43,7 +44,7 @@ class TextRules:
         step_sep: the separator between steps.
         end_tokens: end-of-turn tokens cut from the end of a response.
     """
-    step_sep: str = DEFAULT_SEP
+    step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
     end_tokens: tuple[str, ...] = END_TOKENS
 
     def steps(self, response: str) -> list[str]:

@@ -7,7 +7,7 @@ verl through `reward.verl.compute_score`).
 
 A network service, so: it binds 127.0.0.1 unless told otherwise; when the environment variable it
 is given (`key_env`) holds a key, every request must carry `Authorization: Bearer <key>` (401
-otherwise; compared in constant time, never logged); a body is at most `max_request_bytes` (413)
+otherwise; compared in constant time, never logged); a body is at most `max_request_mb` MiB (413)
 and a request at most `max_batch` responses (400); a request that is not of the shape is answered
 400 with the reason, never a crash or a traceback; at most `max_clients` requests are handled at
 once (503 with Retry-After past that), and a client that stalls is cut off after
@@ -32,7 +32,11 @@ from typing import Any, Callable
 import orjson
 
 from prm_annotate.reward.protocols import BadRequest, TextRules, answer, openrlhf_items, score_items
-from prm_annotate.reward.scoring import DEFAULT_AGGREGATE, Item, Reward, RewardScorer
+from prm_annotate.errors import UsageError
+from prm_annotate.reward.scoring import AGGREGATES, DEFAULT_AGGREGATE, Item, Reward, RewardScorer
+from prm_annotate.settings import group, setting
+
+PANEL = "Server"  # the --help panel of the server's options
 
 ROUTES: dict[str, Callable[..., tuple[list[Item | str], str | None]]] = {
     "/get_reward": openrlhf_items,
@@ -49,23 +53,40 @@ class ServerConfig:
         port: the port (0: any free one).
         aggregate: the reward of a response from its step rewards, unless a request names one.
         key_env: the environment variable whose value, when set, every request must bear.
-        max_request_bytes: the largest body taken.
         max_batch: the most responses in one request, and in one engine call.
+        max_request_mb: the largest body taken, in MiB (`max_request_bytes`).
         max_clients: requests handled at once.
         request_timeout: seconds a client may take to send its request.
         fallback_reward: the reward of a response the PRM cannot read.
         rules: how a response's text becomes steps.
     """
-    host: str = "127.0.0.1"
-    port: int = 8008
-    aggregate: str = DEFAULT_AGGREGATE
-    key_env: str | None = "PRM_REWARD_KEY"
-    max_request_bytes: int = 16 * 2**20
-    max_batch: int = 1024
-    max_clients: int = 64
-    request_timeout: float = 60.0
-    fallback_reward: float = 0.0
-    rules: TextRules = TextRules()
+    host: str = setting("127.0.0.1", flags="--host", panel=PANEL, help="Address to bind (127.0.0.1: this machine only).")
+    port: int = setting(8008, flags="--port", min=0, max=65535, panel=PANEL, help="Port (0: a free one, printed at start).")
+    aggregate: str = setting(DEFAULT_AGGREGATE, flags="--aggregate", panel=PANEL, help=lambda: (
+        f"A response's reward from its step rewards: {', '.join(AGGREGATES)} (a request may name another)."))
+    key_env: str | None = setting("PRM_REWARD_KEY", flags="--key-env", panel=PANEL, help=(
+        "Environment variable whose value, when set, every request must bear as `Authorization: Bearer` "
+        "(OpenRLHF sends none)."))
+    max_batch: int = setting(1024, flags="--max-batch", min=1, panel=PANEL,
+                             help="Most responses in one request (and in one engine call).")
+    max_request_mb: float = setting(16.0, flags="--max-request-mb", min=0.001, panel=PANEL,
+                                    help="Largest request body, in MiB.")
+    max_clients: int = setting(64, flags="--max-clients", min=1, panel=PANEL,
+                               help="Requests handled at once; more are answered 503 with Retry-After.")
+    request_timeout: float = setting(60.0, flags="--client-timeout", min=0.1, panel=PANEL,
+                                     help="Seconds a client may take to send its request.")
+    fallback_reward: float = setting(0.0, flags="--fallback-reward", panel=PANEL, help=(
+        "Reward of a response the PRM cannot read (no steps, too long, the step tag in it); the answer's "
+        "`errors` says why."))
+    rules: TextRules = group(TextRules())
+
+    def __post_init__(self) -> None:
+        if self.aggregate not in AGGREGATES:
+            raise UsageError(f"--aggregate {self.aggregate}: choose from {', '.join(AGGREGATES)}")
+
+    @property
+    def max_request_bytes(self) -> int:
+        return int(self.max_request_mb * 2**20)
 
 
 class Batcher:

@@ -1,5 +1,6 @@
 """One frozen settings object per model stage: the stage's `config`, what its manifest records
-(`settings()`), and what its command builds from its options (cli/stage_options.py holds those).
+(`settings()`), and what its command builds from its options: each field that is an option says
+so (`settings.setting`: flags, bounds, one-sentence help; cli/option_groups.py makes the options).
 
 Each holds its sampling as one `Sampling` (engines/sampling.py), `config.sampling`; the judge's is a
 `SamplingOverrides` (None where not given: the protocol fills it).
@@ -20,9 +21,13 @@ from typing import Any, Optional
 from prm_annotate.engines.sampling import Sampling, SamplingOverrides, sampling_fields
 from prm_annotate.errors import UsageError
 from prm_annotate.engines.reasoning import reasoning_parsers
-from prm_annotate.judging import JUDGE_PROTOCOLS
-from prm_annotate.strategies import STRATEGIES
-from prm_annotate.strategies.zero_rules import ALL_K, ZeroRule, make_zero_rule
+from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
+from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
+from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
+from prm_annotate.settings import Setting, declare, group, setting
+from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
+from prm_annotate.strategies import STRATEGIES, strategies_help
+from prm_annotate.strategies.zero_rules import ALL_K, DEFAULT_TOLERANCE, ZeroRule, make_zero_rule, zero_rules_help
 
 POLICY_MAX_TOKENS = 2048
 # A thinking policy's response and completion: a thought of thousands of tokens comes before the
@@ -32,6 +37,28 @@ REASONING_POLICY_MAX_TOKENS = 32768
 LABELS = ("hard", "soft")
 CUT_COMPLETIONS = ("graded", "wrong", "right")
 REASONING_MODES = ("auto", "think", "off")
+
+
+def _system_prompts_help() -> str:
+    names = ", ".join(SYSTEM_PROMPTS)
+    return (f"System prompt: built-in {names} (prompts/), a FILE, or none (default: {DEFAULT_SYSTEM_PROMPT}, "
+            "the paper's policies' prompt).")
+
+
+def _protocols_help() -> str:
+    return "How the judge is sampled and read: " + "; ".join(
+        f"{name}: {p.description}" for name, p in JUDGE_PROTOCOLS.items()) + "."
+
+
+def _styles_help() -> str:
+    listed = " or ".join(f"{name} ({s.description})" for name, s in JUDGE_STYLES.items())
+    return f"Answer style of a --prompt FILE that declares none in its header: {listed}."
+
+
+def _speculate_help() -> str:
+    named = ", ".join(name for name, s in STRATEGIES.items() if s.speculates)
+    return (f"Probes the strategies that speculate ({named}) may start before a round asks for them (0: off; "
+            "default: 256 in process, 0 over HTTP).")
 
 
 def entry(config: Any) -> dict[str, Any]:
@@ -53,6 +80,12 @@ def configured(config: Any, settings: dict[str, Any]) -> Any:
     if inner:
         settings["sampling"] = dataclasses.replace(config.sampling, **inner)
     return dataclasses.replace(config, **settings)
+
+
+# sample's and judge's --reasoning: one meaning (a thinking model's thought told from its answer).
+REASONING = Setting(flags=("--reasoning",), show_default="auto", help=(
+    "Tell a thinking model's thought from its answer (a judge's, before its verdict is parsed): auto, think, "
+    "off, or a vLLM reasoning parser (docs/pipeline.md)."))
 
 
 def check_reasoning(choice: Optional[str]) -> None:
@@ -87,11 +120,12 @@ class SampleConfig:
             max tokens left at 2,048 rise to REASONING_POLICY_MAX_TOKENS.
     """
 
-    n: int = 8
-    sampling: Sampling = Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0)
-    step_sep: str = "\n\n"
-    system_prompt: Optional[str] = None
-    reasoning: Optional[str] = None
+    n: int = setting(8, flags=("-n", "--num-samples"), min=1, help="Responses per problem.")
+    sampling: Sampling = group(Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0),
+                               words={"output": "response", "request": "response"})
+    step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
+    system_prompt: Optional[str] = setting(None, flags="--system-prompt", help=_system_prompts_help)
+    reasoning: Optional[str] = declare(REASONING, None)
 
     def __post_init__(self) -> None:
         check_reasoning(self.reasoning)
@@ -131,20 +165,31 @@ class RolloutConfig:
             command's default (256 in process, 0 over HTTP), 0 for the stage.
     """
 
-    k: int = 8
-    label: str = "hard"
-    strategy: str = "exhaustive"
-    judged: Optional[str] = None
-    threshold: float = 0.0
-    zero_rule: str = "all-k"
-    zero_tolerance: Optional[float] = None
-    sampling: Sampling = Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0)
-    step_sep: str = "\n\n"
-    system_prompt: Optional[str] = None
-    force_system_prompt: bool = False
-    cut_completions: str = "graded"
-    share_prefixes: bool = False
-    speculate: Optional[int] = None
+    k: int = setting(8, flags=("-k", "--k"), min=1, help="Completions per step.")
+    label: str = setting("hard", flags="--label", help=(
+        "hard|soft, recorded as mc.label (soft needs --strategy exhaustive; export takes MC scores as labels "
+        "with its own --soft)."))
+    strategy: str = setting("exhaustive", flags="--strategy", help=strategies_help)
+    judged: Optional[str] = setting(None, flags="--judged", help=(
+        "With --strategy verify: the judge's output on these responses, whose first errors MC checks."))
+    threshold: float = setting(0.0, flags="--threshold", min=0.0, max=1.0,
+                               help="Hard label = score > threshold (0: any right completion).")
+    zero_rule: str = setting("all-k", flags="--zero-rule", help=zero_rules_help)
+    zero_tolerance: Optional[float] = setting(None, flags="--zero-tolerance", show_default=str(DEFAULT_TOLERANCE), help=(
+        "With --zero-rule beta-binomial: the largest chance, under its prior, that the rest of the K would "
+        "have made a step it calls 0 a 1."))
+    sampling: Sampling = group(Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0),
+                               words={"output": "completion", "request": "completion"})
+    step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
+    system_prompt: Optional[str] = setting(None, flags="--system-prompt", help=(
+        "System prompt to continue under (a built-in name, a FILE, or none; default: each response's own)."))
+    force_system_prompt: bool = setting(False, flags="--force-system-prompt/--no-force-system-prompt", help=(
+        "Continue under --system-prompt even where the responses were sampled under another."))
+    cut_completions: str = setting("graded", flags="--cut-completions", help=(
+        "What a completion cut at --max-tokens counts as: graded (on its text), wrong or right."))
+    share_prefixes: bool = setting(False, flags="--share-prefixes/--no-share-prefixes", help=(
+        "Roll out identical step prefixes of one problem's responses once."))
+    speculate: Optional[int] = setting(None, flags="--speculate", min=0, show_default=False, help=_speculate_help)
 
     def __post_init__(self) -> None:
         if self.label not in LABELS:
@@ -191,14 +236,21 @@ class JudgeConfig:
         keep_reasoning: keep each vote's thought in the record (its token count is always kept).
     """
 
-    prompt: Optional[str] = None
-    style: Optional[str] = None
-    protocol: str = "strict"
-    votes: int = 1
-    sampling: SamplingOverrides = SamplingOverrides()
-    constrained: bool = False
-    reasoning: Optional[str] = None
-    keep_reasoning: bool = False
+    prompt: Optional[str] = setting(None, flags="--prompt", show_default="paper", help=(
+        "paper (the paper's protocol) | processbench (ProcessBench's critic template) | a template FILE."))
+    style: Optional[str] = setting(None, flags="--style", help=_styles_help)
+    protocol: str = setting("strict", flags="--protocol", help=_protocols_help)
+    votes: int = setting(1, flags="--votes", min=1, help="Verdicts per response, made one first error as --protocol says.")
+    # None where not given (the protocol's value); the defaults shown are the strict protocol's.
+    sampling: SamplingOverrides = group(SamplingOverrides(), words={"output": "verdict", "request": "vote"}, changes={
+        "temperature": {"help": "Softmax temperature; default: 0 with one vote, 0.7 with several."},
+        "top_p": {"show_default": "1.0"}, "top_k": {"show_default": "0"},
+        "max_tokens": {"show_default": str(JUDGE_MAX_TOKENS)}, "seed": {"show_default": "0"}})
+    constrained: bool = setting(False, flags="--constrained/--no-constrained",
+                                help="Force the verdict's answer (vLLM structured outputs).")
+    reasoning: Optional[str] = declare(REASONING, None)
+    keep_reasoning: bool = setting(False, flags="--keep-reasoning/--no-keep-reasoning",
+                                   help="Keep each vote's thought in judge.reasoning (long).")
 
     def __post_init__(self) -> None:
         if self.protocol not in JUDGE_PROTOCOLS:

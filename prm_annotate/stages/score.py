@@ -12,7 +12,8 @@ rerun, never given invented scores.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
 
 from prm_annotate.prm.checkpoint import tag_in_text
 from prm_annotate.prm.scorers import Scorer
@@ -20,6 +21,21 @@ from prm_annotate.records import Response, Scored
 from prm_annotate.pipeline.runner import Outcome, StageBase
 from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
 from prm_annotate.reports.metrics import first_below
+from prm_annotate.settings import setting
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """How `score` reads a PRM's step scores (its engine is `EngineConfig`, as `prm.scorers.PRM_ENGINE` says).
+
+    Attributes:
+        threshold: a step scoring below it is an error (`prm.first_error`); None: the checkpoint's
+            eval-tuned threshold, else 0.5.
+    """
+
+    threshold: Optional[float] = setting(None, flags="--threshold", min=0.0, max=1.0, help=(
+        "A step scoring below this is an error (prm.first_error); default: the checkpoint's eval-tuned threshold, "
+        "else 0.5."))
 
 
 class ScoreStage(StageBase):

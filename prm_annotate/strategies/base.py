@@ -106,6 +106,9 @@ class Strategy:
     # True when its plans sample steps in rounds and take a `zero_rule` (strategies/zero_rules.py):
     # `plan(..., zero_rule=rule)`; the stage passes one only when `--zero-rule` is not the default.
     takes_zero_rule: bool = False
+    # True when its plans name probes ahead of the round (`Plan.ahead`/`spare`): `rollout --speculate`
+    # lists it.
+    speculates: bool = False
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool) -> Plan:
         raise NotImplementedError

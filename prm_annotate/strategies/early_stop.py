@@ -41,6 +41,7 @@ class EarlyStop(Strategy):
     name = "early-stop"
     summary = "same hard labels, fewer completions"
     takes_zero_rule = True
+    speculates = True
 
     def plan(self, n_steps: int, k: int, threshold: float, last_correct: bool,
              zero_rule: ZeroRule = ALL_K) -> EarlyStopPlan:

@@ -111,6 +111,8 @@ class MonotoneStrategy(Strategy):
     """A first-error strategy: its plans search the steps (`plan_type`), trusting a correct final
     answer as a witness unless `trust_correct=False`."""
 
+    speculates = True
+
     uses_witnesses = True
     takes_zero_rule = True
     plan_type: type[MonotonePlan]

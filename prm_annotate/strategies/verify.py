@@ -160,6 +160,7 @@ class Verify(Strategy):
     name = "verify"
     summary = "needs --judged: MC only at the judge's first error j and j-1, for consensus"
     needs_judged = True
+    speculates = True
     uses_witnesses = True  # at step j-1 only (VerifyPlan.takes_witness)
     takes_zero_rule = True
 

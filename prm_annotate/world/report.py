@@ -32,7 +32,10 @@ from typing import Any
 
 import orjson
 
+from prm_annotate.engines import EngineConfig, Sampling
 from prm_annotate.engines.defaults import START_TIMEOUT
+from prm_annotate.settings import declare, setting, setting_of
+from prm_annotate.stages.config import RolloutConfig, SampleConfig
 from prm_annotate.world import JUDGE_DIR, POLICY_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT, model_setting
 from prm_annotate.world.problems import make_problems
 from prm_annotate.world.truth import check_steps
@@ -54,7 +57,8 @@ SOURCES = (("MC", "rollouts", "mc.first_error"), ("judge", "judged", "judge.firs
 
 @dataclass(frozen=True)
 class ReportConfig:
-    """The settings of one `world report`.
+    """The settings of one `world report`; those that are options say so (the stages' own
+    declarations, with the world's defaults, where they mean the same).
 
     Attributes:
         workdir: folder of the stage files (emptied of an earlier report's unless `resume`).
@@ -72,21 +76,26 @@ class ReportConfig:
         verbose: the libraries' own warnings, logs and progress bars shown.
         resume: keep the files of an unfinished report with the same settings.
     """
-    workdir: Path = Path("runs/world")
+    workdir: Path = setting(Path("runs/world"), flags="--workdir",
+                            help="Folder for the stage files (emptied of an earlier report's).")
     policy: Path = POLICY_DIR
     judge: Path = JUDGE_DIR
-    problems: int = 40
-    n: int = 4
-    k: int = 8
-    seed: int = 0
-    dtype: str | None = None  # None: the engines' default (float32 on CPU)
+    problems: int = setting(40, flags="--problems", min=1, help="Problems to generate.")
+    n: int = declare(setting_of(SampleConfig, "n"), 4)
+    k: int = declare(setting_of(RolloutConfig, "k"), 8)
+    seed: int = setting(0, flags="--seed", help="Seed of the problems and of every stage.")
+    dtype: str | None = declare(setting_of(EngineConfig, "dtype"), None, panel=None,
+                                help="vLLM dtype of both models (default: float32 on CPU).")
     # World answers are ~30-60 tokens; the cap only stops a derailed sample.
-    max_tokens: int = 128
-    judge_max_tokens: int = 256
-    start_timeout: float = START_TIMEOUT
+    max_tokens: int = declare(setting_of(Sampling, "max_tokens"), 128, help="Tokens per response and per completion.")
+    judge_max_tokens: int = setting(256, flags="--judge-max-tokens", min=1, help="Tokens per verdict.")
+    start_timeout: float = declare(setting_of(EngineConfig, "start_timeout"), START_TIMEOUT, panel=None,
+                                   help="Seconds to wait for each engine.")
     quiet: bool = True
-    verbose: bool = False  # the libraries' own warnings, logs and progress bars
-    resume: bool = False  # keep the files of an unfinished report with the same settings
+    verbose: bool = setting(False, flags=("--verbose", "-v"), help=(
+        "Show the libraries' warnings, logs and progress bars (off: the pipeline's own lines only)."))
+    resume: bool = setting(False, flags="--resume", help=(
+        "Continue an unfinished report with the same settings in --workdir (otherwise its files are replaced)."))
 
     def paths(self) -> dict[str, Path]:
         return {role: self.workdir / name for role, name in FILES.items()}

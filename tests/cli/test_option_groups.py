@@ -11,18 +11,19 @@ import typer
 from typer.testing import CliRunner
 
 from prm_annotate.cli.option_groups import option_groups
+from prm_annotate.settings import group, setting
 
 
 @dataclass(frozen=True)
 class Inner:
-    a: int = 1
-    b: int = 2
+    a: int = setting(1, flags="--a", help="A, per {thing}.")
+    b: int = setting(2, flags="--b", min=0, help="B.")
 
 
 @dataclass(frozen=True)
 class Plain:
-    first: int = 0
-    inner: Inner = Inner()
+    first: int = setting(0, flags="--first", help="First.")
+    inner: Inner = group(Inner(), words={"thing": "widget"}, changes={"b": {"min": 5}})
     hidden: str = "kept"
 
 
@@ -98,16 +99,29 @@ def test_model_stage_options_keep_each_groups_fields_and_order():
         256, 1024)
 
 
-def test_a_plain_group_takes_the_options_of_its_dict_in_its_order_and_expands_a_nested_one():
-    """A dataclass without typer annotations (a stage config, EngineConfig) gets its options from the
-    dict beside it: only the fields it names, in its order; a nested dataclass expanded in place."""
+def test_a_plain_group_takes_its_settings_and_expands_a_nested_one_as_its_group_says():
+    """A dataclass of the library (a stage config, EngineConfig) gives its options from its fields'
+    settings, in field order, a nested dataclass expanded in place; a field without one keeps its
+    default; the nested group's words fill its helps and its changes apply here only."""
     @option_groups
-    def command(*, plain: Annotated[Plain, {"inner": {"b": typer.Option("--b"), "a": typer.Option("--a")},
-                                            "first": typer.Option("--first")}]) -> Plain:
+    def command(*, plain: Plain) -> Plain:
         return plain
 
-    assert list(inspect.signature(command).parameters) == ["b", "a", "first"]
+    assert list(inspect.signature(command).parameters) == ["first", "a", "b"]
     assert command(b=5, a=4, first=3) == Plain(3, Inner(4, 5), "kept")
+    app = typer.Typer()
+    app.command()(command)
+    assert CliRunner().invoke(app, ["--b", "4"]).exit_code == 2  # min 5 here
+    assert "A, per widget." in CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+
+    @option_groups
+    def bare(*, inner: Inner) -> Inner:  # the same group elsewhere: its own declaration
+        return inner
+
+    app = typer.Typer()
+    app.command()(bare)
+    assert CliRunner().invoke(app, ["--b", "4"]).exit_code == 0
+    assert "A, per {thing}." in CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
 
 
 @pytest.mark.parametrize(("command", "batch_size"), [("sample", 256), ("rollout", 1024), ("judge", 256)])

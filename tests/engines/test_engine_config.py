@@ -25,14 +25,15 @@ def test_engine_config_and_cli_options():
                 {"max_model_len": 0}):
         with pytest.raises(UsageError, match=f"bad engine option: {next(iter(bad))}"):
             EngineConfig(model="m", **bad)
-    # Every option of the command line is a field of EngineConfig, and its flag is the field's name
-    # but for --request-timeout (the HTTP timeout).
-    from prm_annotate.cli.engine_options import ENGINE_OPTIONS, SCORE_ENGINE_OPTIONS
+    # The command line's engine options are EngineConfig's fields declared as settings, each flag the
+    # field's name but for --request-timeout (the HTTP timeout); the PRM commands leave two out.
+    from prm_annotate.prm.scorers import PRM_ENGINE
+    from prm_annotate.settings import Setting, declared
 
-    fields = {f.name for f in dataclasses.fields(EngineConfig)}
-    assert set(ENGINE_OPTIONS) <= fields and set(SCORE_ENGINE_OPTIONS) <= set(ENGINE_OPTIONS)
-    flags = {name: option.default for name, option in ENGINE_OPTIONS.items()}  # in Annotated: the first flag
+    flags = {f.name: declared(f).flags[0] for f in dataclasses.fields(EngineConfig) if isinstance(declared(f), Setting)}
+    assert len(flags) == 13 and not {"seed", "block_size", "load_progress"} & set(flags)
     assert {name for name, flag in flags.items() if flag.split("/")[0] != "--" + name.replace("_", "-")} == {"timeout"}
+    assert set(PRM_ENGINE.exclude) < set(flags) and set(PRM_ENGINE.changes) < set(flags)
 
 
 def test_engine_defaults_come_from_one_place():

@@ -168,7 +168,7 @@ def raw(server, data: bytes, read: bool = True) -> bytes:
 
 
 def test_malformed_requests_are_400_with_a_reason_and_the_server_keeps_serving(serve):
-    server, _ = serve(max_batch=8, max_request_bytes=4096)
+    server, _ = serve(max_batch=8, max_request_mb=4096 / 2**20)
     url = server.url
     cases = [
         (httpx.post(url + "/get_reward", content=b"{not json"), 400, "not JSON"),

@@ -1,0 +1,56 @@
+"""docs/architecture.md, where it can be, is checked against the source: its table of rooms is
+tests/test_layout.py's LAYERS (the same rooms in the same layers), every file it names in the
+package exists, and each routine change tests/test_extension_points.py makes has its row."""
+from __future__ import annotations
+
+import re
+
+from testing.paths import REPO
+from tests.test_layout import LAYERS, PACKAGE
+
+DOC = REPO / "docs" / "architecture.md"
+
+
+def layer_table(text: str) -> dict[int, set[str]]:
+    """layer -> the rooms the doc's table puts there: `name/` for a subpackage, the `name.py`
+    modules of a "root" row."""
+    table: dict[int, set[str]] = {}
+    for line in text.splitlines():
+        found = re.match(r"\| (\d+) \| (`(\w+)/`|root) \| (.*) \|$", line)
+        if not found:
+            continue
+        layer, rooms = int(found.group(1)), table.setdefault(int(found.group(1)), set())
+        if found.group(3):
+            rooms.add(found.group(3))
+        else:
+            rooms.update(m for m in re.findall(r"`(\w+)\.py`", found.group(4)) if m != "__init__")
+    return table
+
+
+def test_the_layer_table_is_the_layout_tests_order():
+    doc = layer_table(DOC.read_text())
+    # LAYERS counts from 0 at the bottom; "" (the package's __init__) and __main__ are not rooms.
+    expected = {layer: {room for room in rooms if room and room != "__main__"} for layer, rooms in enumerate(LAYERS)}
+    expected = {layer: rooms for layer, rooms in expected.items() if rooms}
+    assert doc == expected
+
+
+def test_the_table_sees_a_room_in_the_wrong_layer():
+    text = DOC.read_text()
+    moved = text.replace("| 7 | `stages/` |", "| 6 | `stages/` |")
+    assert moved != text and layer_table(moved) != layer_table(text)
+
+
+def test_every_package_file_the_doc_names_exists():
+    named = set(re.findall(r"`((?:\w+/)+\w+\.py)`", DOC.read_text()))
+    missing = sorted(n for n in named if not (PACKAGE / n).is_file()
+                     and not (REPO / n).is_file() and not any(PACKAGE.glob(f"*/{n}")))
+    assert missing == []
+
+
+def test_each_routine_change_the_extension_test_makes_has_its_row():
+    rows = {m.group(1) for m in re.finditer(r"^\| ([^|]+?) \| ", DOC.read_text(), re.M)}
+    source = (REPO / "tests" / "test_extension_points.py").read_text()
+    made = set(re.findall(r'routine_files\("([^"]+)"\)', source))
+    assert {"a sampling parameter", "an engine option (a vLLM setting)", "a training option", "a stage"} <= made
+    assert made <= rows
