@@ -85,8 +85,8 @@ def test_grade_on_ray_gives_the_local_records(tmp_path, no_ray_left):
     # The same records, byte for byte (the order is the order batches finished).
     assert sorted(remote.read_bytes().splitlines()) == sorted(local.read_bytes().splitlines())
     # The actors' counters reach the driver's summary.
-    assert "grade: 40 of 60 correct" in here.stderr.decode()
-    assert "grade: 40 of 60 correct" in there.stderr.decode()
+    assert "60 graded (40 correct)" in here.stderr.decode()
+    assert "60 graded (40 correct)" in there.stderr.decode()
     runs = orjson.loads((tmp_path / "ray.manifest.json").read_bytes())["runs"]
     assert runs[-1]["counts"]["written"] == 60 and runs[-1]["stats"]["correct"] == 40
 
