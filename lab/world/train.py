@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import functools
 import json
 import random
@@ -34,6 +35,8 @@ from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
 from lab.world.corrupt import corrupt_solution
 from prm_annotate.world import WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT
 from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps
+from prm_annotate.world.thinking import TraceMix, trace_for
+from prm_annotate.world.trace_truth import read_trace
 from prm_annotate.world.truth import EQUATION, boxed_values, check_steps, true_first_error
 
 # A scratch folder: the shipped models (prm_annotate/world/models) change only when named.
@@ -58,6 +61,31 @@ def default_system_prompt() -> str:
 def policy_messages(problem: dict, system_prompt: str | None) -> list[dict]:
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     return messages + [{"role": "user", "content": problem["problem"]}]
+
+
+# The thinker's chat template: the world's ChatML, with the thought opened in the generation
+# prompt (`<|im_start|>assistant\n<think>\n`) as DeepSeek-R1 distills open it, so every sample
+# thinks and the completion starts inside the thought. A final assistant message that is continued
+# (`continue_final_message`: a rollout's prefix) is opened the same way unless it already starts
+# with `<think>`, so a prefix taken from a completion continues the same thought, never a second.
+THINKER_CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- set open = loop.last and message['role'] == 'assistant' and not add_generation_prompt -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if open and message['content'][:7] != '<think>' -%}{{- '<think>\\n' -}}{%- endif -%}"
+    "{{- message['content'] -}}"
+    "{%- if not open -%}{{- '<|im_end|>\\n' -}}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n<think>\\n' -}}{%- endif -%}"
+)
+
+
+def thinker_example(index: int, seed: int, system_prompt: str, mix: TraceMix) -> tuple[list[dict], str]:
+    """A problem and a generated trace, as the thinker writes it after the opened thought."""
+    problem, trace = trace_for("thinktrain", index, seed, mix)
+    rng = random.Random(f"thinker-example/{seed}/{index}")
+    system = None if rng.random() < NO_SYSTEM_SHARE else system_prompt
+    return policy_messages(problem, system), trace.completion
 
 
 def judge_messages(template: str, problem: dict, steps: list[str]) -> list[dict]:
@@ -357,6 +385,25 @@ def quick_policy_eval(model, tok, system_prompt: str, problems: int = 64, sample
             "mixed": sum(0 < sum(r) < samples for r in per_problem) / problems}
 
 
+def quick_thinker_eval(model, tok, system_prompt: str, problems: int = 64, samples: int = 4,
+                       max_new_tokens: int = 384) -> dict:
+    """Shares of the samples (64 test problems x 4, T=0.7), as the trace truth reads them."""
+    probs = [make_problem("test", i, 0) for i in range(problems)]
+    convs = [policy_messages(p, system_prompt) for p in probs for _ in range(samples)]
+    texts = []
+    for b in range(0, len(convs), 64):
+        texts += generate(model, tok, convs[b:b + 64], 0.7, max_new_tokens, seed=b)
+    truths = [read_trace(probs[k // samples], t) for k, t in enumerate(texts)]
+    n = len(truths)
+    return {"finished": sum(t.finished for t in truths) / n,
+            "accuracy": sum(t.final_correct for t in truths) / n,
+            "no_error": sum(t.first_error == -1 for t in truths) / n,
+            "corrected_slip": sum(bool(t.corrected_slips) for t in truths) / n,
+            "uncaught_slip": sum(bool(t.uncaught_slips) for t in truths) / n,
+            "wrong_correction": sum(bool(t.wrong_corrections) for t in truths) / n,
+            "paragraphs": sum(len(t.paragraphs) for t in truths) / n}
+
+
 def judge_stats(truths: list[int], predictions: list[int | None]) -> dict:
     """ProcessBench's accuracies and F1 (`prm_annotate.reports.evaluate`, as fractions) of first-error
     predictions (None: unparsed) against the true first errors."""
@@ -408,8 +455,8 @@ def snapshot(model, tok, out: Path, quick_eval: dict, log) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("which", choices=["policy", "judge", "prm-base", "all"],
-                        help="all: the policy, then the judge (prm-base is built on its own)")
+    parser.add_argument("which", choices=["policy", "judge", "prm-base", "thinker", "all"],
+                        help="all: the policy, then the judge (prm-base and thinker are built on their own)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="writes OUT/policy and OUT/judge, or OUT/prm-base (default: %(default)s; the "
                              "shipped models are prm_annotate/world/models, the experiment's base lab/world/models)")
@@ -419,6 +466,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy-batch", type=int, default=64)
     parser.add_argument("--judge-steps", type=int, default=3000)
     parser.add_argument("--prm-base-steps", type=int, default=600)
+    parser.add_argument("--thinker-steps", type=int, default=600)
+    parser.add_argument("--thinker-batch", type=int, default=32)
+    parser.add_argument("--thinker-init", type=Path, default=None,
+                        help="the model the thinker starts from (default: OUT/policy)")
     parser.add_argument("--judge-batch", type=int, default=32)
     parser.add_argument("--judge-real-samples", type=int, default=2048,
                         help="policy responses (from OUT/policy) mixed into the judge's data; 0: none")
@@ -539,6 +590,32 @@ def main(argv: list[str] | None = None) -> None:
             meta["quick_eval"] = quick_policy_eval(model, tok, system_prompt)
             log(f"prm-base quick eval (64 problems x 4, T=0.7, torch): {meta['quick_eval']}")
         save(model, tok, args.out / "prm-base", meta)
+
+    if args.which == "thinker":
+        # The thinking world's policy: the policy (it already reads the problem and reckons)
+        # trained on generated thinking traces (prm_annotate/world/thinking.py), with a chat
+        # template that opens the thought in the generation prompt.
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        policy_dir = args.thinker_init or args.out / "policy"
+        model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
+        tok = AutoTokenizer.from_pretrained(policy_dir)
+        tok.chat_template = THINKER_CHAT_TEMPLATE
+        mix = TraceMix()
+        log(f"thinker: from {policy_dir}, {args.thinker_steps} steps x {args.thinker_batch}, {mix}")
+        start = time.time()
+        train(model, tok, lambda i: thinker_example(i, args.seed, system_prompt, mix), args.thinker_steps,
+              args.thinker_batch, args.lr, args.warmup, log=log, eval_every=args.eval_every,
+              on_eval=lambda s: snapshot(model, tok, args.out / f"thinker-step{s}",
+                                         quick_thinker_eval(model, tok, system_prompt), log))
+        meta = {"kind": "thinker", "init": str(policy_dir), "steps": args.thinker_steps,
+                "batch": args.thinker_batch, "threads": args.threads, "mix": dataclasses.asdict(mix),
+                "chat_template": "opens the thought in the generation prompt (<think>\\n), as DeepSeek-R1 distills",
+                "train_seconds": round(time.time() - start), "system_prompt": system_prompt, **common}
+        if not args.no_eval:
+            meta["quick_eval"] = quick_thinker_eval(model, tok, system_prompt)
+            log(f"thinker quick eval (64 problems x 4, T=0.7, torch): {meta['quick_eval']}")
+        save(model, tok, args.out / "thinker", meta)
 
 
 if __name__ == "__main__":
