@@ -7,6 +7,11 @@ the share of right final answers, of process-correct answers (no wrong step by `
 equations with wrong arithmetic, and of prompts with a mix of right and wrong answers.
 Judge: reads every sampled response in the `processbench` prompt, answers greedily, and is scored
 against the true first error (accuracy, and ProcessBench's error/correct accuracies and F1).
+Thinker (`--thinker DIR`): samples `n` traces per test problem at temperature 0.7 and reads each
+with the trace truth (`trace_truth.py`): shares with a corrected slip, an uncaught slip, a wrong
+correction, no error, a right answer, a closed thought; then the judge reads the first
+`--judge-traces` closed traces (the thought's and the answer's paragraphs, as a record's steps) in
+the `processbench` prompt and is scored against the traces' true first errors.
 The engines are the pipeline's own (`prm_annotate.engines`, with its CPU settings and watchdog);
 the policy's engine is closed before the judge's starts.
 """
@@ -22,6 +27,7 @@ from prm_annotate.engines import EngineConfig, GenerationRequest, Sampling, exit
 from prm_annotate.judging import read_verdict
 from prm_annotate.world import JUDGE_DIR, POLICY_DIR
 from prm_annotate.world.problems import make_problems
+from prm_annotate.world.trace_truth import read_trace, split_trace
 from prm_annotate.world.truth import EQUATION, boxed_values, true_first_error
 
 # The KV-cache budget these measurements were taken with (the pipeline's CPU default is larger).
@@ -98,16 +104,72 @@ def measure(policy_dir: Path, judge_dir: Path | None, n_problems: int, n: int, s
     return result
 
 
+def thinker_stats(truths: list) -> dict:
+    n = len(truths)
+    share = lambda f: round(sum(map(f, truths)) / n, 4)  # noqa: E731
+    return {"traces": n, "finished": share(lambda t: t.finished), "accuracy": share(lambda t: t.final_correct),
+            "no_error": share(lambda t: t.first_error == -1),
+            "corrected_slip": share(lambda t: bool(t.corrected_slips)),
+            "uncaught_slip": share(lambda t: bool(t.uncaught_slips)),
+            "wrong_correction": share(lambda t: bool(t.wrong_corrections)),
+            "garbled": share(lambda t: any(p.kind == "garbled" for p in t.paragraphs)),
+            "paragraphs_mean": round(sum(len(t.paragraphs) for t in truths) / n, 2),
+            "paragraphs_max": max(len(t.paragraphs) for t in truths)}
+
+
+def measure_thinker(thinker_dir: Path, judge_dir: Path | None, n_problems: int, n: int, seed: int,
+                    judge_traces: int) -> dict:
+    problems = make_problems(n_problems, seed=seed, split="test")
+    system_prompt = json.loads((thinker_dir / "world.json").read_text()).get("system_prompt") or default_system_prompt()
+    t0 = time.time()
+    samples = chat(thinker_dir, [policy_messages(p, system_prompt) for p in problems],
+                   n=n, temperature=0.7, max_tokens=1024, seed=seed)
+    pairs = [(p, t) for p, texts in zip(problems, samples) for t in texts]
+    truths = [read_trace(p, t) for p, t in pairs]
+    result = {"thinker": thinker_stats(truths), "thinker_seconds": round(time.time() - t0, 1),
+              "examples": [t for _, t in pairs[:3]]}
+    if judge_dir is None:
+        return result
+    chosen = [(p, split_trace(t), tr) for (p, t), tr in zip(pairs, truths) if tr.finished][:judge_traces]
+    steps = [thought + answer for _, (thought, answer, _), _ in chosen]
+    t0 = time.time()
+    verdicts = chat(judge_dir, [judge_messages(JUDGE_TEMPLATE, p, s) for (p, _, _), s in zip(chosen, steps)],
+                    n=1, temperature=0.0, max_tokens=1024, seed=seed)
+    firsts = [tr.first_error for _, _, tr in chosen]
+    predictions = [read_verdict(v[0], len(s)) for v, s in zip(verdicts, steps)]
+    judge = judge_stats(firsts, predictions)
+    judge["truth_error_share"] = sum(f != -1 for f in firsts) / len(firsts)
+    # Where the judge's answer falls against the truth's paragraph kinds: a corrected slip is the
+    # paper's first error; a re-check or a correction flagged is a right paragraph called wrong.
+    flagged = [tr.paragraphs[p].kind for p, (_, _, tr) in zip(predictions, chosen)
+               if p is not None and 0 <= p < len(tr.paragraphs)]
+    judge["flagged_kinds"] = {k: flagged.count(k) for k in sorted(set(flagged))}
+    judge["on_corrected_slip_traces"] = judge_stats(
+        [f for f, (_, _, tr) in zip(firsts, chosen) if tr.corrected_slips],
+        [p for p, (_, _, tr) in zip(predictions, chosen) if tr.corrected_slips])
+    result["judge"] = judge
+    result["judge_seconds"] = round(time.time() - t0, 1)
+    return result
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Measure the world's models in vLLM.")
     parser.add_argument("--policy", type=Path, default=POLICY_DIR)
     parser.add_argument("--judge", type=Path, default=JUDGE_DIR)
     parser.add_argument("--policy-only", action="store_true")
+    parser.add_argument("--thinker", type=Path, default=None,
+                        help="measure this thinking policy instead (and the judge on its traces)")
+    parser.add_argument("--judge-traces", type=int, default=50)
+    parser.add_argument("--no-judge", action="store_true")
     parser.add_argument("--problems", type=int, default=100)
     parser.add_argument("-n", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    result = measure(args.policy, None if args.policy_only else args.judge, args.problems, args.n, args.seed)
+    if args.thinker:
+        result = measure_thinker(args.thinker, None if args.no_judge else args.judge, args.problems, args.n,
+                                 args.seed, args.judge_traces)
+    else:
+        result = measure(args.policy, None if args.policy_only else args.judge, args.problems, args.n, args.seed)
     print(json.dumps(result, indent=2))
     # vLLM can abort at interpreter exit (see docs/vllm-cpu.md); the engines are already closed.
     exit_process(0)
