@@ -8,8 +8,8 @@ scan of every process) after them, alone. Within a worker every in-process engin
 server comes from one `HeavySlot`, which holds at most one of them: asking for another closes the
 current one first. Fixtures re-ask the slot on every use, so the order of tests never leaves
 anyone with a closed engine, and engine tests are sorted to the end of the run, grouped by what
-they use, so each engine starts once: the world policy -> the world judge -> in-process vLLM
-(tiny) -> vLLM server (tiny) -> SmolLM2 (slow). The groups go to the workers as two lanes (the
+they use, so each engine starts once: the world policy -> the world judge -> the world thinker ->
+in-process vLLM (tiny) -> vLLM server (tiny) -> SmolLM2 (slow). The groups go to the workers as two lanes (the
 world's engines; the tiny model's) and SmolLM2's, and the tests of the world PRM or of one slot
 entry stay on one worker (xdist groups). A test marked `switches_engine` (it goes on to the next
 group's engine) comes last in its group, and tests marked `slot(name)` (they start that entry
@@ -19,6 +19,7 @@ starts on every worker.
     tiny_model_dir      session: a random 1M-parameter Qwen2 + local BPE tokenizer (seconds)
     world_policy        the in-process `VLLMEngine` on the world's shipped policy
     world_judge         the same on the world's shipped judge
+    world_thinker       the same on the thinking world's shipped thinker
     world_prm           session: a PRM trained by `train` on the world policy (seconds)
     vllm_engine         the in-process `VLLMEngine` on the tiny model
     vllm_server         a `VLLMServer` (`vllm serve` on 127.0.0.1) on the tiny model
@@ -51,10 +52,10 @@ from testing.heavy import (
 _EXIT_STATUS: list[int] = []
 
 # Engine tests run last, grouped by the engine they use, so each engine starts once.
-_GROUP_OF_FIXTURE = {"world_policy": 1, "world_judge": 2, "vllm_engine": 3, "vllm_server": 4, "openai_engine": 4,
+_GROUP_OF_FIXTURE = {"world_policy": 1, "world_judge": 2, "world_thinker": 2.5, "vllm_engine": 3, "vllm_server": 4, "openai_engine": 4,
                      "smollm2_dir": 5}
 # The worker (xdist group) each engine group runs on, so a worker starts each of its engines once.
-_LANE_OF_GROUP = {1: "engines-world", 2: "engines-world", 3: "engines-tiny", 4: "engines-tiny", 5: "engines-smollm2"}
+_LANE_OF_GROUP = {1: "engines-world", 2: "engines-world", 2.5: "engines-world", 3: "engines-tiny", 4: "engines-tiny", 5: "engines-smollm2"}
 
 
 def _bind_engines_to_this_workers_core() -> None:
@@ -175,6 +176,12 @@ def world_policy():
 def world_judge():
     """The world's shipped judge in an in-process engine."""
     return _world_engine("judge")
+
+
+@pytest.fixture
+def world_thinker():
+    """The thinking world's shipped thinker in an in-process engine."""
+    return _world_engine("thinker")
 
 
 @pytest.fixture

@@ -1,9 +1,11 @@
-"""The arithmetic world: problems with exact truth, and tiny trained policy and judge models.
+"""The arithmetic world: problems with exact truth, and tiny trained policy, judge and thinker models.
 
     problems.py  seeded word problems + reference solutions (`python -m prm_annotate.world.problems`)
     truth.py     true_first_error(problem_record, steps): the gold first wrong step
+    thinking.py  seeded thinking traces: slips corrected or not, wrong corrections, re-checks
+    trace_truth.py  read_trace(problem_record, text): a trace's first error, slips and corrections
     report.py    `prm-annotate world report`: the pipeline on the world, scored against the truth
-    models/      the shipped checkpoints: policy and judge (see models/README.md)
+    models/      the shipped checkpoints: policy, judge and thinker (see models/README.md)
 
 The tools that train and measure the models, and the PRM experiment with the model only it uses
 (the PRMs' base), live beside the package, in lab/world/.
@@ -16,6 +18,8 @@ from prm_annotate.world.truth import true_first_error
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 POLICY_DIR = MODELS_DIR / "policy"
 JUDGE_DIR = MODELS_DIR / "judge"
+# The thinking world's policy: `<think>` traces with slips, corrections and re-checks, then the answer.
+THINKER_DIR = MODELS_DIR / "thinker"
 # The built-in prompts the world's models were trained on (lab/world/train.py), by name: the
 # world names them wherever it runs a stage, whatever the stages' defaults are.
 WORLD_SYSTEM_PROMPT = "step"
@@ -30,4 +34,4 @@ def model_setting(path: Path) -> str:
 
 
 __all__ = ["make_problem", "make_problems", "true_first_error", "MODELS_DIR", "POLICY_DIR", "JUDGE_DIR",
-           "WORLD_SYSTEM_PROMPT", "WORLD_JUDGE_PROMPT", "model_setting"]
+           "THINKER_DIR", "WORLD_SYSTEM_PROMPT", "WORLD_JUDGE_PROMPT", "model_setting"]

@@ -3,13 +3,15 @@
 own record, on generated traces and on hand-written odd ones."""
 from __future__ import annotations
 
+import json
 import random
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prm_annotate.world.problems import World, make_problem
+from prm_annotate.world.problems import World, make_problem, make_problems
 from prm_annotate.world.thinking import TraceMix, make_trace, trace_for
 from prm_annotate.world.trace_truth import check_trace, read_trace, split_trace
 
@@ -191,3 +193,32 @@ def test_any_text_is_read_without_crashing(pieces):
     for s in truth.slips:
         assert not truth.paragraphs[s.index].ok
         assert s.corrected_at is None or (s.corrected_at > s.index and truth.paragraphs[s.corrected_at].ok)
+
+
+# ---------------------------------------------------------------- the shipped thinker in vLLM
+
+@pytest.mark.engine
+def test_shipped_thinker_writes_traces_the_truth_reads(world_thinker):
+    """The thinker's chat template opens the thought in the prompt; every sample is a thought
+    closed by `</think>` and a boxed answer, in the world's step style, and the truth reads each
+    one. Slips it corrects and slips it never catches both occur (the mix the world is for)."""
+    from prm_annotate.engines.base import GenerationRequest, Sampling
+    from prm_annotate.world import THINKER_DIR
+
+    system = json.loads((THINKER_DIR / "world.json").read_text())["system_prompt"]
+    problems = make_problems(24, seed=0)
+    results = world_thinker.generate([
+        GenerationRequest(key=p["id"], n=4, sampling=Sampling(temperature=0.7, max_tokens=1024, seed=i),
+                          messages=({"role": "system", "content": system}, {"role": "user", "content": p["problem"]}))
+        for i, p in enumerate(problems)])
+    truths = []
+    for p in problems:
+        for text in results[p["id"]].texts:
+            assert "<think>" not in text and text.startswith("Step 1:"), text  # the prompt opened the thought
+            thought, answer, finished = split_trace(text)
+            assert finished and len(answer) == 1 and "\\boxed{" in answer[0], text
+            truth = read_trace(p, text)
+            assert len(truth.paragraphs) == len(thought) + 1 and truth.answer is not None
+            truths.append(truth)
+    assert any(t.corrected_slips for t in truths) and any(t.uncaught_slips for t in truths)
+    assert 0.1 <= sum(t.final_correct for t in truths) / len(truths) <= 0.95

@@ -232,6 +232,29 @@ def test_training_examples_render_like_the_pipeline():
     assert target.endswith("}.") and "\n\nThe answer is \\boxed{" in target
 
 
+def test_thinker_examples_open_the_thought_in_the_prompt_and_continue_it_once():
+    """The thinker learns the completion after `<think>\n`; a rollout's prefix (with or without
+    its opening tag) continues the same thought, never a second one."""
+    from transformers import AutoTokenizer
+
+    from lab.world.train import THINKER_CHAT_TEMPLATE, TraceMix, encode, thinker_example
+    from prm_annotate.world.thinking import trace_for
+
+    tok = AutoTokenizer.from_pretrained(WORLD_MODELS / "policy")
+    tok.chat_template = THINKER_CHAT_TEMPLATE
+    messages, target = thinker_example(3, 0, "SYSTEM", TraceMix())
+    assert target == trace_for("thinktrain", 3, 0)[1].completion and "\n</think>\n\n" in target
+    ids, labels, _ = encode(tok, messages, target)
+    learnt = tok.decode([i for i, label in zip(ids, labels) if label != -100])
+    assert learnt == target + "<|im_end|>"
+    assert tok.decode(ids).endswith("<|im_start|>assistant\n<think>\n" + target + "<|im_end|>")
+    user = [{"role": "user", "content": "q"}]
+    for prefix in ("Step 1: 1 + 1 = 2.\n\n", "<think>\nStep 1: 1 + 1 = 2.\n\n"):
+        text = tok.apply_chat_template(user + [{"role": "assistant", "content": prefix}], tokenize=False,
+                                       continue_final_message=True, add_generation_prompt=False)
+        assert text.endswith("<|im_start|>assistant\n<think>\nStep 1: 1 + 1 = 2.\n\n") and text.count("<think>") == 1
+
+
 def test_key_tokens_weigh_more_and_unit_weights_give_the_usual_loss():
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -276,6 +299,13 @@ def test_short_training_run_saves_loadable_models(tmp_path):
                    check=True, timeout=300, cwd=REPO_ROOT)
     subprocess.run([sys.executable, "-m", "lab.world.train", "prm-base", "--out", str(tmp_path),
                     "--prm-base-steps", "2", "--policy-batch", "4", "--no-eval"], check=True, timeout=300, cwd=REPO_ROOT)
+    subprocess.run([sys.executable, "-m", "lab.world.train", "thinker", "--out", str(tmp_path),
+                    "--thinker-steps", "2", "--thinker-batch", "2", "--threads", "1", "--no-eval"],
+                   check=True, timeout=300, cwd=REPO_ROOT)
+    thinker = AutoTokenizer.from_pretrained(tmp_path / "thinker")
+    assert thinker.apply_chat_template([{"role": "user", "content": "q"}], tokenize=False,
+                                       add_generation_prompt=True).endswith("<|im_start|>assistant\n<think>\n")
+    assert json.loads((tmp_path / "thinker" / "world.json").read_text())["mix"]["slip"] > 0
     steps = {"policy": 3, "judge": 2, "prm-base": 2}
     for kind in ("policy", "judge", "prm-base"):
         tok = AutoTokenizer.from_pretrained(tmp_path / kind)
