@@ -11,7 +11,8 @@ Thinker (`--thinker DIR`): samples `n` traces per test problem at temperature 0.
 with the trace truth (`trace_truth.py`): shares with a corrected slip, an uncaught slip, a wrong
 correction, no error, a right answer, a closed thought; then the judge reads the first
 `--judge-traces` closed traces (the thought's and the answer's paragraphs, as a record's steps) in
-the `processbench` prompt and is scored against the traces' true first errors.
+the `processbench` prompt and is scored against the traces' true first errors
+(`--judge-generated N`: the judge alone, on N generated traces).
 The engines are the pipeline's own (`prm_annotate.engines`, with its CPU settings and watchdog);
 the policy's engine is closed before the judge's starts.
 """
@@ -27,6 +28,7 @@ from prm_annotate.engines import EngineConfig, GenerationRequest, Sampling, exit
 from prm_annotate.judging import read_verdict
 from prm_annotate.world import JUDGE_DIR, POLICY_DIR
 from prm_annotate.world.problems import make_problems
+from prm_annotate.world.thinking import trace_for
 from prm_annotate.world.trace_truth import read_trace, split_trace
 from prm_annotate.world.truth import EQUATION, boxed_values, true_first_error
 
@@ -131,8 +133,24 @@ def measure_thinker(thinker_dir: Path, judge_dir: Path | None, n_problems: int, 
     if judge_dir is None:
         return result
     chosen = [(p, split_trace(t), tr) for (p, t), tr in zip(pairs, truths) if tr.finished][:judge_traces]
-    steps = [thought + answer for _, (thought, answer, _), _ in chosen]
     t0 = time.time()
+    result["judge"] = judge_on_traces(judge_dir, [(p, thought + answer, tr) for p, (thought, answer, _), tr in chosen],
+                                      seed)
+    result["judge_seconds"] = round(time.time() - t0, 1)
+    return result
+
+
+def judge_on_generated_traces(judge_dir: Path, count: int, seed: int) -> dict:
+    """The judge on `count` generated traces (`trace_for("judgethink", i, seed)`), not the thinker's."""
+    items = [trace_for("judgethink", i, seed) for i in range(count)]
+    return judge_on_traces(judge_dir, [(p, t.steps, read_trace(p, t.text)) for p, t in items], seed)
+
+
+def judge_on_traces(judge_dir: Path, chosen: list, seed: int) -> dict:
+    """The judge (processbench prompt, greedy) on (problem, steps, trace truth) triples, scored
+    against the truth's first error."""
+    steps = [s for _, s, _ in chosen]
+    chosen = [(p, None, tr) for p, _, tr in chosen]
     verdicts = chat(judge_dir, [judge_messages(JUDGE_TEMPLATE, p, s) for (p, _, _), s in zip(chosen, steps)],
                     n=1, temperature=0.0, max_tokens=1024, seed=seed)
     firsts = [tr.first_error for _, _, tr in chosen]
@@ -147,9 +165,7 @@ def measure_thinker(thinker_dir: Path, judge_dir: Path | None, n_problems: int, 
     judge["on_corrected_slip_traces"] = judge_stats(
         [f for f, (_, _, tr) in zip(firsts, chosen) if tr.corrected_slips],
         [p for p, (_, _, tr) in zip(predictions, chosen) if tr.corrected_slips])
-    result["judge"] = judge
-    result["judge_seconds"] = round(time.time() - t0, 1)
-    return result
+    return judge
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -161,11 +177,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="measure this thinking policy instead (and the judge on its traces)")
     parser.add_argument("--judge-traces", type=int, default=50)
     parser.add_argument("--no-judge", action="store_true")
+    parser.add_argument("--judge-generated", type=int, default=0,
+                        help="only the judge, on this many generated thinking traces")
     parser.add_argument("--problems", type=int, default=100)
     parser.add_argument("-n", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.thinker:
+    if args.judge_generated:
+        result = judge_on_generated_traces(args.judge, args.judge_generated, args.seed)
+    elif args.thinker:
         result = measure_thinker(args.thinker, None if args.no_judge else args.judge, args.problems, args.n,
                                  args.seed, args.judge_traces)
     else:
