@@ -4,6 +4,8 @@
     python -m lab.world.train all --out prm_annotate/world/models   # replaces the shipped models
     python -m lab.world.train prm-base --out lab/world/models --policy prm_annotate/world/models/policy
                                                                     # replaces the PRM experiment's base
+    python -m lab.world.train thinker --out prm_annotate/world/models --threads 1 --thinker-steps 300
+                                                                    # replaces the thinking world's policy
 
 Everything is fixed: the tokenizer corpus, the data stream (problem i of step s is always the
 same), the initial weights and the number of steps, so a rebuild gives the same models on the same
@@ -13,7 +15,9 @@ run is the model of a run with `--steps N` (useful when calibrating).
 Examples are rendered exactly as the pipeline renders them: the policy sees the world's system
 prompt and the problem as a ChatML conversation; the judge sees the `processbench` judge prompt
 (loaded as the judge stage loads it, rendered by `prm_annotate.judging.render_judge_prompt`) as the
-user message. The loss is on the assistant tokens only.
+user message; the thinker sees the policy's conversation under a chat template that opens the
+thought (`THINKER_CHAT_TEMPLATE`) and learns a generated trace (prm_annotate/world/thinking.py).
+The loss is on the assistant tokens only.
 """
 from __future__ import annotations
 
