@@ -130,4 +130,6 @@ def test_sample_pipe_rollout_then_judge_and_consensus(vllm_server, tmp_path):
     assert cons.returncode == 0, cons.stderr
     kept = [Consensus.model_validate(r) for r in read(agreed)]
     same = [r.id for r, v in zip(rows, verdicts) if r.mc.first_error == v.judge.first_error]
-    assert [k.id for k in kept] == same and f"{len(same)} agreed" in cons.stderr
+    said = check_sentence(last_sentence(cons.stderr, "consensus"),
+                          orjson.loads(agreed.with_suffix(".manifest.json").read_bytes())["runs"][-1])
+    assert [k.id for k in kept] == same and (said["read"], said["made"]) == (6, len(same))
