@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 
 from prm_annotate.errors import UsageError, require
 from prm_annotate.export.formats import ExportOptions, Provenance
 from prm_annotate.export.trl import TRL_CONSUMER, Stepwise
-from prm_annotate.io.output import sidecar
+from prm_annotate.io.manifest import source_runs
 
 # What the card shows of each run's settings (the rest stays in the manifests).
 CARD_SETTINGS = ("model", "k", "label", "strategy", "threshold", "n", "prompt", "prompt_sha256", "votes",
@@ -45,36 +44,6 @@ def split_by_problem(rows: list[dict[str, Any]], test_share: float) -> dict[str,
                          "and keep a training split")
     held = set(problems[:n_test])
     return {"train": [r for r in rows if r["prompt"] not in held], "test": [r for r in rows if r["prompt"] in held]}
-
-
-def source_runs(path: str) -> list[tuple[str, dict[str, Any] | None]]:
-    """(file, run) for every run recorded in the manifests reachable from `path`; (file, None)
-    for a file without a manifest."""
-    out: list[tuple[str, dict[str, Any] | None]] = []
-    seen: set[str] = set()
-    todo = [path]
-    while todo:
-        file = todo.pop(0)
-        if file in seen or file == "-":
-            continue
-        seen.add(file)
-        manifest = sidecar(file, "manifest.json")
-        if not manifest.is_file():
-            out.append((file, None))
-            continue
-        try:
-            runs = orjson.loads(manifest.read_bytes()).get("runs", [])
-        except (orjson.JSONDecodeError, AttributeError):
-            raise UsageError(f"{manifest}: not a run manifest (JSON with a `runs` list)") from None
-        for run in runs:
-            out.append((file, run))
-            inputs = run.get("inputs") or {}
-            named = [run["input"]] if isinstance(run.get("input"), str) else []
-            for other in named + [v for v in inputs.values() if isinstance(v, str)]:
-                # Paths are as the run was given them: try them as they are, then beside this file.
-                beside = str(Path(file).parent / other)
-                todo.append(other if Path(other).exists() or not Path(beside).exists() else beside)
-    return out
 
 
 def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:

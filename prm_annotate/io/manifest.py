@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from prm_annotate.errors import UsageError
 from prm_annotate.io.jsonl import STDIO
 from prm_annotate.io.output import set_aside, sidecar
 
@@ -30,3 +32,33 @@ def append_manifest(output: str, run: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(orjson.dumps({"runs": runs + [run]}, option=orjson.OPT_INDENT_2))
     os.replace(tmp, path)
+
+
+def source_runs(path: str) -> list[tuple[str, dict[str, Any] | None]]:
+    """(file, run) for every run recorded in the manifests reachable from `path`; (file, None)
+    for a file without a manifest."""
+    out: list[tuple[str, dict[str, Any] | None]] = []
+    seen: set[str] = set()
+    todo = [path]
+    while todo:
+        file = todo.pop(0)
+        if file in seen or file == "-":
+            continue
+        seen.add(file)
+        manifest = sidecar(file, "manifest.json")
+        if not manifest.is_file():
+            out.append((file, None))
+            continue
+        try:
+            runs = orjson.loads(manifest.read_bytes()).get("runs", [])
+        except (orjson.JSONDecodeError, AttributeError):
+            raise UsageError(f"{manifest}: not a run manifest (JSON with a `runs` list)") from None
+        for run in runs:
+            out.append((file, run))
+            inputs = run.get("inputs") or {}
+            named = [run["input"]] if isinstance(run.get("input"), str) else []
+            for other in named + [v for v in inputs.values() if isinstance(v, str)]:
+                # Paths are as the run was given them: try them as they are, then beside this file.
+                beside = str(Path(file).parent / other)
+                todo.append(other if Path(other).exists() or not Path(beside).exists() else beside)
+    return out

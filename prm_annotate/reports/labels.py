@@ -300,3 +300,20 @@ def load_benchmark_gold(paths: list[str], fmt: str, benchmark: str,
     if not gold:
         raise UsageError(f"{', '.join(paths)}: no {benchmark} rows")
     return gold
+
+
+# Rows of the confusion table, in display order.
+SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED = (
+    "same", "judge earlier", "judge later", "one says no error", "judge unparsed")
+ROWS = (SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED)
+
+
+def confusion_row(mc_first: int, judge_first: int | None) -> str:
+    """The row of the confusion table where this pair of first errors belongs."""
+    if judge_first is None:
+        return UNPARSED
+    if mc_first == judge_first:
+        return SAME
+    if mc_first == -1 or judge_first == -1:
+        return ONE_NO_ERROR
+    return JUDGE_EARLIER if judge_first < mc_first else JUDGE_LATER

@@ -163,6 +163,8 @@ class RolloutConfig:
         speculate: with early-stop, binary or scan, start probes ahead of the round that may ask
             for them while fewer than this many requests are in flight; 0: off. None: the
             command's default (256 in process, 0 over HTTP), 0 for the stage.
+        keep_completions: keep up to this many completion texts of each probed step in
+            `mc.kept_completions` (with their verdicts), so a reviewer sees what made a step 0; 0: none.
     """
 
     k: int = setting(8, flags=("-k", "--k"), min=1, help="Completions per step.")
@@ -190,8 +192,12 @@ class RolloutConfig:
     share_prefixes: bool = setting(False, flags="--share-prefixes/--no-share-prefixes", help=(
         "Roll out identical step prefixes of one problem's responses once."))
     speculate: Optional[int] = setting(None, flags="--speculate", min=0, show_default=False, help=_speculate_help)
+    keep_completions: int = setting(0, flags="--keep-completions", min=0, help=(
+        "Keep up to this many completion texts per probed step in mc.kept_completions (0: none)."))
 
     def __post_init__(self) -> None:
+        if self.keep_completions < 0:
+            raise UsageError("--keep-completions must be 0 or more")
         if self.label not in LABELS:
             raise UsageError(f"--label {self.label}: choose hard or soft")
         if not 0.0 <= self.threshold < 1.0:

@@ -28,24 +28,11 @@ from prm_annotate.io.output import check_output
 from prm_annotate.records import Consensus, Judged, Rollout
 from prm_annotate.pipeline.runner import Outcome, RunOptions, RunSummary, StageBase, read_validated, run_stage
 from prm_annotate.pipeline.summary import Nouns
+# The confusion table's rows live with the label readers: the report counts by them too.
+from prm_annotate.reports.labels import JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, ROWS, SAME, UNPARSED, confusion_row  # noqa: F401
 
-# Rows of the confusion table, in display order.
-SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED = (
-    "same", "judge earlier", "judge later", "one says no error", "judge unparsed")
-ROWS = (SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED)
 # Why a rollout is not kept, besides its row: the summary sentence's reasons.
 NO_JUDGED, NOT_ROLLED_OUT = "not in the judged file", "not rolled out by verify"
-
-
-def confusion_row(mc_first: int, judge_first: int | None) -> str:
-    """The row of the confusion table where this pair of first errors belongs."""
-    if judge_first is None:
-        return UNPARSED
-    if mc_first == judge_first:
-        return SAME
-    if mc_first == -1 or judge_first == -1:
-        return ONE_NO_ERROR
-    return JUDGE_EARLIER if judge_first < mc_first else JUDGE_LATER
 
 
 def consensus_record(rollout: Rollout, judged: Judged) -> Consensus:

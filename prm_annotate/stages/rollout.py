@@ -188,6 +188,7 @@ class _Work:
     error: str | None = None
     probes: list[Probe] = field(default_factory=list)
     cut: dict[int, int] = field(default_factory=dict)  # step -> its cut completions, for steps with completions
+    kept: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # step -> completions kept (keep_completions)
 
 
 class RolloutStage(ModelStage):
@@ -408,6 +409,9 @@ class RolloutStage(ModelStage):
                     w.cut_in_thought += cut and verdict.error == UNFINISHED
                     if counted is None:
                         w.grade_errors += 1
+                    if len(w.kept.get(probe.step, ())) < self.config.keep_completions:
+                        w.kept.setdefault(probe.step, []).append(
+                            {"text": result.texts[0], "correct": counted, "cut": cut})
                     by_work.setdefault(id(w), []).append(ProbeResult(probe, counted, result.generated_tokens))
             for w in work:
                 if w.error is None:
@@ -511,6 +515,8 @@ class RolloutStage(ModelStage):
         if w.record.thought_steps is not None:
             extra_mc["cut_in_thought"] = w.cut_in_thought
             self.stats["completions_cut_in_thought"] += w.cut_in_thought
+        if self.config.keep_completions:
+            extra_mc["kept_completions"] = [w.kept.get(step) for step in range(n_steps)]
         if self.judged is not None:
             self.stats[f"verified: {result.verified}"] += 1
             extra_mc["verified"] = result.verified

@@ -116,6 +116,9 @@ class Timings:
 
 
 SETTINGS_FILE = "report.settings.json"
+HTML_FILE = "report.html"
+# Completion texts the rollouts keep per step: the HTML report shows what made a step 0.
+KEEP_COMPLETIONS = 2
 
 
 def clear_workdir(cfg: ReportConfig) -> None:
@@ -132,6 +135,7 @@ def clear_workdir(cfg: ReportConfig) -> None:
         for path in cfg.workdir.glob(f"{stem}.*"):
             if path.is_file():
                 path.unlink()
+    (cfg.workdir / HTML_FILE).unlink(missing_ok=True)
     marker.write_bytes(orjson.dumps(cfg.settings()))
 
 
@@ -186,7 +190,8 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
                          system_prompt=WORLD_SYSTEM_PROMPT, engine_info=config.describe()),
              paths["problems"], paths["responses"], cfg, failures, timings)
         _run(RolloutStage(engine, k=cfg.k, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
-                          system_prompt=WORLD_SYSTEM_PROMPT, engine_info=config.describe()),
+                          system_prompt=WORLD_SYSTEM_PROMPT, keep_completions=KEEP_COMPLETIONS,
+                          engine_info=config.describe()),
              paths["responses"], paths["rollouts"], cfg, failures, timings)
     finally:
         engine.close()  # before the judge's engine starts: two engines on 2 cores starve each other
@@ -207,6 +212,15 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
                                 quiet=cfg.quiet))
     timings.add("consensus", t)
     return timings, failures
+
+
+def write_html(cfg: ReportConfig) -> Any:
+    """The browsable report of the files (`prm-annotate report`), beside them, the truth as gold."""
+    from prm_annotate.reports.html import write_report
+
+    paths = cfg.paths()
+    return write_report([str(paths[r]) for r in ("responses", "rollouts", "judged", "consensus")],
+                        str(cfg.workdir / HTML_FILE), gold=str(paths["gold"]))
 
 
 def write_gold(problems_path: Path, responses_path: Path, gold_path: Path) -> list[dict[str, Any]]:
@@ -266,6 +280,7 @@ def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: l
         "judge_unparsed": sum(1 for p in sources[1].preds.values() if p.first_error is None),
         "flawed_right_answers": flawed_right_answers(gold_records, sources),
         "tokens": generated_tokens(paths),
+        "html": str(write_html(cfg).path),
         "seconds": timings.seconds if timings else {},
         "failures": failures or [],
     }
@@ -380,7 +395,7 @@ def render(report: dict[str, Any]):
     if report["failures"]:
         lines.append(Text(f"{len(report['failures'])} record(s) failed in a stage and are left out: "
                           + "; ".join(report["failures"][:3])))
-    lines.append(Text(f"Files: {s['workdir']}/ (gold.jsonl holds the truth; "
+    lines.append(Text(f"Files: {s['workdir']}/ (gold.jsonl holds the truth; {report['html']} shows each response; "
                       f"`prm-annotate compare {s['workdir']}/rollouts.jsonl {s['workdir']}/judged.jsonl "
                       f"{s['workdir']}/consensus.jsonl --gold {s['workdir']}/gold.jsonl` shows more)."))
     return Group(*lines)
