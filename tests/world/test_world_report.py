@@ -13,6 +13,10 @@ import signal
 import subprocess
 import sys
 
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
 import orjson
 import pytest
 
@@ -43,9 +47,16 @@ def close(a: float | None, b: float | None) -> bool:
     return (a is None and b is None) or (a is not None and b is not None and abs(a - b) < 1e-9)
 
 
-@pytest.mark.engine
-def test_world_report_numbers_match_the_files(tmp_path, capsys):
-    workdir = tmp_path / "world"
+@dataclass
+class WorldRun:
+    workdir: Path
+    out: str
+
+
+@pytest.fixture(scope="module")
+def world_run(tmp_path_factory) -> WorldRun:
+    """One `world report` run, shared by the tests of this file (its files, its printed JSON)."""
+    workdir = tmp_path_factory.mktemp("world-report") / "world"
     workdir.mkdir()
     # A stale file of an earlier report must not leak into this one (stages resume from disk).
     (workdir / "consensus.jsonl").write_bytes(orjson.dumps({"id": "stale/0"}) + b"\n")
@@ -66,8 +77,16 @@ def test_world_report_numbers_match_the_files(tmp_path, capsys):
     assert group_alive(proc.pid) == [], "the report left engine processes running"
     # The pipeline's own lines only: the stages' summaries and consensus's table, no library's
     # warning, log line or progress bar (--verbose shows those).
-    ours = re.compile(r"^(sample|rollout|judge|consensus): |^ *MC vs judge: first error *$|^[┏┃┡│├└]")
+    ours = re.compile(r"^(sample|rollout|judge|consensus|report): |^ *MC vs judge: first error *$|^[┏┃┡│├└]")
     assert [line for line in err.splitlines() if line.strip() and not ours.match(line)] == []
+    return WorldRun(workdir, out)
+
+
+# Both tests take the one run: they go to one worker.
+@pytest.mark.engine
+@pytest.mark.xdist_group("world-report")
+def test_world_report_numbers_match_the_files(world_run, capsys):
+    workdir, out = world_run.workdir, world_run.out
     report = orjson.loads(out)
 
     problems = {p["id"]: p for p in read(workdir / "problems.jsonl")}
@@ -140,3 +159,149 @@ def test_world_report_numbers_match_the_files(tmp_path, capsys):
         f1 = processbench(labelled, p)["f1"]
         assert (f"{f1:.1f}" if f1 is not None else "—") in row
     assert f"{tokens['rollout']:,}" in table
+    assert report["html"] == str(workdir / "report.html") and (workdir / "report.html").stat().st_size > 0
+
+
+# ---------------------------------------------------------------- the HTML report in a real browser
+
+HOSTILE = "</script><img src=x onerror=alert(1)>"
+SCRIPT = "<script>alert(1)</script>"
+MUSTACHE = "{{ 7*7 }} {{ }}"
+ROLES = {"responses": "responses", "rollouts": "rollouts", "judged": "judged", "consensus": "consensus"}
+
+
+def _pct(x):
+    return "—" if x is None else f"{x:.1f}%"
+
+
+def _hostile_copy(workdir: Path, into: Path) -> tuple[str, str]:
+    """The world's files copied with model text that is markup: step 0 of one disagreement holds
+    HOSTILE (also its judge output and a kept completion), step 0 of another SCRIPT and MUSTACHE.
+    First errors and step counts are untouched, so stats and compare see the same figures."""
+    into.mkdir()
+    rollouts = read(workdir / "rollouts.jsonl")
+    judged = {r["id"]: r for r in read(workdir / "judged.jsonl")}
+    disagree = [r["id"] for r in rollouts if r["mc"]["first_error"] != judged[r["id"]]["judge"]["first_error"]]
+    assert len(disagree) >= 2, "the world run has fewer than two disagreements to test with"
+    a, b = disagree[0], disagree[1]
+    for name in (*ROLES.values(), "gold"):
+        records = read(workdir / f"{name}.jsonl")
+        for r in records:
+            if r["id"] in (a, b):
+                r["steps"][0] = HOSTILE if r["id"] == a else f"{SCRIPT} {MUSTACHE}"
+                if r["id"] == a and "judge" in r:
+                    r["judge"]["outputs"][0] = HOSTILE + r["judge"]["outputs"][0]
+                if r["id"] == a and "mc" in r:
+                    r["mc"]["kept_completions"][0][0]["text"] = HOSTILE
+        (into / f"{name}.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+        manifest = workdir / f"{name}.manifest.json"
+        if manifest.exists():
+            (into / manifest.name).write_bytes(manifest.read_bytes())
+    return a, b
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+@pytest.mark.xdist_group("world-report")
+def test_report_in_chromium_shows_the_stats_and_compare_figures_and_model_text_as_text(world_run, tmp_path):
+    from prm_annotate.reports.compare import compare_sources, load_sources
+    from prm_annotate.reports.labels import load_gold, confusion_row
+    from prm_annotate.reports.stats import file_stats
+    from testing.browser import chromium_page, skip_without_browser
+
+    skip_without_browser()
+    files = tmp_path / "files"
+    hostile, scripted = _hostile_copy(world_run.workdir, files)
+    paths = [str(files / f"{n}.jsonl") for n in ROLES.values()]
+    html = tmp_path / "report.html"
+    run = subprocess.run([*CLI, "report", *paths, "--gold", str(files / "gold.jsonl"), "-o", str(html)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    size = html.stat().st_size
+    n = len(read(files / "responses.jsonl"))
+    assert run.stderr.strip() == f"report: wrote {html}, {n} responses, {size / 1e3:.1f} kB."
+    page_bytes = html.read_bytes()
+    assert HOSTILE.encode() not in page_bytes and SCRIPT.encode() not in page_bytes  # escaped in the JSON
+
+    stats = [file_stats(p) for p in paths]
+    compared = compare_sources(load_sources(paths[1:], {}), load_gold(str(files / "gold.jsonl")))
+    name_of = {"rollouts": "MC", "judged": "judge", "consensus": "consensus", "gold": "gold"}
+    rollouts = {r["id"]: r for r in read(files / "rollouts.jsonl")}
+    judged = {r["id"]: r for r in read(files / "judged.jsonl")}
+
+    with chromium_page() as page:
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(html.as_uri())
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        title = page.title()
+
+        def fig(name: str) -> str:
+            return page.locator(f"[data-fig='{name}']").first.inner_text().strip()
+
+        # The overview's figures are stats' and compare's on the same files.
+        assert fig("responses") == str(stats[0]["records"]) == str(n)
+        for i, s in enumerate(stats):
+            assert fig(f"file-{i}-records") == str(s["records"])
+            mean = s.get("mc_scores", {}).get("mean")
+            assert fig(f"file-{i}-mc-mean") == ("—" if mean is None else str(int(mean)) if float(mean).is_integer()
+                                                 else f"{mean:.4f}")
+            assert fig(f"file-{i}-tokens") == str(sum(s.get("tokens", {}).values()))
+            failures = s.get("judge", {}).get("parse_failures")
+            assert fig(f"file-{i}-parse-failures") == ("—" if failures is None else str(failures))
+        for a, row in compared["agreement"].items():
+            for b, c in row.items():
+                assert fig(f"agree-{name_of[a]}-{name_of[b]}") == f"{_pct(c['agree'])} ({c['shared']})", (a, b)
+        assert fig("tile-agree") == _pct(compared["agreement"]["rollouts"]["judged"]["agree"])
+        kept = compared["sources"]["consensus"]["labelled"]
+        assert fig("kept") == str(kept) and fig("kept-share") == _pct(100.0 * kept / n)
+        rows = Counter(confusion_row(r["mc"]["first_error"], judged[rid]["judge"]["first_error"])
+                       for rid, r in rollouts.items())
+        for reason in ("same", "judge earlier", "judge later", "one says no error", "judge unparsed"):
+            assert fig(f"aside-{reason}") == str(rows[reason])
+        pairs = Counter((r["mc"]["first_error"], judged[rid]["judge"]["first_error"]) for rid, r in rollouts.items())
+        for (m, j), n in pairs.items():
+            assert fig(f"matrix-{m}-{j}") == str(n)
+
+        # A disagreement opens to its steps, MC scores, kept completions and the judge's output.
+        page.select_option("#f-row", "disagree")
+        first = page.locator(".resp").first
+        rid = first.get_attribute("data-id")
+        assert rollouts[rid]["mc"]["first_error"] != judged[rid]["judge"]["first_error"]
+        first.locator(".head").click()
+        steps = first.locator(".step")
+        want = rollouts[rid]
+        assert steps.count() == len(want["steps"])
+        for i, text in enumerate(want["steps"]):
+            step = steps.nth(i)
+            assert step.locator(".stext").first.text_content() == text
+            score = want["mc"]["scores"][i]
+            shown = step.locator("[data-role='mc-score']").inner_text().strip()
+            assert shown == (f"MC {score:.3f}" if not float(score).is_integer() else f"MC {int(score)}")
+            kept_texts = [c["text"] for c in want["mc"]["kept_completions"][i] or []]
+            completions = step.locator("[data-role='completion']")
+            assert [completions.nth(n).text_content() for n in range(completions.count())] == kept_texts
+        assert len(want["mc"]["kept_completions"][0]) > 0  # the rollouts kept texts (world: 2 per step)
+        first.locator("[data-role='judge-output'] summary").first.click()
+        assert first.locator("[data-role='judge-output'] .pre").first.text_content() == judged[rid]["judge"]["outputs"][0]
+        verdicts = [steps.nth(i).locator("[data-role='judge-verdict']").inner_text() for i in range(steps.count())]
+        assert verdicts[judged[rid]["judge"]["first_error"]] == "judge: first error"
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
+
+        # Model text that is markup shows as text: no tag made of it, no script run, no dialog.
+        page.select_option("#f-row", "any")
+        for bad, want_text in ((hostile, HOSTILE), (scripted, f"{SCRIPT} {MUSTACHE}")):
+            item = page.locator(f".resp[data-id='{bad}']")
+            if item.locator(".detail").count() == 0:  # an item opened before stays open across filters
+                item.locator(".head").click()
+            assert item.locator(".step").first.locator(".stext").first.text_content() == want_text
+        hostile_item = page.locator(f".resp[data-id='{hostile}']")
+        hostile_item.locator("[data-role='judge-output'] summary").first.click()
+        assert hostile_item.locator("[data-role='judge-output'] .pre").first.text_content().startswith(HOSTILE)
+        assert hostile_item.locator("[data-role='completion']").first.text_content() == HOSTILE
+        assert page.locator("img").count() == 0 and page.locator("script").count() == 2
+        page.wait_for_timeout(300)  # an onerror handler would have fired by now
+        assert dialogs == [] and page.title() == title == "prm-annotate report"
+        assert [u for u in requests if not u.startswith("file://")] == []

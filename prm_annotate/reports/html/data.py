@@ -206,7 +206,8 @@ def cost_rows(paths: list[str]) -> list[dict[str, Any]]:
         for file, run in source_runs(path):
             if run is None:
                 continue
-            key = (file, run.get("stage"), run.get("finished"), run.get("seconds"))
+            # A run is itself whichever file's manifest names it (a copied file keeps its manifest).
+            key = (run.get("stage"), run.get("finished"), run.get("seconds"), str(run.get("argv")))
             if key in seen:
                 continue
             seen.add(key)

@@ -61,7 +61,7 @@
     if (O.set_aside.joined !== undefined) tile("joined (MC and judge)", String(O.set_aside.joined), "joined");
     if (O.kept !== null) tile("kept by consensus", String(O.kept), "kept");
     if (O.kept_share !== null) tile("kept share", pct(O.kept_share), "kept-share");
-    if (O.agreement.MC && O.agreement.MC.judge) tile("MC and judge agree", pct(O.agreement.MC.judge.agree), "agree-MC-judge");
+    if (O.agreement.MC && O.agreement.MC.judge) tile("MC and judge agree", pct(O.agreement.MC.judge.agree), "tile-agree");
     add(sec, tiles);
 
     add(sec, el("h2", {text: "Files"}));
