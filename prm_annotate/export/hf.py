@@ -18,15 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 
 from prm_annotate.errors import UsageError, require
 from prm_annotate.export.formats import ExportOptions, Provenance
 from prm_annotate.export.trl import TRL_CONSUMER, Stepwise
 from prm_annotate.io.manifest import source_runs
+from prm_annotate.reports.labels import ROWS
 
-# What the card shows of each run's settings (the rest stays in the manifests).
-CARD_SETTINGS = ("model", "k", "label", "strategy", "threshold", "n", "prompt", "prompt_sha256", "votes",
-                 "temperature", "seed", "system_prompt", "system_prompt_sha256")
+# Fields of a run's stats the cost table shows, in its order.
+COST_FIELDS = (("seconds", "seconds"), ("generated_tokens", "generated tokens"), ("prompt_tokens", "prompt tokens"),
+               ("completions", "completions"))
+CONSENSUS_RULE = ("A response is kept when MC's first error (`mc.first_error`: the first step whose Monte Carlo "
+                  "score is not above the threshold, -1 for none) equals the judge's (`judge.first_error`); both -1 "
+                  "agree, a judge verdict that could not be parsed never agrees. A kept response's steps end at its "
+                  "first error: right before it, wrong at it (the paper's consensus filtering, arXiv 2501.07301).")
 
 
 def split_by_problem(rows: list[dict[str, Any]], test_share: float) -> dict[str, list[dict[str, Any]]]:
@@ -55,6 +61,62 @@ def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "with_error": sum(any(v is False for v in r["labels"]) for r in rows)}
 
 
+def flat_settings(settings: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Every leaf of a run's settings as (dotted key, value), nested objects included."""
+    out: list[tuple[str, Any]] = []
+    for key, value in settings.items():
+        if isinstance(value, dict) and value:
+            out += flat_settings(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
+def setting_text(value: Any) -> str:
+    """A setting as the card writes it: plain words as they are, anything else (a separator of
+    blank lines, null, a list) as JSON, so every value is one visible line."""
+    if isinstance(value, str) and value and value.isprintable() and value.strip() == value:
+        return value
+    if isinstance(value, (bool, int, float)) and not isinstance(value, bool):
+        return str(value)
+    return orjson.dumps(value).decode()
+
+
+def consensus_lines(runs: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
+    """The rule that kept the rows, and how many each reason dropped (from the consensus runs)."""
+    lines = ["## How the labels were chosen", "", CONSENSUS_RULE, ""]
+    found = [(file, run) for file, run in runs if run is not None and run.get("stage") == "consensus"]
+    if not found:
+        return lines + ["No consensus run is recorded in the manifests: the rows are labelled by one source.", ""]
+    lines += ["| consensus run | joined | kept | " + " | ".join(f"dropped: {r}" for r in ROWS[1:])
+              + " | only in rollouts | not rolled out |", "|---|" + "---:|" * (len(ROWS) + 3)]
+    for file, run in found:
+        stats = run.get("stats") or {}
+        cells = [stats.get("joined", 0), stats.get("same", 0), *(stats.get(r, 0) for r in ROWS[1:]),
+                 stats.get("only in rollouts", 0), stats.get("not rolled out", 0)]
+        lines.append(f"| `{file}` | " + " | ".join(str(c) for c in cells) + " |")
+    return lines + [""]
+
+
+def cost_lines(runs: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
+    """What each run cost, as its manifest recorded it, and the total."""
+    lines = ["## Cost", "", "| stage | file | " + " | ".join(name for _, name in COST_FIELDS) + " |",
+             "|---|---|" + "---:|" * len(COST_FIELDS)]
+    total = dict.fromkeys((key for key, _ in COST_FIELDS), 0.0)
+    for file, run in runs:
+        if run is None:
+            continue
+        stats = run.get("stats") or {}
+        values = {"seconds": run.get("seconds"), **{k: stats.get(k) for k, _ in COST_FIELDS[1:]}}
+        for key, value in values.items():
+            total[key] += value if isinstance(value, (int, float)) else 0
+        lines.append(f"| {run.get('stage', '?')} | `{file}` | "
+                     + " | ".join("—" if values[k] is None else str(values[k]) for k, _ in COST_FIELDS) + " |")
+    lines.append("| total | | " + " | ".join(f"{total[k]:.1f}" if k == "seconds" else str(int(total[k]))
+                                            for k, _ in COST_FIELDS) + " |")
+    return lines + [""]
+
+
 def source_run_lines(input_path: str) -> list[str]:
     """The card's "Source runs" section: every run in the manifests reachable from the input."""
     lines = ["## Source runs", "",
@@ -66,9 +128,8 @@ def source_run_lines(input_path: str) -> list[str]:
             continue
         lines.append(f"- `{file}`: **{run.get('stage', '?')}** (prm-annotate {run.get('version', '?')}"
                      + (f", finished {run['finished']}" if run.get("finished") else "") + ")")
-        settings = run.get("settings") or {}
-        shown = [f"{k}={settings[k]}" for k in CARD_SETTINGS if settings.get(k) is not None]
-        if shown:
+        shown = [f"{k}={setting_text(v)}" for k, v in flat_settings(run.get("settings") or {})]
+        if shown:  # every setting the manifest holds: models, prompts and their sha256, sampling, engine
             lines.append(f"  - settings: {', '.join(shown)}")
         counts, stats = run.get("counts") or {}, run.get("stats") or {}
         if run.get("stage") == "consensus" and "joined" in stats:
@@ -89,7 +150,13 @@ def source_run_lines(input_path: str) -> list[str]:
 def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read: int, argv: list[str]) -> str:
     from prm_annotate import __version__
 
-    lines = ["---", "tags:", "- process-reward-model", "- prm-annotate", "---", "", "# Step-labelled responses for process reward models", "",
+    runs = source_runs(input_path)
+    # The card's configuration: `datasets.load_dataset(<this folder>)` reads these files as these splits.
+    configs = ["configs:", "- config_name: default", "  data_files:"]
+    for name in splits:
+        configs += [f"  - split: {name}", f"    path: {name}/data-*.arrow"]
+    lines = ["---", *configs, "tags:", "- process-reward-model", "- prm-annotate", "---", "",
+             "# Step-labelled responses for process reward models", "",
               f"Made by prm-annotate {__version__} from `{input_path}` ({read} records read, "
               f"{sum(len(r) for r in splits.values())} rows kept):", "", f"    {shlex.join(argv)}", "",
               "## Splits and labels", "",
@@ -102,12 +169,14 @@ def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read:
                      f"{s['right']}{share} | {s['wrong']} | {s['with_error']} |")
     if len(splits) > 1:
         lines += ["", "The splits are by problem: no problem has responses in both."]
-    lines += ["", *source_run_lines(input_path)]
+    lines += ["", *consensus_lines(runs), *cost_lines(runs), *source_run_lines(input_path)]
     lines += ["## Row schema", "",
               "TRL's stepwise supervision: `prompt` (the problem), `completions` (the steps up to and including the "
               "first wrong one), `labels` (one bool per step: true = right), `id` (the response), and `scores` (MC "
               "scores of the steps) when exported with `--keep-scores`.", "",
-              "## Use", "", "```python", "from datasets import load_from_disk",
+              "## Use", "", "```python", "from datasets import load_dataset",
+              "ds = load_dataset(\"<this directory>\")  # the splits this card's configs name",
+              "from datasets import load_from_disk",
               "ds = load_from_disk(\"<this directory>\")",
               "ds.push_to_hub(\"<user>/<name>\", private=True)",
               "# then this card (it replaces the one push_to_hub writes; the split files keep their standard names)",

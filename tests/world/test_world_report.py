@@ -7,6 +7,7 @@ precision, the tokens. The printed table is rendered from the same report and mu
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -305,3 +306,63 @@ def test_report_in_chromium_shows_the_stats_and_compare_figures_and_model_text_a
         page.wait_for_timeout(300)  # an onerror handler would have fired by now
         assert dialogs == [] and page.title() == title == "prm-annotate report"
         assert [u for u in requests if not u.startswith("file://")] == []
+
+
+@pytest.mark.engine
+@pytest.mark.xdist_group("world-report")
+def test_hf_export_of_the_world_loads_by_its_card_and_names_every_setting(world_run, tmp_path):
+    import shutil
+
+    from datasets import disable_progress_bars, load_dataset, load_from_disk
+
+    from prm_annotate.io.manifest import source_runs
+
+    disable_progress_bars()
+    consensus = world_run.workdir / "consensus.jsonl"
+    out = tmp_path / "ds"
+    run = subprocess.run([*CLI, "export", str(consensus), "-o", str(out), "--format", "hf", "--test-split", "0.3"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    saved = load_from_disk(str(out))
+    loaded = load_dataset(str(out))  # the folder as the Hub would serve it: read by the card's configs
+    assert set(loaded) == set(saved) == {"train", "test"}
+    for split in saved:
+        assert loaded[split].to_list() == saved[split].to_list() and len(saved[split]) > 0
+    card = (out / "README.md").read_text()
+    # The card drives the reading: the same folder under a card whose configs swap the splits is read swapped.
+    swapped = tmp_path / "swapped"
+    shutil.copytree(out, swapped)
+    (swapped / "README.md").write_text(card.replace("path: train/", "path: TRAIN/").replace(
+        "path: test/", "path: train/").replace("path: TRAIN/", "path: test/"))
+    other = load_dataset(str(swapped))
+    assert other["train"].to_list() == saved["test"].to_list() and other["test"].to_list() == saved["train"].to_list()
+
+    # Every model, prompt and setting of every run the manifests hold, named in the card.
+    runs = [run for _, run in source_runs(str(consensus)) if run is not None]
+    assert {r["stage"] for r in runs} == {"sample", "rollout", "judge", "consensus"}
+
+    def leaves(obj, prefix=""):
+        for k, v in obj.items():
+            if isinstance(v, dict) and v:
+                yield from leaves(v, f"{prefix}{k}.")
+            else:
+                yield f"{prefix}{k}", v
+
+    for r in runs:
+        for key, value in leaves(r["settings"]):
+            plain = isinstance(value, str) and value.isprintable() and value.strip() == value and value
+            text = value if plain else str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+            assert f"{key}={text}" in card, (r["stage"], key, value)
+    for model in ("models/policy", "models/judge"):
+        assert model in card
+    # The rule, the counts by reason and the cost.
+    stats = next(r for r in runs if r["stage"] == "consensus")["stats"]
+    assert "equals the judge's" in card
+    row = next(line for line in card.splitlines() if line.startswith(f"| `{consensus}` |"))
+    cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    assert cells[:6] == [str(stats.get(k, 0)) for k in ("joined", "same", "judge earlier", "judge later",
+                                                         "one says no error", "judge unparsed")]
+    rollout = next(r for r in runs if r["stage"] == "rollout")
+    cost = next(line for line in card.splitlines() if line.startswith("| rollout |"))
+    assert f"| {rollout['stats']['generated_tokens']} |" in cost and f"| {rollout['seconds']} |" in cost
