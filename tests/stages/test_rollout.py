@@ -423,3 +423,26 @@ def test_rollout_on_the_tiny_model_follows_the_sampled_prompt_and_counts_cuts(vl
     with pytest.raises(Exception, match="sampled under the system prompt 'step'"):
         rollout("refused", system_prompt="qwen25-math-cot")
     assert not (tmp_path / "refused.jsonl").exists() or not read_jsonl(tmp_path / "refused.jsonl")
+
+
+def test_keep_completions_keeps_the_first_texts_of_each_probed_step_with_their_verdicts():
+    rec = response()
+    right = {"p/0": {0: {0, 1}, 1: {3}, 2: set()}}
+    stage = make(k=4, keep_completions=2)
+    scripted(stage, [rec], right)
+    mc = run(stage, [rec])["p/0"].records[0].dump()["mc"]
+    # The default keeps none and writes no field: records are as before.
+    plain = make(k=4)
+    scripted(plain, [rec], right)
+    base = run(plain, [rec])["p/0"].records[0].dump()["mc"]
+    assert "kept_completions" not in base and base["scores"] == mc["scores"]
+    kept = mc["kept_completions"]
+    assert len(kept) == 4 and kept[3] is None  # the last step is not rolled out
+    for step in range(3):
+        assert len(kept[step]) == 2
+        for j, c in enumerate(kept[step]):  # completions 0 and 1 of the step, in order
+            good = j in right["p/0"][step]
+            assert c == {"text": f"Let me finish.\n\nThe answer is \\boxed{{{16 if good else 99}}}.",
+                         "correct": good, "cut": False}
+    with pytest.raises(UsageError):
+        make(keep_completions=-1)
