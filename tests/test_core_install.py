@@ -60,6 +60,11 @@ def test_core_install_runs_the_commands_without_an_engine(core, tmp_path):
     assert json.loads(evaluated.stdout)["pred_field"] == "judge.first_error"
     compared = ok("compare", "rollouts.jsonl", "judged.jsonl", "consensus.jsonl", "--gold", str(files["gold"]))
     assert compared.returncode == 0 and "consensus" in compared.stdout, compared.stderr
+    # The report's script and style ship as package data: a page made without them would be empty.
+    reported = ok("report", "rollouts.jsonl", "judged.jsonl", "consensus.jsonl", "--gold", str(files["gold"]),
+                  "-o", "report.html")
+    assert reported.returncode == 0 and reported.stderr.startswith("report: wrote report.html"), reported.stderr
+    assert "__overviewPainted" in (tmp_path / "report.html").read_text()
     grading = DATA / "grading" / "processbench-gsm8k-gold.jsonl"
     for shard in ("0/2", "1/2"):
         graded = ok("grade", str(grading), "--limit", "24", "--shard", shard, "-o", f"graded-{shard[0]}.jsonl",

@@ -9,6 +9,10 @@ them (responses, judged, rollouts, scored); a consensus record holds the steps u
 error, and must be their prefix. Two files holding other steps for one id are bad input.
 
 Decisions:
+- Two passes: the first validates every record and keeps of each only its first errors, MC scores
+  and step hashes (the overview and the join need nothing else); the second reads again the
+  records of the sampled ids. A labelled set of hundreds of thousands of responses never sits in
+  memory whole, and a stream (standard input) is refused.
 - The overview counts over every record; the response pages over a sample of `max_responses` ids
   drawn with `seed` (all of them when there are fewer), disagreements of MC and judge first.
 - The figures the overview shows of a file are `stats`' (its collectors see every record), and the
@@ -34,6 +38,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from prm_annotate.errors import InputError, UsageError
+from prm_annotate.io.jsonl import is_stream
 from prm_annotate.io.manifest import source_runs
 from prm_annotate.records import Consensus, Judged, Response, Rollout, Scored, describe_validation_error
 from prm_annotate.reports.compare import agreement
@@ -60,19 +65,39 @@ def file_kind(obj: dict[str, Any]) -> str:
     return kind_of(obj)
 
 
+# What a file's record keeps between the passes: its first errors and scores, not its text (a
+# labelled set of 300,000 responses does not fit in memory as dicts; the sample is read again).
+SLIM = {"rollout": (("mc", "first_error"), ("mc", "scores"), ("mc", "strategy")),
+        "judged": (("judge", "first_error"),), "consensus": ((None, "first_error"),), "scored": (("prm", "first_error"),),
+        "response": ()}
+
+
 @dataclass
 class InputFile:
     path: str
     kind: str
-    records: dict[str, dict[str, Any]]
+    slim: dict[str, dict[str, Any]]
     where: dict[str, str]
     stats: dict[str, Any]
+    full: dict[str, dict[str, Any]] = field(default_factory=dict)  # the records of the sample (second pass)
+
+    def kinds(self) -> tuple[str, ...]:
+        return ("rollout", "judged") if self.kind == "merged" else (self.kind,)
+
+
+def _slim(obj: dict[str, Any], kinds: tuple[str, ...]) -> dict[str, Any]:
+    # Per-step hashes stand for the steps: equal within this process, a few bytes each.
+    out: dict[str, Any] = {"n": len(obj["steps"]), "sig": tuple(hash(step) for step in obj["steps"])}
+    for kind in kinds:
+        for part, name in SLIM[kind]:
+            out[f"{part}.{name}" if part else name] = (obj[part] if part else obj)[name]
+    return out
 
 
 def read_file(path: str) -> InputFile:
     """Every record of one file, validated by its kind's model; the file's `stats` on the way."""
     collectors = [make() for make in COLLECTORS]
-    records: dict[str, dict[str, Any]] = {}
+    slim: dict[str, dict[str, Any]] = {}
     where_of: dict[str, str] = {}
     kind = ""
     for where, rid, obj in records_by_id(path):
@@ -81,59 +106,69 @@ def read_file(path: str) -> InputFile:
         for k in kinds:
             if k not in KINDS:
                 raise InputError(path, where, f"not a file of the pipeline (a {k} record): give responses, rollouts, "
-                                              "judged, consensus or scored files")
+                                              "judged, consensus or scored files, and gold labels with --gold")
             try:
                 KINDS[k][0].model_validate(obj)
             except ValidationError as exc:
                 raise InputError(path, where, f"not a {k} record: {describe_validation_error(exc)}") from None
         for collector in collectors:
             collector.see(obj)
-        records[rid], where_of[rid] = obj, where
-    if not records:
+        slim[rid], where_of[rid] = _slim(obj, kinds), where
+    if not slim:
         raise InputError(path, "line 0", "the file has no records")
     stats: dict[str, Any] = {"path": path}
     for collector in collectors:
         stats.update(collector.report())
-    return InputFile(path, kind, records, where_of, stats)
+    return InputFile(path, kind, slim, where_of, stats)
+
+
+def read_sample(f: InputFile, ids: set[str]) -> None:
+    """The second pass: the whole records of the sampled ids (the file was validated whole)."""
+    f.full = {rid: obj for _, rid, obj in records_by_id(f.path) if rid in ids}
 
 
 @dataclass
 class Joined:
-    """The files by kind, and every id's steps."""
+    """The files by kind, and every id's step count."""
 
     files: list[InputFile]
     by_kind: dict[str, InputFile]
-    steps: dict[str, list[str]]
+    n_steps: dict[str, int]
     gold: dict[str, Gold] = field(default_factory=dict)
+
+    def slim(self, kind: str, rid: str) -> dict[str, Any] | None:
+        f = self.by_kind.get(kind)
+        return None if f is None else f.slim.get(rid)
 
     def record(self, kind: str, rid: str) -> dict[str, Any] | None:
         f = self.by_kind.get(kind)
-        return None if f is None else f.records.get(rid)
+        return None if f is None else f.full.get(rid)
 
 
 def join(paths: list[str], gold_path: str | None = None) -> Joined:
     if not paths:
         raise UsageError("give at least one file of the pipeline (responses, rollouts, judged, consensus, scored)")
+    if any(is_stream(p) for p in paths):
+        raise UsageError("report reads its files twice (the overview, then the sample): give files, not a stream")
     files = [read_file(p) for p in paths]
     by_kind: dict[str, InputFile] = {}
     for f in files:
-        for k in ("rollout", "judged") if f.kind == "merged" else (f.kind,):
+        for k in f.kinds():
             if k in by_kind:
                 raise UsageError(f"{by_kind[k].path} and {f.path} are both {k} files: give one file of each kind")
             by_kind[k] = f
-    steps: dict[str, list[str]] = {}
+    sigs: dict[str, tuple[int, ...]] = {}
     origin: dict[str, str] = {}
     for f in sorted(files, key=lambda f: not KINDS.get(f.kind, (None, True))[1]):  # whole steps first
         whole = KINDS.get(f.kind, (None, True))[1]
-        for rid, obj in f.records.items():
-            theirs = obj["steps"]
-            mine = steps.get(rid)
+        for rid, rec in f.slim.items():
+            theirs, mine = rec["sig"], sigs.get(rid)
             if mine is None:
-                steps[rid], origin[rid] = theirs, f.path
+                sigs[rid], origin[rid] = theirs, f.path
             elif (mine != theirs) if whole else (mine[: len(theirs)] != theirs):
                 raise InputError(f.path, f.where[rid], f"id {rid!r} holds other steps than in {origin[rid]}")
     gold = load_gold(gold_path) if gold_path else {}
-    return Joined(files, by_kind, steps, gold)
+    return Joined(files, by_kind, {rid: len(sig) for rid, sig in sigs.items()}, gold)
 
 
 def first_errors(j: Joined) -> dict[str, dict[str, int | None]]:
@@ -143,8 +178,9 @@ def first_errors(j: Joined) -> dict[str, dict[str, int | None]]:
         f = j.by_kind.get(kind)
         if f is None:
             continue
-        part = {"rollout": "mc", "judged": "judge", "scored": "prm"}.get(kind)
-        out[name] = {rid: (obj[part]["first_error"] if part else obj["first_error"]) for rid, obj in f.records.items()}
+        key = {"rollout": "mc.first_error", "judged": "judge.first_error", "scored": "prm.first_error"}.get(kind,
+                                                                                                       "first_error")
+        out[name] = {rid: rec[key] for rid, rec in f.slim.items()}
     if j.gold:
         out["gold"] = {rid: g.label for rid, g in j.gold.items()}
     return out
@@ -168,8 +204,8 @@ def position_histograms(j: Joined, fes: dict[str, dict[str, int | None]]) -> dic
     for name, col in fes.items():
         counts: Counter = Counter()
         for rid, fe in col.items():
-            if fe is not None and rid in j.steps:
-                counts[position_bin(fe, len(j.steps[rid]))] += 1
+            if fe is not None and rid in j.n_steps:
+                counts[position_bin(fe, j.n_steps[rid])] += 1
         out[name] = {b: counts[b] for b in [*map(str, range(FIRST_ERROR_BINS)), "last", "none"]}
     return out
 
@@ -183,12 +219,12 @@ def mc_curves(j: Joined) -> dict[str, Any]:
     sums = {g: [0.0] * FIRST_ERROR_BINS for g in ("error", "no error")}
     ns = {g: [0] * FIRST_ERROR_BINS for g in sums}
     drawn, partial = Counter(), Counter()
-    for obj in f.records.values():
-        scores, mc = obj["mc"]["scores"], obj["mc"]
+    for rec in f.slim.values():
+        scores = rec["mc.scores"]
         if any(s is None for s in scores):
-            partial[mc["strategy"]] += 1
+            partial[rec["mc.strategy"]] += 1
             continue
-        group = "no error" if mc["first_error"] == -1 else "error"
+        group = "no error" if rec["mc.first_error"] == -1 else "error"
         drawn[group] += 1
         n = len(scores)
         for i, s in enumerate(scores):
@@ -227,14 +263,14 @@ def set_aside(j: Joined) -> dict[str, Any]:
     if mc is None or judged is None:
         return {}
     rows: Counter = Counter()
-    for rid, obj in mc.records.items():
-        other = judged.records.get(rid)
+    for rid, rec in mc.slim.items():
+        other = judged.slim.get(rid)
         if other is not None:
-            rows[confusion_row(obj["mc"]["first_error"], other["judge"]["first_error"])] += 1
+            rows[confusion_row(rec["mc.first_error"], other["judge.first_error"])] += 1
     joined = sum(rows.values())
     return {"joined": joined, "kept": rows[SAME], "rows": {r: rows[r] for r in ROWS},
-            "only in rollouts": len(mc.records.keys() - judged.records.keys()),
-            "only in judged": len(judged.records.keys() - mc.records.keys())}
+            "only in rollouts": len(mc.slim.keys() - judged.slim.keys()),
+            "only in judged": len(judged.slim.keys() - mc.slim.keys())}
 
 
 def overview(j: Joined) -> dict[str, Any]:
@@ -249,10 +285,10 @@ def overview(j: Joined) -> dict[str, Any]:
     kept = j.by_kind.get("consensus")
     aside = set_aside(j)
     return {
-        "responses": len(j.steps),
+        "responses": len(j.n_steps),
         "files": [{"path": f.path, "kind": f.kind, "stats": f.stats} for f in j.files],
-        "kept": None if kept is None else len(kept.records),
-        "kept_share": (100.0 * len(kept.records) / aside["joined"]) if kept is not None and aside.get("joined") else None,
+        "kept": None if kept is None else len(kept.slim),
+        "kept_share": (100.0 * len(kept.slim) / aside["joined"]) if kept is not None and aside.get("joined") else None,
         "agreement": agreement(fes) if len(fes) > 1 else {},
         "matrix": matrix,
         "positions": position_histograms(j, fes),
@@ -273,9 +309,9 @@ def step_analyses(text: str, n_steps: int) -> list[str | None] | None:
 
 def response_entry(j: Joined, rid: str) -> dict[str, Any]:
     """One response as the page shows it (short keys: the page holds thousands)."""
-    steps = j.steps[rid]
     base = next((j.record(k, rid) for k in ("response", "judged", "rollout", "scored", "consensus")
                  if j.record(k, rid) is not None), {})
+    steps = base["steps"]
     entry: dict[str, Any] = {"id": rid, "problem": base.get("problem"), "pid": base.get("problem_id"),
                              "steps": steps, "correct": base.get("correct"), "answer": base.get("final_answer"),
                              "thought": base.get("thought_steps")}
@@ -295,7 +331,7 @@ def response_entry(j: Joined, rid: str) -> dict[str, Any]:
     if scored is not None:
         entry["prm"] = {"s": scored["prm"]["scores"], "fe": scored["prm"]["first_error"]}
     if "consensus" in j.by_kind:
-        entry["kept"] = rid in j.by_kind["consensus"].records
+        entry["kept"] = rid in j.by_kind["consensus"].slim
     if rid in j.gold:
         entry["gold"] = j.gold[rid].label
     if roll is not None and judged is not None:
@@ -305,14 +341,14 @@ def response_entry(j: Joined, rid: str) -> dict[str, Any]:
 
 def sample_ids(j: Joined, max_responses: int, seed: int) -> list[str]:
     """A seeded sample of the ids, disagreements of MC and the judge first, then by id."""
-    ids = sorted(j.steps)
+    ids = sorted(j.n_steps)
     if len(ids) > max_responses:
         ids = sorted(random.Random(seed).sample(ids, max_responses))
     mc, judged = j.by_kind.get("rollout"), j.by_kind.get("judged")
 
     def agrees(rid: str) -> bool:
-        a, b = j.record("rollout", rid), j.record("judged", rid)
-        return a is None or b is None or a["mc"]["first_error"] == b["judge"]["first_error"]
+        a, b = j.slim("rollout", rid), j.slim("judged", rid)
+        return a is None or b is None or a["mc.first_error"] == b["judge.first_error"]
 
     return sorted(ids, key=agrees) if mc is not None and judged is not None else ids
 
@@ -320,5 +356,7 @@ def sample_ids(j: Joined, max_responses: int, seed: int) -> list[str]:
 def report_data(paths: list[str], gold: str | None = None, max_responses: int = 1000, seed: int = 0) -> dict[str, Any]:
     j = join(paths, gold)
     ids = sample_ids(j, max_responses, seed)
-    return {"overview": overview(j), "sample": {"shown": len(ids), "of": len(j.steps), "seed": seed},
+    for f in j.files:
+        read_sample(f, set(ids))
+    return {"overview": overview(j), "sample": {"shown": len(ids), "of": len(j.n_steps), "seed": seed},
             "responses": [response_entry(j, rid) for rid in ids]}
