@@ -83,7 +83,7 @@ def world_run(tmp_path_factory) -> WorldRun:
     return WorldRun(workdir, out)
 
 
-# Both tests take the one run: they go to one worker.
+# The tests of this file take the one run: they go to one worker.
 @pytest.mark.engine
 @pytest.mark.xdist_group("world-report")
 def test_world_report_numbers_match_the_files(world_run, capsys):
@@ -177,14 +177,14 @@ def _pct(x):
 
 def _hostile_copy(workdir: Path, into: Path) -> tuple[str, str]:
     """The world's files copied with model text that is markup: step 0 of one disagreement holds
-    HOSTILE (also its judge output and a kept completion), step 0 of another SCRIPT and MUSTACHE.
+    HOSTILE (also its judge output and a kept completion), step 0 of another response SCRIPT and MUSTACHE.
     First errors and step counts are untouched, so stats and compare see the same figures."""
     into.mkdir()
     rollouts = read(workdir / "rollouts.jsonl")
     judged = {r["id"]: r for r in read(workdir / "judged.jsonl")}
     disagree = [r["id"] for r in rollouts if r["mc"]["first_error"] != judged[r["id"]]["judge"]["first_error"]]
-    assert len(disagree) >= 2, "the world run has fewer than two disagreements to test with"
-    a, b = disagree[0], disagree[1]
+    assert disagree, "the world run has no disagreement to test with"
+    a, b = disagree[0], (disagree[1:] + [r["id"] for r in rollouts if r["id"] not in disagree])[0]
     for name in (*ROLES.values(), "gold"):
         records = read(workdir / f"{name}.jsonl")
         for r in records:
