@@ -324,7 +324,9 @@ def test_hf_export_of_the_world_loads_by_its_card_and_names_every_setting(world_
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     saved = load_from_disk(str(out))
-    loaded = load_dataset(str(out))  # the folder as the Hub would serve it: read by the card's configs
+    # The folder as the Hub would serve it: read by the card's configs. A cache of this test's own:
+    # `datasets` found a folder of the same name and layout exported earlier in its shared cache.
+    loaded = load_dataset(str(out), cache_dir=str(tmp_path / "cache"))
     assert set(loaded) == set(saved) == {"train", "test"}
     for split in saved:
         assert loaded[split].to_list() == saved[split].to_list() and len(saved[split]) > 0
@@ -334,7 +336,7 @@ def test_hf_export_of_the_world_loads_by_its_card_and_names_every_setting(world_
     shutil.copytree(out, swapped)
     (swapped / "README.md").write_text(card.replace("path: train/", "path: TRAIN/").replace(
         "path: test/", "path: train/").replace("path: TRAIN/", "path: test/"))
-    other = load_dataset(str(swapped))
+    other = load_dataset(str(swapped), cache_dir=str(tmp_path / "cache-swapped"))
     assert other["train"].to_list() == saved["test"].to_list() and other["test"].to_list() == saved["train"].to_list()
 
     # Every model, prompt and setting of every run the manifests hold, named in the card.
