@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
