@@ -409,9 +409,7 @@ class RolloutStage(ModelStage):
                     w.cut_in_thought += cut and verdict.error == UNFINISHED
                     if counted is None:
                         w.grade_errors += 1
-                    if len(w.kept.get(probe.step, ())) < self.config.keep_completions:
-                        w.kept.setdefault(probe.step, []).append(
-                            {"text": result.texts[0], "correct": counted, "cut": cut})
+                    self._keep(w, probe.step, result.texts[0], counted, cut)
                     by_work.setdefault(id(w), []).append(ProbeResult(probe, counted, result.generated_tokens))
             for w in work:
                 if w.error is None:
@@ -435,6 +433,11 @@ class RolloutStage(ModelStage):
         outcomes = {w.record.id: Outcome(w.record.id, error=w.error, reason=ENGINE_FAILED) if w.error is not None
                     else Outcome.one(self._rollout(w)) for w in work}
         return [outcomes.get(rid) or Outcome(rid, reason=self._aside.pop(rid, None)) for rid in order]
+
+    def _keep(self, w: _Work, step: int, text: str, counted: bool | None, cut: bool) -> None:
+        """A completion's text kept for the record while its step has fewer than `keep_completions`."""
+        if len(w.kept.get(step, ())) < self.config.keep_completions:
+            w.kept.setdefault(step, []).append({"text": text, "correct": counted, "cut": cut})
 
     def _plan(self, record: RolloutInput, last_correct: bool) -> Plan:
         extra = {"judged": self.judged.claim(record.id)} if self.judged is not None else {}
