@@ -64,7 +64,7 @@ def join_steps(steps: Sequence[str], joins: Sequence[str] | None = None, sep: st
     """The text `steps` were cut from (None joins: every join is `sep`, today's records)."""
     if joins is None:
         return sep.join(steps)
-    if len(joins) != len(steps) - 1:
+    if len(joins) != max(len(steps) - 1, 0):
         raise ValueError(f"{len(joins)} joins for {len(steps)} steps (need {max(len(steps) - 1, 0)})")
     out = [steps[0]] if steps else []
     for join, step in zip(joins, steps[1:]):
