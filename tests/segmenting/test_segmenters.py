@@ -181,3 +181,27 @@ def test_segment_command_recuts_and_refuses_confidence_without_logprobs(tmp_path
     assert not (tmp_path / "c.jsonl").exists()
     res = CliRunner().invoke(app, ["segment", str(src), "--segment", "merge", "--segment-option", "budgt=3"])
     assert res.exit_code == 2 and "budgt" in res.output
+
+
+def test_sample_records_its_segmenter_and_joins_and_refuses_confidence_without_logprobs():
+    from prm_annotate.errors import UsageError
+    from prm_annotate.records import Problem
+    from prm_annotate.stages.sample import SampleStage
+    from testing.scripted_engine import ScriptedEngine
+
+    text = "First.\n\n\n\nWait, no.\n\nSo \\boxed{8}"
+    problem = Problem.model_validate({"id": "p", "problem": "q", "answer": "8"})
+    (out,) = SampleStage(ScriptedEngine(lambda r: text), n=1, segment="reflection").process([problem])
+    (row,) = [r.dump() for r in out.records]
+    assert row["steps"] == ["First.", "Wait, no.\n\nSo \\boxed{8}"] and row["step_joins"] == ["\n\n\n\n"]
+    assert row["segmenter"]["name"] == "reflection" and "token_logprobs" not in row
+    (out,) = SampleStage(ScriptedEngine(lambda r: text), n=1).process([problem])
+    (row,) = [r.dump() for r in out.records]
+    assert row["steps"] == ["First.", "Wait, no.", "So \\boxed{8}"]  # today's rule
+    assert row["step_joins"] == ["\n\n\n\n", "\n\n"]  # the dropped blank piece kept in its join
+    (out,) = SampleStage(ScriptedEngine(lambda r: "A\n\nB"), n=1).process([problem])
+    assert "step_joins" not in out.records[0].dump()  # every join the separator: the record as before
+    with pytest.raises(UsageError, match="log-probabilities"):
+        list(SampleStage(ScriptedEngine(lambda r: text), n=1, segment="confidence").process([problem]))
+    with pytest.raises(UsageError, match="budget"):
+        SampleStage(ScriptedEngine(lambda r: text), n=1, segment="merge", segment_options=["budget=0"])
