@@ -205,3 +205,25 @@ def test_sample_records_its_segmenter_and_joins_and_refuses_confidence_without_l
         list(SampleStage(ScriptedEngine(lambda r: text), n=1, segment="confidence").process([problem]))
     with pytest.raises(UsageError, match="budget"):
         SampleStage(ScriptedEngine(lambda r: text), n=1, segment="merge", segment_options=["budget=0"])
+
+
+def test_rollout_continues_the_text_as_the_record_joins_it():
+    """A record cut by a segmenter (its joins are not the separator): each prefix a rollout continues
+    is the response's own text up to the step, with the join after it — never a re-split."""
+    from prm_annotate.stages.rollout import RolloutInput, RolloutStage
+    from testing.scripted_engine import ScriptedEngine
+
+    text = "We start with 3 apples. Then 3 + 5 = 8.\n\n\n\nWait, 8 * 2 = 17.\n\nSo \\boxed{17}."
+    steps, joins = get_segmenter("reflection", {"at": "sentence", "markers": "Then,Wait"}).segment(text)
+    assert steps[:2] == ["We start with 3 apples.", "Then 3 + 5 = 8."] and joins[:2] == [" ", "\n\n\n\n"]
+    rec = RolloutInput.model_validate({"id": "p/0", "problem": "Tom...", "answer": "16", "steps": steps,
+                                       "step_joins": joins, "correct": False})
+    engine = ScriptedEngine(lambda r: "The answer is \\boxed{16}.")
+    stage = RolloutStage(engine, k=1)
+    (out,) = stage.process([rec])
+    assert out.error is None
+    prefixes = {r.messages[-1]["content"] for r in engine.requests}
+    assert prefixes == {prefix_text(steps, joins, j) for j in range(len(steps) - 1)}
+    assert "We start with 3 apples. Then 3 + 5 = 8.\n\n\n\n" in prefixes  # the text as written
+    # Without the joins (today's records) the same steps would be continued as "\n\n"-joined text.
+    assert "We start with 3 apples.\n\n" not in prefixes
