@@ -80,9 +80,10 @@ def prefix_text(steps: Sequence[str], joins: Sequence[str] | None, j: int, sep: 
     return head + after
 
 
-def record_joins(joins: Sequence[str], sep: str) -> list[str] | None:
+def record_joins(joins: Sequence[str], sep: str = "\n\n") -> list[str] | None:
     """Joins as a record keeps them: None (field left out) when every one is `sep`, so records of
-    today's rule stay as they were."""
+    today's rule stay as they were. Stages pass the default: a record cut at another separator
+    keeps its joins, and a later stage run with the default `--step-sep` still rebuilds its text."""
     return None if all(j == sep for j in joins) else list(joins)
 
 

@@ -71,7 +71,7 @@ def resegment(rows: Iterable[tuple[str, dict[str, Any]]], segmenter: Segmenter, 
             raise UsageError(f"{source}: {where}: record {data['id']}: no steps left (blank text)")
         out = {k: v for k, v in data.items() if k not in ("step_joins", "segmenter", "token_logprobs")}
         out["steps"] = steps
-        kept = record_joins(joins, getattr(segmenter, "sep", "\n\n"))
+        kept = record_joins(joins)
         if kept is not None:
             out["step_joins"] = kept
         out["segmenter"] = segmenter.record()
