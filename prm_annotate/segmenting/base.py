@@ -72,6 +72,15 @@ def join_steps(steps: Sequence[str], joins: Sequence[str] | None = None, sep: st
     return "".join(out)
 
 
+def join_record(record: Any) -> str:
+    """The text a record's steps were cut from: its `steps` joined by its `step_joins`, else by its
+    segmenter's `sep`, else by "\\n\\n" (a dict or a record model alike)."""
+    get = record.get if isinstance(record, dict) else (lambda k, d=None: getattr(record, k, d))
+    seg = get("segmenter") or {}
+    sep = seg.get("sep", "\n\n") if isinstance(seg, dict) else "\n\n"
+    return join_steps(get("steps"), get("step_joins"), sep)
+
+
 def prefix_text(steps: Sequence[str], joins: Sequence[str] | None, j: int, sep: str = "\n\n") -> str:
     """Steps 0..j with the join after step j: the text a rollout continues from step j + 1. After the
     last step there is no join of the record's; `sep` stands in for it (as today)."""

@@ -13,16 +13,9 @@ from typing import Any, Iterable, Iterator
 from prm_annotate.engines.sampling import TokenLogprob
 from prm_annotate.errors import UsageError
 from prm_annotate.records import Response, describe_validation_error
-from prm_annotate.segmenting import Segmenter, from_record, join_steps, record_joins
+from prm_annotate.segmenting import Segmenter, join_record, record_joins
 
 LABELLED = ("mc", "judge", "labels")
-
-
-def record_text(record: dict[str, Any]) -> tuple[str, str]:
-    """(the text a record's steps were cut from, the separator its joins default to)."""
-    seg = record.get("segmenter") or {}
-    sep = seg.get("sep", "\n\n") if isinstance(seg, dict) else "\n\n"
-    return join_steps(record["steps"], record.get("step_joins"), sep), sep
 
 
 def kept_logprobs(text: str, first_step: str, tokens: Iterable[TokenLogprob]) -> list[list[Any]]:
@@ -65,7 +58,7 @@ def resegment(rows: Iterable[tuple[str, dict[str, Any]]], segmenter: Segmenter, 
         if segmenter.needs_logprobs and tokens is None:
             raise UsageError(f"{source}: {where}: record {data['id']} has no token_logprobs, which --segment "
                              f"{segmenter.name} needs (sample with --keep-logprobs)")
-        text, sep = record_text(data)
+        text = join_record(data)
         steps, joins = segmenter.segment(text, tokens)
         if not steps:
             raise UsageError(f"{source}: {where}: record {data['id']}: no steps left (blank text)")

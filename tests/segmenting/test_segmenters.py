@@ -80,6 +80,13 @@ def test_paragraphs_is_todays_rule_with_the_dropped_pieces_in_the_joins():
     assert record_joins(["\n\n", "\n\n"], "\n\n") is None  # today's records stay as they were
     assert prefix_text(steps, joins, 0) == "A\n\n  \n\n"  # what a rollout continues after step 0
     assert prefix_text(steps, None, 0) == "A\n\n" and prefix_text(steps, joins, 2) == text + "\n\n"
+    from prm_annotate.records import Response
+    from prm_annotate.segmenting import join_record
+
+    row = {"id": "r", "problem": "q", "steps": steps, "step_joins": joins}
+    assert join_record(row) == join_record(Response.model_validate(row)) == text
+    assert join_record({"steps": ["a", "b"], "segmenter": {"name": "paragraphs", "sep": "\n"}}) == "a\nb"
+    assert join_record({"steps": ["a", "b"]}) == "a\n\nb"
 
 
 def test_merge_default_budget_brings_every_real_trace_under_40_steps():
