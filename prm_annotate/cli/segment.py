@@ -3,22 +3,24 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
-
-import typer
+from typing import Optional
 
 from prm_annotate.cli.app import InputArg, OutputOpt, app, handled
-from prm_annotate.segmenting import segmenters_help
+from prm_annotate.cli.declared import typer_option
+from prm_annotate.settings import setting_of
+from prm_annotate.stages.config import SampleConfig
+
+# sample's own declarations: one meaning, written once.
+SegmentOpt = typer_option(setting_of(SampleConfig, "segment"), str)
+SegmentOptionOpt = typer_option(setting_of(SampleConfig, "segment_options"), Optional[list[str]])
 
 
 @app.command()
 def segment(
     input: InputArg,
     output: OutputOpt = "-",
-    segment: Annotated[str, typer.Option("--segment", help=segmenters_help())] = "paragraphs",
-    segment_option: Annotated[Optional[list[str]], typer.Option(
-        "--segment-option", show_default=False,
-        help="A setting of the segmenter, KEY=VALUE (repeat it; e.g. budget=256, markers=Wait,Hmm).")] = None,
+    segment: SegmentOpt = "paragraphs",
+    segment_option: SegmentOptionOpt = None,
 ) -> None:
     """Cut the steps of a responses file again by a named segmenter (nothing but the cuts changes)."""
     from prm_annotate.io.jsonl import STDIO, dumps, iter_jsonl
