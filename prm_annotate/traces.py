@@ -21,12 +21,14 @@ Steps (`trace_steps`): the thought and the answer are segmented apart, so no ste
 separator, except between the thought's last step and the answer's first, where it holds
 `</think>`. Joining the steps with their joins gives the completion back from its first step to
 its last (the lead before the first, `<think>\\n` where the model opened the thought, and trailing
-whitespace are not steps). Until the segmenters land, both parts are cut by `split_steps`.
+whitespace are not steps). Both parts are cut by the run's segmenter
+(prm_annotate/segmenting/; `split_steps` when none is given).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 from prm_annotate.steps import DEFAULT_SEP, split_steps
 
@@ -111,15 +113,19 @@ def _joins(text: str, steps: list[str]) -> list[str]:
     return joins
 
 
-def trace_steps(trace: Trace, sep: str = DEFAULT_SEP) -> TraceSteps:
-    """The steps of a completion: the thought's, then the answer's, each cut apart (module docstring)."""
+def trace_steps(trace: Trace, sep: str = DEFAULT_SEP, cut: Callable[[str], list[str]] | None = None) -> TraceSteps:
+    """The steps of a completion: the thought's, then the answer's, each cut apart (module docstring)
+    by `cut` (a segmenter's steps of a text, verbatim pieces of it; None: `split_steps` at `sep`)."""
+    cut = cut or (lambda text: split_steps(text, sep))
     if not trace.thinks:
-        return TraceSteps(split_steps(trace.text, sep), None, 0)
+        steps = cut(trace.text)
+        joins = _joins(trace.text, steps)
+        return TraceSteps(steps, None if all(j == DEFAULT_SEP for j in joins) else joins, 0)
     # Each part's edge whitespace goes to the joins beside the tag, so no step ends with it.
-    thought = split_steps((trace.thought or "").strip(), sep)
-    steps = thought + split_steps(trace.answer.strip(), sep)
+    thought = cut((trace.thought or "").strip())
+    steps = thought + cut(trace.answer.strip())
     joins = _joins(trace.text, steps)
-    return TraceSteps(steps, None if all(j == sep for j in joins) else joins, len(thought))
+    return TraceSteps(steps, None if all(j == DEFAULT_SEP for j in joins) else joins, len(thought))
 
 
 def prefix_text(steps: list[str], joins: list[str] | None, j: int, sep: str = DEFAULT_SEP) -> str:

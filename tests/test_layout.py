@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"", "errors", "settings"},
     {"records", "steps", "seeds", "boxed", "prompt_files"},
     {"io", "engines", "traces"},
-    {"grading", "judging", "strategies"},
+    {"grading", "judging", "strategies", "segmenting"},
     {"reports", "pipeline"},
     {"export"},
     {"prm"},

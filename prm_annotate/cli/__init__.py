@@ -18,6 +18,7 @@ from prm_annotate.cli import train  # noqa: E402,F401
 from prm_annotate.cli import stats  # noqa: E402,F401
 from prm_annotate.cli import report  # noqa: E402,F401
 from prm_annotate.cli import merge  # noqa: E402,F401
+from prm_annotate.cli import segment  # noqa: E402,F401
 from prm_annotate.cli import models  # noqa: E402,F401
 from prm_annotate.cli import world  # noqa: E402,F401
 

@@ -19,5 +19,6 @@ def sample(input: InputArg, output: OutputOpt = "-", format: FormatOpt = "auto",
         run = stage_opts.prepare(input, output, seed=config.sampling.seed, format=format, id_field=id_field,
                                  problem_field=problem_field, answer_field=answer_field)
         system_prompt_file(config.system_prompt)  # a missing prompt file is said before the engine starts
+        config.segmenter()  # so is a segmenter setting that is wrong
 
     run.start(lambda e: SampleStage(e, config, engine_info=run.engine.describe()), input_model=SampleStage.input_model)

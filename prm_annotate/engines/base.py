@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
-from prm_annotate.engines.sampling import Sampling
+from prm_annotate.engines.sampling import Sampling, TokenLogprob
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class GenerationRequest:
     # How a reasoning model's output is split into reasoning and answer (engines/reasoning.py):
     # a vLLM reasoning parser's name or "think"; None: the output is the answer as written.
     reasoning: str | None = None
+    # Opt-in: the sampled tokens' log-probabilities come back in `GenerationResult.token_logprobs`
+    # (the confidence segmenter's input); off, engines ask for none (they cost memory and bytes).
+    logprobs: bool = False
 
 
 @dataclass
@@ -56,6 +59,9 @@ class GenerationResult:
     # the thought never ended) and `reasonings` the reasoning of each (None: it had none). Empty: not split.
     reasonings: list[str | None] = field(default_factory=list)
     reasoning_tokens: int | None = None  # of `generated_tokens`; None: not split, or not told
+    # With `request.logprobs`: per completion, each sampled token's (offset in the whole generated
+    # text, thought included, logprob), engines/sampling.py's `align_tokens`. Empty: not asked.
+    token_logprobs: list[list[TokenLogprob]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -57,7 +57,7 @@ from tenacity import (
 from prm_annotate.errors import UsageError, printable
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
 from prm_annotate.engines.reasoning import THINK, split_think
-from prm_annotate.engines.sampling import Sampling
+from prm_annotate.engines.sampling import Sampling, TokenLogprob, align_tokens
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +253,8 @@ class OpenAIEngine(Streaming):
             body["add_generation_prompt"] = False
         if r.guided_regex is not None:
             body["structured_outputs"] = {"regex": r.guided_regex}
+        if r.logprobs:  # the sampled token's own log-probability, no alternatives
+            body["logprobs"] = True
         return body
 
     async def _one(
@@ -327,7 +329,7 @@ class OpenAIEngine(Streaming):
             raise RetryableError(
                 f"malformed answer: expected {r.n} choice(s), got {_snippet(repr(choices))}"
             )
-        texts, reasons, reasonings = [], [], []
+        texts, reasons, reasonings, tokens = [], [], [], []
         for c in sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0):
             message = (c.get("message") or {}) if isinstance(c, dict) else {}
             content = message.get("content") if isinstance(message, dict) else None
@@ -340,6 +342,8 @@ class OpenAIEngine(Streaming):
             if not isinstance(content, str):
                 raise RetryableError(f"malformed answer: choice without text content: {_snippet(repr(c))}")
             texts.append(content)
+            if r.logprobs:
+                tokens.append(_token_logprobs(c, (reasoning or "") + content))
             reasonings.append(reasoning if isinstance(reasoning, str) else None)
             reasons.append(str(c.get("finish_reason")))
         usage = data.get("usage") or {}
@@ -359,6 +363,7 @@ class OpenAIEngine(Streaming):
             )
         except (AttributeError, TypeError, ValueError):
             raise RetryableError(f"malformed answer: usage {_snippet(repr(usage))}") from None
+        result.token_logprobs = tokens
         if any(x is not None for x in reasonings):
             result.reasonings = reasonings
         elif r.reasoning == THINK:  # the server did not split: split here (its tokens are not told)
@@ -379,6 +384,16 @@ def sampling_body(s: Sampling) -> dict[str, Any]:
     if s.seed is not None:
         body["seed"] = s.seed
     return body
+
+
+def _token_logprobs(choice: dict[str, Any], text: str) -> list[TokenLogprob]:
+    """A chat choice's `logprobs.content` placed in its text; asked for and missing is malformed."""
+    content = (choice.get("logprobs") or {}).get("content")
+    try:
+        pieces = [(str(t["token"]), float(t["logprob"])) for t in content]
+    except (KeyError, TypeError, ValueError):
+        raise RetryableError(f"malformed answer: logprobs asked for, got {_snippet(repr(choice.get('logprobs')))}") from None
+    return align_tokens(text, pieces)
 
 
 @dataclass

@@ -78,3 +78,31 @@ SamplingOverrides = _overrides()
 def sampling_fields() -> tuple[str, ...]:
     """The names of `Sampling`'s fields, in order."""
     return tuple(f.name for f in dataclasses.fields(Sampling))
+
+
+class TokenLogprob(typing.NamedTuple):
+    """One sampled token: where its text starts in the completion (a character offset; None when the
+    token's text does not start a character of the completion, as a piece of a multi-byte character
+    does not) and its log-probability under the policy."""
+
+    offset: Optional[int]
+    logprob: float
+
+
+def align_tokens(text: str, pieces: typing.Sequence[tuple[str, float]]) -> list[TokenLogprob]:
+    """Each sampled token's (text, logprob) placed in the completion `text`. A token's text is found
+    where the previous one ended; one that is not there (a piece of a multi-byte character, decoded
+    as U+FFFD) gets no offset, and the next token that is found a few characters on resumes."""
+    out, pos = [], 0
+    for piece, logprob in pieces:
+        if piece and "\ufffd" not in piece and text.startswith(piece, pos):
+            out.append(TokenLogprob(pos, float(logprob)))
+            pos += len(piece)
+            continue
+        found = text.find(piece, pos, pos + len(piece) + 4) if piece and "\ufffd" not in piece else -1
+        if found > pos and out and out[-1].offset is None:  # after the pieces of a character
+            out.append(TokenLogprob(found, float(logprob)))
+            pos = found + len(piece)
+        else:
+            out.append(TokenLogprob(None, float(logprob)))
+    return out

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from prm_annotate.errors import ENGINE_INSTALL, UsageError, require
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
 from prm_annotate.engines.defaults import VLLMSettings
+from prm_annotate.engines.sampling import TokenLogprob, align_tokens
 from prm_annotate.engines.reasoning import TokenSplitter, template_thinks
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 
@@ -210,6 +211,8 @@ class VLLMEngine(Streaming):
                     cached_prompt_tokens=getattr(out, "num_cached_tokens", None),
                     generated_tokens=sum(len(c.token_ids) for c in completions),
                 )
+                if any(c.logprobs is not None for c in completions):
+                    result.token_logprobs = [_token_logprobs(c) for c in completions]
                 split = self._splits.pop(out.request_id, None)
                 if split is not None:  # as `vllm serve --reasoning-parser` splits a chat answer
                     parts = [self.splitter(split).split(c.text, c.token_ids) for c in completions]
@@ -276,9 +279,17 @@ def sampling_params(r: GenerationRequest, room: int) -> Any:
     return SamplingParams(
         n=r.n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=min(s.max_tokens, room),
         seed=s.seed, stop=list(r.stop) or None, structured_outputs=_structured(r.guided_regex),
+        # 0: the sampled token's own log-probability only (no alternatives), as `logprobs: true` over HTTP.
+        logprobs=0 if r.logprobs else None,
         # Only the finished request is wanted, as `LLM.generate` asks for it.
         output_kind=RequestOutputKind.FINAL_ONLY,
     )
+
+
+def _token_logprobs(c: Any) -> list[TokenLogprob]:
+    """A completion's sampled tokens placed in its text, each with its log-probability."""
+    pieces = [(step[tid].decoded_token or "", step[tid].logprob) for tid, step in zip(c.token_ids, c.logprobs or [])]
+    return align_tokens(c.text, pieces)
 
 
 def _structured(regex: str | None):

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from prm_annotate.reward.scoring import AGGREGATES, Item, Reward
+from prm_annotate.segmenting import get_segmenter
 from prm_annotate.settings import declare
-from prm_annotate.steps import DEFAULT_SEP, STEP_SEP, split_steps
+from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
 
 END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
 _USER = "<|im_start|>user\n"
@@ -51,7 +52,8 @@ class TextRules:
         text = response.rstrip()
         while any(text.endswith(t) for t in self.end_tokens):
             text = next(text[: -len(t)] for t in self.end_tokens if text.endswith(t)).rstrip()
-        return split_steps(text, self.step_sep)
+        # Bare text from an RL client: the one place left that segments, by the named default rule.
+        return get_segmenter("paragraphs", {"sep": self.step_sep}).segment(text)[0]
 
 
 def problem_of_prompt(prompt: str) -> str:

@@ -24,6 +24,7 @@ from prm_annotate.engines.reasoning import reasoning_parsers
 from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
 from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
+from prm_annotate.segmenting import segmenters_help
 from prm_annotate.settings import Setting, declare, group, setting
 from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
 from prm_annotate.strategies import STRATEGIES, strategies_help
@@ -112,12 +113,18 @@ class SampleConfig:
         n: responses per problem.
         sampling: temperature, top-p, top-k, max tokens per response, and the run seed each
             response's seed derives from.
-        step_sep: the separator a response is split into steps at.
+        step_sep: the separator a response is split into steps at (the segmenters' `sep` unless
+            `segment_options` sets it).
         system_prompt: a built-in name (prm_annotate.prompt_files.SYSTEM_PROMPTS), a file, or
             "none"; None: the default (Qwen2.5-Math-Instruct's chain-of-thought prompt).
         reasoning: how a thinking policy's thought is told from its answer: "auto" (None: the
             same), "think", "off", or a vLLM reasoning parser (stages/thinking.py). With a thought,
             max tokens left at 2,048 rise to REASONING_POLICY_MAX_TOKENS.
+        segment: how a response is cut into steps (segmenting.SEGMENTERS; docs/pipeline.md).
+        segment_options: the segmenter's settings as "KEY=VALUE" texts (its dataclass fields).
+        keep_logprobs: keep the sampled tokens' log-probabilities in each record
+            (`token_logprobs`), so `segment --segment confidence` can cut it later; the
+            confidence segmenter asks for them (and keeps them) without this.
     """
 
     n: int = setting(8, flags=("-n", "--num-samples"), min=1, help="Responses per problem.")
@@ -126,9 +133,23 @@ class SampleConfig:
     step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
     system_prompt: Optional[str] = setting(None, flags="--system-prompt", help=_system_prompts_help)
     reasoning: Optional[str] = declare(REASONING, None)
+    segment: str = setting("paragraphs", flags="--segment", help=lambda: segmenters_help())
+    segment_options: Optional[list[str]] = setting(None, flags="--segment-option", show_default=False, help=(
+        "A setting of the segmenter, KEY=VALUE (repeat it; e.g. budget=256, markers=Wait,Hmm)."))
+    keep_logprobs: bool = setting(False, flags="--keep-logprobs/--no-keep-logprobs", help=(
+        "Keep the sampled tokens' log-probabilities in each record (for `segment --segment confidence`)."))
 
     def __post_init__(self) -> None:
         check_reasoning(self.reasoning)
+
+    def segmenter(self) -> Any:
+        """The configured segmenter (a `sep` it has defaults to `step_sep`)."""
+        from prm_annotate.segmenting import SEGMENTERS, get_segmenter, parse_options
+
+        settings = parse_options(self.segment_options or ())
+        if self.segment in SEGMENTERS and "sep" in {f.name for f in dataclasses.fields(SEGMENTERS[self.segment])}:
+            settings.setdefault("sep", self.step_sep)
+        return get_segmenter(self.segment, settings)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ from prm_annotate.stages.config import SampleConfig, configured, reasoning_budge
 from prm_annotate.stages.thinking import (AUTO, OFF, engine_thinks, on_server, probed, template_state,
                                           thought_tokens, trace_of)
 from prm_annotate.traces import CLOSED, MODEL, Trace, trace_steps
+from prm_annotate.errors import UsageError
+from prm_annotate.stages.segment import kept_logprobs
 
 
 def response_id(problem_id: str, index: int) -> str:
@@ -63,6 +65,8 @@ class SampleStage(ModelStage):
         self.empty_retries = empty_retries
         self.engine_info = engine_info or {"model": engine.model}
         self.stats: Counter = Counter()
+        self.segmenter = self.config.segmenter()
+        self.logprobs = self.config.keep_logprobs or self.segmenter.needs_logprobs
         self.sampling = self.config.sampling
         self.split, self.state = self._thinking()
         self.probe = self.split is None and (self.config.reasoning or AUTO) == AUTO and on_server(engine)
@@ -84,7 +88,7 @@ class SampleStage(ModelStage):
 
     def settings(self) -> dict[str, Any]:
         out = {**self.engine_info, **config_settings(self.config, self.system_prompt),
-               "empty_retries": self.empty_retries}
+               "segmenter": self.segmenter.record(), "empty_retries": self.empty_retries}
         out["max_tokens"] = self.sampling.max_tokens
         out["reasoning"] = self.split if not self.probe else "auto: found from the first answer"
         out["thought_state"] = self.state
@@ -117,6 +121,7 @@ class SampleStage(ModelStage):
             messages=chat(self.system_prompt.text.strip(), problem.problem),
             sampling=self._sampling(problem.id, index, attempt),
             reasoning=self.split if self.split not in (None, THINK) else None,
+            logprobs=self.logprobs,
         )
 
     def job(self, unit: list[Problem]) -> Job:
@@ -136,7 +141,7 @@ class SampleStage(ModelStage):
                 self.stats["generated_tokens"] += result.generated_tokens
                 if not result.ok:
                     return [Outcome(problem.id, error=f"sample {index}: {result.error}", reason=ENGINE_FAILED)]
-                if not trace_steps(self._trace(result), self.config.step_sep).steps:
+                if not self._made(self._trace(result), result).steps:
                     self.stats["blank_samples"] += 1
                     retry.append(index)
                 else:
@@ -165,7 +170,7 @@ class SampleStage(ModelStage):
             "id": response_id(problem.id, index),
             "problem_id": problem.id,
             **out,
-            **self._steps(trace),
+            **self._steps(trace, result),
             "final_answer": verdict.final_answer,
             "correct": verdict.correct,
             "generator": {
@@ -188,16 +193,38 @@ class SampleStage(ModelStage):
         self.stats["grade_errors"] += verdict.correct is None
         return Response.make(record)
 
-    def _steps(self, trace: Trace) -> dict[str, Any]:
+    def _steps(self, trace: Trace, result: GenerationResult) -> dict[str, Any]:
         """The record's steps; a thinking policy's with where the thought ends and whether it did."""
-        made = trace_steps(trace, self.config.step_sep)
+        made = self._made(trace, result)
         out: dict[str, Any] = {"steps": made.steps}
         if self.split is not None or trace.thinks:
             out["thought_steps"] = made.thought_steps
             out["thought_finished"] = trace.finished if trace.thinks else None
-            if made.joins is not None:
-                out["step_joins"] = made.joins
+        if made.joins is not None:
+            out["step_joins"] = made.joins
+        out["segmenter"] = self.segmenter.record()
+        if self.logprobs:
+            out["token_logprobs"] = (kept_logprobs(trace.text, made.steps[0], result.token_logprobs[0])
+                                     if result.token_logprobs and made.steps else None)
         return out
+
+    def _made(self, trace: Trace, result: GenerationResult):
+        """The trace's steps by the run's segmenter; `confidence` reads each part's tokens, their
+        offsets moved to where the part starts in the completion."""
+        tokens = result.token_logprobs[0] if result.token_logprobs else None
+        if tokens is None and self.segmenter.needs_logprobs:
+            raise UsageError(f"--segment {self.segmenter.name} needs the sampled tokens' log-probabilities, and "
+                             f"the engine ({self.engine_info.get('model')}) returned none")
+
+        def cut(part: str) -> list[str]:
+            if tokens is None:
+                return self.segmenter.segment(part)[0]
+            at = trace.text.find(part) if part else 0  # -1: a text the engine rebuilt; no offset then holds
+            moved = [type(t)(None if t.offset is None or at < 0 or t.offset < at else t.offset - at, t.logprob)
+                     for t in tokens]
+            return self.segmenter.segment(part, moved)[0]
+
+        return trace_steps(trace, self.config.step_sep, cut)
 
     def close(self) -> None:
         self.grader.close()

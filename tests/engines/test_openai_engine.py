@@ -269,3 +269,24 @@ def test_continuation_body_uses_vllm_chat_extension():
         engine.body(GenerationRequest(key="x", messages=({"role": "user", "content": "hi"},), continue_final=True))
 
 
+
+
+def test_logprobs_are_asked_only_when_wanted_and_read_into_offsets():
+    from dataclasses import replace
+
+    from prm_annotate.engines.openai_engine import RetryableError
+
+    engine = OpenAIEngine("http://127.0.0.1:9/v1", "m")
+    assert "logprobs" not in engine.body(chat("p"))
+    wanted = replace(chat("p"), logprobs=True)
+    assert engine.body(wanted)["logprobs"] is True
+    choice = {"index": 0, "finish_reason": "stop", "message": {"content": "Hi é𝑥!"},
+              "logprobs": {"content": [{"token": "Hi", "logprob": -0.5}, {"token": " é", "logprob": -1.0},
+                                       {"token": "\ufffd", "logprob": -2.0}, {"token": "\ufffd", "logprob": -2.5},
+                                       {"token": "!", "logprob": -0.1}]}}
+    usage = {"prompt_tokens": 3, "completion_tokens": 5}
+    result = engine._parse(wanted, {"choices": [choice], "usage": usage})
+    assert result.token_logprobs == [[(0, -0.5), (2, -1.0), (None, -2.0), (None, -2.5), (5, -0.1)]]
+    assert engine._parse(chat("p"), {"choices": [choice], "usage": usage}).token_logprobs == []
+    with pytest.raises(RetryableError, match="logprobs"):  # asked for and missing: malformed, retried
+        engine._parse(wanted, {"choices": [{**choice, "logprobs": None}], "usage": usage})

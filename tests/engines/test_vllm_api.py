@@ -89,13 +89,18 @@ def test_sampling_params_take_what_the_engine_passes():
                       "output_kind"}
     values = dict(n=2, temperature=0.7, top_p=0.8, top_k=20, max_tokens=8, stop=["\n\n"], seed=42,
                   structured_outputs=StructuredOutputsParams(regex=r"\\boxed\{(-1|0)\}"),
-                  output_kind=RequestOutputKind.FINAL_ONLY)
+                  output_kind=RequestOutputKind.FINAL_ONLY, logprobs=0)
     assert passed <= set(values), passed - set(values)
     params = SamplingParams(**values)
     assert {k: getattr(params, k) for k in values if k != "structured_outputs"} == {
         k: v for k, v in values.items() if k != "structured_outputs"}
     assert params.structured_outputs.regex == values["structured_outputs"].regex
     assert SamplingParams(top_k=0).top_k == 0  # GenerationRequest's "off"
+    # logprobs=0: the sampled token's own, read as Logprob.logprob and .decoded_token (vllm_engine._token_logprobs)
+    from vllm.logprobs import Logprob
+
+    assert SamplingParams(logprobs=0).logprobs == 0
+    assert {"logprob", "decoded_token"} <= {f.name for f in dataclasses.fields(Logprob)}
     assert SamplingParams(temperature=0.0, top_k=20).top_k == 0  # greedy ignores top-k, as the official script's
 
 

@@ -333,3 +333,18 @@ def test_a_judge_under_a_template_that_closes_the_thought_reads_the_whole_answer
     [outcome] = JudgeStage(TemplateEngine(lambda r: "Paragraph 1 is wrong: \\boxed{1}.", tokenizer, TEMPLATES["no-think"]),
                            prompt="processbench").process([record])
     assert outcome.records[0].dump()["judge"]["first_error"] == 1
+
+
+def test_a_thinking_trace_is_cut_by_the_runs_segmenter_thought_and_answer_apart(tokenizer):
+    """The segmenter cuts the thought and the answer apart: no step holds a tag, the join between
+    them holds `</think>`, and the steps with their joins give the completion back."""
+    from prm_annotate.segmenting import join_steps
+
+    text = "<think>\nLet me add.\n\n3 + 5 = 8.\n\nWait, check: 8.\n</think>\n\nSo \\boxed{8}."
+    _, (plain,) = sample(tokenizer, TEMPLATES["qwen3"], {0: text})
+    _, (turns,) = sample(tokenizer, TEMPLATES["qwen3"], {0: text}, segment="reflection")
+    assert plain["thought_steps"] == 3 and plain["segmenter"]["name"] == "paragraphs"
+    assert turns["steps"] == ["Let me add.\n\n3 + 5 = 8.", "Wait, check: 8.", "So \\boxed{8}."]
+    assert turns["thought_steps"] == 2 and turns["segmenter"]["name"] == "reflection"
+    assert "</think>" in turns["step_joins"][1] and not any("think>" in s for s in turns["steps"])
+    assert "<think>\n" + join_steps(turns["steps"], turns["step_joins"]) == text

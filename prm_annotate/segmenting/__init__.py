@@ -1,0 +1,99 @@
+"""Segmenters, by name: how a response's text becomes steps. Add one: a module here with a
+`Segmenter` subclass (its settings are its dataclass fields), and one entry in SEGMENTERS;
+`--segment` lists it with its `summary` and `--segment-option KEY=VALUE` sets its fields.
+
+Every later stage reads a record's steps (and `step_joins`) and never splits again; only the
+reward server, which gets bare text from RL clients, segments (by name, `paragraphs`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, Mapping, Sequence
+
+from prm_annotate.errors import UsageError
+from prm_annotate.segmenting.base import (Segmentation, SegmentError, Segmenter, join_record, join_steps,
+                                          paragraph_spans, prefix_text, record_joins)
+from prm_annotate.segmenting.confidence import Confidence
+from prm_annotate.segmenting.merge import Merge
+from prm_annotate.segmenting.paragraphs import Paragraphs
+from prm_annotate.segmenting.reflection import Reflection
+
+DEFAULT_SEGMENTER = "paragraphs"
+
+SEGMENTERS: dict[str, type[Segmenter]] = {s.name: s for s in (
+    Paragraphs,
+    Merge,
+    Reflection,
+    Confidence,
+)}
+
+
+def segmenters_help() -> str:
+    listed = ", ".join(f"{name} ({s.summary})" for name, s in SEGMENTERS.items())
+    return f"How a response is cut into steps: {listed}. See docs/pipeline.md."
+
+
+def _convert(name: str, key: str, value: Any, hint: Any) -> Any:
+    """A setting given as text on the command line, as its field's type."""
+    if not isinstance(value, str):
+        return tuple(value) if typing.get_origin(hint) is tuple else value
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    base = args[0] if typing.get_origin(hint) is typing.Union else hint
+    if value.lower() == "none" and type(None) in typing.get_args(hint):
+        return None
+    try:
+        if typing.get_origin(base) is tuple:
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        if base is bool:
+            return {"true": True, "false": False}[value.lower()]
+        return base(value)
+    except (KeyError, ValueError, TypeError):
+        raise UsageError(f"--segment {name}: {key}={value!r} is not a {getattr(base, '__name__', base)}") from None
+
+
+def get_segmenter(name: str, settings: Mapping[str, Any] | None = None) -> Segmenter:
+    """The segmenter `name` with `settings` (field -> value, values may be text as typed)."""
+    if name not in SEGMENTERS:
+        raise UsageError(f"--segment {name}: unknown (choose from {', '.join(SEGMENTERS)})")
+    cls = SEGMENTERS[name]
+    hints = typing.get_type_hints(cls)
+    fields = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in (settings or {}).items():
+        if key not in fields:
+            raise UsageError(f"--segment {name} has no setting {key!r} (its settings: {', '.join(fields) or 'none'})")
+        kwargs[key] = _convert(name, key, value, hints[key])
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:
+        raise UsageError(f"--segment {str(exc)}") from None
+
+
+def parse_options(options: Sequence[str]) -> dict[str, str]:
+    """`--segment-option KEY=VALUE` pairs as a dict."""
+    out = {}
+    for option in options:
+        key, eq, value = option.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--segment-option {option!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def from_record(data: Mapping[str, Any] | None) -> Segmenter:
+    """The segmenter a record or manifest names (`segmenter`); absent: today's paragraphs rule."""
+    if not data:
+        return Paragraphs()
+    settings = {k: v for k, v in data.items() if k != "name"}
+    return get_segmenter(str(data.get("name")), settings)
+
+
+def paragraphs(text: str, sep: str = "\n\n") -> list[str]:
+    """Steps by the paragraphs rule (what `split_steps` always did)."""
+    return [text[s:e] for s, e in paragraph_spans(text, sep)]
+
+
+__all__ = ["DEFAULT_SEGMENTER", "SEGMENTERS", "SegmentError", "Segmentation", "Segmenter", "from_record",
+           "get_segmenter", "join_record", "join_steps", "paragraphs", "parse_options", "prefix_text", "record_joins",
+           "segmenters_help"]
