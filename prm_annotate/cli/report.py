@@ -1,22 +1,21 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, List, Optional
+from typing import Annotated, List
 
 import typer
 
-from prm_annotate.cli.app import app, handled
+from prm_annotate.cli.app import GoldFileOpt, app, handled
+from prm_annotate.cli.option_groups import option_groups
+from prm_annotate.reports.html import PageConfig
 
 
 @app.command("report")
+@option_groups
 def report_command(
     files: Annotated[List[str], typer.Argument(help=(
         "The pipeline's files, joined by id: responses, rollouts, judged, consensus, scored (one of each kind)."))],
-    output: Annotated[str, typer.Option("-o", "--output", help="The HTML file to write.")] = "report.html",
-    gold: Annotated[Optional[str], typer.Option("--gold", help="Gold first errors (`label`), shown beside each step.")] = None,
-    max_responses: Annotated[int, typer.Option("--max-responses", min=1, help=(
-        "Responses the page lets you browse, a seeded sample (the overview counts every record)."))] = 1000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of that sample.")] = 0,
+    gold: GoldFileOpt = None, *, config: PageConfig,
 ) -> None:
     """One self-contained HTML file to read before training: counts, agreement of MC and judge, where first
     errors fall, MC curves, cost, what was set aside; then each response with its step scores, completions
@@ -24,5 +23,5 @@ def report_command(
     from prm_annotate.reports.html import write_report
 
     with handled():
-        written = write_report(files, output, gold=gold, max_responses=max_responses, seed=seed)
+        written = write_report(files, config.output, gold=gold, max_responses=config.max_responses, seed=config.seed)
     print(written.line(), file=sys.stderr)

@@ -19,10 +19,11 @@ from prm_annotate.cli.declared import origin_of
 
 # Flags that mean different things on different commands: how many declarations each has, and why.
 MEANINGS: dict[str, tuple[int, str]] = {
-    "--output": (3, "a stage's output file; train's checkpoint directory; export's rows (a file or an hf directory)"),
+    "--output": (4, "a stage's output file; train's checkpoint directory; export's rows (a file or an hf directory); "
+                    "report's HTML page"),
     "--format": (3, "the input format of the stages; export's output format; train's data format"),
-    "--seed": (4, "the run seed of sampling; train's initialisation and shuffle; evaluate's tuning sample; "
-                  "the world report's problems and stages"),
+    "--seed": (5, "the run seed of sampling; train's initialisation and shuffle; evaluate's tuning sample; "
+                  "the world report's problems and stages; report's browsing sample"),
     "--threshold": (3, "rollout's hard-label threshold; score's first-error threshold; evaluate's"),
     "--gold": (2, "evaluate's many gold files; bon's and compare's one"),
     "--step-sep": (2, "the records' separator; export's text between tagged steps (its format's own by default)"),

@@ -14,6 +14,7 @@ from prm_annotate.io.jsonl import STDIO
 from prm_annotate.io.output import check_output
 from prm_annotate.reports.html.data import report_data
 from prm_annotate.reports.html.page import embed_json, render_page
+from prm_annotate.settings import setting
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,23 @@ class ReportWritten:
         size = f"{self.bytes / 1e6:.1f} MB" if self.bytes >= 1e5 else f"{self.bytes / 1e3:.1f} kB"
         shown = "" if self.shown == self.responses else f" ({self.shown} of them browsable)"
         return f"report: wrote {self.path}, {self.responses} responses{shown}, {size}."
+
+
+@dataclass(frozen=True)
+class PageConfig:
+    """What `report` writes.
+
+    Attributes:
+        output: the HTML file (one self-contained page).
+        max_responses: how many responses the page lets a reader browse: a seeded sample (the
+            overview counts every record, so a large set stays a page a browser opens).
+        seed: the seed of that sample.
+    """
+
+    output: str = setting("report.html", flags=("-o", "--output"), help="The HTML file to write.")
+    max_responses: int = setting(1000, flags="--max-responses", min=1, help=(
+        "Responses the page lets you browse, a seeded sample (the overview counts every record)."))
+    seed: int = setting(0, flags="--seed", help="Seed of that sample.")
 
 
 def write_report(paths: list[str], output: str, *, gold: str | None = None, max_responses: int = 1000,
@@ -46,4 +64,4 @@ def write_report(paths: list[str], output: str, *, gold: str | None = None, max_
     return ReportWritten(str(target), data["sample"]["of"], data["sample"]["shown"], len(page))
 
 
-__all__ = ["ReportWritten", "embed_json", "render_page", "report_data", "write_report"]
+__all__ = ["PageConfig", "ReportWritten", "embed_json", "render_page", "report_data", "write_report"]
