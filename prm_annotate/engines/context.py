@@ -1,10 +1,10 @@
 """A model's context, and what fits in it: measured before a record's first request.
 
-A prompt and its completion share the model's context (`max_model_len`). An in-process vLLM
-engine cuts a completion budget that does not fit without saying so, and refuses a prompt that
-fills the context; a server answers 400 to either. Found only when the request runs, that fails a
-record in the middle of its work, after the requests before it were paid for, and a rerun fails
-it again. So the stages measure a record's longest prompt first (`Engine.context()` and
+A prompt and its completion share the model's context (`max_model_len`). vLLM, in process and
+as `vllm serve`, cuts a completion budget that does not fit without saying so (other servers may
+answer 400), and refuses a prompt that fills the context. Found only when the request runs, a
+refused prompt fails a record in the middle of its work, after the requests before it were paid
+for, and a rerun fails it again. So the stages measure a record's longest prompt first (`Engine.context()` and
 `Engine.prompt_tokens(request)`, where the engine can tell) and `fit` decides:
 
 - the budget fits beside the prompt: nothing changes;

@@ -1,8 +1,9 @@
 """Long inputs over HTTP, as a user runs them: `judge --base-url` against a real `vllm serve` whose
 context (2,048 tokens) the client learns from the server's /v1/models and whose prompts it counts
-with the server's /tokenize. A real long trace is refused before any request, a trace cut to fit
-gets a clamped budget (unclamped, the server refuses it: HTTP 400), the others finish, and the
-command ends with exit status 1 saying the refusal is permanent.
+with the server's /tokenize. A real long trace is refused before any request (sent, the server
+answers HTTP 400), a trace cut to fit gets a clamped budget, recorded (the server would cut it to
+the same without a word), the others finish, and the command ends with exit status 1 saying the
+refusal is permanent.
 """
 from __future__ import annotations
 
@@ -66,15 +67,20 @@ def test_judge_over_http_refuses_a_long_trace_before_any_request_and_clamps_a_ti
                 break
         prompt = tokens(tiny_tokenizer, request)
         assert 2048 - MAX_TOKENS < prompt <= 2048 - MIN_ROOM
-        # The baseline: the tight prompt with its budget as asked is refused by the server.
+        # The baselines: the whole trace, sent, is refused by the server (HTTP 400: what a run met
+        # after paying for the records before it); the tight prompt with its budget as asked is cut
+        # by vLLM's server to the same budget as ours, without a word.
+        long = {"id": "long", "problem": trace["problem"], "steps": paragraphs}
+        long_request = stage._request(Response.model_validate(long), 0)
+        refused = engine.generate([long_request])[long_request.key]
+        assert not refused.ok and "HTTP 400" in refused.error and "maximum context length" in refused.error
         unclamped = engine.generate([request])[request.key]
-        assert not unclamped.ok and "HTTP 400" in unclamped.error
+        assert unclamped.ok and unclamped.prompt_tokens == prompt and unclamped.generated_tokens <= 2048 - prompt
     finally:
         engine.close()
 
     short = [{"id": f"short-{i}", "problem": f"Ann has {i} pens and buys 2 more. How many pens?",
               "steps": [f"Ann has {i} pens.", f"{i} + 2 = {i + 2}.", f"\\boxed{{{i + 2}}}"]} for i in range(2)]
-    long = {"id": "long", "problem": trace["problem"], "steps": paragraphs}
     src = write_jsonl(tmp_path / "responses.jsonl", [short[0], long, tight, short[1]])
     out = tmp_path / "judged.jsonl"
     before = chat_posts(vllm_server.log_path)
