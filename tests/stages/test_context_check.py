@@ -85,7 +85,8 @@ def test_permanent_failures_are_never_offered_as_a_retry(tmp_path, capsys):
     summary = run_and_close(Refusing(), RunOptions(str(src), str(out), quiet=True))
     err = capsys.readouterr().err
     assert summary.exit_code == 1 and summary.permanent == ["short-0"]
-    assert "2 failed (1 permanent)" in err and "refused short-0: too long; permanent" in err
+    assert "2 set aside (1 failed, 1 refused for good: too long for the context)" in err
+    assert "refused short-0: too long; permanent" in err
     assert "1 refused for good" in err and "rerun the same command to retry the other 1" in err
     run = manifest(out)
     assert run["counts"]["failed"] == 2 and run["counts"]["failed_permanent"] == 1
@@ -131,7 +132,8 @@ def test_judge_refuses_a_prompt_over_the_context_before_any_vote_and_clamps_a_ti
     assert all(engine.asked_for(i) == 1 for i in ("short-0", "tight", "short-1"))
     reason = summary.failures["long"]
     assert f"has {tokens(vllm_engine, long_request)} tokens" in reason and "context is 2048" in reason
-    assert "1 failed (1 permanent)" in err and "refused for good" in err and "retry" not in err
+    assert "1 set aside (1 refused for good: too long for the context)" in err and "retry" not in err
+    assert "1 refused for good: their input does not fit" in err
 
     judged = {r["id"]: r["judge"] for r in read_jsonl(out)}
     assert list(judged) == ["short-0", "tight", "short-1"]
@@ -184,7 +186,7 @@ def test_rollout_refuses_a_trace_whose_longest_prefix_is_over_the_context_before
     assert engine.asked_for("long") == 0
     assert engine.asked_for("short-0") == 2 and engine.asked_for("tight") == 2
     assert "through step" in summary.failures["long"] and "permanent" in summary.failures["long"]
-    assert "1 failed (1 permanent)" in err and "retry" not in err
+    assert "1 set aside (1 refused for good: too long for the context)" in err and "retry" not in err
     mc = {r["id"]: r["mc"] for r in read_jsonl(out)}
     assert list(mc) == ["short-0", "tight"] and mc["tight"]["completions"] == 2
     assert mc["tight"]["max_tokens"] == max_tokens and mc["tight"]["max_tokens_clamped"] == 2048 - longest
