@@ -88,7 +88,8 @@ def test_judge_over_http_refuses_a_long_trace_before_any_request_and_clamps_a_ti
                           vllm_server.base_url, "--prompt", "processbench", "--max-tokens", str(MAX_TOKENS), "--quiet"],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stderr[-3000:]
-    assert "3 judged, 1 set aside (1 refused for good: too long for the context)" in run.stderr
+    assert "judge: 4 responses read: 3 judged" in run.stderr
+    assert "1 set aside (1 refused for good: too long for the context)" in run.stderr
     assert "refused long: the judge's prompt has" in run.stderr and "context is 2048 (server)" in run.stderr
     assert "1 refused for good" in run.stderr and "retry" not in run.stderr
     assert chat_posts(vllm_server.log_path) - before == 3  # one vote each for the three that fit; none for long
