@@ -121,12 +121,21 @@ class JudgeStage(ModelStage):
 
     def stream(self, records, window):
         if self.probe:
-            found, records = probed(self.engine, iter(records), lambda r: self._request(r, 0), self.name)
+            found, records = probed(self.engine, iter(records), self._probe_request, self.name)
             self.reasoning, self.probe = found.split, False
             if found.split is None and not found.server_splits and self.config.sampling.max_tokens is None:
                 self.sampling = self.protocol.sampling(self.config, self.engine_info.get("model", ""))
             self.stats[f"reasoning auto: {found.said}"] += 1
         return super().stream(records, window)
+
+    def _probe_request(self, record: Response) -> GenerationRequest | None:
+        """The first vote's request as the record's job would send it (its budget fitted to the context);
+        None for a record that will be refused. Counted by the job, not here."""
+        request = self._request(record, 0)
+        fitted = self.context.fit(request, Counter(), what="the judge's prompt")
+        if fitted is None or not fitted.clamped:
+            return None if fitted is not None and fitted.refused else request
+        return replace(request, sampling=replace(request.sampling, max_tokens=fitted.max_tokens))
 
     def _reasoning_split(self) -> str | None:
         """How each verdict's thought is split from its answer (`GenerationRequest.reasoning`): None

@@ -295,18 +295,19 @@ class RolloutStage(ModelStage):
             append_raw=thinking,
         )
 
-    def _fit(self, w: _Work) -> None:
+    def _fit(self, w: _Work) -> _Work:
         """Measure the record's longest prefix against the context before its first request: clamp
         its budget, or refuse it (module decisions)."""
         last = len(w.record.steps) - 2  # the last step is never rolled out
         if last < 0:
-            return
+            return w
         fitted = self.context.fit(self._request(w.record, Probe(last, 0)), self.stats,
                                   what=f"the longest prefix (through step {last})")
         if fitted is not None and fitted.refused:
             w.error, w.refused = fitted.refused, True
         elif fitted is not None and fitted.clamped:
             w.max_tokens = fitted.max_tokens
+        return w
 
     def _counted(self, verdict: Any, cut: bool) -> bool | None:
         """What a graded completion counts as: its verdict, unless it was cut and --cut-completions
@@ -368,9 +369,7 @@ class RolloutStage(ModelStage):
         """The rounds of one unit: every plan's next probes at once, graded when they are all back."""
         order = [r.id for r in unit]
         unit = self._labellable(unit)
-        work = [_Work(r, self._plan(r, last), last) for r, last in zip(unit, self._last_correct(unit))]
-        for w in work:
-            self._fit(w)
+        work = [self._fit(_Work(r, self._plan(r, last), last)) for r, last in zip(unit, self._last_correct(unit))]
         # Completed (and graded) requests of this unit by key, for sharing across rounds.
         done: dict[str, tuple[GenerationResult, Any]] = {}
         # Witness keys join steps by the separator, which a thinking response's joins are not (one

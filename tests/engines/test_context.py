@@ -75,12 +75,14 @@ def test_over_http_without_tokenize_the_estimate_refuses_and_without_a_context_n
         assert unknown.context() is None
         engine = OpenAIEngine(server.base_url, "m", max_attempts=1, max_model_len=1000)
         assert engine.context() == Context(1000, source="option", counter=ESTIMATE)
-        for eng, sent in ((engine, 1), (unknown, 2)):
+        for eng, checked in ((engine, True), (unknown, False)):
             stage = JudgeStage(eng, prompt="processbench", max_tokens=100, engine_info={"model": "m"})
             before = len(server.started)
             outcomes = stage.process([Response.model_validate(r) for r in (long, short)])
-            assert len(server.started) - before == sent
-            if eng is engine:
+            sent = server.started[before:]
+            assert any(long["steps"][5] in m for m in sent) != checked  # the long prompt: never sent when checked
+            assert any(long["steps"][5] not in m for m in sent)  # the short one went
+            if checked:
                 assert outcomes[0].kind == "permanent" and "(estimated)" in outcomes[0].error
                 assert outcomes[1].error is None
         engine.close()
