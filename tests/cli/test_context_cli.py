@@ -85,7 +85,8 @@ def test_judge_over_http_refuses_a_long_trace_before_any_request_and_clamps_a_ti
     out = tmp_path / "judged.jsonl"
     before = chat_posts(vllm_server.log_path)
     run = subprocess.run([*CLI, "judge", str(src), "-o", str(out), "--model", TINY_SERVED_NAME, "--base-url",
-                          vllm_server.base_url, "--prompt", "processbench", "--max-tokens", str(MAX_TOKENS), "--quiet"],
+                          vllm_server.base_url, "--prompt", "processbench", "--max-tokens", str(MAX_TOKENS), "--quiet",
+                          "--reasoning", "off"],  # no first vote asked alone before the batch: one post a record
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stderr[-3000:]
     assert "judge: 4 responses read: 3 judged" in run.stderr
