@@ -1,8 +1,8 @@
 """The Typer app and what every command shares: options, error handling, exit codes.
 
 Commands are thin: they parse options, call the library, and map outcomes to exit statuses
-(0 done, 1 some records failed and are left for a rerun, 2 bad usage or input, 3 the environment
-failed: an output that cannot be written, a full disk; 130 interrupted by SIGINT (Ctrl-C), 143 by
+(0 done, 1 some records failed: left for a rerun, or refused for good and said so, 2 bad usage or
+input, 3 the environment failed: an output that cannot be written, a full disk; 130 interrupted by SIGINT (Ctrl-C), 143 by
 SIGTERM, 129 by SIGHUP). An interrupted stage drops the batch in flight, keeps every record already
 written, records the run in the manifest and ends its child processes; a rerun resumes.
 """

@@ -55,7 +55,7 @@ def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts
     """Check everything that can be checked before calling this: starting an engine takes seconds.
     With `input_model`, a file input is validated whole before the engine starts. `make` starts the
     engine (`score` starts a pooling engine instead of a generating one). Exit status 0, 1 (failed
-    records: a rerun retries them) or 2."""
+    records: a rerun retries the transient ones, not the permanent ones) or 2."""
     started = False
 
     def start(config: EngineConfig) -> Engine:

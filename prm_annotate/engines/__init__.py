@@ -108,6 +108,7 @@ def make_engine(config: EngineConfig) -> Engine:
             concurrency=config.concurrency,
             timeout=config.timeout,
             max_attempts=config.max_attempts,
+            max_model_len=config.max_model_len,
         )
     from prm_annotate.engines.vllm_engine import VLLMEngine
 

@@ -8,6 +8,11 @@ submitting a record's next requests while other records' requests are still gene
 
 Engines that can only run a whole batch at once (test doubles) derive from `BatchEngine`: they
 implement `generate` and get `submit`/`poll` from it.
+
+An engine may also say its model's context, `context() -> engines.context.Context | None`, and
+count a request's prompt as it will send it, `prompt_tokens(request) -> int | None`: the stages
+measure a record's longest prompt with them before its first request (stages/context_check.py).
+Both engines here have them; one without them is not checked.
 """
 from __future__ import annotations
 

@@ -85,7 +85,9 @@ class VLLMSettings:
 
     Attributes:
         dtype: vLLM's dtype; None: float32 on CPU, the checkpoint's ("auto") on GPU.
-        max_model_len: the context length; None: the model's.
+        max_model_len: the context length; None: the model's. With a server (`EngineConfig.base_url`)
+            the server's context, which the stages check prompts against (engines/context.py);
+            None: what the server reports.
         tensor_parallel_size: GPUs one engine spans.
         gpu_memory_utilization: the share of GPU memory vLLM may take.
         enforce_eager: eager mode; None: on for CPU, vLLM's choice on GPU.
@@ -99,8 +101,11 @@ class VLLMSettings:
     dtype: Optional[str] = setting(None, flags="--dtype", panel=PANEL, help=(
         "vLLM dtype: auto, bfloat16, float16, float32 (default: float32 on CPU, where bfloat16 gives wrong "
         "outputs on some CPUs; the checkpoint's on GPU)."))
-    max_model_len: Optional[int] = setting(None, flags="--max-model-len", min=1, panel=PANEL,
-                                           help="vLLM context length (default: the model's).")
+    max_model_len: Optional[int] = setting(
+        None, flags="--max-model-len", min=1, panel=PANEL,
+        help="Context length in tokens, prompt and completion: vLLM's in process (default: the model's); with "
+             "--base-url the server's, that prompts are checked against (default: what the server's /v1/models "
+             "reports).")
     tensor_parallel_size: int = setting(TENSOR_PARALLEL_SIZE, flags="--tensor-parallel-size", min=1, panel=PANEL,
                                         help="vLLM tensor-parallel GPUs.")
     gpu_memory_utilization: float = setting(GPU_MEMORY_UTILIZATION, flags="--gpu-memory-utilization", min=0.01,

@@ -56,6 +56,7 @@ from tenacity import (
 
 from prm_annotate.errors import UsageError, printable
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
+from prm_annotate.engines.context import ESTIMATE, SERVER, Context, estimate_tokens
 from prm_annotate.engines.reasoning import THINK, split_think
 from prm_annotate.engines.sampling import Sampling, TokenLogprob, align_tokens
 
@@ -93,6 +94,7 @@ class OpenAIEngine(Streaming):
         max_attempts: int = 5,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
+        max_model_len: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -120,6 +122,59 @@ class OpenAIEngine(Streaming):
         self._cancelled: set[str] = set()  # keys whose answers are dropped when they come
         self._held: list[Any] = []  # answers taken off the queue early, returned by the next poll
         self._failure: Exception | None = None
+        self.max_model_len = max_model_len  # the context as given (--max-model-len); None: the server's
+        self._context: tuple[Context | None] | None = None  # asked once
+
+    # -- the context (engines/context.py) -----------------------------------------------------
+
+    @property
+    def root(self) -> str:
+        """The server's address without `/v1` (vLLM serves /tokenize there)."""
+        return self.base_url.removesuffix("/v1")
+
+    def context(self) -> Context | None:
+        """The served model's context: `max_model_len` as given, else what the server's /v1/models
+        says of this model (vLLM reports it); None when neither tells (then nothing is checked).
+        Prompts are counted by the server's /tokenize where it has one, else estimated. Asked once."""
+        if self._context is None:
+            self._context = (self._ask_context(),)
+        return self._context[0]
+
+    def _ask_context(self) -> Context | None:
+        with httpx.Client(**self._client_args()) as client:
+            length, source = self.max_model_len, "option"
+            if length is None:
+                source = SERVER
+                try:
+                    models = client.get(self.root + "/v1/models").json().get("data") or []
+                    length = next((m.get("max_model_len") for m in models
+                                   if isinstance(m, dict) and m.get("id") == self.model), None)
+                except (httpx.HTTPError, ValueError, AttributeError) as exc:
+                    log.warning("the server did not say its context (/v1/models): %s", printable(self._redact(str(exc))))
+                if not isinstance(length, int) or length < 1:
+                    return None
+            probe = GenerationRequest(key="", messages=({"role": "user", "content": "1"},))
+            counter = SERVER if self._tokenize(client, probe) is not None else ESTIMATE
+        return Context(length, source=source, counter=counter)
+
+    def prompt_tokens(self, request: GenerationRequest) -> int | None:
+        """The prompt tokens of `request` as the server renders it (/tokenize), else the estimate
+        (engines/context.py); None when the server could not be asked this time (not checked)."""
+        context = self.context()
+        if context is None or context.counter == ESTIMATE:
+            return estimate_tokens(request.messages)
+        with httpx.Client(**self._client_args()) as client:
+            return self._tokenize(client, request)
+
+    def _tokenize(self, client: httpx.Client, r: GenerationRequest) -> int | None:
+        body = {"model": self.model, "messages": [dict(m) for m in r.messages],
+                "add_generation_prompt": not r.continue_final, "continue_final_message": r.continue_final}
+        try:
+            resp = client.post(self.root + "/tokenize", json=body)
+            count = resp.json().get("count") if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return count if isinstance(count, int) else None
 
     # -- the protocol -------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from prm_annotate.errors import ENGINE_INSTALL, UsageError, require
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
+from prm_annotate.engines.context import ENGINE, Context
 from prm_annotate.engines.defaults import VLLMSettings
 from prm_annotate.engines.sampling import TokenLogprob, align_tokens
 from prm_annotate.engines.reasoning import TokenSplitter, template_thinks
@@ -155,6 +156,17 @@ class VLLMEngine(Streaming):
         """The exact prompt text this engine sends for `request` (useful to inspect templates)."""
         return render_prompt(self._tokenizer, request)
 
+    def context(self) -> Context:
+        """The engine's context, counted by its own tokenizer (engines/context.py)."""
+        return Context(self.max_model_len, source=ENGINE, counter=ENGINE)
+
+    def prompt_tokens(self, request: GenerationRequest) -> int:
+        """The prompt tokens of `request` exactly as `submit` sends them."""
+        return len(self._encode(request))
+
+    def _encode(self, request: GenerationRequest) -> list[int]:
+        return self._tokenizer.encode(self.render(request), add_special_tokens=False)
+
     def submit(self, requests: Sequence[GenerationRequest]) -> None:
         """Hand `requests` to vLLM's engine loop now; it schedules them with whatever is running."""
         from vllm.inputs import TokensPrompt
@@ -173,7 +185,7 @@ class VLLMEngine(Streaming):
             conversation = (r.continue_final, r.append_raw, tuple(tuple(sorted(m.items())) for m in r.messages))
             ids = prompts.get(conversation)
             if ids is None:
-                ids = prompts[conversation] = self._tokenizer.encode(self.render(r), add_special_tokens=False)
+                ids = prompts[conversation] = self._encode(r)
             room = self.max_model_len - len(ids)
             if room < 1:
                 self._keys.add(r.key)

@@ -26,27 +26,41 @@ from prm_annotate.io.jsonl import STDIO, check_input, is_stream
 from prm_annotate.io.manifest import append_manifest
 from prm_annotate.io.output import RejectsWriter, ResumableWriter, check_output
 from prm_annotate.pipeline.progress import Progress
-from prm_annotate.pipeline.summary import FAILED, INVALID, NOTHING_MADE, Account, Nouns, sentence
+from prm_annotate.pipeline.summary import FAILED, INVALID, NOTHING_MADE, OVER_CONTEXT, Account, Nouns, sentence
 from prm_annotate.records import Record, describe_validation_error
 from prm_annotate.settings import Setting
 from prm_annotate.io.sharding import shard_of
 
 
+# What kind of failure an `Outcome`'s error is. Transient: something on the way failed (a request,
+# the engine, a server): the record is left for a rerun, which retries it. Permanent: the record
+# itself cannot be done as asked (its prompt does not fit the model's context): a rerun would
+# refuse it again, so it is never offered as a retry.
+TRANSIENT, PERMANENT = "transient", "permanent"
+
+
 @dataclass
 class Outcome:
     """The result for one input record: its output records (usually one; `sample` makes n), or an
-    error that leaves it for a rerun. The records are the stage's `output_model`, validated when made.
-    `reason` says in a few words why nothing was made (a failure, or a record the stage sets aside,
-    as consensus does a disagreement), for the summary sentence (pipeline/summary.py)."""
+    error of a `kind` (TRANSIENT: left for a rerun; PERMANENT: refused, a rerun refuses it again).
+    The records are the stage's `output_model`, validated when made. `reason` says in a few words
+    why nothing was made (a failure, or a record the stage sets aside, as consensus does a
+    disagreement), for the summary sentence (pipeline/summary.py)."""
 
     id: str
     records: list[Record] = field(default_factory=list)
     error: str | None = None
     reason: str | None = None
+    kind: str = TRANSIENT
 
     @classmethod
     def one(cls, record: Record) -> "Outcome":
         return cls(record.id, [record])
+
+    @classmethod
+    def refused(cls, id: str, error: str, reason: str = OVER_CONTEXT) -> "Outcome":
+        """A record refused for good, before any of its work was paid for."""
+        return cls(id, error=error, reason=reason, kind=PERMANENT)
 
 
 class Stage(Protocol):
@@ -194,6 +208,7 @@ class RunSummary:
     set_aside: Counter = field(default_factory=Counter)  # failed, or finished with no output: by reason
     out_of_shard: int = 0
     failures: dict[str, str] = field(default_factory=dict)
+    permanent: list[str] = field(default_factory=list)  # ids of the failures a rerun would not mend
     rejects: int = 0
     interrupted: str | None = None  # the signal that stopped the run
     seconds: float = 0.0
@@ -275,6 +290,8 @@ def run_stage(stage: Stage, opts: RunOptions, dispatch: Dispatch = local_dispatc
                 else:
                     summary.failures[outcome.id] = outcome.error or "failed"
                     summary.set_aside[outcome.reason or FAILED] += 1
+                    if outcome.kind == PERMANENT:
+                        summary.permanent.append(outcome.id)
                     failed += 1
             writer.flush()
             summary.done += done
@@ -307,9 +324,11 @@ def manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[st
         "settings": stage.settings(),
         "counts": {"read": summary.read, "done": summary.done, "written": summary.written, "skipped": summary.skipped,
                    "failed": summary.failed, "rejected": summary.rejects, "other_shards": summary.out_of_shard,
-                   "made": summary.made, "set_aside": dict(summary.account().set_aside)},
+                   "made": summary.made, "set_aside": dict(summary.account().set_aside),
+                   "failed_permanent": len(summary.permanent)},
         **({"interrupted": summary.interrupted} if summary.interrupted else {}),
         "failures": dict(list(summary.failures.items())[:100]),
+        **({"permanent_failures": summary.permanent[:100]} if summary.permanent else {}),
         "stats": summary.stats,
         "seconds": round(summary.seconds, 3),
     }
@@ -334,11 +353,27 @@ def report(summary: RunSummary, notes: Iterable[str] = ()) -> None:
     for note in notes:
         print(note, file=err)
     if summary.failures:
+        permanent = set(summary.permanent)
         shown = list(summary.failures.items())[:10]
         for rid, error in shown:
-            print(f"  failed {printable(rid)}: {printable(error)}", file=err)
+            said = "refused" if rid in permanent else "failed"
+            print(f"  {said} {printable(rid)}: {printable(error)}", file=err)
         if len(summary.failures) > len(shown):
             print(f"  ... and {len(summary.failures) - len(shown)} more (see the manifest)", file=err)
-        print("  rerun the same command to retry them; finished records are kept", file=err)
+        for line in failure_advice(summary.failed, len(permanent)):
+            print(f"  {line}", file=err)
     print(summary.line(), file=err, flush=True)
+
+
+def failure_advice(failed: int, permanent: int) -> list[str]:
+    """What the summary says to do about failed records: the transient ones a rerun retries, the
+    permanent ones it would refuse again (never offered as a retry)."""
+    lines = []
+    if permanent:
+        lines.append(f"{permanent} refused for good: their input does not fit as asked (the reasons above and in the "
+                     "manifest); a rerun refuses them again")
+    if failed > permanent:
+        them = "them" if not permanent else f"the other {failed - permanent}"
+        lines.append(f"rerun the same command to retry {them}; finished records are kept")
+    return lines
 

@@ -18,6 +18,9 @@ ENGINE_FAILED = "failed at the engine"  # a request failed after its retries: a 
 INVALID = "invalid"  # an input line that is not a valid record (--skip-invalid sets it aside)
 FAILED = "failed"  # a failure its stage gave no reason for: a rerun retries it
 NOTHING_MADE = "nothing made"  # a stage finished a record, wrote nothing, and said no reason
+# A record whose prompt leaves no room in the model's context (engines/context.py): a rerun
+# refuses it again, so the summary never offers it as a retry.
+OVER_CONTEXT = "refused for good: too long for the context"
 
 
 @dataclass(frozen=True)

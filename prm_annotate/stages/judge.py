@@ -28,6 +28,11 @@ parser. Under `--reasoning auto` over HTTP, the first response's first vote is a
 the batch (stages/thinking.py): a thought inside the content (a server with no reasoning parser)
 is split here from then on, and an answer that cannot tell stops the run (exit status 2).
 
+Before a record's first vote its prompt is measured against the judge's context
+(stages/context_check.py, engines/context.py): a max_tokens that does not fit beside it is clamped
+to what does (`judge.max_tokens_clamped`), and a prompt that leaves fewer than `MIN_ROOM` tokens
+is refused for good, with its reason, before any vote is paid for; the other records go on.
+
 `constrained` (strict only): the judge writes its analysis freely up to the answer lead
 (`\\boxed` or `<conclusion>`, a stop string), then a second request continues that text with the
 answer, lead included, forced by a regular expression (vLLM structured outputs): a paragraph index
@@ -52,6 +57,7 @@ from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
+from prm_annotate.stages.context_check import ContextCheck
 from prm_annotate.stages.config import JudgeConfig, configured, entry
 from prm_annotate.stages.thinking import AUTO, on_server, probed, template_state
 from prm_annotate.judging.styles import one_verdict
@@ -104,6 +110,7 @@ class JudgeStage(ModelStage):
         self.reasoning = self._reasoning_split()
         if self.reasoning is not None and self.config.sampling.max_tokens is None:
             self.sampling = replace(self.sampling, max_tokens=REASONING_MAX_TOKENS)
+        self.context = ContextCheck(engine)
         self.stats: Counter = Counter()
         self.reasons: Counter = Counter()  # why votes were not read, by kind (the summary's tally)
         # auto over HTTP: whether the thought comes inside the content is asked of the first answer
@@ -114,12 +121,21 @@ class JudgeStage(ModelStage):
 
     def stream(self, records, window):
         if self.probe:
-            found, records = probed(self.engine, iter(records), lambda r: self._request(r, 0), self.name)
+            found, records = probed(self.engine, iter(records), self._probe_request, self.name)
             self.reasoning, self.probe = found.split, False
             if found.split is None and not found.server_splits and self.config.sampling.max_tokens is None:
                 self.sampling = self.protocol.sampling(self.config, self.engine_info.get("model", ""))
             self.stats[f"reasoning auto: {found.said}"] += 1
         return super().stream(records, window)
+
+    def _probe_request(self, record: Response) -> GenerationRequest | None:
+        """The first vote's request as the record's job would send it (its budget fitted to the context);
+        None for a record that will be refused. Counted by the job, not here."""
+        request = self._request(record, 0)
+        fitted = self.context.fit(request, Counter(), what="the judge's prompt")
+        if fitted is None or not fitted.clamped:
+            return None if fitted is not None and fitted.refused else request
+        return replace(request, sampling=replace(request.sampling, max_tokens=fitted.max_tokens))
 
     def _reasoning_split(self) -> str | None:
         """How each verdict's thought is split from its answer (`GenerationRequest.reasoning`): None
@@ -151,6 +167,7 @@ class JudgeStage(ModelStage):
             else:
                 out[key] = sampling.get(key, value)
         out["one_request"] = self.protocol.one_request
+        out.update(self.context.settings())
         return out
 
     def _messages(self, record: Response) -> tuple[dict, ...]:
@@ -188,6 +205,15 @@ class JudgeStage(ModelStage):
         stop = (self.style.answer_lead,) if self.config.constrained else ()
         requests = [self._request(record, v, stop=stop)
                     for v in range(1 if self.protocol.one_request else self.config.votes)]
+        # Every vote has the same prompt: measured once, before any vote is asked for. A constrained
+        # vote's forced answer follows its analysis in the same context.
+        fitted = self.context.fit(requests[0], self.stats, what="the judge's prompt",
+                                  reserve=FORCED_ANSWER_TOKENS if self.config.constrained else 0)
+        if fitted is not None and fitted.refused:
+            return [Outcome.refused(record.id, fitted.refused)]
+        clamped = fitted.max_tokens if fitted is not None and fitted.clamped else None
+        if clamped is not None:
+            requests = [replace(r, sampling=replace(r.sampling, max_tokens=clamped)) for r in requests]
         results = yield requests
         votes: list[Vote] = []
         cost: Counter = Counter()
@@ -222,9 +248,10 @@ class JudgeStage(ModelStage):
         if cut:
             self.stats["cut_votes"] += cut
         self.reasons.update(reason_kind(e) for e in reading.errors)
-        return [Outcome.one(self._judged(record, reading, votes, cost))]
+        return [Outcome.one(self._judged(record, reading, votes, cost, clamped))]
 
-    def _judged(self, record: Response, reading: Reading, votes: list[Vote], cost: Counter) -> Judged:
+    def _judged(self, record: Response, reading: Reading, votes: list[Vote], cost: Counter,
+                clamped: int | None = None) -> Judged:
         out = record.dump()
         out["judge"] = {
             "first_error": reading.first_error, "votes": reading.votes, "parse_failures": len(reading.errors),
@@ -233,6 +260,8 @@ class JudgeStage(ModelStage):
             "constrained": self.config.constrained, **sampling_record(self.sampling),
             "generated_tokens": cost["generated_tokens"], "prompt_tokens": cost["prompt_tokens"],
         }
+        if clamped is not None:  # the budget its votes had: max_tokens did not fit beside the prompt
+            out["judge"]["max_tokens_clamped"] = clamped
         if cost["split"]:  # the thought's tokens apart from the answer's (null where the server did not tell)
             thought = None if cost["reasoning_untold"] else cost["reasoning_tokens"]
             out["judge"]["reasoning_tokens"] = thought

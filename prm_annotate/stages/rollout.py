@@ -63,6 +63,14 @@ Decisions:
   that has no single answer is set aside (no record, its reason counted in the summary): its
   last step has no answer to label. Max tokens left at 2,048 rise to 32,768 for thinking
   responses.
+- Before a record's first request its longest prefix (through the last step a strategy may
+  probe, the one before the last) is measured against the completer's context
+  (stages/context_check.py, engines/context.py). A --max-tokens that does not fit beside it is
+  clamped to what does for every completion of the record, so its steps' scores rest on one
+  budget (`mc.max_tokens_clamped`; with shared prefixes the budget is part of the completion's
+  key, so records of other budgets do not share it); a prefix that leaves fewer than `MIN_ROOM`
+  tokens is refused for good, with its reason, before any completion is paid for, while the
+  other records (of its problem too) go on.
 - `--zero-rule` other than the default (all-k: a 0 needs all K to fail) is passed to the plans of
   the strategies that sample in rounds; the records say which rule and prior called their 0s
   (`mc.zero_rule`), and default records are as before.
@@ -92,6 +100,7 @@ from prm_annotate.stages.common import ModelStage, chat, config_settings, system
 from prm_annotate.grading.grader import Verdict
 from prm_annotate.grading.thinking import TWO_ANSWERS, UNFINISHED, grade_traces
 from prm_annotate.stages.config import RolloutConfig, configured, reasoning_budget
+from prm_annotate.stages.context_check import ContextCheck
 from prm_annotate.stages.thinking import template_state
 from prm_annotate.traces import MODEL, OPEN, continuation_opening, prefix_text, read_trace, record_trace
 from prm_annotate.stages.judged_file import JudgedFile
@@ -186,6 +195,8 @@ class _Work:
     cut_in_thought: int = 0
     shared: int = 0
     error: str | None = None
+    refused: bool = False  # the error is permanent: the record does not fit the context
+    max_tokens: int | None = None  # the completions' budget, clamped to the context; None: --max-tokens
     probes: list[Probe] = field(default_factory=list)
     cut: dict[int, int] = field(default_factory=dict)  # step -> its cut completions, for steps with completions
     kept: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # step -> completions kept (keep_completions)
@@ -222,6 +233,7 @@ class RolloutStage(ModelStage):
             self.judged = judged_file or JudgedFile.load(config.judged)
         self.input_model = rollout_input_model(self.prompts, self.judged)
         self.grader = grader or Grader()
+        self.context = ContextCheck(engine)
         self.engine_info = engine_info or {"model": engine.model}
         self.stats: Counter = Counter()
         self._states: dict[str, str] = {}
@@ -239,6 +251,7 @@ class RolloutStage(ModelStage):
         out["zero_rule"] = self.zero_rule.settings()  # with its prior and tolerance
         # The input is validated (in this process, also under Ray) before the manifest is written.
         out["system_prompts_used"] = self.prompts.resolved()
+        out.update(self.context.settings())
         return out
 
     def completion_seed(self, response_id: str, step: int, index: int) -> int:
@@ -260,15 +273,17 @@ class RolloutStage(ModelStage):
         opening = continuation_opening(self._state(system_prompt, record.problem), record.thought_steps)
         return opening + prefix_text(record.steps, record.step_joins, step, self.config.step_sep)
 
-    def _request(self, record: RolloutInput, probe: Probe) -> GenerationRequest:
+    def _request(self, record: RolloutInput, probe: Probe, max_tokens: int | None = None) -> GenerationRequest:
+        """`max_tokens`: the record's budget where the context clamped it."""
         system_prompt = self.prompts.for_record(record)
         prefix = self._prefix(record, probe.step, system_prompt)
         if self.config.share_prefixes:
             seed = self.shared_seed(record.problem, prefix, probe.index)
             # The key names the content (and the gold answer it is graded against): equal keys are
             # the same completion with the same verdict.
-            key = hashlib.blake2b(orjson.dumps([record.problem, prefix, probe.index, record.answer,
-                                                system_prompt.sha256]), digest_size=16).hexdigest()
+            content = [record.problem, prefix, probe.index, record.answer, system_prompt.sha256]
+            key = hashlib.blake2b(orjson.dumps(content + ([max_tokens] if max_tokens is not None else [])),
+                                  digest_size=16).hexdigest()
         else:
             seed = self.completion_seed(record.id, probe.step, probe.index)
             key = f"{record.id}\x00{probe.step}\x00{probe.index}"
@@ -276,8 +291,23 @@ class RolloutStage(ModelStage):
         sampling = reasoning_budget(self.config.sampling) if thinking else self.config.sampling
         return GenerationRequest(
             key=key, messages=chat(system_prompt.text.strip(), record.problem, prefix), continue_final=True,
-            sampling=replace(sampling, seed=seed), append_raw=thinking,
+            sampling=replace(sampling, seed=seed, **({} if max_tokens is None else {'max_tokens': max_tokens})),
+            append_raw=thinking,
         )
+
+    def _fit(self, w: _Work) -> _Work:
+        """Measure the record's longest prefix against the context before its first request: clamp
+        its budget, or refuse it (module decisions)."""
+        last = len(w.record.steps) - 2  # the last step is never rolled out
+        if last < 0:
+            return w
+        fitted = self.context.fit(self._request(w.record, Probe(last, 0)), self.stats,
+                                  what=f"the longest prefix (through step {last})")
+        if fitted is not None and fitted.refused:
+            w.error, w.refused = fitted.refused, True
+        elif fitted is not None and fitted.clamped:
+            w.max_tokens = fitted.max_tokens
+        return w
 
     def _counted(self, verdict: Any, cut: bool) -> bool | None:
         """What a graded completion counts as: its verdict, unless it was cut and --cut-completions
@@ -339,7 +369,7 @@ class RolloutStage(ModelStage):
         """The rounds of one unit: every plan's next probes at once, graded when they are all back."""
         order = [r.id for r in unit]
         unit = self._labellable(unit)
-        work = [_Work(r, self._plan(r, last), last) for r, last in zip(unit, self._last_correct(unit))]
+        work = [self._fit(_Work(r, self._plan(r, last), last)) for r, last in zip(unit, self._last_correct(unit))]
         # Completed (and graded) requests of this unit by key, for sharing across rounds.
         done: dict[str, tuple[GenerationResult, Any]] = {}
         # Witness keys join steps by the separator, which a thinking response's joins are not (one
@@ -363,7 +393,7 @@ class RolloutStage(ModelStage):
                                 w.record, w.record.steps[: probe.step + 1]) in witnesses:
                             by_work.setdefault(id(w), []).append(ProbeResult(probe, True, 0, witness=True))
                             continue
-                        request = self._request(w.record, probe)
+                        request = self._request(w.record, probe, w.max_tokens)
                         if request.key in asks and not self.config.share_prefixes:
                             raise RuntimeError(f"strategy asked twice for {probe} of {w.record.id}")
                         asks.setdefault(request.key, []).append((w, probe))
@@ -430,7 +460,8 @@ class RolloutStage(ModelStage):
 
     def _outcomes(self, work: list[_Work], order: list[str]) -> list[Outcome]:
         """In input order; a response set aside is done with no record (not a failure)."""
-        outcomes = {w.record.id: Outcome(w.record.id, error=w.error, reason=ENGINE_FAILED) if w.error is not None
+        outcomes = {w.record.id: (Outcome.refused(w.record.id, w.error) if w.refused else
+                                  Outcome(w.record.id, error=w.error, reason=ENGINE_FAILED)) if w.error is not None
                     else Outcome.one(self._rollout(w)) for w in work}
         return [outcomes.get(rid) or Outcome(rid, reason=self._aside.pop(rid, None)) for rid in order]
 
@@ -458,7 +489,7 @@ class RolloutStage(ModelStage):
                         if witnesses is not None and w.plan.takes_witness(probe.step) and self._witness_key(
                                 w.record, w.record.steps[: probe.step + 1]) in witnesses:
                             continue
-                        request = self._request(w.record, probe)
+                        request = self._request(w.record, probe, w.max_tokens)
                         if request.key not in requests and request.key not in done:
                             kind.setdefault(request.key, request)
         ahead, spare = found
@@ -520,6 +551,8 @@ class RolloutStage(ModelStage):
             self.stats["completions_cut_in_thought"] += w.cut_in_thought
         if self.config.keep_completions:
             extra_mc["kept_completions"] = [w.kept.get(step) for step in range(n_steps)]
+        if w.max_tokens is not None:  # the budget its completions had: --max-tokens did not fit the context
+            extra_mc["max_tokens_clamped"] = w.max_tokens
         if self.judged is not None:
             self.stats[f"verified: {result.verified}"] += 1
             extra_mc["verified"] = result.verified

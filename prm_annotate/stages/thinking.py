@@ -83,17 +83,20 @@ PROBE_TRIES = 3  # records whose first request may fail (a transient error) befo
 
 def probed(engine: Engine, records: Iterator[Any], first_request, stage: str) -> tuple[Found, Iterator[Any]]:
     """Probe with the first record's first request, or, where that request failed, the next record's
-    (up to PROBE_TRIES records); the records given back whole, in order."""
+    (up to PROBE_TRIES records); a record whose `first_request` is None (refused before any request)
+    is passed over. The records given back whole, in order."""
     taken: list[Any] = []
     result: GenerationResult | None = None
     for record in records:
         taken.append(record)
-        request: GenerationRequest = first_request(record)
+        request: GenerationRequest | None = first_request(record)
+        if request is None:  # it sends nothing (its prompt does not fit the context): the next one
+            continue
         result = engine.generate([request])[request.key]
-        if result.ok or len(taken) == PROBE_TRIES:
+        if result.ok or len(taken) >= PROBE_TRIES:
             break
-    if result is None:
-        return Found(None, MODEL, "no records"), iter(())
+    if result is None:  # no record sent anything: all of them are given back
+        return Found(None, MODEL, "no records"), iter(taken)
 
     def again() -> Iterator[Any]:
         yield from taken

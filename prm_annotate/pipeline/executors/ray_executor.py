@@ -135,8 +135,8 @@ def _run(stage: Stage, batches: Iterator[list[Record]], build: StageFactory,
                 for key, value in orjson.loads(row["stats"]).items():
                     stage.stats[key] += value
                 # Validated again as the stage's records: what the driver writes is what a local run would.
-                yield [Outcome(rid, [stage.output_model.make(r) for r in records], error, reason)
-                       for rid, records, error, reason in orjson.loads(row["outcomes"])]
+                yield [Outcome(rid, [stage.output_model.make(r) for r in records], error, reason, kind)
+                       for rid, records, error, reason, kind in orjson.loads(row["outcomes"])]
         except ray.exceptions.ActorDiedError as exc:
             if "creation task" not in str(exc):
                 raise
@@ -217,7 +217,8 @@ class StageWorker:
         for blob in batch["batch"]:
             records = [self.stage.input_model.model_validate(obj) for obj in orjson.loads(blob)]
             before = dict(self.stage.stats)
-            done = [[o.id, [r.dump() for r in o.records], o.error, o.reason] for o in self.stage.process(records)]
+            done = [[o.id, [r.dump() for r in o.records], o.error, o.reason, o.kind]
+                    for o in self.stage.process(records)]
             delta = {k: v - before.get(k, 0) for k, v in self.stage.stats.items() if v != before.get(k, 0)}
             # The same serialiser as the output writer, so what the driver writes is byte-identical.
             outcomes.append(dumps(done))
