@@ -10,18 +10,10 @@ from __future__ import annotations
 import random
 
 from prm_annotate.world.problems import OP_SYMBOL, World, apply_op
+from prm_annotate.world.thinking import nudge
 
 ERROR_KINDS = ["arithmetic", "carried", "operand", "operator", "skip", "extra", "answer", "no_answer"]
 ERROR_WEIGHTS = [45, 15, 10, 6, 6, 6, 7, 5]
-
-
-def _nudge(rng: random.Random, value: int) -> int:
-    """A nearby wrong value (never negative), like a slip in carrying or adding."""
-    for _ in range(10):
-        delta = rng.choice([-10, -3, -2, -1, -1, 1, 1, 2, 3, 10])
-        if value + delta >= 0:
-            return value + delta
-    return value + 1
 
 
 def _render(ops_done: list[tuple[int, str, int, int]], answer: int | None) -> list[str]:
@@ -47,21 +39,21 @@ def corrupt_solution(world: World, rng: random.Random, kind: str | None = None, 
     for i, (op, n) in enumerate(ops):
         a, b = value, n
         if i == where and kind == "carried":
-            a = _nudge(rng, value)
+            a = nudge(rng, value)
         if i == where and kind == "operand":
-            b = _nudge(rng, n) or n + 1
+            b = nudge(rng, n) or n + 1
         if i == where and kind == "operator":
             op = rng.choice([o for o in ("add", "sub") if o != op])
         if op == "sub" and b > a:
             op = "add"  # the policy never writes negative intermediate values
         c = apply_op(op, a, b)
         if (i == where and kind == "arithmetic") or (slip and rng.random() < slip):
-            c = _nudge(rng, c)
+            c = nudge(rng, c)
         done.append((a, op, b, c))
         value = c
     answer: int | None = value
     if kind == "answer":
-        answer = _nudge(rng, value)
+        answer = nudge(rng, value)
     if kind == "no_answer":
         answer = None
     return _render(done, answer)

@@ -121,8 +121,8 @@ class Trace:
         return any(s.kind == "slip" and s.corrected_at is None for s in self.slips)
 
 
-def _nudge(rng: random.Random, value: int) -> int:
-    """A nearby wrong value (never negative), as corrupt.py's."""
+def nudge(rng: random.Random, value: int) -> int:
+    """A nearby wrong value (never negative), like a slip in carrying or adding (lab/world/corrupt.py's too)."""
     for _ in range(10):
         delta = rng.choice([-10, -3, -2, -1, -1, 1, 1, 2, 3, 10])
         if value + delta >= 0:
@@ -138,11 +138,11 @@ def _slip(rng: random.Random, a: int, op: str, b: int) -> tuple[Equation, str]:
     value or could come out right fall back to an arithmetic slip."""
     kind = rng.choices(SLIP_KINDS, SLIP_WEIGHTS)[0]
     if kind == "carried":
-        a2 = _nudge(rng, a)
+        a2 = nudge(rng, a)
         if a2 != a and not (op == "sub" and b > a2):
             return (a2, op, b, apply_op(op, a2, b)), kind
     elif kind == "operand":
-        b2 = _nudge(rng, b)
+        b2 = nudge(rng, b)
         if b2 not in (b, 0) and not (op == "sub" and b2 > a) and not (op != "sub" and b2 == a and a == b):
             return (a, op, b2, apply_op(op, a, b2)), kind
     elif kind == "operator":
@@ -150,7 +150,7 @@ def _slip(rng: random.Random, a: int, op: str, b: int) -> tuple[Equation, str]:
         if not (op2 == "sub" and b > a):
             return (a, op2, b, apply_op(op2, a, b)), kind
     c = apply_op(op, a, b)
-    return (a, op, b, _nudge(rng, c)), "arithmetic"
+    return (a, op, b, nudge(rng, c)), "arithmetic"
 
 
 def _eq(a: int, op: str, b: int, c: int) -> str:
@@ -234,7 +234,7 @@ def make_trace(world: World, rng: random.Random, mix: TraceMix = TraceMix()) -> 
             emit(recheck_text(k, eq), "recheck")
         elif draw < mix.recheck + mix.wrong_fix:
             a, op, b, c = eq
-            bad = (a, op, b, _nudge(rng, c))
+            bad = (a, op, b, nudge(rng, c))
             at = emit(correction_text(k, eq, bad), "wrong_correction")
             slips[at] = ["wrong_correction", k, None]
             written[k], origin[k] = bad, at
