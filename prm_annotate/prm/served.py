@@ -61,8 +61,7 @@ class PoolingClient(OpenAIEngine):
     """The HTTP engine's machinery for any route of a vLLM server: `Call`s in, `Answer`s out."""
 
     def __init__(self, base_url: str, **options: Any) -> None:
-        super().__init__(base_url, model="", **options)
-        self.root = self.base_url.removesuffix("/v1")
+        super().__init__(base_url, model="", **options)  # its `root`: the address without /v1
 
     def body(self, r: Call) -> dict[str, Any] | None:  # type: ignore[override]
         return r.body

@@ -26,9 +26,10 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where it is used: `consensus` and `evaluate` run without it (core install)
+    import numpy as np
 
 from prm_annotate.errors import UsageError
 from prm_annotate.reports.labels import Gold, Prediction
@@ -151,6 +152,7 @@ class StepResponse:
 
     @property
     def first_error(self) -> int:
+        import numpy as np
         wrong = np.flatnonzero(self.hard == 0)
         return int(wrong[0]) if len(wrong) else -1
 
@@ -158,6 +160,7 @@ class StepResponse:
 def auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
     """Area under the ROC curve of P(right) for the right steps (Mann-Whitney U, ties counted
     half); None with one class only."""
+    import numpy as np
     n_pos, n_neg = int(positive.sum()), int((~positive).sum())
     if not n_pos or not n_neg:
         return None
@@ -190,6 +193,7 @@ def central_best_threshold(responses: list[StepResponse]) -> float:
     """The threshold in (0, 1] that maximises F1: a response is predicted right on a half-open
     interval of thresholds (`hit_interval`), so F1 is piecewise constant between the interval ends,
     and the middle of the best piece is chosen (ties: the piece nearest 0.5, the untuned default)."""
+    import numpy as np
     intervals = {has_error: [hit_interval(r.first_error, r.scores) for r in responses
                              if (r.first_error != -1) == has_error]
                  for has_error in (True, False)}
@@ -218,6 +222,7 @@ def central_best_threshold(responses: list[StepResponse]) -> float:
 def step_metrics(responses: list[StepResponse]) -> dict[str, float]:
     """The metrics `train` logs at each evaluation; one left out where undefined (one class only),
     except F1, which is 0 then: the best model is chosen by it at every evaluation."""
+    import numpy as np
     scores = np.concatenate([r.scores for r in responses])
     hard = np.concatenate([r.hard for r in responses]).astype(bool)
     targets = np.concatenate([r.targets for r in responses])
