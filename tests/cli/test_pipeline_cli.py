@@ -92,7 +92,11 @@ def test_sample_pipe_rollout_then_judge_and_consensus(vllm_server, tmp_path):
     server = ["--model", "tiny", "--base-url", vllm_server.base_url]
     rollouts, judged, agreed = tmp_path / "rollouts.jsonl", tmp_path / "judged.jsonl", tmp_path / "consensus.jsonl"
     # The random tiny model seldom writes a blank line: a space as step separator gives it many steps.
-    sample = shlex.join([*CLI, "sample", str(problems), "-n", "2", "--max-tokens", "24", "--step-sep", " ", *server])
+    # The random model's answers are cut with no <think> in them: over HTTP, --reasoning auto cannot tell
+    # whether the server hides a thought in them and stops (tests/stages/test_thinking.py); this model
+    # does not think.
+    sample = shlex.join([*CLI, "sample", str(problems), "-n", "2", "--max-tokens", "24", "--step-sep", " ",
+                         "--reasoning", "off", *server])
     rollout = shlex.join([*CLI, "rollout", "-", "-o", str(rollouts), "-k", "2", "--max-tokens", "16", "--step-sep", " ",
                           *server])
     piped = subprocess.run(["bash", "-c", f"set -o pipefail; {sample} | {rollout}"], capture_output=True, text=True,
@@ -109,7 +113,7 @@ def test_sample_pipe_rollout_then_judge_and_consensus(vllm_server, tmp_path):
 
     # No --prompt: the paper's protocol (the random model's analyses are noise, so few parse).
     paper = tmp_path / "judged-paper.jsonl"
-    judge = subprocess.run([*CLI, "judge", str(rollouts), "-o", str(paper), "--max-tokens", "48", *server],
+    judge = subprocess.run([*CLI, "judge", str(rollouts), "-o", str(paper), "--max-tokens", "48", "--reasoning", "off", *server],
                            capture_output=True, text=True, timeout=600)
     assert judge.returncode == 0, judge.stderr[-3000:]
     from prm_annotate.judging import load_judge_prompt
@@ -120,7 +124,7 @@ def test_sample_pipe_rollout_then_judge_and_consensus(vllm_server, tmp_path):
     assert orjson.loads(paper.with_name("judged-paper.manifest.json").read_bytes())["runs"][-1]["settings"]["prompt"] == "paper"
 
     judge = subprocess.run([*CLI, "judge", str(rollouts), "-o", str(judged), "--prompt", "processbench", "--constrained",
-                            "--max-tokens", "48", *server], capture_output=True, text=True, timeout=600)
+                            "--max-tokens", "48", "--reasoning", "off", *server], capture_output=True, text=True, timeout=600)
     assert judge.returncode == 0, judge.stderr[-3000:]
     verdicts = [Judged.model_validate(r) for r in read(judged)]
     assert all(v.judge.first_error is not None and v.judge.parse_failures == 0 for v in verdicts)
