@@ -128,14 +128,6 @@ def trace_steps(trace: Trace, sep: str = DEFAULT_SEP, cut: Callable[[str], list[
     return TraceSteps(steps, None if all(j == DEFAULT_SEP for j in joins) else joins, len(thought))
 
 
-def prefix_text(steps: list[str], joins: list[str] | None, j: int, sep: str = DEFAULT_SEP) -> str:
-    """steps[: j + 1] joined as the record joins them, with the join that follows step j (the
-    separator after the last step): the text a rollout of step j continues."""
-    joins = joins if joins is not None else [sep] * (len(steps) - 1)
-    out = "".join(step + join for step, join in zip(steps[:j], joins[:j])) + steps[j]
-    return out + (joins[j] if j < len(joins) else sep)
-
-
 def joined_text(steps: list[str], joins: list[str] | None, sep: str = DEFAULT_SEP) -> str:
     """All steps joined as the record joins them."""
     if joins is None:

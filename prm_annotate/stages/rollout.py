@@ -102,7 +102,8 @@ from prm_annotate.grading.thinking import TWO_ANSWERS, UNFINISHED, grade_traces
 from prm_annotate.stages.config import RolloutConfig, configured, reasoning_budget
 from prm_annotate.stages.context_check import ContextCheck
 from prm_annotate.stages.thinking import template_state
-from prm_annotate.traces import MODEL, OPEN, continuation_opening, prefix_text, read_trace, record_trace
+from prm_annotate.segmenting import prefix_text
+from prm_annotate.traces import MODEL, OPEN, continuation_opening, read_trace, record_trace
 from prm_annotate.stages.judged_file import JudgedFile
 from prm_annotate.steps import join_steps, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, get_strategy

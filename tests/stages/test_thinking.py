@@ -22,7 +22,8 @@ from prm_annotate.stages.grade import GradeStage
 from prm_annotate.stages.judge import JudgeStage
 from prm_annotate.stages.rollout import RolloutStage
 from prm_annotate.stages.sample import SampleStage
-from prm_annotate.traces import (CLOSED, MODEL, OPEN, joined_text, prefix_text, prompt_thought, read_trace,
+from prm_annotate.segmenting import prefix_text
+from prm_annotate.traces import (CLOSED, MODEL, OPEN, joined_text, prompt_thought, read_trace,
                                  trace_steps)
 from testing.scripted_engine import ScriptedEngine
 from testing.thinking_models import TEMPLATES
