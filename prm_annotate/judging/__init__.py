@@ -12,7 +12,7 @@ a `JudgeProtocol` in `JUDGE_PROTOCOLS`; `judge --protocol` lists it.
 from __future__ import annotations
 
 from prm_annotate.judging import paper, processbench
-from prm_annotate.judging import processbench_official, protocols
+from prm_annotate.judging import processbench_official, protocols, slips
 from prm_annotate.judging.prompts import (JUDGE_PROMPTS, JudgePrompt, check_judge_template, render_judge_prompt,
                                           tag_paragraphs)
 from prm_annotate.judging.prompts import load_judge_prompt as _load
@@ -23,11 +23,13 @@ from prm_annotate.judging.votes import aggregate_votes
 JUDGE_STYLES: dict[str, JudgeStyle] = {s.name: s for s in (
     processbench.STYLE,
     paper.STYLE,
+    slips.STYLE,
 )}
 
 JUDGE_PROTOCOLS: dict[str, JudgeProtocol] = {p.name: p for p in (
     protocols.STRICT,
     processbench_official.PROTOCOL,
+    slips.PROTOCOL,
 )}
 
 

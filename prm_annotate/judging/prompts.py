@@ -29,6 +29,7 @@ from prm_annotate.prompt_files import PromptFile, load_prompt
 JUDGE_PROMPTS: dict[str, tuple[str, str]] = {
     "paper": ("judge_paper.txt", "paper"),
     "processbench": ("judge_processbench.txt", "processbench"),
+    "slips": ("judge_slips.txt", "slips"),
 }
 
 _HEADER = re.compile(r"\A---\n((?:[^\n]*\n)*?)---\n")

@@ -251,8 +251,9 @@ class JudgeConfig:
     (processbench-official) refuses them when given.
 
     Attributes:
-        prompt: "paper", "processbench" or a template file with {problem} and {paragraphs}; None:
-            the protocol's own (paper; processbench under processbench-official).
+        prompt: a built-in prompt (judging.JUDGE_PROMPTS) or a template file with {problem} and
+            {paragraphs}; None: the protocol's own (paper; processbench under processbench-official;
+            slips under recovery).
         style: the answer style of a prompt file that declares none (judging.JUDGE_STYLES).
         protocol: how the judge is sampled and read (judging.JUDGE_PROTOCOLS).
         votes: verdicts per response, made one first error as the protocol says.
@@ -264,7 +265,8 @@ class JudgeConfig:
     """
 
     prompt: Optional[str] = setting(None, flags="--prompt", show_default="paper", help=(
-        "paper (the paper's protocol) | processbench (ProcessBench's critic template) | a template FILE."))
+        "paper (the paper's protocol) | processbench (ProcessBench's critic template) | slips (every slip and its "
+        "correction: --protocol recovery's) | deltabench (DeltaBench's critic task) | a template FILE."))
     style: Optional[str] = setting(None, flags="--style", help=_styles_help)
     protocol: str = setting("strict", flags="--protocol", help=_protocols_help)
     votes: int = setting(1, flags="--votes", min=1, help="Verdicts per response, made one first error as --protocol says.")
