@@ -155,7 +155,7 @@ def test_a_new_input_format_is_one_module_and_its_registration(package_copy, tmp
         ''', "io/inputs/__init__.py", {"from prm_annotate.io.inputs import generic, gsm8k, hard2verify, math, prmbench, processbench\n":
                                        "from prm_annotate.io.inputs import aqua\n",
                                        "    math.FORMAT,\n": "    aqua.FORMAT,\n"})
-    assert "auto | aqua | generic | gsm8k | hard2verify | math | prmbench | processbench" in run("sample", "--help").stdout
+    assert "auto | aqua | deltabench | generic | gsm8k | hard2verify | math | prmbench | processbench" in run("sample", "--help").stdout
     rows = tmp_path / "aqua.jsonl"
     rows.write_text('{"question": "2 + 3?", "options": ["A)5", "B)6"], "correct": "5", '
                     '"response": "2 + 3 = 5. The answer is \\\\boxed{5}."}\n')

@@ -12,7 +12,8 @@ a `JudgeProtocol` in `JUDGE_PROTOCOLS`; `judge --protocol` lists it.
 from __future__ import annotations
 
 from prm_annotate.judging import paper, processbench
-from prm_annotate.judging import processbench_official, protocols, slips
+from prm_annotate.judging import processbench_official, protocols
+from prm_annotate.judging import deltabench, slips
 from prm_annotate.judging.prompts import (JUDGE_PROMPTS, JudgePrompt, check_judge_template, render_judge_prompt,
                                           tag_paragraphs)
 from prm_annotate.judging.prompts import load_judge_prompt as _load
@@ -24,6 +25,7 @@ JUDGE_STYLES: dict[str, JudgeStyle] = {s.name: s for s in (
     processbench.STYLE,
     paper.STYLE,
     slips.STYLE,
+    deltabench.STYLE,
 )}
 
 JUDGE_PROTOCOLS: dict[str, JudgeProtocol] = {p.name: p for p in (

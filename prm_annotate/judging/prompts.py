@@ -30,6 +30,7 @@ JUDGE_PROMPTS: dict[str, tuple[str, str]] = {
     "paper": ("judge_paper.txt", "paper"),
     "processbench": ("judge_processbench.txt", "processbench"),
     "slips": ("judge_slips.txt", "slips"),
+    "deltabench": ("critic_deltabench.txt", "deltabench"),
 }
 
 _HEADER = re.compile(r"\A---\n((?:[^\n]*\n)*?)---\n")
@@ -77,12 +78,13 @@ def load_judge_prompt(choice: str, style: str | None, styles: dict[str, JudgeSty
 
 # Placeholders are substituted in ONE pass, so a problem that happens to contain "{paragraphs}" is
 # left alone, and everything else in the template (such as a literal "\boxed{}") is kept verbatim.
-_PLACEHOLDER = re.compile(r"\{(problem|paragraphs)\}")
+_PLACEHOLDER = re.compile(r"\{(problem|paragraphs|sections)\}")
 
 
 def check_judge_template(text: str, where: str) -> None:
-    """A judge template must show the response: UsageError (exit 2) naming `where` if it cannot."""
-    if "{paragraphs}" not in text:
+    """A judge template must show the response: UsageError (exit 2) naming `where` if it cannot
+    (`{sections}`, DeltaBench's layout, shows it too)."""
+    if "{paragraphs}" not in text and "{sections}" not in text:
         raise UsageError(f"{where}: a judge prompt needs a {{paragraphs}} placeholder")
 
 
@@ -92,10 +94,17 @@ def tag_paragraphs(steps: list[str], start: int = 0) -> str:
     return "\n\n".join(f"<paragraph_{i}>\n{step}\n</paragraph_{i}>" for i, step in enumerate(steps, start))
 
 
+def name_sections(steps: list[str], start: int = 1) -> str:
+    """DeltaBench's layout of a trace: `section1:` then the section's text, blank lines between."""
+    return "\n\n".join(f"section{i}:\n{step}" for i, step in enumerate(steps, start))
+
+
 def render_judge_prompt(template_text: str, problem: str, steps: list[str], *, start: int = 0,
                         problem_as_given: bool = False) -> str:
-    """Fill `{problem}` and `{paragraphs}` in a judge template (e.g. prompts/judge_processbench.txt).
+    """Fill `{problem}` and `{paragraphs}` (or `{sections}`, DeltaBench's `section1:` layout) in a
+    judge template (e.g. prompts/judge_processbench.txt).
     The problem is stripped unless `problem_as_given` (the official ProcessBench script inserts it raw)."""
     check_judge_template(template_text, "judge template")
-    values = {"problem": problem if problem_as_given else problem.strip(), "paragraphs": tag_paragraphs(steps, start)}
+    values = {"problem": problem if problem_as_given else problem.strip(), "paragraphs": tag_paragraphs(steps, start),
+              "sections": name_sections(steps, start)}
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template_text)

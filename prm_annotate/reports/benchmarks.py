@@ -1,5 +1,5 @@
-"""The benchmarks `evaluate` scores against, in one registry: ProcessBench (the default), PRMBench
-and Hard2Verify. Each names its published data (the file or Hugging Face dataset its gold comes
+"""The benchmarks `evaluate` scores against, in one registry: ProcessBench (the default), PRMBench,
+Hard2Verify and DeltaBench. Each names its published data (the file or Hugging Face dataset its gold comes
 from), the threshold rule it uses for a PRM's step scores, and how it reads gold and reports.
 
 Gold is read from where a user has it: a file, a folder holding the release's files, or the
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from prm_annotate.errors import UsageError
-from prm_annotate.reports import hard2verify, prmbench
+from prm_annotate.reports import deltabench, hard2verify, prmbench
 from prm_annotate.reports.labels import LABEL_FIELD, SPLIT_FIELD, load_prediction_files
 from prm_annotate.settings import declare, setting
 
@@ -128,6 +128,13 @@ def _hard2verify(opts: Options) -> hard2verify.Report:
                                 pred_field=field)
 
 
+def _deltabench(opts: Options) -> deltabench.Report:
+    gold = deltabench.load_gold(dataset_files(opts.gold, BENCHMARKS["deltabench"].dataset))
+    field, preds = deltabench.load_predictions(opts.predictions, opts.pred_field, opts.threshold, gold)
+    _check_overlap(opts, preds, gold)
+    return deltabench.evaluate(gold, preds, pred_field=field, threshold=opts.threshold)
+
+
 def _check_overlap(opts: Options, preds: dict, gold: dict) -> None:
     if not preds.keys() & gold.keys():
         # Every response would count as unscored: a result that looks like one.
@@ -145,4 +152,7 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
               prmbench.THRESHOLD_RULE, _prmbench, prmbench.table),
     Benchmark("hard2verify", "Hard2Verify: ErrorID, step- and response-level balanced accuracy and F1",
               "Salesforce/Hard2Verify", hard2verify.THRESHOLD_RULE, _hard2verify, hard2verify.table),
+    Benchmark("deltabench", "DeltaBench: error-section recall, precision and F1 of a critic's critiques or a PRM's "
+              "section scores on long traces", "OpenStellarTeam/DeltaBench", deltabench.THRESHOLD_RULE, _deltabench,
+              deltabench.table),
 )}

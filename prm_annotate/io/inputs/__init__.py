@@ -1,4 +1,4 @@
-"""Input formats: generic JSONL, GSM8K, MATH, ProcessBench, PRMBench and Hard2Verify, read as they are published.
+"""Input formats: generic JSONL, GSM8K, MATH, ProcessBench, PRMBench, Hard2Verify and DeltaBench, read as they are published.
 
 Each format (one module here) turns a source row into the generic shape (`id`, `problem`,
 `answer` / `steps`) and keeps every other field. Ids that a format lacks are made from the
@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 from prm_annotate.errors import InputError
 from prm_annotate.io.inputs import generic, gsm8k, hard2verify, math, prmbench, processbench
+from prm_annotate.io.inputs import deltabench
 from prm_annotate.io.inputs.base import FieldMap, InputFormat
 from prm_annotate.io.jsonl import STDIO, OnError, iter_json_array, iter_jsonl
 
@@ -22,6 +23,7 @@ from prm_annotate.io.jsonl import STDIO, OnError, iter_json_array, iter_jsonl
 INPUT_FORMATS: dict[str, InputFormat] = {f.name: f for f in (
     prmbench.FORMAT,
     hard2verify.FORMAT,
+    deltabench.FORMAT,
     processbench.FORMAT,
     gsm8k.FORMAT,
     math.FORMAT,
