@@ -12,8 +12,11 @@ The first error is the lowest section named (0-based); -1 for no error. `evaluat
 deltabench` does not use this reader: it reads the critique as DeltaBench's script does
 (reports/deltabench.py). This one refuses where the script guesses: no conclusion or several; a
 conclusion other than `yes` or `no error`; `no error` with sections listed, or `yes` with none; a
-section number that is not a bare number in 1..n; an `Error Section Number:` without its
-`Explanation:`; text before the conclusion.
+section number that is not a bare number in 1..n; an `Error Section Number:` not followed by
+exactly one `Explanation:` line; a keyword (any case or spacing) that does not open its own line
+as written above; text before the conclusion. The format says each section once, so a doubled
+digit or a lost pair is another well-formed answer, which no reader can tell (the `slips` style
+says every label twice for this reason).
 """
 from __future__ import annotations
 
@@ -26,8 +29,24 @@ _NUMBER_LINE = re.compile(r"^Error Section Number:[ \t]*(.*)$", re.M)
 _EXPLANATION = re.compile(r"^Explanation:", re.M)
 
 
+# the keywords with their colons: "conclusion" or "explanation" in an explanation's prose is fine
+_ANY_KEYWORD = re.compile(r"conclusion\s*:|error\s*section\s*number|explanation\s*:", re.I)
+_LINE_KEYWORD = re.compile(r"^(?:Conclusion:|Error Section Number:|Explanation:)", re.M)
+
+
+def _check_keywords(text: str) -> None:
+    """Each keyword opens its own line, spelt so: one moved into a line, or respelt, would merge or
+    split the pairs."""
+    at_lines = {m.start() for m in _LINE_KEYWORD.finditer(text)}
+    for m in _ANY_KEYWORD.finditer(text):
+        if m.start() not in at_lines:
+            raise ParseFailure(f"{m.group()!r} written where it does not open a line as `Conclusion:`, "
+                               "`Error Section Number:` or `Explanation:`")
+
+
 def parse_deltabench(text: str, n_steps: int) -> int:
     refuse_thought(text)
+    _check_keywords(text)
     conclusions = list(_CONCLUSION.finditer(text))
     if len(conclusions) != 1:
         raise ParseFailure("no `Conclusion:` line" if not conclusions else "several `Conclusion:` lines")
@@ -54,8 +73,10 @@ def parse_deltabench(text: str, n_steps: int) -> int:
         if k > n_steps:
             raise ParseFailure(f"section {k} is outside 1..{n_steps}")
         stop = numbers[i + 1].start() if i + 1 < len(numbers) else len(text)
-        if not _EXPLANATION.search(text, m.end(), stop):
-            raise ParseFailure(f"section {k} has no `Explanation:`")
+        explanations = list(_EXPLANATION.finditer(text, m.end(), stop))
+        if len(explanations) != 1 or text[m.end():explanations[0].start()].strip():
+            raise ParseFailure(f"section {k} is not followed by exactly one `Explanation:` line "
+                               f"({len(explanations)} before the next section)")
         sections.append(k)
     return min(sections) - 1
 

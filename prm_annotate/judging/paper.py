@@ -68,7 +68,8 @@ def _check_closing(text: str, analyses: list[re.Match], end: int) -> None:
         raise ParseFailure("a closing </analysis_k> with no analysis opened")
 
 
-def parse_paper(text: str, n_steps: int) -> int:
+def the_conclusion(text: str) -> re.Match:
+    """The one `<conclusion>` of a verdict whose tags are all spelt right (no thought left in it)."""
     refuse_thought(text)
     _check_spelling(text)
     conclusions = list(_CONCLUSION.finditer(text))
@@ -76,7 +77,11 @@ def parse_paper(text: str, n_steps: int) -> int:
         raise ParseFailure("an unclosed <conclusion>" if _OPEN_CONCLUSION in text else "no <conclusion>")
     if len(conclusions) > 1 or _OPEN_CONCLUSION in text[conclusions[0].end():]:
         raise ParseFailure("several <conclusion> blocks")
-    conclusion = conclusions[0]
+    return conclusions[0]
+
+
+def parse_paper(text: str, n_steps: int) -> int:
+    conclusion = the_conclusion(text)
     verdict = _VERDICT.fullmatch(conclusion.group(1).strip())
     if verdict is None:
         raise ParseFailure(f"the conclusion {conclusion.group(1).strip()[:40]!r} is neither Correct nor Incorrect")

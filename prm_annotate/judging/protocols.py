@@ -15,7 +15,7 @@ under the official protocol is never quietly something else.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from prm_annotate.engines.sampling import Sampling
 from prm_annotate.errors import UsageError
@@ -74,11 +74,15 @@ def strict_sampling(options: Any, model: str) -> Sampling:
 CUT = "cut at --max-tokens"
 
 
-def read_strictly(texts: list[str], n_steps: int, style: JudgeStyle, cut: Sequence[bool] = (),
-                  refused: Sequence[str | None] = ()) -> Reading:
-    """Each vote by the style's parser; a vote cut at max_tokens is not read (a draft answer
-    before the cut is not the verdict), nor one refused before reading (`refused[i]`, its reason)."""
-    votes: list[int | None] = []
+T = TypeVar("T")
+
+
+def read_each(texts: list[str], n_steps: int, parse: Callable[[str, int], T], cut: Sequence[bool] = (),
+              refused: Sequence[str | None] = ()) -> tuple[list[T | None], list[str]]:
+    """Each vote by `parse` (None where not read) and why each unread one was not: a vote cut at
+    max_tokens is not read (a draft answer before the cut is not the verdict), nor one refused
+    before reading (`refused[i]`, its reason)."""
+    read: list[T | None] = []
     errors: list[str] = []
     for i, text in enumerate(texts):
         try:
@@ -86,10 +90,17 @@ def read_strictly(texts: list[str], n_steps: int, style: JudgeStyle, cut: Sequen
                 raise ParseFailure(CUT)
             if i < len(refused) and refused[i] is not None:
                 raise ParseFailure(refused[i])
-            votes.append(style.parse(text, n_steps))
+            read.append(parse(text, n_steps))
         except ParseFailure as exc:
-            votes.append(None)
+            read.append(None)
             errors.append(str(exc))
+    return read, errors
+
+
+def read_strictly(texts: list[str], n_steps: int, style: JudgeStyle, cut: Sequence[bool] = (),
+                  refused: Sequence[str | None] = ()) -> Reading:
+    """Each vote by the style's parser (`read_each`); the majority of the read votes wins."""
+    votes, errors = read_each(texts, n_steps, style.parse, cut, refused)
     return Reading(aggregate_votes(votes), votes, errors)
 
 

@@ -43,9 +43,9 @@ import re
 from collections import Counter
 from typing import Any, Sequence
 
-from prm_annotate.judging.paper import _CONCLUSION, _OPEN_ANALYSIS, _OPEN_CONCLUSION, _check_closing, _check_spelling
-from prm_annotate.judging.protocols import CUT, JudgeProtocol, Reading, strict_sampling
-from prm_annotate.judging.styles import JudgeStyle, ParseFailure, refuse_thought
+from prm_annotate.judging.paper import _OPEN_ANALYSIS, _check_closing, the_conclusion
+from prm_annotate.judging.protocols import JudgeProtocol, Reading, read_each, strict_sampling
+from prm_annotate.judging.styles import JudgeStyle, ParseFailure
 from prm_annotate.recovery import Recovery, Slip
 
 _NUMBER = r"[1-9][0-9]*"
@@ -95,14 +95,7 @@ def _conclusion(block: str, n_steps: int) -> Recovery:
 
 def parse_slips(text: str, n_steps: int) -> Recovery:
     """Every slip and its correction, or ParseFailure saying why the verdict is not read."""
-    refuse_thought(text)
-    _check_spelling(text)
-    conclusions = list(_CONCLUSION.finditer(text))
-    if not conclusions:
-        raise ParseFailure("an unclosed <conclusion>" if _OPEN_CONCLUSION in text else "no <conclusion>")
-    if len(conclusions) > 1 or _OPEN_CONCLUSION in text[conclusions[0].end():]:
-        raise ParseFailure("several <conclusion> blocks")
-    conclusion = conclusions[0]
+    conclusion = the_conclusion(text)
     if text[conclusion.end():].strip():
         raise ParseFailure("text after </conclusion>")
     analyses = list(_OPEN_ANALYSIS.finditer(text, 0, conclusion.start()))
@@ -160,18 +153,7 @@ def read_recovery(texts: list[str], n_steps: int, style: JudgeStyle, cut: Sequen
     and `first_error` null with them, so consensus never pairs a first error with other slips."""
     if style.name != STYLE.name:
         raise ParseFailure(f"--protocol recovery reads the slips style, not {style.name}")
-    read: list[Recovery | None] = []
-    errors: list[str] = []
-    for i, text in enumerate(texts):
-        try:
-            if i < len(cut) and cut[i]:
-                raise ParseFailure(CUT)
-            if i < len(refused) and refused[i] is not None:
-                raise ParseFailure(refused[i])
-            read.append(parse_slips(text, n_steps))
-        except ParseFailure as exc:
-            read.append(None)
-            errors.append(str(exc))
+    read, errors = read_each(texts, n_steps, parse_slips, cut, refused)
     parsed = [r for r in read if r is not None]
     extra: dict[str, Any] = {"recovery": None}
     if parsed:

@@ -151,7 +151,8 @@ def test_every_garbled_verdict_reads_as_it_says_or_is_refused(rng):
 def test_a_lenient_reader_of_the_conclusion_alone_would_fabricate():
     """The baseline for the property above: the same garbles aimed at the conclusion, read from the
     conclusion alone (no cross-check with the analyses), give other labels; the strict reader never."""
-    from prm_annotate.judging.slips import _CONCLUSION, _conclusion
+    from prm_annotate.judging.paper import _CONCLUSION
+    from prm_annotate.judging.slips import _conclusion
 
     def lenient(text: str, n: int) -> Recovery | None:
         m = _CONCLUSION.search(text)

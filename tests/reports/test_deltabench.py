@@ -7,8 +7,12 @@ and with a perturbed prediction; the critic prompt and its strict reader."""
 from __future__ import annotations
 
 import json
+import random
+import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from prm_annotate.cli import app
@@ -176,6 +180,7 @@ def test_the_critic_prompt_names_sections_and_its_strict_reader_refuses_what_the
     text = render_judge_prompt(prompt.file.text, "Q?", ["a", "b"], start=prompt.style.first_paragraph)
     assert "section1:\na\n\nsection2:\nb" in text and "Conclusion: no error" in text
     assert parse_deltabench(yes("4", "2"), 5) == 1 and parse_deltabench("Conclusion: no error\n", 3) == -1
+    assert parse_deltabench("Conclusion: yes\nError Section Number: 2\nExplanation: its conclusion is wrong.", 3) == 1
     for bad, n in [(yes("section 3"), 4), (yes("6"), 5), ("Conclusion: yes", 3), ("Looking at eyes\n" + yes("1"), 2),
                    ("Conclusion: no error\nError Section Number: 2\nExplanation: x", 3),
                    ("Conclusion: yes\nError Section Number: 2", 3), ("Conclusion: probably", 3)]:
@@ -184,3 +189,72 @@ def test_the_critic_prompt_names_sections_and_its_strict_reader_refuses_what_the
     # the same critiques the benchmark's reading takes (its sections, a guess): the label reader never does
     assert deltabench.critic_sections(yes("section 3")) == [3]
     assert deltabench.critic_sections("Looking at eyes\n" + yes("1")) == [1]
+
+
+# ---------------------------------------------------------------- the strict reader, generated cases
+
+def critique(rng, n: int) -> tuple[str, int]:
+    named = sorted(rng.sample(range(1, n + 1), rng.randint(0, min(4, n))))
+    rng.shuffle(named)  # a critic may list them in any order; the first error is the lowest
+    if not named:
+        return "Conclusion: no error" + rng.choice(["", "\n"]), -1
+    pairs = [f"Error Section Number: {k}\nExplanation: {rng.choice(['3 + 4 is 7', 'wrong sign', 'eyes: yes'])}."
+             for k in named]
+    return "Conclusion: yes\n" + "\n".join(pairs) + rng.choice(["", "\n"]), min(named) - 1
+
+
+KEYWORD = re.compile(r"Conclusion:|Error Section Number:|Explanation:|yes|no error")
+
+
+def garble_structure(rng, text: str) -> str:
+    """One garble of the answer's structure: a keyword dropped, doubled, moved or respelt, a line
+    dropped or doubled (not a pair), a second conclusion, a thought left in. (A cut answer is not
+    among them: the judge refuses a vote cut at --max-tokens before reading it, and a list cut
+    between pairs is another well-formed answer: the limits test.)"""
+    kind = rng.choice(["keyword drop", "keyword double", "keyword move", "respell", "line", "second", "think"])
+    if kind == "second":
+        return text + "\nConclusion: " + rng.choice(["no error", "yes\nError Section Number: 1\nExplanation: x"])
+    if kind == "think":
+        return "<think>\nmaybe section 1\n</think>\n" + text
+    if kind == "line":
+        lines = text.split("\n")
+        k = rng.randrange(len(lines))
+        if lines[k].startswith("Error Section Number:"):  # a number line and its pair: see the limits test
+            return text
+        return "\n".join(lines[:k] + lines[k + 1:] if rng.random() < 0.5 else lines[:k + 1] + lines[k:])
+    m = rng.choice(list(KEYWORD.finditer(text)))
+    rest = text[:m.start()] + text[m.end():]
+    if kind == "keyword drop":
+        return rest
+    if kind == "keyword double":
+        return text[:m.end()] + m.group() + text[m.end():]
+    if kind == "respell":
+        return text[:m.start()] + rng.choice([m.group().upper(), m.group().lower(), m.group().replace(":", " :"),
+                                              "**" + m.group() + "**"]) + text[m.end():]
+    at = rng.randrange(len(rest) + 1)
+    return rest[:at] + m.group() + rest[at:]
+
+
+CASES = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@CASES
+@given(st.integers(0, 2**32 - 1).map(random.Random))
+def test_the_strict_reader_reads_every_well_formed_critique_and_a_garbled_one_right_or_not_at_all(rng):
+    n = rng.randint(1, 30)
+    text, first = critique(rng, n)
+    assert parse_deltabench(text, n) == first
+    mutated = garble_structure(rng, text)
+    try:
+        got = parse_deltabench(mutated, n)
+    except ParseFailure:
+        got = None
+    assert got in (first, None), f"read {got}, the critic said {first}:\n{mutated}"
+
+
+def test_the_limits_of_the_format_no_reader_can_see():
+    """DeltaBench's answer says each section once: a doubled digit, a lost pair or a list cut between
+    pairs is another well-formed answer, read as it now says (the slips style says every label
+    twice, and counts them, for this)."""
+    assert parse_deltabench(yes("2"), 30) == 1 and parse_deltabench(yes("22"), 30) == 21
+    assert parse_deltabench(yes("2", "5"), 9) == 1 and parse_deltabench(yes("5"), 9) == 4
