@@ -15,7 +15,8 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
 
     ProcessBench: error acc, correct acc and F1 per split, and their average; step scores are cut at
     a threshold given or tuned on one split. PRMBench: PRMScore per category; Hard2Verify: its ErrorID
-    metrics; each as its own script computes it (docs/scoring.md)."""
+    metrics; DeltaBench: error-section recall, precision and F1 of critiques or section scores; each as
+    its own script computes it (docs/scoring.md)."""
     from prm_annotate.errors import UsageError
     from prm_annotate.reports.evaluate import evaluate as run
     from prm_annotate.reports.evaluate import evaluate_scores
