@@ -143,7 +143,7 @@ def _answer_regex(n_steps: int) -> str:
 
 STYLE = JudgeStyle("slips", "every slip and its correction: <analysis_k> from 1 for every paragraph, each ending in "
                    "`Verdict: ...`, then <conclusion> listing the slips", 1,
-                   lambda text, n: parse_slips(text, n).first_error(), "<conclusion>", _answer_regex)
+                   lambda text, n: parse_slips(text, n).first_error(), "<conclusion>", _answer_regex, parse_slips)
 
 
 def read_recovery(texts: list[str], n_steps: int, style: JudgeStyle, cut: Sequence[bool] = (),

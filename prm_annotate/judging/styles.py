@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 
 class ParseFailure(ValueError):
@@ -40,7 +40,7 @@ def refuse_thought(text: str) -> None:
 TWO_VERDICTS = "two different verdicts"
 
 
-def one_verdict(parts: list[str], n_steps: int, parse: Callable[[str, int], int]) -> tuple[str | None, str | None]:
+def one_verdict(parts: list[str], n_steps: int, parse: Callable[[str, int], Any]) -> tuple[str | None, str | None]:
     """An answer that thought again between `parts` (traces.answer_parts): (the part to read, None)
     when its parts that hold a verdict agree, else (None, why): it has no single verdict and is
     never read as one of them."""
@@ -52,7 +52,8 @@ def one_verdict(parts: list[str], n_steps: int, parse: Callable[[str, int], int]
             continue
     if len({verdict for _, verdict in read}) > 1:
         said = ", then ".join(str(verdict) for _, verdict in read)
-        return None, f"{TWO_VERDICTS} in one answer, thinking again between them: first errors {said}"
+        what = "first errors" if all(isinstance(verdict, int) for _, verdict in read) else "readings"
+        return None, f"{TWO_VERDICTS} in one answer, thinking again between them: {what} {said}"
     return (read[-1][0] if read else parts[-1]), None
 
 
@@ -64,3 +65,9 @@ class JudgeStyle:
     parse: Callable[[str, int], int]  # (verdict text, number of steps) -> first error
     answer_lead: str
     answer_regex: Callable[[int], str]  # number of steps -> the forced answer's pattern
+    # The whole reading, where it says more than the first error (the slips style's slips and
+    # corrections): two answers of one vote must agree on it, not only on the first error.
+    reading: Callable[[str, int], Any] | None = None
+
+    def read_all(self, text: str, n_steps: int) -> Any:
+        return (self.reading or self.parse)(text, n_steps)

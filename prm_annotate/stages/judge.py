@@ -236,7 +236,7 @@ class JudgeStage(ModelStage):
         refused: list[str | None] = [None] * len(votes)
         for i, v in enumerate(votes):
             if v.reasoning is not None and thinks_again(v.text) and "reasoning" not in self.protocol.fixed:
-                text, refused[i] = one_verdict(answer_parts(v.text), len(record.steps), self.style.parse)
+                text, refused[i] = one_verdict(answer_parts(v.text), len(record.steps), self.style.read_all)
                 if text is not None:
                     votes[i] = replace(v, text=text)
         extra = {"refused": refused} if any(refused) else {}

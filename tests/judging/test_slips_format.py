@@ -228,3 +228,29 @@ def test_the_judge_stage_writes_recovery_beside_its_first_error():
         "the conclusion says Slips: 2 and lists 1"]
     with pytest.raises(UsageError, match="--constrained"):
         JudgeStage(ScriptedEngine(lambda r: good), protocol="recovery", constrained=True)
+
+
+def test_an_answer_that_thinks_again_must_say_the_same_slips_both_times():
+    """Two answers in one vote with the same first slip but another correction are two verdicts."""
+    from prm_annotate.engines.base import GenerationResult
+    from prm_annotate.records import Response
+    from prm_annotate.stages.judge import JudgeStage
+    from testing.scripted_engine import ScriptedEngine
+
+    good = THREE + "\n<conclusion>\nSlips: 1\nParagraph 2: corrected in paragraph 3\n</conclusion>"
+    other = good.replace("no slip, corrects paragraph 2", "no slip").replace("corrected in paragraph 3", "not corrected")
+    texts = {"same": good + "\n<think>\nLet me look again.\n</think>\n" + good,
+             "differ": good + "\n<think>\nLet me look again.\n</think>\n" + other}
+
+    def script(r):
+        text = next(t for i, t in texts.items() if i in r.key)
+        return GenerationResult(key=r.key, texts=[text], reasonings=["I check each paragraph."], finish_reasons=["stop"],
+                                prompt_tokens=10, generated_tokens=50, reasoning_tokens=5)
+
+    stage = JudgeStage(ScriptedEngine(script), protocol="recovery", reasoning="think")
+    records = [Response(id=i, problem="3 + 5 - 2?", steps=["3 + 5 = 8.", "8 - 2 = 5.", "Wait: 8 - 2 = 6."])
+               for i in texts]
+    same, differ = [o.records[0].dump()["judge"] for o in stage.process(records)]
+    assert same["recovery"] == {"slips": [{"step": 1, "corrected_at": 2}]}
+    assert JUDGE_STYLES["slips"].parse(other, 3) == JUDGE_STYLES["slips"].parse(good, 3)  # the first errors agree
+    assert differ["recovery"] is None and "two different verdicts" in differ["parse_errors"][0]
