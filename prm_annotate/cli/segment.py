@@ -49,6 +49,6 @@ def segment(
             os.replace(tmp, output)
             append_manifest(output, {"stage": "segment", "input": str(input), "segmenter": segmenter.record(),
                                      "records": stats.records})
-    most = max(stats.counts, default=0)
-    print(f"segment: {stats.records} records cut by {segmenter.name}: {stats.steps_before} steps became "
-          f"{stats.steps_after} (at most {most} in one record); {stats.changed} records changed", file=sys.stderr)
+    most = max(stats.after, default=0)
+    print(f"segment: {stats.records} records cut by {segmenter.name}: {sum(stats.before)} steps became "
+          f"{sum(stats.after)} (at most {most} in one record); {stats.changed} records changed", file=sys.stderr)

@@ -34,14 +34,13 @@ from prm_annotate.reports.metrics import Threshold, accuracy, first_below, harmo
 
 @dataclass
 class SplitMetrics:
-    n: int = 0
-    n_error: int = 0
-    n_correct: int = 0
-    error_hits: int = 0
-    correct_hits: int = 0
+    n_error: int = 0  # responses the gold gives a first error
+    n_correct: int = 0  # responses the gold calls correct (-1)
+    error_hits: int = 0  # erroneous responses whose first error is predicted exactly
+    correct_hits: int = 0  # correct responses predicted correct
     # erroneous responses, by how the prediction relates to the gold first error
-    early: int = 0
-    late: int = 0
+    early: int = 0  # an error predicted before the gold's
+    late: int = 0  # an error predicted after the gold's
     missed: int = 0  # predicted -1
     missing: int = 0  # no prediction at all (any group)
     false_alarms: int = 0  # correct response, an error predicted
@@ -50,6 +49,11 @@ class SplitMetrics:
     step_fp: int = 0
     step_fn: int = 0
     steps_compared: int = 0
+
+    @property
+    def n(self) -> int:
+        """The responses scored: every one is erroneous or correct by the gold."""
+        return self.n_error + self.n_correct
 
     @property
     def error_acc(self) -> float | None:
@@ -77,7 +81,6 @@ class SplitMetrics:
 
     def add(self, gold: Gold, pred: Prediction | None, n_steps: int | None) -> None:
         p = pred.first_error if pred is not None else None
-        self.n += 1
         if p is None:
             self.missing += 1
         if gold.label == -1:
@@ -110,7 +113,7 @@ class SplitMetrics:
                 self.step_fn += 1
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {"n": self.n, **asdict(self)}
         for name in ("error_acc", "correct_acc", "f1", "detection_rate", "step_precision", "step_recall"):
             out[name] = getattr(self, name)
         return out

@@ -192,15 +192,19 @@ class _Work:
     completions: int = 0
     generated_tokens: int = 0
     grade_errors: int = 0
-    truncated: int = 0
     cut_in_thought: int = 0
-    shared: int = 0
+    shared: int = 0  # of the completions, those another response (or an earlier round) paid for
     error: str | None = None
     refused: bool = False  # the error is permanent: the record does not fit the context
     max_tokens: int | None = None  # the completions' budget, clamped to the context; None: --max-tokens
     probes: list[Probe] = field(default_factory=list)
     cut: dict[int, int] = field(default_factory=dict)  # step -> its cut completions, for steps with completions
     kept: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # step -> completions kept (keep_completions)
+
+    @property
+    def truncated(self) -> int:
+        """The completions cut at their budget, over every step."""
+        return sum(self.cut.values())
 
 
 class RolloutStage(ModelStage):
@@ -435,7 +439,6 @@ class RolloutStage(ModelStage):
                     w.completions += 1
                     w.shared += n > 0 or key not in results  # another response (or an earlier round) paid
                     w.generated_tokens += result.generated_tokens
-                    w.truncated += cut
                     w.cut[probe.step] = w.cut.get(probe.step, 0) + cut
                     w.cut_in_thought += cut and verdict.error == UNFINISHED
                     if counted is None:

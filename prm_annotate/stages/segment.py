@@ -34,11 +34,15 @@ def record_tokens(record: dict[str, Any]) -> list[TokenLogprob] | None:
 
 @dataclass
 class Resegmented:
-    records: int = 0
-    steps_before: int = 0
-    steps_after: int = 0
-    changed: int = 0
-    counts: list[int] = field(default_factory=list)
+    """What `resegment` did: each record's number of steps before and after, in order."""
+
+    before: list[int] = field(default_factory=list)
+    after: list[int] = field(default_factory=list)
+    changed: int = 0  # records whose steps are not the ones they had
+
+    @property
+    def records(self) -> int:
+        return len(self.after)
 
 
 def resegment(rows: Iterable[tuple[str, dict[str, Any]]], segmenter: Segmenter, source: str,
@@ -70,9 +74,7 @@ def resegment(rows: Iterable[tuple[str, dict[str, Any]]], segmenter: Segmenter, 
         out["segmenter"] = segmenter.record()
         if tokens is not None:
             out["token_logprobs"] = data["token_logprobs"]
-        stats.records += 1
-        stats.steps_before += len(data["steps"])
-        stats.steps_after += len(steps)
+        stats.before.append(len(data["steps"]))
+        stats.after.append(len(steps))
         stats.changed += steps != data["steps"]
-        stats.counts.append(len(steps))
         yield out
