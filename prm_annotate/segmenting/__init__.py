@@ -12,6 +12,7 @@ import typing
 from typing import Any, Mapping, Sequence
 
 from prm_annotate.errors import UsageError
+from prm_annotate.registry import Registry
 from prm_annotate.segmenting.base import (Segmentation, SegmentError, Segmenter, join_record, join_steps,
                                           paragraph_spans, prefix_text, record_joins)
 from prm_annotate.segmenting.confidence import Confidence
@@ -21,17 +22,12 @@ from prm_annotate.segmenting.reflection import Reflection
 
 DEFAULT_SEGMENTER = "paragraphs"
 
-SEGMENTERS: dict[str, type[Segmenter]] = {s.name: s for s in (
+SEGMENTERS: Registry[type[Segmenter]] = Registry("--segment", "How a response is cut into steps", "docs/pipeline.md", (
     Paragraphs,
     Merge,
     Reflection,
     Confidence,
-)}
-
-
-def segmenters_help() -> str:
-    listed = ", ".join(f"{name} ({s.summary})" for name, s in SEGMENTERS.items())
-    return f"How a response is cut into steps: {listed}. See docs/pipeline.md."
+))
 
 
 def _convert(name: str, key: str, value: Any, hint: Any) -> Any:
@@ -54,9 +50,7 @@ def _convert(name: str, key: str, value: Any, hint: Any) -> Any:
 
 def get_segmenter(name: str, settings: Mapping[str, Any] | None = None) -> Segmenter:
     """The segmenter `name` with `settings` (field -> value, values may be text as typed)."""
-    if name not in SEGMENTERS:
-        raise UsageError(f"--segment {name}: unknown (choose from {', '.join(SEGMENTERS)})")
-    cls = SEGMENTERS[name]
+    cls = SEGMENTERS.named(name)
     hints = typing.get_type_hints(cls)
     fields = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
@@ -95,5 +89,4 @@ def paragraphs(text: str, sep: str = "\n\n") -> list[str]:
 
 
 __all__ = ["DEFAULT_SEGMENTER", "SEGMENTERS", "SegmentError", "Segmentation", "Segmenter", "from_record",
-           "get_segmenter", "join_record", "join_steps", "paragraphs", "parse_options", "prefix_text", "record_joins",
-           "segmenters_help"]
+           "get_segmenter", "join_record", "join_steps", "paragraphs", "parse_options", "prefix_text", "record_joins"]

@@ -24,10 +24,10 @@ from prm_annotate.engines.reasoning import reasoning_parsers
 from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
 from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
-from prm_annotate.segmenting import segmenters_help
+from prm_annotate.segmenting import SEGMENTERS
 from prm_annotate.settings import Setting, declare, group, setting
 from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
-from prm_annotate.strategies import STRATEGIES, strategies_help
+from prm_annotate.strategies import STRATEGIES
 from prm_annotate.strategies.zero_rules import ALL_K, DEFAULT_TOLERANCE, ZeroRule, make_zero_rule, zero_rules_help
 
 POLICY_MAX_TOKENS = 2048
@@ -133,7 +133,7 @@ class SampleConfig:
     step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
     system_prompt: Optional[str] = setting(None, flags="--system-prompt", help=_system_prompts_help)
     reasoning: Optional[str] = declare(REASONING, None)
-    segment: str = setting("paragraphs", flags="--segment", help=lambda: segmenters_help())
+    segment: str = setting("paragraphs", flags="--segment", help=SEGMENTERS.help)
     segment_options: Optional[list[str]] = setting(None, flags="--segment-option", show_default=False, help=(
         "A setting of the segmenter, KEY=VALUE (repeat it; e.g. budget=256, markers=Wait,Hmm)."))
     keep_logprobs: bool = setting(False, flags="--keep-logprobs/--no-keep-logprobs", help=(
@@ -192,7 +192,7 @@ class RolloutConfig:
     label: str = setting("hard", flags="--label", help=(
         "hard|soft, recorded as mc.label (soft needs --strategy exhaustive; export takes MC scores as labels "
         "with its own --soft)."))
-    strategy: str = setting("exhaustive", flags="--strategy", help=strategies_help)
+    strategy: str = setting("exhaustive", flags="--strategy", help=STRATEGIES.help)
     judged: Optional[str] = setting(None, flags="--judged", help=(
         "With --strategy verify: the judge's output on these responses, whose first errors MC checks."))
     threshold: float = setting(0.0, flags="--threshold", min=0.0, max=1.0,

@@ -3,6 +3,7 @@ one entry in STRATEGIES, and its test; `rollout --strategy` lists it with its `s
 from __future__ import annotations
 
 from prm_annotate.errors import UsageError
+from prm_annotate.registry import Registry
 from prm_annotate.strategies.base import (Plan, PlanResult, Probe, ProbeResult, Strategy, first_error_of,
                                           hard_label, last_step_score)
 from prm_annotate.strategies.adaptive_binary import AdaptiveBinary
@@ -13,26 +14,18 @@ from prm_annotate.strategies.scan import Scan
 from prm_annotate.strategies.verify import JudgeClaim, Verify
 
 # Reasoning and measurements: docs/rollout-strategies.md.
-STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (
+STRATEGIES: Registry[type[Strategy]] = Registry("--strategy", "Which probes to run", "docs/rollout-strategies.md", (
     Exhaustive,
     EarlyStop,
     Binary,
     AdaptiveBinary,
     Scan,
     Verify,
-)}
-
-
-def strategies_help() -> str:
-    """What `rollout --strategy` says of the registered strategies."""
-    listed = ", ".join(f"{name} ({s.summary})" for name, s in STRATEGIES.items())
-    return f"Which probes to run: {listed}. See docs/rollout-strategies.md."
+))
 
 
 def get_strategy(name: str, label: str = "hard") -> Strategy:
-    if name not in STRATEGIES:
-        raise UsageError(f"--strategy {name}: unknown (choose from {', '.join(STRATEGIES)})")
-    strategy = STRATEGIES[name]()
+    strategy = STRATEGIES.named(name)()
     if label == "soft" and not strategy.supports_soft:
         raise UsageError(f"--strategy {name} does not sample all K completions at every step, so it cannot "
                          "give --label soft (soft labels: --strategy exhaustive only); use --label hard")
@@ -40,4 +33,4 @@ def get_strategy(name: str, label: str = "hard") -> Strategy:
 
 
 __all__ = ["STRATEGIES", "JudgeClaim", "Plan", "PlanResult", "Probe", "ProbeResult", "Strategy", "first_error_of",
-           "get_strategy", "hard_label", "last_step_score", "strategies_help"]
+           "get_strategy", "hard_label", "last_step_score"]
