@@ -1,5 +1,14 @@
-"""Splitting a response into steps and joining steps back into text."""
+"""Splitting a response into steps and joining steps back into text.
+
+A record's steps come with their joins (`step_joins`, the exact text between steps[i] and
+steps[i+1]; absent when every join is the separator): `join_steps(steps, joins)` gives back the
+text they were cut from, from the first step's first character to the last step's last. Every
+stage that needs a record's text joins it here (segmenting/ cuts the steps, traces.py reads them
+as a thought and an answer).
+"""
 from __future__ import annotations
+
+from typing import Any, Sequence
 
 from prm_annotate.settings import Setting
 
@@ -15,8 +24,40 @@ def split_steps(text: str, sep: str = DEFAULT_SEP) -> list[str]:
     return [piece for piece in text.split(sep) if piece.strip()]
 
 
-def join_steps(steps: list[str], sep: str = DEFAULT_SEP) -> str:
-    return sep.join(steps)
+def join_steps(steps: Sequence[str], joins: Sequence[str] | None = None, sep: str = DEFAULT_SEP) -> str:
+    """The text `steps` were cut from (None joins: every join is `sep`, today's records)."""
+    if joins is None:
+        return sep.join(steps)
+    if len(joins) != max(len(steps) - 1, 0):
+        raise ValueError(f"{len(joins)} joins for {len(steps)} steps (need {max(len(steps) - 1, 0)})")
+    out = [steps[0]] if steps else []
+    for join, step in zip(joins, steps[1:]):
+        out += [join, step]
+    return "".join(out)
+
+
+def join_record(record: Any) -> str:
+    """The text a record's steps were cut from: its `steps` joined by its `step_joins`, else by its
+    segmenter's `sep`, else by "\\n\\n" (a dict or a record model alike)."""
+    get = record.get if isinstance(record, dict) else (lambda k, d=None: getattr(record, k, d))
+    seg = get("segmenter") or {}
+    sep = seg.get("sep", DEFAULT_SEP) if isinstance(seg, dict) else DEFAULT_SEP
+    return join_steps(get("steps"), get("step_joins"), sep)
+
+
+def prefix_text(steps: Sequence[str], joins: Sequence[str] | None, j: int, sep: str = DEFAULT_SEP) -> str:
+    """Steps 0..j with the join after step j: the text a rollout continues from step j + 1. After the
+    last step there is no join of the record's; `sep` stands in for it (as today)."""
+    head = join_steps(steps[: j + 1], None if joins is None else joins[:j], sep)
+    after = sep if joins is None or j >= len(joins) else joins[j]
+    return head + after
+
+
+def record_joins(joins: Sequence[str], sep: str = DEFAULT_SEP) -> list[str] | None:
+    """Joins as a record keeps them: None (field left out) when every one is `sep`, so records of
+    today's rule stay as they were. Stages pass the default: a record cut at another separator
+    keeps its joins, and a later stage run with the default `--step-sep` still rebuilds its text."""
+    return None if all(j == sep for j in joins) else list(joins)
 
 
 def decode_sep(sep: str) -> str:

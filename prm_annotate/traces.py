@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from prm_annotate.steps import DEFAULT_SEP, split_steps
+from prm_annotate.steps import DEFAULT_SEP, join_steps, record_joins, split_steps
 
 START, END = "<think>", "</think>"
 OPEN, CLOSED, MODEL = "open", "closed", "model"
@@ -119,26 +119,17 @@ def trace_steps(trace: Trace, sep: str = DEFAULT_SEP, cut: Callable[[str], list[
     cut = cut or (lambda text: split_steps(text, sep))
     if not trace.thinks:
         steps = cut(trace.text)
-        joins = _joins(trace.text, steps)
-        return TraceSteps(steps, None if all(j == DEFAULT_SEP for j in joins) else joins, 0)
+        return TraceSteps(steps, record_joins(_joins(trace.text, steps)), 0)
     # Each part's edge whitespace goes to the joins beside the tag, so no step ends with it.
     thought = cut((trace.thought or "").strip())
     steps = thought + cut(trace.answer.strip())
-    joins = _joins(trace.text, steps)
-    return TraceSteps(steps, None if all(j == DEFAULT_SEP for j in joins) else joins, len(thought))
-
-
-def joined_text(steps: list[str], joins: list[str] | None, sep: str = DEFAULT_SEP) -> str:
-    """All steps joined as the record joins them."""
-    if joins is None:
-        return sep.join(steps)
-    return "".join(step + join for step, join in zip(steps, joins)) + steps[-1]
+    return TraceSteps(steps, record_joins(_joins(trace.text, steps)), len(thought))
 
 
 def record_trace(steps: list[str], joins: list[str] | None, thought_steps: int | None,
                  thought_finished: bool | None, sep: str = DEFAULT_SEP) -> Trace:
     """A response record's steps read back as its trace (the thought's steps, then the answer's)."""
-    text = joined_text(steps, joins, sep)
+    text = join_steps(steps, joins, sep)
     if not thought_steps:
         return Trace(text, None, text)
     if thought_finished is False:

@@ -22,4 +22,17 @@ def test_escapes_are_decoded_and_other_text_is_kept(typed, meant):
 def test_a_decoded_separator_splits_what_it_joined():
     steps = ["Step 1: 2+2=4.", "Step 2: so 4."]
     sep = decode_sep(r" ки\n")
-    assert split_steps(join_steps(steps, sep), sep) == steps
+    assert split_steps(join_steps(steps, sep=sep), sep) == steps
+
+
+def test_a_trace_is_read_back_by_the_one_join_rule():
+    """traces.py joins a record's steps with steps.join_steps (it had its own copy, which zipped a
+    short list of joins away and lost a step): a record's joins either give its text back or fail."""
+    from prm_annotate.traces import record_trace, trace_steps, Trace
+
+    made = trace_steps(Trace("A\n\nB\nC", None, "A\n\nB\nC"), cut=lambda text: ["A", "B", "C"])
+    assert made.joins == ["\n\n", "\n"]
+    assert record_trace(made.steps, made.joins, None, None).text == "A\n\nB\nC"
+    assert trace_steps(Trace("A\n\nB", None, "A\n\nB")).joins is None  # every join the separator
+    with pytest.raises(ValueError, match="1 joins for 3 steps"):
+        record_trace(["A", "B", "C"], ["\n"], None, None)  # the old copy gave "A\nC"

@@ -86,7 +86,7 @@ def read_scored(path: str) -> tuple[list[Problem], int]:
     problems = []
     with Grader() as grader:
         for key, members in groups.items():
-            verdicts = grader.grade_many((r.answer, join_steps(r.steps, DEFAULT_SEP)) for r, _ in members)
+            verdicts = grader.grade_many((r.answer, join_steps(r.steps, sep=DEFAULT_SEP)) for r, _ in members)
             undecided += sum(v.correct is None for v in verdicts)
             classes = answer_classes([v.final_answer for v in verdicts], grader)
             problems.append(Problem(key, [Candidate(r.id, scores, v.correct is True, c)

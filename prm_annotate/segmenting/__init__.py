@@ -13,8 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from prm_annotate.errors import UsageError
 from prm_annotate.registry import Registry
-from prm_annotate.segmenting.base import (Segmentation, SegmentError, Segmenter, join_record, join_steps,
-                                          paragraph_spans, prefix_text, record_joins)
+from prm_annotate.segmenting.base import Segmentation, SegmentError, Segmenter, paragraph_spans
 from prm_annotate.segmenting.confidence import Confidence
 from prm_annotate.segmenting.merge import Merge
 from prm_annotate.segmenting.paragraphs import Paragraphs
@@ -89,4 +88,4 @@ def paragraphs(text: str, sep: str = "\n\n") -> list[str]:
 
 
 __all__ = ["DEFAULT_SEGMENTER", "SEGMENTERS", "SegmentError", "Segmentation", "Segmenter", "from_record",
-           "get_segmenter", "join_record", "join_steps", "paragraphs", "parse_options", "prefix_text", "record_joins"]
+           "get_segmenter", "paragraphs", "parse_options"]

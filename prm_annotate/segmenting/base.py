@@ -1,5 +1,5 @@
-"""What every segmenter shares: the (steps, joins) it returns, the join that gives the text back, and
-cuts turned into steps.
+"""What every segmenter shares: the (steps, joins) it returns and cuts turned into steps (the join
+that gives the text back is `steps.join_steps`).
 
 A segmentation of a text is `steps` (each with something besides white space in it) and `joins`, the
 exact text between steps[i] and steps[i+1] (len(steps) - 1 of them): `join_steps(steps, joins)` is the
@@ -58,42 +58,6 @@ def from_spans(text: str, spans: Sequence[Span]) -> Segmentation:
     steps = [text[s:e] for s, e in spans]
     joins = [text[a.end:b.start] for a, b in zip(spans, spans[1:])]
     return steps, joins
-
-
-def join_steps(steps: Sequence[str], joins: Sequence[str] | None = None, sep: str = "\n\n") -> str:
-    """The text `steps` were cut from (None joins: every join is `sep`, today's records)."""
-    if joins is None:
-        return sep.join(steps)
-    if len(joins) != max(len(steps) - 1, 0):
-        raise ValueError(f"{len(joins)} joins for {len(steps)} steps (need {max(len(steps) - 1, 0)})")
-    out = [steps[0]] if steps else []
-    for join, step in zip(joins, steps[1:]):
-        out += [join, step]
-    return "".join(out)
-
-
-def join_record(record: Any) -> str:
-    """The text a record's steps were cut from: its `steps` joined by its `step_joins`, else by its
-    segmenter's `sep`, else by "\\n\\n" (a dict or a record model alike)."""
-    get = record.get if isinstance(record, dict) else (lambda k, d=None: getattr(record, k, d))
-    seg = get("segmenter") or {}
-    sep = seg.get("sep", "\n\n") if isinstance(seg, dict) else "\n\n"
-    return join_steps(get("steps"), get("step_joins"), sep)
-
-
-def prefix_text(steps: Sequence[str], joins: Sequence[str] | None, j: int, sep: str = "\n\n") -> str:
-    """Steps 0..j with the join after step j: the text a rollout continues from step j + 1. After the
-    last step there is no join of the record's; `sep` stands in for it (as today)."""
-    head = join_steps(steps[: j + 1], None if joins is None else joins[:j], sep)
-    after = sep if joins is None or j >= len(joins) else joins[j]
-    return head + after
-
-
-def record_joins(joins: Sequence[str], sep: str = "\n\n") -> list[str] | None:
-    """Joins as a record keeps them: None (field left out) when every one is `sep`, so records of
-    today's rule stay as they were. Stages pass the default: a record cut at another separator
-    keeps its joins, and a later stage run with the default `--step-sep` still rebuilds its text."""
-    return None if all(j == sep for j in joins) else list(joins)
 
 
 def paragraph_spans(text: str, sep: str = "\n\n") -> list[Span]:

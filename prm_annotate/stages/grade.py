@@ -51,7 +51,7 @@ class GradeStage(StageBase):
             self.stats[f"{prefix}reference_{field}"] += value
 
     def process(self, batch: list[GradeInput]) -> Iterable[Outcome]:
-        texts = [r.response if r.steps is None else join_steps(r.steps, self.step_sep) for r in batch]
+        texts = [r.response if r.steps is None else join_steps(r.steps, sep=self.step_sep) for r in batch]
         verdicts = grade_traces(self.grader, [r.answer for r in batch], [self._trace(r, t) for r, t in zip(batch, texts)])
         outs = [record.dump() for record in batch]
         # A human verdict beside the response (ProcessBench's final_answer_correct): the summary

@@ -102,10 +102,9 @@ from prm_annotate.grading.thinking import TWO_ANSWERS, UNFINISHED, grade_traces
 from prm_annotate.stages.config import RolloutConfig, configured, reasoning_budget
 from prm_annotate.stages.context_check import ContextCheck
 from prm_annotate.stages.thinking import template_state
-from prm_annotate.segmenting import prefix_text
 from prm_annotate.traces import MODEL, OPEN, continuation_opening, read_trace, record_trace
 from prm_annotate.stages.judged_file import JudgedFile
-from prm_annotate.steps import join_steps, split_steps
+from prm_annotate.steps import join_steps, prefix_text, split_steps
 from prm_annotate.strategies import Plan, Probe, ProbeResult, get_strategy
 from prm_annotate.strategies.verify import OUTCOMES
 from prm_annotate.strategies.zero_rules import ALL_K
@@ -500,7 +499,7 @@ class RolloutStage(ModelStage):
         return list(ahead.values()), [r for key, r in spare.items() if key not in ahead]
 
     def _witness_key(self, record: RolloutInput, steps: list[str]) -> tuple[str, str, str]:
-        return record.problem, record.answer, join_steps(steps, self.config.step_sep)
+        return record.problem, record.answer, join_steps(steps, sep=self.config.step_sep)
 
     def _add_witnesses(self, witnesses: set, record: RolloutInput, solution_steps: list[str]) -> None:
         """Every proper step prefix of a solution that reached the gold answer."""

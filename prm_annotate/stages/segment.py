@@ -13,7 +13,8 @@ from typing import Any, Iterable, Iterator
 from prm_annotate.engines.sampling import TokenLogprob
 from prm_annotate.errors import UsageError
 from prm_annotate.records import Response, describe_validation_error
-from prm_annotate.segmenting import Segmenter, join_record, record_joins
+from prm_annotate.segmenting import Segmenter
+from prm_annotate.steps import join_record, record_joins
 
 LABELLED = ("mc", "judge", "labels")
 

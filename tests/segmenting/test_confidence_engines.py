@@ -8,7 +8,8 @@ import pytest
 from prm_annotate.engines.base import GenerationRequest
 from prm_annotate.engines.sampling import Sampling
 from prm_annotate.records import Problem
-from prm_annotate.segmenting import get_segmenter, join_steps
+from prm_annotate.segmenting import get_segmenter
+from prm_annotate.steps import join_steps
 from prm_annotate.stages.sample import SampleStage
 from prm_annotate.stages.segment import Resegmented, resegment
 

@@ -13,11 +13,10 @@ from typer.testing import CliRunner
 
 from prm_annotate.cli import app
 from prm_annotate.engines.sampling import TokenLogprob, align_tokens
-from prm_annotate.segmenting import (SEGMENTERS, SegmentError, Segmenter, get_segmenter, join_steps, prefix_text,
-                                     record_joins)
+from prm_annotate.segmenting import SEGMENTERS, SegmentError, Segmenter, get_segmenter
 from prm_annotate.segmenting.base import Span
 from prm_annotate.segmenting.merge import DEFAULT_BUDGET
-from prm_annotate.steps import split_steps
+from prm_annotate.steps import join_record, join_steps, prefix_text, record_joins, split_steps
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "long_traces.jsonl"
 
@@ -81,8 +80,6 @@ def test_paragraphs_is_todays_rule_with_the_dropped_pieces_in_the_joins():
     assert prefix_text(steps, joins, 0) == "A\n\n  \n\n"  # what a rollout continues after step 0
     assert prefix_text(steps, None, 0) == "A\n\n" and prefix_text(steps, joins, 2) == text + "\n\n"
     from prm_annotate.records import Response
-    from prm_annotate.segmenting import join_record
-
     row = {"id": "r", "problem": "q", "steps": steps, "step_joins": joins}
     assert join_record(row) == join_record(Response.model_validate(row)) == text
     assert join_record({"steps": ["a", "b"], "segmenter": {"name": "paragraphs", "sep": "\n"}}) == "a\nb"

@@ -22,8 +22,8 @@ from prm_annotate.stages.grade import GradeStage
 from prm_annotate.stages.judge import JudgeStage
 from prm_annotate.stages.rollout import RolloutStage
 from prm_annotate.stages.sample import SampleStage
-from prm_annotate.segmenting import prefix_text
-from prm_annotate.traces import (CLOSED, MODEL, OPEN, joined_text, prompt_thought, read_trace,
+from prm_annotate.steps import join_steps, prefix_text
+from prm_annotate.traces import (CLOSED, MODEL, OPEN, prompt_thought, read_trace,
                                  trace_steps)
 from testing.scripted_engine import ScriptedEngine
 from testing.thinking_models import TEMPLATES
@@ -84,7 +84,7 @@ def test_steps_keep_the_thought_and_the_answer_apart_and_give_the_text_back():
         assert made.thought_steps == 3 and len(made.steps) == 5
         assert not any("think>" in s for s in made.steps)
         assert made.joins[2] == "\n</think>\n\n" and made.joins[:2] == ["\n\n", "\n\n"]
-        assert joined_text(made.steps, made.joins) == R1_TEXT  # the text as written, from its first step
+        assert join_steps(made.steps, made.joins) == R1_TEXT  # the text as written, from its first step
         assert prefix_text(made.steps, made.joins, 2) == THOUGHT + "\n</think>\n\n"
         assert prefix_text(made.steps, made.joins, 1) == "Let me add 3 and 5.\n\n3 + 5 = 8.\n\n"
     plain = trace_steps(read_trace("a\n\nb", CLOSED))
@@ -339,8 +339,6 @@ def test_a_judge_under_a_template_that_closes_the_thought_reads_the_whole_answer
 def test_a_thinking_trace_is_cut_by_the_runs_segmenter_thought_and_answer_apart(tokenizer):
     """The segmenter cuts the thought and the answer apart: no step holds a tag, the join between
     them holds `</think>`, and the steps with their joins give the completion back."""
-    from prm_annotate.segmenting import join_steps
-
     text = "<think>\nLet me add.\n\n3 + 5 = 8.\n\nWait, check: 8.\n</think>\n\nSo \\boxed{8}."
     _, (plain,) = sample(tokenizer, TEMPLATES["qwen3"], {0: text})
     _, (turns,) = sample(tokenizer, TEMPLATES["qwen3"], {0: text}, segment="reflection")

@@ -148,7 +148,7 @@ def test_sample_then_verify_then_judge_on_real_long_traces(qwen3_long_model_dir,
     answers = {r.id: t["answer"] for r, t in zip(responses, traces)}
     steps_at = {}
     for r in responses:  # the paragraph count of the prefix that ends at the claimed step
-        from prm_annotate.segmenting import prefix_text
+        from prm_annotate.steps import prefix_text
 
         steps_at[r.id] = ("<think>\n" + prefix_text(r.steps, r.step_joins, claims[r.id])).count("\n\n")
     rollout = RolloutStage(ForcingEngine(engine, complete), k=2, strategy="verify", judged=str(judged_path),
