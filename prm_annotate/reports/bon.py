@@ -37,7 +37,7 @@ from prm_annotate.errors import InputError
 from prm_annotate.grading.grader import Grader
 from prm_annotate.reports.labels import Gold, get_path, read_raw, step_scores_value
 from prm_annotate.records import Response, describe_validation_error
-from prm_annotate.steps import DEFAULT_SEP, join_steps
+from prm_annotate.steps import join_record
 
 AGGREGATIONS: dict[str, Callable[[list[float]], float]] = {
     "min": min,
@@ -86,7 +86,7 @@ def read_scored(path: str) -> tuple[list[Problem], int]:
     problems = []
     with Grader() as grader:
         for key, members in groups.items():
-            verdicts = grader.grade_many((r.answer, join_steps(r.steps, sep=DEFAULT_SEP)) for r, _ in members)
+            verdicts = grader.grade_many((r.answer, join_record(r)) for r, _ in members)
             undecided += sum(v.correct is None for v in verdicts)
             classes = answer_classes([v.final_answer for v in verdicts], grader)
             problems.append(Problem(key, [Candidate(r.id, scores, v.correct is True, c)

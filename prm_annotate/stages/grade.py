@@ -51,7 +51,8 @@ class GradeStage(StageBase):
             self.stats[f"{prefix}reference_{field}"] += value
 
     def process(self, batch: list[GradeInput]) -> Iterable[Outcome]:
-        texts = [r.response if r.steps is None else join_steps(r.steps, sep=self.step_sep) for r in batch]
+        # The text as written: a record's steps with its own joins (`step_joins`), else the separator.
+        texts = [r.response if r.steps is None else join_steps(r.steps, _joins(r), self.step_sep) for r in batch]
         verdicts = grade_traces(self.grader, [r.answer for r in batch], [self._trace(r, t) for r, t in zip(batch, texts)])
         outs = [record.dump() for record in batch]
         # A human verdict beside the response (ProcessBench's final_answer_correct): the summary
@@ -95,14 +96,21 @@ class GradeStage(StageBase):
         thought_steps = extra.get("thought_steps")
         if record.steps is None or not isinstance(thought_steps, int) or isinstance(thought_steps, bool):
             return Trace(text, None, text)
-        joins = extra.get("step_joins")
-        joins = joins if isinstance(joins, list) and len(joins) == len(record.steps) - 1 else None
         finished = extra.get("thought_finished")
-        return record_trace(record.steps, joins, thought_steps, finished if isinstance(finished, bool) else None,
+        return record_trace(record.steps, _joins(record), thought_steps, finished if isinstance(finished, bool) else None,
                             self.step_sep)
 
     def close(self) -> None:
         self.grader.close()
+
+
+def _joins(record: GradeInput) -> list[str] | None:
+    """The record's `step_joins` where they fit its steps (grade reads any file: a stray field is
+    not its to refuse), else None: every join the separator."""
+    joins = (record.model_extra or {}).get("step_joins")
+    ok = (record.steps is not None and isinstance(joins, list) and len(joins) == len(record.steps) - 1
+          and all(isinstance(j, str) for j in joins))
+    return joins if ok else None
 
 
 def _split(a: Agreement) -> str:
