@@ -16,9 +16,10 @@ Both engines here have them; one without them is not checked.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, Sequence
 
+from prm_annotate.engines.reasoning import split_think
 from prm_annotate.engines.sampling import Sampling, TokenLogprob
 
 
@@ -71,6 +72,12 @@ class GenerationResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def split_here(self) -> "GenerationResult":
+        """The texts' `<think>…</think>` split off into `reasonings`: what a request whose `reasoning`
+        is `think` gets back from a server that did not split (the thought's tokens are not told)."""
+        parts = [split_think(t) for t in self.texts]
+        return replace(self, texts=[p.answer or "" for p in parts], reasonings=[p.reasoning for p in parts])
 
 
 class Engine(Protocol):

@@ -57,7 +57,7 @@ from tenacity import (
 from prm_annotate.errors import UsageError, printable
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
 from prm_annotate.engines.context import ESTIMATE, SERVER, Context, estimate_tokens
-from prm_annotate.engines.reasoning import THINK, split_think
+from prm_annotate.engines.reasoning import THINK
 from prm_annotate.engines.sampling import Sampling, TokenLogprob, align_tokens
 
 log = logging.getLogger(__name__)
@@ -421,9 +421,8 @@ class OpenAIEngine(Streaming):
         result.token_logprobs = tokens
         if any(x is not None for x in reasonings):
             result.reasonings = reasonings
-        elif r.reasoning == THINK:  # the server did not split: split here (its tokens are not told)
-            parts = [split_think(t) for t in texts]
-            result.texts, result.reasonings = [p.answer or "" for p in parts], [p.reasoning for p in parts]
+        elif r.reasoning == THINK:  # the server did not split: split here
+            result = result.split_here()
         return result
 
     def _redact(self, text: str) -> str:

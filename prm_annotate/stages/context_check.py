@@ -1,5 +1,6 @@
 """A record's longest prompt measured against the model's context before its first request
-(engines/context.py says the rule): the judge's prompt, the rollout's longest prefix. The stages
+(engines/context.py says the rule): sample's problem, the judge's prompt, the rollout's longest
+prefix. The stages
 call `ContextCheck.fit` in their job and either go on with the budget it gives, clamped where it
 had to be, or refuse the record for good (`Outcome.refused`) before anything is spent on it.
 
@@ -9,6 +10,7 @@ no context and was given no --max-model-len) is not checked: its requests run as
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest
@@ -46,7 +48,20 @@ class ContextCheck:
             stats["max_tokens_clamped"] += 1
         return result
 
+    def as_sent(self, request: GenerationRequest, *, what: str = "the prompt") -> GenerationRequest | None:
+        """`request` as its record's job sends it after `fit` (for a probe sent before the run): its
+        budget clamped where it had to be, None where the record is refused. Counted by the job, not here."""
+        fitted = self.fit(request, Counter(), what=what)
+        if fitted is not None and fitted.refused:
+            return None
+        return request if fitted is None or not fitted.clamped else clamp(request, fitted.max_tokens)
+
     def settings(self) -> dict[str, Any]:
         """What the manifest records: the context checked against (null: none known), the least room."""
         context = self.context()
         return {"context": None if context is None else context.describe(), "min_room": MIN_ROOM}
+
+
+def clamp(request: GenerationRequest, max_tokens: int | None) -> GenerationRequest:
+    """`request` with its completion budget lowered to `max_tokens` (None: as it is)."""
+    return request if max_tokens is None else replace(request, sampling=replace(request.sampling, max_tokens=max_tokens))

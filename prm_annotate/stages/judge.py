@@ -57,9 +57,9 @@ from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
 from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
-from prm_annotate.stages.context_check import ContextCheck
+from prm_annotate.stages.context_check import ContextCheck, clamp
 from prm_annotate.stages.config import JudgeConfig, configured, entry
-from prm_annotate.stages.thinking import AUTO, on_server, probed, template_state
+from prm_annotate.stages.thinking import AUTO, ProbeAnswer, asked, on_server, probed, template_state
 from prm_annotate.judging.styles import one_verdict
 from prm_annotate.traces import CLOSED, answer_parts, thinks_again
 
@@ -118,10 +118,11 @@ class JudgeStage(ModelStage):
                       and "reasoning" not in self.protocol.fixed and not self.config.constrained)
         if self.probe and self.config.sampling.max_tokens is None:
             self.sampling = replace(self.sampling, max_tokens=REASONING_MAX_TOKENS)
+        self.probe_answer: ProbeAnswer | None = None  # its request's answer, for the job that asks it
 
     def stream(self, records, window):
         if self.probe:
-            found, records = probed(self.engine, iter(records), self._probe_request, self.name)
+            found, records, self.probe_answer = probed(self.engine, iter(records), self._probe_request, self.name)
             self.reasoning, self.probe = found.split, False
             if found.split is None and not found.server_splits and self.config.sampling.max_tokens is None:
                 self.sampling = self.protocol.sampling(self.config, self.engine_info.get("model", ""))
@@ -130,12 +131,8 @@ class JudgeStage(ModelStage):
 
     def _probe_request(self, record: Response) -> GenerationRequest | None:
         """The first vote's request as the record's job would send it (its budget fitted to the context);
-        None for a record that will be refused. Counted by the job, not here."""
-        request = self._request(record, 0)
-        fitted = self.context.fit(request, Counter(), what="the judge's prompt")
-        if fitted is None or not fitted.clamped:
-            return None if fitted is not None and fitted.refused else request
-        return replace(request, sampling=replace(request.sampling, max_tokens=fitted.max_tokens))
+        None for a record that will be refused."""
+        return self.context.as_sent(self._request(record, 0), what="the judge's prompt")
 
     def _reasoning_split(self) -> str | None:
         """How each verdict's thought is split from its answer (`GenerationRequest.reasoning`): None
@@ -212,9 +209,8 @@ class JudgeStage(ModelStage):
         if fitted is not None and fitted.refused:
             return [Outcome.refused(record.id, fitted.refused)]
         clamped = fitted.max_tokens if fitted is not None and fitted.clamped else None
-        if clamped is not None:
-            requests = [replace(r, sampling=replace(r.sampling, max_tokens=clamped)) for r in requests]
-        results = yield requests
+        requests = [clamp(r, clamped) for r in requests]
+        results = yield from asked(requests, self.probe_answer)
         votes: list[Vote] = []
         cost: Counter = Counter()
         for vote, request in enumerate(requests):

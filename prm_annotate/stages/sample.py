@@ -16,6 +16,10 @@ answer (prm_annotate/traces.py), its steps are the thought's then the answer's (
 the answer is graded (grading/thinking.py): a thought with no `</think>` is kept with
 `thought_finished: false` and never graded, and an answer that thinks again and answers
 differently is refused (`correct` null, `grade_error` saying so).
+
+Before a problem's first request its prompt is measured against the model's context
+(stages/context_check.py): a budget that does not fit beside it is clamped (the record's
+`generator.max_tokens_clamped`), a prompt that leaves no room refuses the problem for good.
 """
 from __future__ import annotations
 
@@ -35,8 +39,9 @@ from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
 from prm_annotate.stages.config import SampleConfig, configured, reasoning_budget
-from prm_annotate.stages.thinking import (AUTO, OFF, engine_thinks, on_server, probed, template_state,
-                                          thought_tokens, trace_of)
+from prm_annotate.stages.context_check import ContextCheck, clamp
+from prm_annotate.stages.thinking import (AUTO, OFF, ProbeAnswer, asked, engine_thinks, on_server, probed,
+                                          template_state, thought_tokens, trace_of)
 from prm_annotate.traces import CLOSED, MODEL, Trace, trace_steps
 from prm_annotate.errors import UsageError
 from prm_annotate.stages.segment import kept_logprobs
@@ -65,6 +70,8 @@ class SampleStage(ModelStage):
         self.empty_retries = empty_retries
         self.engine_info = engine_info or {"model": engine.model}
         self.stats: Counter = Counter()
+        self.context = ContextCheck(engine)
+        self.probe_answer: ProbeAnswer | None = None  # its request's answer, for the job that asks it
         self.segmenter = self.config.segmenter()
         self.logprobs = self.config.keep_logprobs or self.segmenter.needs_logprobs
         self.sampling = self.config.sampling
@@ -92,16 +99,21 @@ class SampleStage(ModelStage):
         out["max_tokens"] = self.sampling.max_tokens
         out["reasoning"] = self.split if not self.probe else "auto: found from the first answer"
         out["thought_state"] = self.state
+        out.update(self.context.settings())
         return out
 
     def stream(self, records, window):
         if self.probe:
-            found, records = probed(self.engine, iter(records), lambda p: self._request(p, 0, 0), self.name)
+            found, records, self.probe_answer = probed(self.engine, iter(records), self._probe_request, self.name)
             self.split, self.state, self.probe = found.split, found.state, False
             if self.split is None and not found.server_splits:
                 self.sampling = self.config.sampling
             self.stats[f"reasoning auto: {found.said}"] += 1
         return super().stream(records, window)
+
+    def _probe_request(self, problem: Problem) -> GenerationRequest | None:
+        """The problem's first request as its job sends it (fitted to the context); None: refused."""
+        return self.context.as_sent(self._request(problem, 0, 0), what="the problem's prompt")
 
     def output_ids(self, record: Problem) -> list[str]:
         return [response_id(record.id, i) for i in range(self.config.n)]
@@ -115,25 +127,31 @@ class SampleStage(ModelStage):
     def _sampling(self, problem_id: str, index: int, attempt: int) -> Sampling:
         return replace(self.sampling, seed=self._seed(problem_id, index, attempt))
 
-    def _request(self, problem: Problem, index: int, attempt: int) -> GenerationRequest:
-        return GenerationRequest(
+    def _request(self, problem: Problem, index: int, attempt: int, max_tokens: int | None = None) -> GenerationRequest:
+        """Sample `index`'s request (`max_tokens`: the budget clamped to the context; None: as configured)."""
+        return clamp(GenerationRequest(
             key=f"{problem.id}\x00{index}\x00{attempt}",
             messages=chat(self.system_prompt.text.strip(), problem.problem),
             sampling=self._sampling(problem.id, index, attempt),
             reasoning=self.split if self.split not in (None, THINK) else None,
             logprobs=self.logprobs,
-        )
+        ), max_tokens)
 
     def job(self, unit: list[Problem]) -> Job:
         """One problem: its n samples, blank ones drawn again, graded when all are in."""
         (problem,) = unit
+        # Every sample has the same prompt: measured once, before any is asked for.
+        fitted = self.context.fit(self._request(problem, 0, 0), self.stats, what="the problem's prompt")
+        if fitted is not None and fitted.refused:
+            return [Outcome.refused(problem.id, fitted.refused)]
+        clamped = fitted.max_tokens if fitted is not None and fitted.clamped else None
         todo = list(range(self.config.n))
         got: dict[int, tuple[GenerationResult, int]] = {}
         for attempt in range(self.empty_retries + 1):
             if not todo:
                 break
-            requests = [self._request(problem, i, attempt) for i in todo]
-            results = yield requests
+            requests = [self._request(problem, i, attempt, clamped) for i in todo]
+            results = yield from asked(requests, self.probe_answer)
             retry = []
             for index, request in zip(todo, requests):
                 result = results[request.key]
@@ -152,14 +170,14 @@ class SampleStage(ModelStage):
                             reason="blank in every attempt")]
         traces = [self._trace(got[i][0]) for i in range(self.config.n)]
         verdicts = grade_traces(self.grader, [problem.answer] * len(traces), traces)
-        return [Outcome(problem.id, [self._response(problem, i, trace, verdict, *got[i])
+        return [Outcome(problem.id, [self._response(problem, i, trace, verdict, *got[i], clamped)
                                      for i, (trace, verdict) in enumerate(zip(traces, verdicts))])]
 
     def _trace(self, result: GenerationResult) -> Trace:
         return trace_of(result, 0, self.state, self.split)
 
     def _response(self, problem: Problem, index: int, trace: Trace, verdict: Any, result: GenerationResult,
-                  attempt: int) -> Response:
+                  attempt: int, clamped: int | None = None) -> Response:
         out = problem.dump()
         out.pop("id")
         finish = result.finish_reasons[0] if result.finish_reasons else None
@@ -181,6 +199,8 @@ class SampleStage(ModelStage):
                 "system_prompt_sha256": self.system_prompt.sha256,
             },
         }
+        if clamped is not None:  # the budget its completion had: --max-tokens did not fit the context
+            record["generator"]["max_tokens_clamped"] = clamped
         if trace.thinks:
             thought = thought_tokens(self.engine, trace, result)
             record["generator"]["thought_tokens"] = thought

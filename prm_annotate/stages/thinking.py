@@ -13,12 +13,16 @@ back: a split from the server (nothing to do); `</think>` or a leading `<think>`
 (split here from then on, and, `</think>` without `<think>`, the template opened the thought); no
 tag in a finished answer (no thought); no tag in an answer cut at max tokens (nothing tells whether
 the model was thinking: the run stops with exit status 2, saying to give `--reasoning think` or
-`off`). The probe's request is the stage's own, so the stage asks it again (one request spent).
+`off`). The probe's request is the stage's own, fitted to the context as its job fits it, and its
+answer is that job's (`ProbeAnswer`): nothing is asked twice. Where what was found changes the
+request, the answer still serves when it could not have come out otherwise: a budget lowered back
+(no thought found) that the finished answer fits in, or the thought split here (`reasoning`
+`think` is read by the engine, never sent to the server); else the job asks again.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Generator, Iterator
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.engines.reasoning import THINK, template_thinks
@@ -78,31 +82,74 @@ def probe_result(result: GenerationResult, stage: str) -> Found:
     return Found(None, CLOSED, "no thought in the first answer")
 
 
+@dataclass
+class ProbeAnswer:
+    """The probe's request and its answer, handed once to the job that asks the same (module docstring)."""
+
+    request: GenerationRequest
+    result: GenerationResult
+    used: bool = False
+
+    def serves(self, request: GenerationRequest) -> GenerationResult | None:
+        """The answer `request` would have got, where the probe's answer is that; else None."""
+        asked, result = self.request, self.result
+        budget = request.sampling.max_tokens
+        if self.used or not result.ok or replace(request, sampling=replace(
+                request.sampling, max_tokens=asked.sampling.max_tokens), reasoning=asked.reasoning) != asked:
+            return None
+        if budget != asked.sampling.max_tokens and ("length" in result.finish_reasons or (
+                budget is not None and result.generated_tokens >= budget)):
+            return None  # a lower budget could have cut it
+        if request.reasoning == asked.reasoning:
+            return result
+        return result.split_here() if (asked.reasoning, request.reasoning) == (None, THINK) else None
+
+    def take(self, requests: list[GenerationRequest]) -> dict[str, GenerationResult]:
+        """{key: answer} for the one of `requests` the probe answered (at most once a run)."""
+        for request in requests:
+            answer = self.serves(request)
+            if answer is not None:
+                self.used = True
+                return {request.key: replace(answer, key=request.key)}
+        return {}
+
+
+def asked(requests: list[GenerationRequest],
+          probe: ProbeAnswer | None) -> Generator[list[GenerationRequest], dict, dict[str, GenerationResult]]:
+    """A job's round less what the probe already answered: `results = yield from asked(requests, probe)`."""
+    known = probe.take(requests) if probe is not None else {}
+    send = [r for r in requests if r.key not in known]
+    results = (yield send) if send else {}
+    return {**results, **known}
+
+
 PROBE_TRIES = 3  # records whose first request may fail (a transient error) before the probe gives up
 
 
-def probed(engine: Engine, records: Iterator[Any], first_request, stage: str) -> tuple[Found, Iterator[Any]]:
+def probed(engine: Engine, records: Iterator[Any], first_request,
+           stage: str) -> tuple[Found, Iterator[Any], ProbeAnswer | None]:
     """Probe with the first record's first request, or, where that request failed, the next record's
     (up to PROBE_TRIES records); a record whose `first_request` is None (refused before any request)
-    is passed over. The records given back whole, in order."""
+    is passed over. The records given back whole, in order, and the probe's answer for the job."""
     taken: list[Any] = []
     result: GenerationResult | None = None
+    sent: GenerationRequest | None = None
     for record in records:
         taken.append(record)
         request: GenerationRequest | None = first_request(record)
         if request is None:  # it sends nothing (its prompt does not fit the context): the next one
             continue
-        result = engine.generate([request])[request.key]
+        sent, result = request, engine.generate([request])[request.key]
         if result.ok or len(taken) >= PROBE_TRIES:
             break
-    if result is None:  # no record sent anything: all of them are given back
-        return Found(None, MODEL, "no records"), iter(taken)
+    if result is None or sent is None:  # no record sent anything: all of them are given back
+        return Found(None, MODEL, "no records"), iter(taken), None
 
     def again() -> Iterator[Any]:
         yield from taken
         yield from records
 
-    return probe_result(result, stage), again()
+    return probe_result(result, stage), again(), ProbeAnswer(sent, result)
 
 
 def trace_of(result: GenerationResult, index: int, state: str, split: str | None) -> Trace:
@@ -138,5 +185,5 @@ def thought_tokens(engine: Engine, trace: Trace, result: GenerationResult) -> in
     return count(trace.text[:end])
 
 
-__all__ = ["AUTO", "OFF", "Found", "engine_thinks", "on_server", "probe_result", "probed", "template_state",
-           "template_thinks", "thought_tokens", "trace_of"]
+__all__ = ["AUTO", "OFF", "Found", "ProbeAnswer", "asked", "engine_thinks", "on_server", "probe_result", "probed",
+           "template_state", "template_thinks", "thought_tokens", "trace_of"]

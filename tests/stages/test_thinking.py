@@ -302,7 +302,9 @@ def test_auto_over_http_finds_a_thought_in_the_content_from_the_first_answer(con
         outcomes = list(stage.stream(iter([problem("a"), problem("b")]), 4))
     finally:
         stage.close()
-    assert stage.split == split and engine.calls >= 2 and len(engine.requests) == 1 + 4  # one probe first
+    assert stage.split == split and engine.calls >= 2 and engine.requests[0].key == "a\x000\x000"  # the probe first
+    asked = [r.key.rpartition("\x1f")[2] for r in engine.requests]  # less the scheduler's job number
+    assert len(asked) == len(set(asked)) == 4  # each request once: the probe's answer is its job's
     records = [r.dump() for o in outcomes for x in o for r in x.records]
     assert all(r["correct"] is True for r in records)
     assert all((r.get("thought_steps") == 3) == (split is not None) for r in records)
@@ -319,10 +321,65 @@ def test_auto_over_http_stops_before_the_batch_when_the_first_answer_cannot_tell
     judge = JudgeStage(ServerEngine(lambda r: cut("Paragraph 1 seems")), prompt="processbench")
     with pytest.raises(UsageError, match="judge --reasoning auto"):
         list(judge.stream(iter([Response.model_validate({"id": "r", "problem": "x", "steps": STEPS})]), 4))
-    thinking_judge = JudgeStage(ServerEngine(lambda r: "Check.\n</think>\n\n\\boxed{1}"), prompt="processbench")
+    server = ServerEngine(lambda r: "Check.\n</think>\n\n\\boxed{1}")
+    thinking_judge = JudgeStage(server, prompt="processbench")
     [[outcome]] = list(thinking_judge.stream(iter([Response.model_validate({"id": "r", "problem": "x",
                                                                              "steps": STEPS})]), 4))
     assert thinking_judge.reasoning == "think"
+    # the probe's answer is the record's votes' first, split here as the engine splits it: asked once
+    assert len(server.requests) == thinking_judge.config.votes and outcome.records[0].dump()["judge"]["first_error"] == 1
+
+
+def test_the_probes_answer_serves_the_request_it_would_have_answered_once():
+    """ProbeAnswer: the same request (or one the answer could not have come out otherwise for) gets the
+    probe's answer, once; a request the answer does not fit is sent again."""
+    from prm_annotate.engines.sampling import Sampling
+    from prm_annotate.stages.thinking import ProbeAnswer, asked
+
+    sent = GenerationRequest("a", ({"role": "user", "content": "q"},), sampling=Sampling(max_tokens=32768, seed=1))
+    done = GenerationResult("a", ["<think>\nx\n</think>\n\n8"], ["stop"], prompt_tokens=5, generated_tokens=300)
+    lower = replace(sent, sampling=replace(sent.sampling, max_tokens=2048))
+    assert ProbeAnswer(sent, done).serves(sent) is done
+    assert ProbeAnswer(sent, done).serves(lower) is done  # finished in 300 tokens: 2,048 gives the same
+    assert ProbeAnswer(sent, done).serves(replace(lower, sampling=replace(lower.sampling, max_tokens=300))) is None
+    assert ProbeAnswer(sent, replace(done, finish_reasons=["length"])).serves(lower) is None
+    assert ProbeAnswer(sent, done).serves(replace(sent, sampling=replace(sent.sampling, seed=2))) is None
+    assert ProbeAnswer(sent, done).serves(replace(sent, key="b")) is None
+    assert ProbeAnswer(sent, GenerationResult("a", error="boom")).serves(sent) is None
+    split_here = ProbeAnswer(sent, done).serves(replace(sent, reasoning="think"))
+    assert (split_here.texts, split_here.reasonings) == (["\n\n8"], ["\nx\n"])
+    probe = ProbeAnswer(sent, done)
+    round_ = asked([sent, replace(sent, key="b")], probe)
+    assert [r.key for r in next(round_)] == ["b"]  # only what the probe did not answer is sent
+    with pytest.raises(StopIteration) as stop:
+        round_.send({"b": replace(done, key="b")})
+    assert set(stop.value.value) == {"a", "b"} and probe.used and probe.take([sent]) == {}
+
+
+def test_sample_fits_its_probe_and_its_requests_to_the_context():
+    """Over HTTP under auto, the probe is the problem's first request as its job sends it: clamped to
+    the server's context, and a problem whose prompt leaves no room is refused, not probed."""
+    from prm_annotate.engines.context import Context
+
+    class SmallServer(ServerEngine):
+        def context(self):
+            return Context(1000, source="option", counter="estimate")
+
+        def prompt_tokens(self, request):
+            return 2000 if "long" in request.messages[-1]["content"] else 100
+
+    engine = SmallServer(lambda r: QWEN3_TEXT)
+    stage = SampleStage(engine, n=2, system_prompt="none")
+    long = Problem.model_validate({"id": "long", "problem": "a long problem", "answer": "8"})
+    try:
+        outcomes = [o for batch in stage.stream(iter([long, problem("a")]), 4) for o in batch]
+    finally:
+        stage.close()
+    assert [r.key for r in engine.requests][:1] == ["a\x000\x000"]  # the refused problem sends nothing
+    assert {r.sampling.max_tokens for r in engine.requests} == {900} and len(engine.requests) == 2
+    assert outcomes[0].kind == "permanent" and "2000 tokens" in outcomes[0].error
+    assert all(r.dump()["generator"]["max_tokens_clamped"] == 900 for r in outcomes[1].records)
+    assert stage.stats["refused_over_context"] == 1 and stage.stats["max_tokens_clamped"] == 1
 
 
 def test_a_judge_under_a_template_that_closes_the_thought_reads_the_whole_answer(tokenizer):
