@@ -11,6 +11,7 @@ plain math-verify on the same responses (same worker, same hard timeouts), side 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from prm_annotate.grading.grader import Agreement, Grader
@@ -18,8 +19,27 @@ from prm_annotate.grading.thinking import grade_traces
 from prm_annotate.records import GradeInput, Graded
 from prm_annotate.pipeline.runner import Outcome, RunSummary, StageBase
 from prm_annotate.pipeline.summary import Nouns
+from prm_annotate.settings import setting
 from prm_annotate.steps import DEFAULT_SEP, join_steps
 from prm_annotate.traces import Trace, record_trace
+
+
+@dataclass(frozen=True)
+class GradeConfig:
+    """What `grade` compares its verdicts with (the records' steps are joined by `--step-sep`, the
+    shared separator).
+
+    Attributes:
+        reference_field: a boolean field of the records holding a reference verdict (ProcessBench's
+            `final_answer_correct`); the summary reports how often the grader agrees with it.
+        baseline: beside that agreement, grade the records with a reference verdict by plain
+            math-verify too.
+    """
+
+    reference_field: str = setting("final_answer_correct", flags="--reference-field",
+                                   help="A boolean field with a reference verdict to report agreement with.")
+    baseline: bool = setting(True, flags="--baseline/--no-baseline", help=(
+        "Beside the agreement, grade the records with a reference verdict by plain math-verify too."))
 
 
 class GradeStage(StageBase):

@@ -92,7 +92,7 @@ def test_every_option_walks_back_to_one_declaration():
 
 # The options still written in their command (each used by that command alone, so declared once):
 # what a command reads of its own files, no setting of the library's.
-LOCAL = {"grade reference_field", "grade baseline", "compare field", "merge input", "merge expect_per_input",
+LOCAL = {"compare field", "merge input", "merge expect_per_input",
          "models prepare cache_dir", "models prepare force"}
 
 
