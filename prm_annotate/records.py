@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
                       model_validator)
 
+from prm_annotate.recovery import Recovery
+
 def _answer_to_str(value: Any) -> Any:
     # Gold answers often arrive as JSON numbers (18, 2.5); they are compared as text.
     if isinstance(value, bool):
@@ -121,15 +123,30 @@ def _check_step_scores(scores: list, first_error: int | None, n_steps: int, fiel
     check_first_error(first_error, n_steps, f"{field}.first_error")
 
 
+def recovery_of(obj: Any, n_steps: int, field: str = "recovery") -> Recovery | None:
+    """The optional `recovery` of a record or verdict (prm_annotate/recovery.py), read strictly;
+    None when absent or null. It is an extra field, so records without it are written as before."""
+    extra = obj.model_extra if isinstance(obj, BaseModel) else obj
+    value = (extra or {}).get("recovery")
+    if value is None:
+        return None
+    try:
+        return Recovery.from_json(value, n_steps)
+    except ValueError as exc:
+        raise ValueError(f"{field}: {exc}") from None
+
+
 def _verdict_fits_steps(field: str, *, scores: bool) -> Any:
     """A response's after-validator: the verdict in `field` (MC's, the judge's, a PRM's) names a
-    first error within the steps and, with `scores`, has one score per step."""
+    first error within the steps and, with `scores`, has one score per step; its `recovery`, when
+    there is one, fits the steps."""
     def check(self: Any) -> Any:
         verdict = getattr(self, field)
         if scores:
             _check_step_scores(verdict.scores, verdict.first_error, len(self.steps), field)
         else:
             check_first_error(verdict.first_error, len(self.steps), f"{field}.first_error")
+        recovery_of(verdict, len(self.steps), f"{field}.recovery")
         return self
 
     return model_validator(mode="after")(check)
@@ -257,8 +274,22 @@ class Consensus(Record):
     @model_validator(mode="after")
     def _labels_match(self) -> "Consensus":
         _check_steps(self.steps)
-        check_labels(self.labels, self.first_error, len(self.steps))
+        recovery = recovery_of(self, len(self.steps))
+        if recovery is None:
+            check_labels(self.labels, self.first_error, len(self.steps))
+            return self
+        # The recovery rule's record: every step kept, labelled by its slips and corrections.
+        if self.first_error != recovery.first_error():
+            raise ValueError(f"first_error = {self.first_error} is not the first slip of recovery "
+                             f"({recovery.first_error()})")
+        if self.labels != recovery.step_labels(len(self.steps)):
+            raise ValueError("labels do not match recovery (a slip wrong, wrong while a slip is uncorrected, "
+                             "right from its correction on)")
         return self
+
+    @property
+    def recovery(self) -> Recovery | None:
+        return recovery_of(self, len(self.steps))
 
 
 class PRMScores(BaseModel):

@@ -45,6 +45,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from prm_annotate.recovery import Recovery, Slip
 from prm_annotate.world.problems import World, apply_op
 from prm_annotate.world.thinking import THINK_CLOSE, THINK_OPEN
 from prm_annotate.world.truth import EQUATION, OPS, _COMMUTATIVE, _same_number, _world_of, boxed_values
@@ -95,6 +96,21 @@ class TraceTruth:
     @property
     def wrong_corrections(self) -> list[SlipTruth]:
         return [s for s in self.slips if s.kind == "wrong_correction"]
+
+    def recovery(self) -> Recovery:
+        """The contract's labels beyond the first error (prm_annotate/recovery.py): every slip and
+        wrong correction is a slip, corrected where the truth says; so is a `garbled` paragraph (a
+        new error no later paragraph corrects), and the last paragraph of a trace that is right but
+        gives no answer (the paper's first error there). So `recovery().first_error()` is
+        `first_error`, always. Its indices are the paragraphs', which are the record's steps when it
+        was segmented with `paragraphs` (the rule the truth reads by); with a merging segmenter,
+        `check_trace` over the record's steps reads each step as one paragraph, and a step holding a
+        slip and its correction is read as the slip alone."""
+        slips = {s.index: s.corrected_at for s in self.slips}
+        slips.update((p.index, None) for p in self.paragraphs if p.kind == "garbled")
+        if self.paragraphs and self.first_error not in (-1, *slips):
+            slips[self.first_error] = None  # every paragraph right, no answer: the last one
+        return Recovery(tuple(Slip(i, at) for i, at in sorted(slips.items())))
 
     def to_json(self) -> dict:
         return {"first_error": self.first_error, "thought_steps": self.thought_steps,

@@ -225,3 +225,24 @@ def test_shipped_thinker_writes_traces_the_truth_reads(world_thinker):
     assert sum(bool(t.paragraphs) and t.paragraphs[0].ops[:1] == (0,) for t in truths) >= 0.9 * len(truths)  # it starts at step 1
     assert any(t.corrected_slips for t in truths) and any(t.uncaught_slips for t in truths)
     assert 0.1 <= sum(t.final_correct for t in truths) / len(truths) <= 0.95
+
+
+def test_truths_recovery_is_the_generators_slips_and_keeps_the_papers_first_error():
+    from prm_annotate.recovery import Recovery, Slip
+    corrected = 0
+    for i in range(400):
+        problem, t = trace_for("test", i, 5)
+        truth = read_trace(problem, t.text)
+        r = truth.recovery()
+        assert r == Recovery(tuple(Slip(s.index, s.corrected_at) for s in t.slips))
+        assert r.first_error() == truth.first_error == t.first_error
+        corrected += bool(r.corrected)
+        # Under recovery labels a corrected trace ends right exactly when every error was caught.
+        if truth.final_correct:
+            assert r.step_labels(len(t.steps))[-1] == (not r.uncaught)
+    assert corrected > 100
+    # A garbled paragraph and an unanswered right trace: new errors no paragraph corrects.
+    garbled = read_trace(PROBLEM, trace("Step 1: 3 + 5 = 8.", "Hmm.", "Step 2: 8 - 2 = 6.", "Step 3: 6 * 2 = 12."))
+    assert garbled.recovery() == Recovery((Slip(1, None),)) and garbled.recovery().first_error() == garbled.first_error
+    missing = read_trace(PROBLEM, trace("Step 1: 3 + 5 = 8.", "Step 2: 8 - 2 = 6.", answer=None))
+    assert missing.recovery() == Recovery((Slip(missing.first_error, None),))
