@@ -28,6 +28,7 @@ from prm_annotate.segmenting import SEGMENTERS
 from prm_annotate.settings import Setting, declare, group, setting
 from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
 from prm_annotate.strategies import STRATEGIES
+from prm_annotate.strategies.recovery_rules import RecoveryRule, make_recovery_rule, recovery_rules_help
 from prm_annotate.strategies.zero_rules import ALL_K, DEFAULT_TOLERANCE, ZeroRule, make_zero_rule, zero_rules_help
 
 POLICY_MAX_TOKENS = 2048
@@ -186,6 +187,9 @@ class RolloutConfig:
             command's default (256 in process, 0 over HTTP), 0 for the stage.
         keep_completions: keep up to this many completion texts of each probed step in
             `mc.kept_completions` (with their verdicts), so a reviewer sees what made a step 0; 0: none.
+        recovery_rule: MC's reading of slips and their corrections, written as `mc.recovery`
+            (strategies/recovery_rules.py: "soft-drop"); None: none written (the default).
+        recovery_drop: the soft-drop rule's drop (None: its default, 0.25).
     """
 
     k: int = setting(8, flags=("-k", "--k"), min=1, help="Completions per step.")
@@ -215,8 +219,18 @@ class RolloutConfig:
     speculate: Optional[int] = setting(None, flags="--speculate", min=0, show_default=False, help=_speculate_help)
     keep_completions: int = setting(0, flags="--keep-completions", min=0, help=(
         "Keep up to this many completion texts per probed step in mc.kept_completions (0: none)."))
+    recovery_rule: Optional[str] = setting(None, flags="--recovery-rule", show_default=False, help=recovery_rules_help)
+    recovery_drop: Optional[float] = setting(None, flags="--recovery-drop", show_default="0.25", help=(
+        "With --recovery-rule soft-drop: the drop in the soft score that makes a step a slip (and the rise a correction)."))
 
     def __post_init__(self) -> None:
+        if self.recovery_rule is None and self.recovery_drop is not None:
+            raise UsageError("--recovery-drop is read by --recovery-rule only")
+        if self.recovery_rule is not None:
+            make_recovery_rule(self.recovery_rule, self.recovery_drop)  # an unknown rule is refused here
+            if self.strategy != "exhaustive":
+                raise UsageError(f"--recovery-rule {self.recovery_rule} reads every step's soft score: it needs "
+                                 f"--strategy exhaustive, not {self.strategy}")
         if self.keep_completions < 0:
             raise UsageError("--keep-completions must be 0 or more")
         if self.label not in LABELS:
@@ -238,6 +252,10 @@ class RolloutConfig:
             raise UsageError(f"--zero-rule {rule.name}: --strategy {self.strategy} samples all K at once, so no rule "
                              f"can stop it sooner (use a strategy that samples in rounds: "
                              f"{', '.join(n for n, s in STRATEGIES.items() if s.takes_zero_rule)})")
+
+    @property
+    def recovery_rule_object(self) -> RecoveryRule | None:
+        return None if self.recovery_rule is None else make_recovery_rule(self.recovery_rule, self.recovery_drop)
 
     @property
     def zero_rule_object(self) -> ZeroRule:

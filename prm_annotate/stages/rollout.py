@@ -252,6 +252,12 @@ class RolloutStage(ModelStage):
         else:
             del out["judged"]
         del out["zero_tolerance"]
+        del out["recovery_drop"]
+        rule = self.config.recovery_rule_object
+        if rule is None:  # a run without it records what it always did
+            del out["recovery_rule"]
+        else:
+            out["recovery_rule"] = rule.settings()
         out["zero_rule"] = self.zero_rule.settings()  # with its prior and tolerance
         # The input is validated (in this process, also under Ray) before the manifest is written.
         out["system_prompts_used"] = self.prompts.resolved()
@@ -556,6 +562,10 @@ class RolloutStage(ModelStage):
             extra_mc["kept_completions"] = [w.kept.get(step) for step in range(n_steps)]
         if w.max_tokens is not None:  # the budget its completions had: --max-tokens did not fit the context
             extra_mc["max_tokens_clamped"] = w.max_tokens
+        rule = self.config.recovery_rule_object
+        if rule is not None:
+            extra_mc["recovery_rule"] = rule.settings()
+            extra_mc["recovery"] = rule.read(result.scores, self.config.threshold).to_json()
         if self.judged is not None:
             self.stats[f"verified: {result.verified}"] += 1
             extra_mc["verified"] = result.verified

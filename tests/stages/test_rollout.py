@@ -446,3 +446,21 @@ def test_keep_completions_keeps_the_first_texts_of_each_probed_step_with_their_v
                          "correct": good, "cut": False}
     with pytest.raises(UsageError):
         make(keep_completions=-1)
+
+
+def test_recovery_rule_writes_mc_recovery_beside_the_hard_first_error():
+    stage = make(k=4, recovery_rule="soft-drop")
+    rec = response()
+    # 1.0 -> 0.25 (a slip hard MC calls right) -> 1.0 (its correction) -> the right answer.
+    recs = [response(correct=True)]
+    scripted(stage, recs, {"p/0": {0: {0, 1, 2, 3}, 1: {3}, 2: {0, 1, 2, 3}}})
+    mc = run(stage, recs)["p/0"].records[0].dump()["mc"]
+    assert mc["scores"] == [1.0, 0.25, 1.0, 1.0] and mc["first_error"] == -1
+    assert mc["recovery"] == {"slips": [{"step": 1, "corrected_at": 2}]}
+    assert mc["recovery_rule"] == {"name": "soft-drop", "drop": 0.25}
+    assert stage.settings()["recovery_rule"] == {"name": "soft-drop", "drop": 0.25}
+    # Without the option, the record and the manifest are as before.
+    plain = make(k=4)
+    scripted(plain, [rec], {"p/0": {0: {0, 1, 2, 3}, 1: {3}, 2: {0, 1, 2, 3}}})
+    assert "recovery" not in run(plain, [rec])["p/0"].records[0].dump()["mc"]
+    assert "recovery_rule" not in plain.settings() and "recovery_drop" not in plain.settings()
