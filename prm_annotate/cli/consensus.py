@@ -5,6 +5,10 @@ from typing import Annotated
 import typer
 
 from prm_annotate.cli.app import LimitOpt, OutputOpt, QuietOpt, SkipInvalidOpt, app, fail, handled
+from prm_annotate.cli.declared import typer_option
+from prm_annotate.stages.consensus import CONSENSUS_RULE
+
+RuleOpt = typer_option(CONSENSUS_RULE, str)
 
 
 @app.command()
@@ -15,6 +19,7 @@ def consensus(
     limit: LimitOpt = None,
     skip_invalid: SkipInvalidOpt = False,
     quiet: QuietOpt = False,
+    rule: RuleOpt = "paper",
 ) -> None:
     """Keep responses where MC estimation and the judge agree on the first error; label their steps."""
     from prm_annotate.stages.consensus import print_summary, run_consensus
@@ -22,5 +27,6 @@ def consensus(
     with handled():
         if rollouts == "-" and judged == "-":
             raise fail("only one input can be standard input")
-        summary = run_consensus(rollouts, judged, output, limit=limit, skip_invalid=skip_invalid, quiet=quiet)
+        summary = run_consensus(rollouts, judged, output, limit=limit, skip_invalid=skip_invalid, quiet=quiet,
+                                rule=rule)
         print_summary(summary)

@@ -1,5 +1,14 @@
 """consensus: keep the steps where MC estimation and the LLM judge agree on the first error.
 
+`--rule` names what they must agree on (CONSENSUS_RULES): `paper` (the default, the paper's: the
+first error, as below) or `recovery` (labels beyond the first error, prm_annotate/recovery.py):
+kept when MC's reading (`mc.recovery`, rollout --recovery-rule) and the judge's (`judge.recovery`,
+a recovery protocol) name the same slips corrected at the same steps (no slip on both agrees; a
+null judge reading never agrees). Its kept record holds every step, labelled by the slips: a slip
+wrong, the steps while a slip is uncorrected wrong, a correction and what follows it right again
+(`Recovery.step_labels`), with `recovery` and `first_error` its first slip. A rollout without
+`mc.recovery` or a judged record without `judge.recovery` is bad usage for this rule.
+
 It runs through the shared runner (`run_stage`) like every stage: the rollouts are its input, the
 judged records are read beside them into a dict by id. Both inputs are validated whole before
 anything is written (a bad line or a duplicate id in either is bad input, exit 2; with
@@ -25,11 +34,13 @@ from typing import Any, Iterable
 from prm_annotate.errors import UsageError
 from prm_annotate.io.jsonl import STDIO, check_input, is_stream, iter_jsonl
 from prm_annotate.io.output import check_output
-from prm_annotate.records import Consensus, Judged, Rollout
+from prm_annotate.records import Consensus, Judged, Rollout, recovery_of
+from prm_annotate.settings import Setting
 from prm_annotate.pipeline.runner import Outcome, RunOptions, RunSummary, StageBase, read_validated, run_stage
 from prm_annotate.pipeline.summary import Nouns
 # The confusion table's rows live with the label readers: the report counts by them too.
-from prm_annotate.reports.labels import JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, ROWS, SAME, UNPARSED, confusion_row  # noqa: F401
+from prm_annotate.reports.labels import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, RECOVERY_ROWS, ROWS,  # noqa: F401
+                                         SAME, UNPARSED, confusion_row, recovery_row)
 
 # Why a rollout is not kept, besides its row: the summary sentence's reasons.
 NO_JUDGED, NOT_ROLLED_OUT = "not in the judged file", "not rolled out by verify"
@@ -53,6 +64,64 @@ def consensus_record(rollout: Rollout, judged: Judged) -> Consensus:
     return Consensus.model_validate(out)
 
 
+def recovery_record(rollout: Rollout, judged: Judged) -> Consensus:
+    """The kept record of the recovery rule: every step, labelled by the agreed slips."""
+    recovery = recovery_of(rollout.mc, len(rollout.steps))
+    assert recovery is not None
+    out = {**judged.dump(), **rollout.dump()}
+    out["judge"] = judged.judge.model_dump(mode="json")
+    out["labels"] = recovery.step_labels(len(rollout.steps))
+    out["first_error"] = recovery.first_error()
+    out["recovery"] = recovery.to_json()
+    out["steps_total"] = len(rollout.steps)
+    return Consensus.model_validate(out)
+
+
+@dataclass(frozen=True)
+class ConsensusRule:
+    """What MC and the judge must agree on for a record to be kept (`consensus --rule`)."""
+
+    name: str
+    summary: str
+    title: str  # the confusion table's
+    rows: tuple[str, ...]
+
+    def row(self, rollout: Rollout, judged: Judged) -> str:
+        if self.name == "paper":
+            return confusion_row(rollout.mc.first_error, judged.judge.first_error)
+        n = len(rollout.steps)
+        return recovery_row(recovery_of(rollout.mc, n, "mc.recovery"), recovery_of(judged.judge, n, "judge.recovery"))
+
+    def kept(self, rollout: Rollout, judged: Judged) -> Consensus:
+        return consensus_record(rollout, judged) if self.name == "paper" else recovery_record(rollout, judged)
+
+    def check(self, rollout: Rollout, judged: Judged | None, rollouts_path: str, judged_path: str) -> None:
+        if self.name != "recovery":
+            return
+        if "recovery" not in (rollout.mc.model_extra or {}):
+            raise UsageError(f"{rollouts_path}: id {rollout.id!r} has no mc.recovery: --rule recovery reads MC's "
+                             "slips (run rollout with --recovery-rule soft-drop)")
+        if judged is not None and "recovery" not in (judged.judge.model_extra or {}):
+            raise UsageError(f"{judged_path}: id {rollout.id!r} has no judge.recovery: --rule recovery reads the "
+                             "judge's slips (run judge with a recovery protocol)")
+
+
+CONSENSUS_RULES = {r.name: r for r in (
+    ConsensusRule("paper", "MC and the judge agree on the first error (the paper's; steps cut after it)",
+                  "MC vs judge: first error", ROWS),
+    ConsensusRule("recovery", "MC and the judge agree on every slip and its correction (every step kept, "
+                  "labelled right again from a correction on)", "MC vs judge: slips and corrections", RECOVERY_ROWS),
+)}
+CONSENSUS_RULE = Setting(flags=("--rule",), help=lambda: "What MC and the judge must agree on: " + "; ".join(
+    f"{name}: {rule.summary}" for name, rule in CONSENSUS_RULES.items()) + ".")
+
+
+def consensus_rule(name: str) -> ConsensusRule:
+    if name not in CONSENSUS_RULES:
+        raise UsageError(f"--rule {name}: choose {', '.join(CONSENSUS_RULES)}")
+    return CONSENSUS_RULES[name]
+
+
 @dataclass
 class ConsensusSummary:
     """One consensus run, as its table and summary line say it."""
@@ -69,6 +138,7 @@ class ConsensusSummary:
     not_rolled_out: int = 0  # verify rollouts without a parsed judge verdict
     seconds: float = 0.0
     run: RunSummary | None = None  # the runner's summary, whose sentence is the last line
+    rule: ConsensusRule = CONSENSUS_RULES["paper"]
 
     @property
     def agreed(self) -> int:
@@ -91,14 +161,16 @@ class ConsensusStage(StageBase):
     output_model = Consensus
     nouns = Nouns("rollout", "kept")
 
-    def __init__(self, judged: dict[str, Judged], rollouts_path: str, judged_path: str):
+    def __init__(self, judged: dict[str, Judged], rollouts_path: str, judged_path: str,
+                 rule: ConsensusRule = CONSENSUS_RULES["paper"]):
         self.judged, self.rollouts_path, self.judged_path = judged, rollouts_path, judged_path
+        self.rule = rule
         self.seen: set[str] = set()  # rollout ids this run joined or found alone
         self.only_rollouts: list[str] = []
         self.stats: Counter = Counter()  # pairs joined, the rows of the table, ids only in the rollouts
 
     def settings(self) -> dict[str, Any]:
-        return {}
+        return {} if self.rule.name == "paper" else {"rule": self.rule.name}  # the paper's run records what it did
 
     def inputs(self) -> dict[str, str]:
         return {"rollouts": self.rollouts_path, "judged": self.judged_path}
@@ -113,6 +185,7 @@ class ConsensusStage(StageBase):
             raise UsageError(f"{self.rollouts_path}: id {rollout.id!r} was verified against the judge's first error "
                              f"{mc.get('judge_first_error')}, but {self.judged_path} says {other.judge.first_error}: "
                              "run consensus with the judged file the rollout was verified against (its --judged)")
+        self.rule.check(rollout, other, self.rollouts_path, self.judged_path)
 
     def process(self, batch: list[Rollout]) -> Iterable[Outcome]:
         for rollout in batch:
@@ -130,11 +203,11 @@ class ConsensusStage(StageBase):
                 self.stats["only in rollouts"] += 1
                 yield Outcome(rollout.id, reason=NOT_ROLLED_OUT if not_rolled_out else NO_JUDGED)  # nothing to write
                 continue
-            row = confusion_row(rollout.mc.first_error, other.judge.first_error)
+            row = self.rule.row(rollout, other)
             self.stats["joined"] += 1
             self.stats[row] += 1
             if row == SAME:
-                yield Outcome.one(consensus_record(rollout, other))
+                yield Outcome.one(self.rule.kept(rollout, other))
             else:
                 yield Outcome(rollout.id, reason=NOT_ROLLED_OUT if not_rolled_out else row)
 
@@ -147,13 +220,14 @@ class _Dropped:
 
 
 def run_consensus(rollouts_path: str, judged_path: str, output: str, *, limit: int | None = None,
-                  skip_invalid: bool = False, quiet: bool = False) -> ConsensusSummary:
+                  skip_invalid: bool = False, quiet: bool = False, rule: str = "paper") -> ConsensusSummary:
+    chosen = consensus_rule(rule)
     for path in (rollouts_path, judged_path):
         check_input(path)
     check_output(output, [rollouts_path, judged_path])
     opts = RunOptions(rollouts_path, output, limit=limit, skip_invalid=skip_invalid, quiet=quiet)
     judged = {r.id: r for r in read_validated(judged_path, Judged, RunOptions(judged_path, output), None)}
-    stage = ConsensusStage(judged, rollouts_path, judged_path)
+    stage = ConsensusStage(judged, rollouts_path, judged_path, chosen)
     if not is_stream(rollouts_path):
         # The join is checked whole before anything is written (a stream is checked as it is read).
         for rollout in read_validated(rollouts_path, Rollout, opts, _Dropped() if skip_invalid else None):
@@ -161,7 +235,7 @@ def run_consensus(rollouts_path: str, judged_path: str, output: str, *, limit: i
     run = run_stage(stage, opts)
     summary = ConsensusSummary(rollouts=run.read, judged=len(judged), joined=stage.stats["joined"],
                                written=run.written, skipped=run.skipped, rejects=run.rejects, seconds=run.seconds,
-                               rows=Counter({r: stage.stats[r] for r in ROWS if stage.stats[r]}),
+                               rows=Counter({r: stage.stats[r] for r in chosen.rows if stage.stats[r]}), rule=chosen,
                                only_rollouts=stage.only_rollouts, not_rolled_out=stage.stats["not rolled out"], run=run)
     if limit is None:  # with --limit, judged records past the limit are simply not looked at
         # Ids skipped as already done were joined by an earlier run: they are in the output.
@@ -176,11 +250,11 @@ def print_summary(summary: ConsensusSummary) -> None:
     from rich.table import Table
 
     console = Console(stderr=True)
-    table = Table(title="MC vs judge: first error", show_footer=False)
+    table = Table(title=summary.rule.title, show_footer=False)
     table.add_column("")
     table.add_column("records", justify="right")
     table.add_column("%", justify="right")
-    for row in ROWS:
+    for row in summary.rule.rows:
         n = summary.rows[row]
         pct = f"{100.0 * n / summary.joined:.1f}" if summary.joined else "-"
         table.add_row(f"{row}{' (kept)' if row == SAME else ''}", str(n), pct)

@@ -186,3 +186,64 @@ def test_skip_invalid_sets_a_bad_rollout_aside_and_a_stream_is_joined_as_read(in
     mismatch = subprocess.run([sys.executable, "-m", "prm_annotate", "consensus", "-", inputs[1], "-o", "-", "-q"],
                               input=open(other).read(), capture_output=True, text=True, timeout=120)
     assert mismatch.returncode == 2 and "different steps for id 'same-error'" in mismatch.stderr
+
+
+def with_recovery(record, key, slips):
+    record[key]["recovery"] = None if slips is None else {
+        "slips": [{"step": s, "corrected_at": c} for s, c in slips]}
+    return record
+
+
+# (id, MC's slips, the judge's slips, row); the paper's first errors of both are the first slip's.
+RECOVERY_CASES = [
+    ("corrected", [(1, 2)], [(1, 2)], SAME),
+    ("clean", [], [], SAME),
+    ("two", [(0, 1), (2, None)], [(0, 1), (2, None)], SAME),
+    ("elsewhere", [(1, 2)], [(1, None)], "corrections differ"),
+    ("other-slip", [(1, 2)], [(2, None)], "slips differ"),
+    ("unparsed", [(1, 2)], None, UNPARSED),
+]
+
+
+def test_the_recovery_rule_keeps_corrected_traces_the_papers_rule_drops(tmp_path):
+    rollouts, judgeds = [], []
+    for rid, mc, jd, _ in RECOVERY_CASES:
+        # Hard MC cannot see a corrected slip: its first error is the first uncaught one.
+        hard = next((s for s, c in mc if c is None), -1)
+        rollouts.append(with_recovery(rollout(rid, hard), "mc", mc))
+        judgeds.append(with_recovery(judged(rid, jd[0][0] if jd else (-1 if jd == [] else None)), "judge", jd))
+    r, j = write(tmp_path / "r.jsonl", rollouts), write(tmp_path / "j.jsonl", judgeds)
+    paper = run_consensus(r, j, str(tmp_path / "paper.jsonl"))
+    recovery = run_consensus(r, j, str(tmp_path / "recovery.jsonl"), rule="recovery")
+    assert recovery.rows == {SAME: 3, "corrections differ": 1, "slips differ": 1, UNPARSED: 1}
+    kept = {o["id"]: o for _, o in iter_jsonl(str(tmp_path / "recovery.jsonl"))}
+    paper_kept = {o["id"] for _, o in iter_jsonl(str(tmp_path / "paper.jsonl"))}
+    assert "corrected" in kept and "corrected" not in paper_kept and paper.agreed == 1  # "clean" only
+    assert kept["corrected"]["labels"] == [True, False, True, True] and kept["corrected"]["first_error"] == 1
+    assert kept["two"]["labels"] == [False, True, False, False] and len(kept["two"]["steps"]) == 4
+    assert kept["clean"]["labels"] == [True] * 4 and kept["clean"]["recovery"] == {"slips": []}
+    assert all(Consensus.model_validate(o).recovery is not None for o in kept.values())
+
+
+def test_the_recovery_rule_refuses_files_without_the_readings(tmp_path, inputs):
+    with pytest.raises(UsageError, match="no mc.recovery"):
+        run_consensus(*inputs, str(tmp_path / "c.jsonl"), rule="recovery")
+    r = write(tmp_path / "r.jsonl", [with_recovery(rollout("a", 1), "mc", [(1, None)])])
+    j = write(tmp_path / "j.jsonl", [judged("a", 1)])
+    with pytest.raises(UsageError, match="no judge.recovery"):
+        run_consensus(r, j, str(tmp_path / "c2.jsonl"), rule="recovery")
+    with pytest.raises(UsageError, match="choose paper, recovery"):
+        run_consensus(r, j, str(tmp_path / "c3.jsonl"), rule="both")
+
+
+def test_a_consensus_record_with_recovery_labels_must_match_them():
+    record = {**base("a"), "labels": [True, False, True, True], "first_error": 1,
+              "recovery": {"slips": [{"step": 1, "corrected_at": 2}]}, "mc": rollout("a", -1)["mc"],
+              "judge": judged("a", 1)["judge"]}
+    assert Consensus.model_validate(record).recovery.first_error() == 1
+    with pytest.raises(ValueError, match="labels do not match recovery"):
+        Consensus.model_validate({**record, "labels": [True, False, False, False]})
+    with pytest.raises(ValueError, match="first slip"):
+        Consensus.model_validate({**record, "first_error": 2})
+    with pytest.raises(ValueError, match="out of range"):
+        Consensus.model_validate({**record, "recovery": {"slips": [{"step": 4, "corrected_at": None}]}})
