@@ -3,7 +3,10 @@
 Inputs: consensus records (their own `labels`), rollout records (labels from `mc.first_error`),
 judged records (from `judge.first_error`; unjudged records are skipped) or ProcessBench-style
 records (from `label`). Labels follow `labels.step_labels`: right before the first error, wrong at
-it; steps after the first error are dropped, exactly as `consensus` truncates.
+it; steps after the first error are dropped, exactly as `consensus` truncates. With
+`recovery=True` (`export --labels recovery`) the labels are the record's `Recovery.step_labels`
+over every step instead: a consensus record's own `recovery` (the recovery rule's), a rollout's
+`mc.recovery`, a judged record's `judge.recovery`; a record without one is skipped, counted.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from typing import Any, Iterator
 from pydantic import ValidationError
 
 from prm_annotate.errors import InputError
-from prm_annotate.records import Consensus, Judged, Rollout
+from prm_annotate.records import Consensus, Judged, Rollout, recovery_of
 from prm_annotate.records import describe_validation_error
 from prm_annotate.reports.labels import read_raw, step_labels
 from prm_annotate.strategies.verify import Verify
@@ -54,27 +57,49 @@ def not_mc_labels(obj: dict[str, Any]) -> str | None:
     return None
 
 
-def example_from(obj: dict[str, Any], path: str, where: str) -> Example | str:
+NO_RECOVERY = "no recovery labels (--labels recovery)"
+
+
+def _recovery_example(rec: Any, recovery: Any, scores: list[float | None] | None) -> Example | str:
+    if recovery is None:
+        return NO_RECOVERY
+    return Example(rec.id, rec.problem, list(rec.steps), recovery.step_labels(len(rec.steps)), scores)
+
+
+def example_from(obj: dict[str, Any], path: str, where: str, recovery: bool = False) -> Example | str:
     """The labelled example of a record, or the reason it has none."""
     if obj.get("thought_finished") is False:  # never labelled as if it had answered (traces.py)
         return "an unfinished thought (no </think> before the cut): no answer to label"
     if "labels" in obj:
         rec = _validated(Consensus, obj, path, where)
         scores = rec.mc.scores[: len(rec.steps)]
+        if recovery:
+            return _recovery_example(rec, rec.recovery, scores)
+        if rec.recovery is not None:  # the recovery rule's record, cut as the paper cuts
+            labels = step_labels(rec.first_error, len(rec.steps))
+            return Example(rec.id, rec.problem, rec.steps[: len(labels)], labels, scores[: len(labels)])
         return Example(rec.id, rec.problem, rec.steps, rec.labels, scores)
     if isinstance(obj.get("mc"), dict):
         refused = not_mc_labels(obj)
         if refused:
             raise InputError(path, where, refused)
         rec = _validated(Rollout, obj, path, where)
+        if recovery:
+            return _recovery_example(rec, recovery_of(rec.mc, len(rec.steps)), rec.mc.scores)
         labels = step_labels(rec.mc.first_error, len(rec.steps))
         return Example(rec.id, rec.problem, rec.steps[: len(labels)], labels, rec.mc.scores[: len(labels)])
     if isinstance(obj.get("judge"), dict):
         rec = _validated(Judged, obj, path, where)
+        if recovery:
+            if "recovery" in (rec.judge.model_extra or {}) and recovery_of(rec.judge, len(rec.steps)) is None:
+                return "no parsed judgement"
+            return _recovery_example(rec, recovery_of(rec.judge, len(rec.steps)), None)
         if rec.judge.first_error is None:
             return "no parsed judgement"
         labels = step_labels(rec.judge.first_error, len(rec.steps))
         return Example(rec.id, rec.problem, rec.steps[: len(labels)], labels, None)
+    if recovery:
+        return NO_RECOVERY
     if "label" in obj and isinstance(obj.get("steps"), list):
         label, steps = obj["label"], obj["steps"]
         if isinstance(label, bool) or not isinstance(label, int) or not -1 <= label < len(steps):
@@ -87,11 +112,11 @@ def example_from(obj: dict[str, Any], path: str, where: str) -> Example | str:
                                   "(needs `labels`, `mc`, `judge`, or `label` with `steps`)")
 
 
-def read_examples(path: str, summary: ExportSummary) -> Iterator[tuple[str, Example]]:
+def read_examples(path: str, summary: ExportSummary, recovery: bool = False) -> Iterator[tuple[str, Example]]:
     seen: dict[str, str] = {}
     for where, obj in read_raw(path):
         summary.read += 1
-        example = example_from(obj, path, where)
+        example = example_from(obj, path, where, recovery)
         if isinstance(example, str):
             summary.skipped[example] += 1
             continue

@@ -95,6 +95,9 @@ def format_names(where: Callable[[ExportFormat], bool], sep: str = " or ") -> st
     return sep.join(name for name, fmt in EXPORT_FORMATS.items() if where(fmt))
 
 
+LABEL_CHOICES = ("first-error", "recovery")
+
+
 @dataclass(frozen=True)
 class ExportOptions:
     """How `export` writes rows: each field is an option of the command (its setting says which).
@@ -109,6 +112,10 @@ class ExportOptions:
         test_split: hf: the share of problems held out.
         votes: critic: which critiques (VOTES; None: agreeing).
         judged: critic: the judged file the consensus records were made from.
+        labels: which step labels (LABEL_CHOICES): "first-error" (the paper's: right before the
+            first error, wrong at it, the steps after it left out) or "recovery" (every step,
+            from the record's recovery: a slip wrong, wrong while a slip is uncorrected, right
+            again from its correction on; records without one are skipped, counted).
     """
 
     format: str = setting(flags="--format", help=lambda: " | ".join(EXPORT_FORMATS))
@@ -133,8 +140,13 @@ class ExportOptions:
     judged: str | None = setting(None, flags="--judged", help=lambda: (
         f"{format_names(lambda f: f.critiques, ', ')}: the judged file the consensus input was made from "
         "(the steps the judge saw)."))
+    labels: str = setting("first-error", flags="--labels", metavar="first-error|recovery", help=(
+        "Step labels: first-error (the paper's cut at the first error) or recovery (every step: a slip wrong, "
+        "wrong until corrected, right again from its correction; from the record's recovery)."))
 
     def __post_init__(self) -> None:
+        if self.labels not in LABEL_CHOICES:
+            raise UsageError(f"--labels {self.labels}: choose {' or '.join(LABEL_CHOICES)}")
         fmt = EXPORT_FORMATS.get(self.format)
         if fmt is None:
             raise UsageError(f"unknown export format {self.format!r}; choose from {', '.join(EXPORT_FORMATS)}")
@@ -158,6 +170,9 @@ class ExportOptions:
         for option, value in (("--votes", self.votes), ("--judged", self.judged)):
             if value is not None and not fmt.critiques:
                 raise UsageError(f"{option} goes with --format {format_names(lambda f: f.critiques)}")
+        if self.labels == "recovery" and (self.soft or fmt.critiques):
+            raise UsageError("--labels recovery writes step labels: " + (
+                "--soft writes MC scores instead" if self.soft else f"--format {self.format} writes critiques"))
         if self.votes is not None and self.votes not in VOTES:
             raise UsageError(f"--votes {self.votes}: choose {' or '.join(VOTES)}")
 

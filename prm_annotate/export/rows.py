@@ -53,7 +53,7 @@ def build_rows(path: str, opts: ExportOptions, tokenizer: Any = None) -> tuple[l
     if check is not None:
         summary.step_end = check.step_end
     rows = []
-    for where, example in read_examples(path, summary):
+    for where, example in read_examples(path, summary, opts.labels == "recovery"):
         try:
             row = to_row(example, opts, check)
             if isinstance(row, str):
