@@ -3,7 +3,13 @@ through `score`'s own machinery (the score stage over a `prm.scorers` scorer, in
 `vllm serve`), so a reward equals what `score` writes for the same response.
 
 Aggregates (`AGGREGATES`): `min` (the weakest step; the default), `product` (every step right),
-`last` (the final step's score). A response the PRM cannot read (no steps, the step tag in its text,
+`last` (the final step's score), `recovered` (the weakest step the trace does not correct: `min`
+over the steps left when each slip the trace corrects, and the steps until its correction, are
+set aside; a slip and its correction read from the step rewards by MC's `soft-drop` rule,
+strategies/recovery_rules.py: a drop of 0.25 against the step before, or step 0 below 0.5, and a
+later rise of 0.25). Under `min` a corrected slip costs as much as an uncorrected one; under
+`recovered` a trace that corrects its slip and answers right scores above the same trace without
+the correction (docs/reward.md). A response the PRM cannot read (no steps, the step tag in its text,
 longer than the model's context, an answer without one score per step) gets no scores; the caller
 decides what reward stands for it (the server: `fallback_reward`, with the reason beside it).
 """
@@ -18,12 +24,25 @@ from pydantic import ValidationError
 
 from prm_annotate.prm.scorers import Scorer
 from prm_annotate.records import Response
+from prm_annotate.strategies.recovery_rules import SoftDrop
 from prm_annotate.stages.score import ScoreStage
+
+# Step 0 has no step before it: below this reward it is a slip (the PRM calls it more likely wrong).
+RECOVERED_FIRST_STEP = 0.5
+
+
+def recovered_min(scores: list[float]) -> float:
+    """The weakest step the trace does not correct (the `recovered` aggregate)."""
+    recovery = SoftDrop().read(scores, RECOVERED_FIRST_STEP)
+    spared = {i for s in recovery.corrected for i in range(s.step, s.corrected_at)}  # type: ignore[arg-type]
+    return min(x for i, x in enumerate(scores) if i not in spared)  # a correction is never spared
+
 
 AGGREGATES: dict[str, Callable[[list[float]], float]] = {
     "min": min,
     "product": math.prod,
     "last": lambda scores: scores[-1],
+    "recovered": recovered_min,
 }
 DEFAULT_AGGREGATE = "min"
 ENGINE_FAILED = "engine failed"  # how the score stage words a batch the engine did not score

@@ -301,3 +301,62 @@ def test_verl_loads_and_calls_compute_score(serve):
     assert got["score"] == math.prod(expected) and got["step_rewards"] == expected and got["error"] == ""
     with pytest.raises(ValueError, match="extra_info"):
         fn(data_source="world", solution_str="a", ground_truth="1", extra_info={}, url=server.url)
+
+
+class SlipPRM(StandInPRM):
+    """A stand-in PRM that reads a step as a wrong one (P(right) 0.1) when it holds "17" or "20", else 0.9:
+    a slip "8 x 2 = 17", the steps carrying it, and a wrong answer; its correction reads right."""
+
+    def step_probabilities(self, prompts):
+        out = []
+        for ids in prompts:
+            scores, wrong = [], False
+            for tok in ids:
+                if tok == "<extra_0>":
+                    scores.append(0.1 if wrong else 0.9)
+                    wrong = False
+                else:
+                    wrong = wrong or "17" in tok or "20" in tok
+            out.append(scores)
+        return out
+
+
+PROBLEM = "Tom has 8 apples and doubles them, then gets 3 more. How many?"
+CORRECTED = ["Step 1: 8 x 2 = 17.", "Wait, 8 x 2 is 16, not that. Step 1: 8 x 2 = 16.", "Step 2: 16 + 3 = 19.",
+             "The answer is \\boxed{19}."]
+UNCORRECTED = ["Step 1: 8 x 2 = 17.", "Step 2: 17 + 3 = 20.", "The answer is \\boxed{20}."]
+
+
+def test_the_recovered_aggregate_credits_the_correction_through_openrlhfs_and_verls_clients(serve):
+    from prm_annotate.reward.scoring import recovered_min
+
+    server, _ = serve(SlipPRM(), aggregate="recovered")
+    items = [(PROBLEM, CORRECTED), (PROBLEM, UNCORRECTED)]
+    steps = reference(SlipPRM(), items)
+    assert steps == [[0.1, 0.9, 0.9, 0.9], [0.1, 0.1, 0.1]]
+    # The baseline: under min (the default) the correction earns nothing.
+    assert min(steps[0]) == min(steps[1])
+    payload = openrlhf_payload(items)
+    if rl_clients.openrlhf_client() is not None:
+        answers = rl_clients.openrlhf_rewards(server.url + "/get_reward", payload["query"], payload["prompts"],
+                                              payload["labels"])
+        rewards = answers[0]["rewards"]
+    else:  # OpenRLHF not installed: its documented payload
+        rewards = httpx.post(server.url + "/get_reward", json=payload).json()["rewards"]
+    assert rewards == [0.9, 0.1] == [recovered_min(s) for s in steps]
+    found = rl_clients.verl_loader()
+    fn = verl_module.compute_score if found is None else found[0](
+        module_path=str(Path(verl_module.__file__)), object_name="compute_score")
+    got = [fn(data_source="world", solution_str="\n\n".join(s), ground_truth="19",
+              extra_info={"question": PROBLEM, "index": 0}, url=server.url, aggregate=name)["score"]
+           for name in ("recovered", "min") for s in (CORRECTED, UNCORRECTED)]
+    assert got[0] > got[1] and got[2] == got[3]
+
+
+def test_recovered_spares_only_what_a_later_step_corrects():
+    from prm_annotate.reward.scoring import recovered_min
+
+    assert recovered_min([0.9, 0.2, 0.3, 0.95, 0.8]) == 0.8  # slip 1 corrected at 3: 1..2 spared
+    assert recovered_min([0.9, 0.2, 0.3, 0.4]) == 0.2  # never corrected: min
+    assert recovered_min([0.3, 0.9, 0.85]) == 0.85  # step 0 below 0.5, corrected at 1
+    assert recovered_min([0.9, 0.8, 0.7]) == min([0.9, 0.8, 0.7])  # no slip: min
