@@ -8,7 +8,10 @@ The report has
 - each source against the gold: its coverage (gold ids it labels), the ProcessBench metric on the
   ids it labels ("kept") and on all gold ids (unlabelled ones counted wrong), and the precision of
   its kept step labels: the share of its step labels equal to the gold's step labels, compared on
-  the steps both label (see `labels.step_labels`; a consensus file's own `labels` are used as they are).
+  the steps both label (see `labels.step_labels`; a consensus file's own `labels` are used as they are);
+- where sources read slips and corrections (`recovery`, `mc.recovery`, `judge.recovery`:
+  reports/recovery.py), a `recovery` section: each such source's counts, its agreement with the
+  gold's recovery when the gold file has one, and the share of traces each pair reads alike.
 """
 from __future__ import annotations
 
@@ -19,6 +22,9 @@ from typing import Any
 from prm_annotate.errors import UsageError
 from prm_annotate.reports.evaluate import evaluate
 from prm_annotate.reports.labels import Gold, Prediction, load_predictions, step_labels
+from prm_annotate.reports.recovery import agreement as recovery_agreement
+from prm_annotate.reports.recovery import counts as recovery_counts
+from prm_annotate.reports.recovery import read_recoveries
 
 
 @dataclass
@@ -118,3 +124,18 @@ def compare_sources(sources: list[Source], gold: dict[str, Gold], *, split_field
         }
     report["agreement"] = agreement(columns)
     return report
+
+
+def compare_recoveries(sources: list[Source], gold_path: str) -> dict[str, Any] | None:
+    """The `recovery` section (see the module docstring); None when no source reads slips."""
+    readings = {s.name: read_recoveries(s.path)[1] for s in sources}
+    readings = {name: r for name, r in readings.items() if r}
+    if not readings:
+        return None
+    _, gold = read_recoveries(gold_path)
+    out: dict[str, Any] = {"sources": {}, "agreement": {}}
+    for name, r in readings.items():
+        out["sources"][name] = {"counts": recovery_counts(r.values()),
+                                "against_gold": recovery_agreement(r, gold) if gold else None}
+        out["agreement"][name] = {other: recovery_agreement(r, o)["exact"] for other, o in readings.items()}
+    return out

@@ -7,7 +7,9 @@ from collections import Counter
 from typing import Any
 
 from prm_annotate.judging import reason_kind
+from prm_annotate.errors import InputError
 from prm_annotate.reports.labels import MISSING, get_path, read_rows
+from prm_annotate.reports.recovery import counts, reading_of, recovery_field
 
 FIRST_ERROR_FIELDS = ("label", "first_error", "mc.first_error", "judge.first_error")
 STEP_BINS = ((1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 7), (8, 10), (11, 15), (16, 20), (21, 30), (31, None))
@@ -301,9 +303,33 @@ class Tokens(Tally):
                     self.counts[f"{owner}.{key}"] += value
 
 
+class Recoveries(Collector):
+    """Labels beyond the first error (reports/recovery.py): slips, corrected, uncaught, by field."""
+
+    def __init__(self) -> None:
+        self.readings: dict[str, list] = {}
+        self.invalid: Counter = Counter()
+
+    def see(self, obj: dict[str, Any]) -> None:
+        field = recovery_field(obj)
+        if field is None:
+            return
+        try:
+            self.readings.setdefault(field, []).append(reading_of(obj, field, "", ""))
+        except InputError:  # stats describes a file, it does not refuse it
+            self.invalid[field] += 1
+
+    def report(self) -> dict[str, Any]:
+        if not self.readings and not self.invalid:
+            return {}
+        return {"recovery": {field: {**counts(self.readings.get(field, [])),
+                                     **({"invalid": self.invalid[field]} if self.invalid[field] else {})}
+                             for field in sorted(set(self.readings) | set(self.invalid))}}
+
+
 # In the order the report shows them.
 COLLECTORS: tuple[type[Collector], ...] = (Counts, Steps, FirstErrors, MCScores, MCCosts, Judge, StepLabels,
-                                           Answers, Tokens)
+                                           Recoveries, Answers, Tokens)
 
 
 def file_stats(path: str) -> dict[str, Any]:

@@ -91,6 +91,39 @@ def compare_table(result: dict[str, Any]) -> Group:
     return Group(agree, metrics)
 
 
+RECOVERY_COLUMNS = (("slip P", "slip_precision"), ("slip R", "slip_recall"), ("slip F1", "slip_f1"),
+                    ("correction P", "correction_precision"), ("correction R", "correction_recall"),
+                    ("ends right alike", "ends_right_agreement"), ("step labels alike", "step_label_agreement"),
+                    ("exact", "exact"))
+
+
+def recovery_rows_table(title: str, rows: dict[str, dict[str, Any]]) -> Table:
+    """Sources against a reference on slips and corrections (reports/recovery.agreement), one row each."""
+    table = Table(title=title)
+    table.add_column("source")
+    table.add_column("traces", justify="right")
+    for name, _ in RECOVERY_COLUMNS:
+        table.add_column(name, justify="right")
+    for name, row in rows.items():
+        table.add_row(name, str(row["traces"]), *(pct(row[key]) for _, key in RECOVERY_COLUMNS))
+    return table
+
+
+def recovery_table(result: dict[str, Any]) -> Group:
+    counts = Table(title="Slips and corrections each source reads")
+    keys = ["traces", "slips", "corrected", "uncaught", "with a corrected slip", "unparsed"]
+    counts.add_column("source")
+    for key in keys:
+        counts.add_column(key, justify="right")
+    for name, s in result["sources"].items():
+        counts.add_row(name, *(str(s["counts"].get(k, 0)) for k in keys))
+    against = {name: s["against_gold"] for name, s in result["sources"].items() if s["against_gold"]}
+    parts: list[Any] = [counts]
+    if against:
+        parts.append(recovery_rows_table("Each source against the gold's slips and corrections (%)", against))
+    return Group(*parts)
+
+
 def stats_tables(stats: dict[str, Any]) -> Table:
     table = Table(title=f"{stats['path']}: {stats['records']} {stats['kind']} record(s)")
     for col in ("section", "key", "value"):
