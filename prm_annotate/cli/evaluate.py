@@ -43,12 +43,21 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
                                      split_field=split_field, pred_field=used)
         else:
             report = run(gold_labels, preds, split_field=split_field, pred_field=used)
+        # Labels beyond the first error, where both sides have them (reports/recovery.py).
+        from prm_annotate.reports.recovery import recovery_report
+
+        recovery = None if scores else recovery_report(predictions, gold)
     if as_json:
-        typer.echo(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        out = report.to_dict()
+        if recovery is not None:
+            out["recovery"] = recovery
+        typer.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
     else:
-        from prm_annotate.reports.tables import evaluate_table, show
+        from prm_annotate.reports.tables import evaluate_table, recovery_rows_table, show
 
         show(evaluate_table(report))
+        if recovery is not None:
+            show(recovery_rows_table("Slips and corrections against the gold's (%)", {"predictions": recovery}))
 
 
 def _other_benchmark(options: Options, as_json: bool) -> None:

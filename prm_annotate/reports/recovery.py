@@ -117,3 +117,19 @@ def agreement(source: dict[str, Reading], reference: dict[str, Reading]) -> dict
         "step_label_agreement": _share(c["step labels alike"], c["steps"]),
         "exact": _share(c["exact"], len(ids)),
     }
+
+
+def recovery_report(predictions: list[str], gold: list[str]) -> dict[str, Any] | None:
+    """`evaluate`'s `recovery` section: the predictions' slips and corrections against the gold
+    files' (each side's files read together); None when either side has none (a file of first
+    errors only is evaluated as before)."""
+    def merged(paths: list[str]) -> dict[str, Reading]:
+        out: dict[str, Reading] = {}
+        for path in paths:
+            out.update(read_recoveries(path)[1])
+        return out
+
+    preds, truth = merged(predictions), merged(gold)
+    if not preds or not truth:
+        return None
+    return {"counts": counts(preds.values()), "gold_counts": counts(truth.values()), **agreement(preds, truth)}

@@ -9,7 +9,7 @@ set aside; a slip and its correction read from the step rewards by MC's `soft-dr
 strategies/recovery_rules.py: a drop of 0.25 against the step before, or step 0 below 0.5, and a
 later rise of 0.25). Under `min` a corrected slip costs as much as an uncorrected one; under
 `recovered` a trace that corrects its slip and answers right scores above the same trace without
-the correction (docs/reward.md). A response the PRM cannot read (no steps, the step tag in its text,
+the correction (docs/rl-reward.md). A response the PRM cannot read (no steps, the step tag in its text,
 longer than the model's context, an answer without one score per step) gets no scores; the caller
 decides what reward stands for it (the server: `fallback_reward`, with the reason beside it).
 """

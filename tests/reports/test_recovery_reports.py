@@ -74,3 +74,23 @@ def test_stats_counts_slips_and_compare_reports_each_source(tmp_path):
     assert text.exit_code == 0 and "slips and corrections" in text.output
     shown = runner.invoke(app, ["stats", str(paths["gold"])])
     assert shown.exit_code == 0 and "corrected" in shown.output
+
+
+def test_evaluate_adds_slips_and_corrections_where_both_sides_have_them(tmp_path):
+    _, paths = files(tmp_path, n=60)
+    both = runner.invoke(app, ["evaluate", str(paths["blind"]), "--gold", str(paths["gold"]), "--json"])
+    assert both.exit_code == 0, both.output
+    report = json.loads(both.output)
+    assert report["recovery"]["correction_recall"] == 0.0 and report["recovery"]["slip_precision"] == 100.0
+    exact = json.loads(runner.invoke(app, ["evaluate", str(paths["exact"]), "--gold", str(paths["gold"]),
+                                           "--json"]).output)
+    assert exact["recovery"]["exact"] == 100.0
+    # The paper's metric is the same either way; without a gold recovery there is no section.
+    assert exact["overall"] == report["overall"]
+    plain = tmp_path / "plain-gold.jsonl"
+    plain.write_text("".join(json.dumps({k: v for k, v in json.loads(x).items() if k != "recovery"}) + "\n"
+                             for x in paths["gold"].read_text().splitlines()))
+    assert "recovery" not in json.loads(runner.invoke(app, ["evaluate", str(paths["exact"]), "--gold", str(plain),
+                                                            "--json"]).output)
+    text = runner.invoke(app, ["evaluate", str(paths["blind"]), "--gold", str(paths["gold"])])
+    assert text.exit_code == 0 and "Slips and corrections" in text.output

@@ -1,0 +1,161 @@
+"""Labels beyond the first error on the thinking world: every source against the truth.
+
+    flock /tmp/prm-engine.lock python -m lab.world.recovery --traces 240 -k 8 --out /tmp/recovery-run
+
+Responses: `--traces` generated thinking traces (`trace_for("recovery", i, seed)`: the world's
+problems, the generator's mix of slips corrected at once or later, wrong corrections, uncaught
+slips; steps are the paragraphs, so the truth's indices are the steps'). The truth
+(`trace_truth.read_trace(...).recovery()`) is the gold.
+
+Sources, each through the pipeline's own commands:
+- MC: `rollout` with the shipped thinker, exhaustive K, `--recovery-rule soft-drop` (`mc.recovery`;
+  `mc.first_error` is hard MC's, the paper's);
+- judge: `judge` with the shipped world judge and its `processbench` prompt (the paper's protocol:
+  a first error only); read as a recovery it is one uncaught slip at its first error;
+- the truth as a perfect judge's recovery reading (what the recovery rule keeps when the judge
+  is right: an upper bound until a recovery judge protocol is measured);
+- consensus under `--rule paper` and `--rule recovery` (with each judge reading).
+
+Every source is scored against the truth on slips, corrections, ends-right and step labels
+(reports/recovery.agreement), and each consensus rule's kept records: how many, how many hold a
+corrected slip, and how true their step labels are (the share of kept step labels equal to the
+truth's: the paper's rule's labels are its cut ones, read against the truth's recovery labels).
+Writes `results.json` and prints the tables.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from prm_annotate.recovery import Recovery, Slip
+from prm_annotate.records import step_labels
+from prm_annotate.reports.recovery import agreement, counts
+from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT
+from prm_annotate.world.thinking import CLOSE_JOIN, trace_for
+from prm_annotate.world.trace_truth import read_trace
+
+CLI = [sys.executable, "-m", "prm_annotate"]
+
+
+def responses(n: int, seed: int) -> tuple[list[dict], dict[str, object]]:
+    """Response records of `n` generated traces, and their truths by id."""
+    records, truths = [], {}
+    for i in range(n):
+        problem, t = trace_for("recovery", i, seed)
+        truth = read_trace(problem, t.text)
+        rid = f"recovery-{i}"
+        joins = ["\n\n"] * (len(t.thought) - 1) + [CLOSE_JOIN] + ["\n\n"] * (len(t.answer) - 1)
+        records.append({"id": rid, "problem": problem["problem"], "answer": problem["answer"], "steps": t.steps,
+                        "thought_steps": len(t.thought), "thought_finished": True, "step_joins": joins,
+                        "final_answer": truth.answer, "correct": truth.final_correct})
+        truths[rid] = truth
+    return records, truths
+
+
+def run(*args: str) -> None:
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args[:2])} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    print(done.stderr.strip().splitlines()[-1], file=sys.stderr, flush=True)
+
+
+def read(path: Path) -> dict[str, dict]:
+    return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def write(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def first_error_reading(first_error: int | None) -> dict | None:
+    """The paper's first error read as a recovery: one uncaught slip (null when unparsed)."""
+    if first_error is None:
+        return None
+    return Recovery(() if first_error == -1 else (Slip(first_error, None),)).to_json()
+
+
+def kept_stats(path: Path, truths: dict, paper: bool) -> dict:
+    kept = read(path) if path.exists() else {}
+    alike = total = corrected = 0
+    for rid, rec in kept.items():
+        truth = truths[rid].recovery()
+        n = len(rec["steps"])
+        true = truth.step_labels(rec["steps_total"])[:n]
+        labels = step_labels(rec["first_error"], n) if paper else rec["labels"]
+        alike += sum(a == b for a, b in zip(labels, true))
+        total += len(labels)
+        corrected += bool(truth.corrected)
+    return {"kept": len(kept), "kept_with_corrected_slip": corrected, "step_labels": total,
+            "step_labels_true": 100.0 * alike / total if total else None}
+
+
+def measure(out: Path, n: int, k: int, seed: int, drop: float) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    records, truths = responses(n, seed)
+    src = write(out / "responses.jsonl", records)
+    rollouts, judged = out / "rollouts.jsonl", out / "judged.jsonl"
+    if not rollouts.exists():
+        run("rollout", str(src), "-o", str(rollouts), "--model", str(THINKER_DIR), "--strategy", "exhaustive",
+            "-k", str(k), "--label", "soft", "--recovery-rule", "soft-drop", "--recovery-drop", str(drop),
+            "--system-prompt", WORLD_SYSTEM_PROMPT, "--max-tokens", "512", "--temperature", "0.7", "--quiet")
+    if not judged.exists():
+        run("judge", str(src), "-o", str(judged), "--model", str(JUDGE_DIR), "--prompt", WORLD_JUDGE_PROMPT,
+            "--votes", "1", "--temperature", "0", "--quiet")
+    mc, jd = read(rollouts), read(judged)
+    # The judge's readings: its paper verdict as a recovery, and the truth as a perfect recovery judge.
+    readings = {
+        "judge (paper protocol)": {rid: first_error_reading(r["judge"]["first_error"]) for rid, r in jd.items()},
+        "truth as the judge": {rid: truths[rid].recovery().to_json() for rid in jd},
+    }
+    gold = {rid: (t.recovery(), len(records[i]["steps"])) for i, (rid, t) in enumerate(truths.items())}
+    n_steps = {rid: len(r["steps"]) for rid, r in mc.items()}
+    sources = {"MC soft-drop": {rid: (Recovery.from_json(r["mc"]["recovery"], n_steps[rid]), n_steps[rid])
+                                for rid, r in mc.items()},
+               "MC hard (paper)": {rid: (Recovery.from_json(first_error_reading(r["mc"]["first_error"]), n_steps[rid]),
+                                         n_steps[rid]) for rid, r in mc.items()}}
+    for name, reading in readings.items():
+        sources[name] = {rid: (None if v is None else Recovery.from_json(v, n_steps[rid]), n_steps[rid])
+                         for rid, v in reading.items()}
+    result: dict = {"traces": n, "k": k, "drop": drop, "seed": seed, "truth": counts(gold.values()),
+                    "final_correct": sum(t.final_correct for t in truths.values()),
+                    "sources": {name: agreement(r, gold) for name, r in sources.items()}, "consensus": {}}
+    # Final correctness: hard MC's last step (the response's own graded answer) and the judge's -1.
+    result["final_correct_read"] = {
+        "MC (last step's score)": 100.0 * sum((r["mc"]["scores"][-1] > 0) == truths[rid].final_correct
+                                              for rid, r in mc.items()) / len(mc),
+        "judge (no error = right)": 100.0 * sum((r["judge"]["first_error"] == -1) == truths[rid].final_correct
+                                                for rid, r in jd.items() if r["judge"]["first_error"] is not None)
+        / max(1, sum(r["judge"]["first_error"] is not None for r in jd.values()))}
+    for name, reading in readings.items():
+        tag = "judge" if name.startswith("judge") else "truth"
+        judged_with = write(out / f"judged-{tag}.jsonl",
+                            [{**r, "judge": {**r["judge"], "recovery": reading[rid]}} for rid, r in jd.items()])
+        for rule in ("paper", "recovery"):
+            if rule == "paper" and tag == "truth":
+                continue  # the paper's rule reads first errors only: the same with either reading
+            path = out / f"consensus-{rule}-{tag}.jsonl"
+            if not path.exists():
+                run("consensus", str(rollouts), str(judged_with), "-o", str(path), "--rule", rule, "--quiet")
+            label = f"{rule} rule" + ("" if rule == "paper" else f", {name}")
+            result["consensus"][label] = kept_stats(path, truths, paper=rule == "paper")
+    (out / "results.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Labels beyond the first error on the thinking world.")
+    parser.add_argument("--traces", type=int, default=240)
+    parser.add_argument("-k", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--drop", type=float, default=0.25)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    print(json.dumps(measure(args.out, args.traces, args.k, args.seed, args.drop), indent=2))
+
+
+if __name__ == "__main__":
+    main()
