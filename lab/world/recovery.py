@@ -20,7 +20,8 @@ Every source is scored against the truth on slips, corrections, ends-right and s
 (reports/recovery.agreement), and each consensus rule's kept records: how many, how many hold a
 corrected slip, and how true their step labels are (the share of kept step labels equal to the
 truth's: the paper's rule's labels are its cut ones, read against the truth's recovery labels).
-Writes `results.json` and prints the tables.
+The soft-drop rule's drop is swept over the same rollouts (0.125-0.5) beside the run's own.
+Writes `results.json` and prints it; files already written are reused (a rerun reads them).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from pathlib import Path
 from prm_annotate.recovery import Recovery, Slip
 from prm_annotate.records import step_labels
 from prm_annotate.reports.recovery import agreement, counts
+from prm_annotate.strategies.recovery_rules import SoftDrop
 from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT
 from prm_annotate.world.thinking import CLOSE_JOIN, trace_for
 from prm_annotate.world.trace_truth import read_trace
@@ -130,6 +132,10 @@ def measure(out: Path, n: int, k: int, seed: int, drop: float) -> dict:
         "judge (no error = right)": 100.0 * sum((r["judge"]["first_error"] == -1) == truths[rid].final_correct
                                                 for rid, r in jd.items() if r["judge"]["first_error"] is not None)
         / max(1, sum(r["judge"]["first_error"] is not None for r in jd.values()))}
+    # The rule's drop, swept over the same rollouts (the run's own --drop is the one chosen beforehand).
+    result["soft_drop_sweep"] = {
+        str(d): agreement({rid: (SoftDrop(d).read(r["mc"]["scores"], r["mc"]["threshold"]), n_steps[rid])
+                           for rid, r in mc.items()}, gold) for d in (0.125, 0.25, 0.375, 0.5)}
     for name, reading in readings.items():
         tag = "judge" if name.startswith("judge") else "truth"
         judged_with = write(out / f"judged-{tag}.jsonl",

@@ -72,3 +72,17 @@ def test_records_without_recovery_are_skipped_and_soft_is_refused(tmp_path):
         result = runner.invoke(app, ["export", str(src), "-o", str(tmp_path / "s.jsonl"), "--format", "qwen",
                                      *(["--labels", "recovery"] if extra == ["--soft"] else []), *extra])
         assert result.exit_code == 2, result.output
+
+
+def test_train_reads_recovery_rows_as_exported(tmp_path):
+    from prm_annotate.prm.data import read_examples
+
+    records = rollouts(30)
+    src = write_jsonl(tmp_path / "r.jsonl", records)
+    out = tmp_path / "trl.jsonl"
+    assert runner.invoke(app, ["export", str(src), "-o", str(out), "--format", "trl", "--labels", "recovery"]).exit_code == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    examples = read_examples(str(out), "auto", soft=False)["train"]
+    assert [e.hard for e in examples] == [[int(v) for v in r["labels"]] for r in rows]
+    # Labels right again after a wrong step: the pattern first-error labels never have, read as is.
+    assert any(0 in e.hard and 1 in e.hard[e.hard.index(0):] for e in examples)
