@@ -29,7 +29,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from prm_annotate.errors import UsageError
 from prm_annotate.io.jsonl import STDIO, check_input, is_stream, iter_jsonl
@@ -77,40 +77,54 @@ def recovery_record(rollout: Rollout, judged: Judged) -> Consensus:
     return Consensus.model_validate(out)
 
 
+def _paper_row(rollout: Rollout, judged: Judged) -> str:
+    return confusion_row(rollout.mc.first_error, judged.judge.first_error)
+
+
+def _recovery_row(rollout: Rollout, judged: Judged) -> str:
+    n = len(rollout.steps)
+    return recovery_row(recovery_of(rollout.mc, n, "mc.recovery"), recovery_of(judged.judge, n, "judge.recovery"))
+
+
 @dataclass(frozen=True)
 class ConsensusRule:
-    """What MC and the judge must agree on for a record to be kept (`consensus --rule`)."""
+    """What MC and the judge must agree on for a record to be kept (`consensus --rule`).
+
+    Attributes:
+        name: the rule's name on the command line.
+        summary: what it keeps, for --help.
+        title: its confusion table's title.
+        rows: its table's rows, in order (SAME is kept).
+        row: the row of a joined pair.
+        kept: the record written for a pair in SAME.
+        reads_recovery: it needs `mc.recovery` and `judge.recovery` in its inputs.
+    """
 
     name: str
     summary: str
-    title: str  # the confusion table's
+    title: str
     rows: tuple[str, ...]
-
-    def row(self, rollout: Rollout, judged: Judged) -> str:
-        if self.name == "paper":
-            return confusion_row(rollout.mc.first_error, judged.judge.first_error)
-        n = len(rollout.steps)
-        return recovery_row(recovery_of(rollout.mc, n, "mc.recovery"), recovery_of(judged.judge, n, "judge.recovery"))
-
-    def kept(self, rollout: Rollout, judged: Judged) -> Consensus:
-        return consensus_record(rollout, judged) if self.name == "paper" else recovery_record(rollout, judged)
+    row: Callable[[Rollout, Judged], str]
+    kept: Callable[[Rollout, Judged], Consensus]
+    reads_recovery: bool = False
 
     def check(self, rollout: Rollout, judged: Judged | None, rollouts_path: str, judged_path: str) -> None:
-        if self.name != "recovery":
+        if not self.reads_recovery:
             return
         if "recovery" not in (rollout.mc.model_extra or {}):
-            raise UsageError(f"{rollouts_path}: id {rollout.id!r} has no mc.recovery: --rule recovery reads MC's "
+            raise UsageError(f"{rollouts_path}: id {rollout.id!r} has no mc.recovery: --rule {self.name} reads MC's "
                              "slips (run rollout with --recovery-rule soft-drop)")
         if judged is not None and "recovery" not in (judged.judge.model_extra or {}):
-            raise UsageError(f"{judged_path}: id {rollout.id!r} has no judge.recovery: --rule recovery reads the "
-                             "judge's slips (run judge with a recovery protocol)")
+            raise UsageError(f"{judged_path}: id {rollout.id!r} has no judge.recovery: --rule {self.name} reads the "
+                             "judge's slips (run judge with --protocol recovery)")
 
 
 CONSENSUS_RULES = {r.name: r for r in (
     ConsensusRule("paper", "MC and the judge agree on the first error (the paper's; steps cut after it)",
-                  "MC vs judge: first error", ROWS),
+                  "MC vs judge: first error", ROWS, _paper_row, consensus_record),
     ConsensusRule("recovery", "MC and the judge agree on every slip and its correction (every step kept, "
-                  "labelled right again from a correction on)", "MC vs judge: slips and corrections", RECOVERY_ROWS),
+                  "labelled right again from a correction on)", "MC vs judge: slips and corrections", RECOVERY_ROWS,
+                  _recovery_row, recovery_record, reads_recovery=True),
 )}
 CONSENSUS_RULE = Setting(flags=("--rule",), help=lambda: "What MC and the judge must agree on: " + "; ".join(
     f"{name}: {rule.summary}" for name, rule in CONSENSUS_RULES.items()) + ".")
@@ -170,7 +184,8 @@ class ConsensusStage(StageBase):
         self.stats: Counter = Counter()  # pairs joined, the rows of the table, ids only in the rollouts
 
     def settings(self) -> dict[str, Any]:
-        return {} if self.rule.name == "paper" else {"rule": self.rule.name}  # the paper's run records what it did
+        # The paper's rule records what consensus always recorded (nothing); another names itself.
+        return {} if self.rule is CONSENSUS_RULES["paper"] else {"rule": self.rule.name}
 
     def inputs(self) -> dict[str, str]:
         return {"rollouts": self.rollouts_path, "judged": self.judged_path}
