@@ -24,7 +24,7 @@ from prm_annotate.errors import UsageError, require
 from prm_annotate.export.formats import ExportOptions, Provenance
 from prm_annotate.export.trl import TRL_CONSUMER, Stepwise
 from prm_annotate.io.manifest import source_runs
-from prm_annotate.reports.labels import ROWS
+from prm_annotate.reports.labels import RECOVERY_ROWS, ROWS
 
 # Fields of a run's stats the cost table shows, in its order.
 COST_FIELDS = (("seconds", "seconds"), ("generated_tokens", "generated tokens"), ("prompt_tokens", "prompt tokens"),
@@ -33,6 +33,11 @@ CONSENSUS_RULE = ("A response is kept when MC's first error (`mc.first_error`: t
                   "score is not above the threshold, -1 for none) equals the judge's (`judge.first_error`); both -1 "
                   "agree, a judge verdict that could not be parsed never agrees. A kept response's steps end at its "
                   "first error: right before it, wrong at it (the paper's consensus filtering, arXiv 2501.07301).")
+RECOVERY_RULE = ("A response is kept when MC's slips and their corrections (`mc.recovery`, rollout --recovery-rule) "
+                 "equal the judge's (`judge.recovery`, judge --protocol recovery): the same slips corrected at the same "
+                 "steps; none on both agrees, a judge reading that could not be parsed never agrees. A kept response "
+                 "keeps every step: a slip wrong, wrong while a slip is uncorrected, right again from its correction "
+                 "(`consensus --rule recovery`, docs/recovery.md).")
 
 
 def split_by_problem(rows: list[dict[str, Any]], test_share: float) -> dict[str, list[dict[str, Any]]]:
@@ -84,15 +89,18 @@ def setting_text(value: Any) -> str:
 
 def consensus_lines(runs: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
     """The rule that kept the rows, and how many each reason dropped (from the consensus runs)."""
-    lines = ["## How the labels were chosen", "", CONSENSUS_RULE, ""]
     found = [(file, run) for file, run in runs if run is not None and run.get("stage") == "consensus"]
+    # A run of `--rule recovery` records its rule; the paper's records none (as it always did).
+    recovery = any((run.get("settings") or {}).get("rule") == "recovery" for _, run in found)
+    rows = RECOVERY_ROWS if recovery else ROWS
+    lines = ["## How the labels were chosen", "", RECOVERY_RULE if recovery else CONSENSUS_RULE, ""]
     if not found:
         return lines + ["No consensus run is recorded in the manifests: the rows are labelled by one source.", ""]
-    lines += ["| consensus run | joined | kept | " + " | ".join(f"dropped: {r}" for r in ROWS[1:])
-              + " | only in rollouts | not rolled out |", "|---|" + "---:|" * (len(ROWS) + 3)]
+    lines += ["| consensus run | joined | kept | " + " | ".join(f"dropped: {r}" for r in rows[1:])
+              + " | only in rollouts | not rolled out |", "|---|" + "---:|" * (len(rows) + 3)]
     for file, run in found:
         stats = run.get("stats") or {}
-        cells = [stats.get("joined", 0), stats.get("same", 0), *(stats.get(r, 0) for r in ROWS[1:]),
+        cells = [stats.get("joined", 0), stats.get("same", 0), *(stats.get(r, 0) for r in rows[1:]),
                  stats.get("only in rollouts", 0), stats.get("not rolled out", 0)]
         lines.append(f"| `{file}` | " + " | ".join(str(c) for c in cells) + " |")
     return lines + [""]

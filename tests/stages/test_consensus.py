@@ -223,6 +223,14 @@ def test_the_recovery_rule_keeps_corrected_traces_the_papers_rule_drops(tmp_path
     assert kept["two"]["labels"] == [False, True, False, False] and len(kept["two"]["steps"]) == 4
     assert kept["clean"]["labels"] == [True] * 4 and kept["clean"]["recovery"] == {"slips": []}
     assert all(Consensus.model_validate(o).recovery is not None for o in kept.values())
+    # The hf card names the rule that kept the rows, with its table's rows.
+    from prm_annotate.export.hf import consensus_lines
+    from prm_annotate.io.manifest import source_runs
+
+    card = "\n".join(consensus_lines(source_runs(str(tmp_path / "recovery.jsonl"))))
+    assert "mc.recovery" in card and "dropped: slips differ" in card and "| 6 | 3 |" in card
+    paper_card = "\n".join(consensus_lines(source_runs(str(tmp_path / "paper.jsonl"))))
+    assert "mc.recovery" not in paper_card and "dropped: judge earlier" in paper_card
 
 
 def test_the_recovery_rule_refuses_files_without_the_readings(tmp_path, inputs):
