@@ -152,6 +152,33 @@ def measure(out: Path, n: int, k: int, seed: int, drop: float) -> dict:
     return result
 
 
+def _pct(v) -> str:
+    return "—" if v is None else f"{v:.1f}"
+
+
+def tables(result: dict) -> str:
+    """The results as the markdown tables of docs/recovery.md."""
+    cols = ("slip_precision", "slip_recall", "slip_f1", "correction_precision", "correction_recall",
+            "ends_right_agreement", "step_label_agreement", "exact")
+    t = result["truth"]
+    lines = [f"Truth: {t['traces']} traces, {t.get('with a corrected slip', 0)} with a corrected slip, "
+             f"{t.get('with an uncaught slip', 0)} with an uncaught one, {t.get('without a slip', 0)} without a slip; "
+             f"{t.get('slips', 0)} slips, {t.get('corrected', 0)} corrected; {result['final_correct']} answer right. "
+             "Final correctness read right: " + ", ".join(f"{k} {_pct(v)}%" for k, v in result["final_correct_read"].items())
+             + ".", ""]
+    lines += ["| source | traces | slip P | slip R | slip F1 | correction P | correction R | ends right | "
+             "step labels | exact |", "|---|" + "---:|" * 9]
+    rows = {**result["sources"], **{f"MC soft-drop {d}": r for d, r in result["soft_drop_sweep"].items()
+                                    if float(d) != result["drop"]}}
+    for name, row in rows.items():
+        lines.append(f"| {name} | {row['traces']} | " + " | ".join(_pct(row[c]) for c in cols) + " |")
+    lines += ["", "| consensus | kept | kept with a corrected slip | step labels | true |", "|---|---:|---:|---:|---:|"]
+    for name, row in result["consensus"].items():
+        lines.append(f"| {name} | {row['kept']} | {row['kept_with_corrected_slip']} | {row['step_labels']} | "
+                     f"{_pct(row['step_labels_true'])} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Labels beyond the first error on the thinking world.")
     parser.add_argument("--traces", type=int, default=240)
@@ -160,7 +187,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--drop", type=float, default=0.25)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.out, args.traces, args.k, args.seed, args.drop), indent=2))
+    result = measure(args.out, args.traces, args.k, args.seed, args.drop)
+    print(json.dumps(result, indent=2))
+    print(tables(result))
 
 
 if __name__ == "__main__":
