@@ -42,3 +42,32 @@ def test_rollout_refuses_the_rule_without_every_steps_score_and_unknown_rules():
         make_recovery_rule("soft-drop", 0.0)
     with pytest.raises(ValueError, match="no score"):
         SoftDrop().read([0.5, None], 0.0)
+
+
+def test_soft_drop_finds_corrected_slips_hard_mc_cannot_on_simulated_rollouts():
+    """Generated thinking traces (data the rule was not written from), each step's K=8 completions
+    drawn as a policy that finishes right with p = 0.9 from a right prefix and 0.3 from one holding
+    an uncorrected slip (it sometimes corrects it itself): soft-drop against the truth, beside hard
+    MC read as one uncaught slip at its first error (the baseline)."""
+    import random
+
+    from prm_annotate.reports.recovery import agreement
+    from prm_annotate.world.thinking import trace_for
+    from prm_annotate.world.trace_truth import read_trace
+
+    rng = random.Random(0)
+    gold, soft, hard = {}, {}, {}
+    for i in range(300):
+        problem, t = trace_for("simulated", i, 0)
+        truth = read_trace(problem, t.text).recovery()
+        n = len(t.steps)
+        right = truth.step_labels(n)
+        scores = [sum(rng.random() < (0.9 if ok else 0.3) for _ in range(8)) / 8 for ok in right[:-1]]
+        scores.append(1.0 if right[-1] else 0.0)  # the last step: the response's own answer
+        first = next((j for j, s in enumerate(scores) if s <= 0.0), -1)
+        gold[str(i)], soft[str(i)] = (truth, n), (SoftDrop().read(scores, 0.0), n)
+        hard[str(i)] = (Recovery(() if first == -1 else (Slip(first, None),)), n)
+    found, baseline = agreement(soft, gold), agreement(hard, gold)
+    assert baseline["correction_recall"] == 0.0
+    assert found["correction_recall"] > 40.0 and found["slip_f1"] > baseline["slip_f1"]
+    assert found["step_label_agreement"] > baseline["step_label_agreement"]
