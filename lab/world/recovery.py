@@ -148,6 +148,10 @@ def measure(out: Path, n: int, k: int, seed: int, drop: float) -> dict:
                 run("consensus", str(rollouts), str(judged_with), "-o", str(path), "--rule", rule, "--quiet")
             label = f"{rule} rule" + ("" if rule == "paper" else f", {name}")
             result["consensus"][label] = kept_stats(path, truths, paper=rule == "paper")
+            if rule == "recovery":  # corrected traces this rule keeps that the paper's rule drops
+                paper_ids = set(read(out / "consensus-paper-judge.jsonl"))
+                result["consensus"][label]["corrected_dropped_by_paper"] = sum(
+                    1 for rid in read(path) if rid not in paper_ids and truths[rid].recovery().corrected)
     (out / "results.json").write_text(json.dumps(result, indent=2))
     return result
 
@@ -172,9 +176,11 @@ def tables(result: dict) -> str:
                                     if float(d) != result["drop"]}}
     for name, row in rows.items():
         lines.append(f"| {name} | {row['traces']} | " + " | ".join(_pct(row[c]) for c in cols) + " |")
-    lines += ["", "| consensus | kept | kept with a corrected slip | step labels | true |", "|---|---:|---:|---:|---:|"]
+    lines += ["", "| consensus | kept | kept with a corrected slip | of them dropped by the paper's rule | "
+              "step labels | true |", "|---|---:|---:|---:|---:|---:|"]
     for name, row in result["consensus"].items():
-        lines.append(f"| {name} | {row['kept']} | {row['kept_with_corrected_slip']} | {row['step_labels']} | "
+        lines.append(f"| {name} | {row['kept']} | {row['kept_with_corrected_slip']} | "
+                     f"{row.get('corrected_dropped_by_paper', '—')} | {row['step_labels']} | "
                      f"{_pct(row['step_labels_true'])} |")
     return "\n".join(lines)
 
