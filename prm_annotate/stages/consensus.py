@@ -35,6 +35,7 @@ from prm_annotate.errors import UsageError
 from prm_annotate.io.jsonl import STDIO, check_input, is_stream, iter_jsonl
 from prm_annotate.io.output import check_output
 from prm_annotate.records import Consensus, Judged, Rollout, recovery_of
+from prm_annotate.registry import Registry
 from prm_annotate.settings import Setting
 from prm_annotate.pipeline.runner import Outcome, RunOptions, RunSummary, StageBase, read_validated, run_stage
 from prm_annotate.pipeline.summary import Nouns
@@ -119,21 +120,18 @@ class ConsensusRule:
                              "judge's slips (run judge with --protocol recovery)")
 
 
-CONSENSUS_RULES = {r.name: r for r in (
+CONSENSUS_RULES: Registry[Any] = Registry("--rule", "What MC and the judge must agree on", "docs/recovery.md", (
     ConsensusRule("paper", "MC and the judge agree on the first error (the paper's; steps cut after it)",
                   "MC vs judge: first error", ROWS, _paper_row, consensus_record),
     ConsensusRule("recovery", "MC and the judge agree on every slip and its correction (every step kept, "
                   "labelled right again from a correction on)", "MC vs judge: slips and corrections", RECOVERY_ROWS,
                   _recovery_row, recovery_record, reads_recovery=True),
-)}
-CONSENSUS_RULE = Setting(flags=("--rule",), help=lambda: "What MC and the judge must agree on: " + "; ".join(
-    f"{name}: {rule.summary}" for name, rule in CONSENSUS_RULES.items()) + ".")
+))
+CONSENSUS_RULE = Setting(flags=("--rule",), help=lambda: CONSENSUS_RULES.help())
 
 
 def consensus_rule(name: str) -> ConsensusRule:
-    if name not in CONSENSUS_RULES:
-        raise UsageError(f"--rule {name}: choose {', '.join(CONSENSUS_RULES)}")
-    return CONSENSUS_RULES[name]
+    return CONSENSUS_RULES.named(name)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Optional
 
 from prm_annotate.errors import UsageError
 from prm_annotate.recovery import Recovery, Slip
+from prm_annotate.registry import Registry
 
 DEFAULT_DROP = 0.25
 
@@ -64,17 +65,17 @@ class SoftDrop(RecoveryRule):
         return {"name": self.name, "drop": self.drop}
 
 
-RECOVERY_RULES: dict[str, type[RecoveryRule]] = {SoftDrop.name: SoftDrop}
+RECOVERY_RULES: Registry[type[RecoveryRule]] = Registry(
+    "--recovery-rule", "MC's reading of slips and their corrections, written as mc.recovery (needs --strategy "
+    "exhaustive)", "docs/recovery.md", (SoftDrop,))
 
 
 def make_recovery_rule(name: str, drop: float | None = None) -> RecoveryRule:
-    if name not in RECOVERY_RULES:
-        raise UsageError(f"--recovery-rule {name}: choose {', '.join(RECOVERY_RULES)}")
+    kind = RECOVERY_RULES.named(name)
     if drop is not None and not 0.0 < drop <= 1.0:
         raise UsageError(f"--recovery-drop {drop}: must be in (0, 1]")
-    return RECOVERY_RULES[name]() if drop is None else RECOVERY_RULES[name](drop)
+    return kind() if drop is None else kind(drop)
 
 
 def recovery_rules_help() -> str:
-    return "MC's reading of slips and their corrections, written as mc.recovery (needs --strategy exhaustive): " + \
-        "; ".join(f"{n}: {r.summary}" for n, r in RECOVERY_RULES.items()) + "."
+    return RECOVERY_RULES.help()

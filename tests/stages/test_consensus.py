@@ -240,7 +240,7 @@ def test_the_recovery_rule_refuses_files_without_the_readings(tmp_path, inputs):
     j = write(tmp_path / "j.jsonl", [judged("a", 1)])
     with pytest.raises(UsageError, match="no judge.recovery"):
         run_consensus(r, j, str(tmp_path / "c2.jsonl"), rule="recovery")
-    with pytest.raises(UsageError, match="choose paper, recovery"):
+    with pytest.raises(UsageError, match="choose from paper, recovery"):
         run_consensus(r, j, str(tmp_path / "c3.jsonl"), rule="both")
 
 

@@ -34,7 +34,7 @@ def test_rollout_refuses_the_rule_without_every_steps_score_and_unknown_rules():
     assert RolloutConfig().recovery_rule_object is None
     with pytest.raises(UsageError, match="exhaustive"):
         RolloutConfig(recovery_rule="soft-drop", strategy="binary")
-    with pytest.raises(UsageError, match="choose soft-drop"):
+    with pytest.raises(UsageError, match="choose from soft-drop"):
         RolloutConfig(recovery_rule="soft-rise")
     with pytest.raises(UsageError, match="only"):
         RolloutConfig(recovery_drop=0.3)
