@@ -60,3 +60,29 @@ def kill_all(procs: list[psutil.Process]) -> None:
         with contextlib.suppress(psutil.Error):
             p.kill()
     psutil.wait_procs(procs, timeout=10)
+
+
+def sigterm_after_lines(cmd: list[str], out: Path, lines: int, timeout: float) -> tuple[int, str]:
+    """Run `cmd`, send SIGTERM to it alone (as `timeout` and SLURM do) once `out` holds `lines` lines,
+    and return its exit status and stderr; every process it started (vLLM's EngineCore and workers)
+    must be gone within 30 s, by its own doing."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    me = psutil.Process(proc.pid)
+    family: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while line_count(out) < lines and proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(psutil.Error):
+                family = [*{p.pid: p for p in family + me.children(recursive=True)}.values()]
+            time.sleep(0.05)
+        assert proc.poll() is None, f"finished or died before the signal: {proc.stderr.read().decode()[-2000:]}"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _, alive = psutil.wait_procs(family, timeout=30)
+    left = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    kill_all(left)
+    assert not left, "vLLM's processes outlived the stopped stage"
+    return proc.returncode, err.decode()

@@ -5,6 +5,7 @@ responses to score; a PRM trained on them; a base checkpoint with the tag alread
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 from lab.world.corrupt import corrupt_solution
@@ -94,6 +95,40 @@ def score_with_vllm(prm_dir: Path, responses: list[dict], tmp: Path, timeout: fl
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     assert run.returncode == 0, run.stderr[-3000:]
     return read_jsonl(out)
+
+
+@dataclass(frozen=True)
+class ScoredWorld:
+    """`score` (in process, vLLM's pooling runner, a child process) over held-out world responses,
+    run once: `responses` as given (with `label`), `records` as written to `out` by `cmd`."""
+
+    responses: list[dict]
+    records: list[dict]
+    out: Path
+    cmd: list[str]
+
+
+SCORED_WORLD_THRESHOLD = 0.8
+
+
+def score_world_once(prm_dir: Path, tmp: Path, timeout: float = 900) -> ScoredWorld:
+    """256 held-out world responses (128 problems, seed 7; `world_responses(n, seed=7, split="test")`
+    for n <= 128 is their first 2n) scored at threshold 0.8 in one batch of 256, as the reward
+    server's one request of 256 is scored."""
+    import subprocess
+    import sys
+
+    from testing.jsonl_files import read_jsonl, write_jsonl
+
+    responses = world_responses(128, seed=7, split="test")
+    src = write_jsonl(tmp / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in responses])
+    out = tmp / "scored.jsonl"
+    cmd = [sys.executable, "-m", "prm_annotate", "score", str(src), "-o", str(out), "--model", str(prm_dir),
+           "--dtype", "float32", "--threshold", str(SCORED_WORLD_THRESHOLD), "--batch-size", "256",
+           "--start-timeout", "300", "--quiet"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return ScoredWorld(responses, read_jsonl(out), out, cmd)
 
 
 def vllm_vs_transformers(prm_dir: Path, scored: list[dict]) -> tuple[float, list[list[float]]]:

@@ -21,6 +21,7 @@ starts on every worker.
     world_judge         the same on the world's shipped judge
     world_thinker       the same on the thinking world's shipped thinker
     world_prm           session: a PRM trained by `train` on the world policy (seconds)
+    world_prm_scored    session: `score` in process over 256 held-out world responses with it (once)
     vllm_engine         the in-process `VLLMEngine` on the tiny model
     vllm_server         a `VLLMServer` (`vllm serve` on 127.0.0.1) on the tiny model
     openai_engine       an `OpenAIEngine` talking to `vllm_server`
@@ -209,6 +210,17 @@ def world_prm(tmp_path_factory) -> Path:
     from testing.prm_fixtures import train_world_prm
 
     return train_world_prm(tmp_path_factory.mktemp("world-prm"))
+
+
+@pytest.fixture(scope="session")
+def world_prm_scored(world_prm, tmp_path_factory, heavy):
+    """`score` in process (a child process) over 256 held-out world responses with `world_prm`, once
+    per run (testing/prm_fixtures.py `ScoredWorld`): the in-process scores the served-score,
+    reward and transformers checks compare with. Read it, never write beside it."""
+    from testing.prm_fixtures import score_world_once
+
+    heavy.release()  # one engine at a time on this machine: this one runs in a child process
+    return score_world_once(world_prm, tmp_path_factory.mktemp("world-prm-scored"))
 
 
 @pytest.fixture(scope="session")

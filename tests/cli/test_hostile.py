@@ -423,19 +423,18 @@ def test_failure_lines_carry_no_control_characters():
 
 # --- the kill loop --------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_kill_loop_over_grade_is_byte_identical(tmp_path):
-    """SIGKILL and SIGTERM at random moments, 6 each, then a final run: the output is byte for byte
+    """SIGKILL and SIGTERM at random moments, 4 each, then a final run: the output is byte for byte
     an uninterrupted run's, and no process of the project is left after any kill."""
     records = [orjson.loads(line) for name in ("processbench-gsm8k-gold.jsonl", "processbench-math-gold.jsonl")
                for line in (ROOT / "tests/data/grading" / name).read_bytes().splitlines()]
     # Hostile answers among them: too costly to compare (decided without math-verify, the same every run).
     records += [{"id": f"hostile-{i}", "answer": "5", "response": f"\\boxed{{{b}^{{{b}^{{{b}}}}}}}"}
                 for i, b in enumerate(range(11, 41))]
-    # Enough math-verify work (fractions to reduce, a third of them wrong) that twelve kills, each a
+    # Enough math-verify work (fractions to reduce, a third of them wrong) that eight kills, each a
     # moment after the stage has written something new, all land mid-run even on a fast machine.
     rng = random.Random(15)
-    for i in range(6000):
+    for i in range(4000):
         a, b, k = rng.randint(1, 999), rng.randint(1, 999), rng.randint(2, 9)
         records.append({"id": f"frac-{i}", "answer": f"\\frac{{{a + (i % 3 == 0)}}}{{{b}}}",
                         "response": f"So \\boxed{{\\frac{{{k * a}}}{{{k * b}}}}}"})
@@ -444,7 +443,7 @@ def test_kill_loop_over_grade_is_byte_identical(tmp_path):
     reference = tmp_path / "reference.jsonl"
     assert run(*args, "-o", str(reference)).returncode == 0
     out = tmp_path / "out.jsonl"
-    signals = [signal.SIGKILL] * 6 + [signal.SIGTERM] * 6
+    signals = [signal.SIGKILL] * 4 + [signal.SIGTERM] * 4
     rng.shuffle(signals)
     mid_run = 0
     for sig in signals:
@@ -468,43 +467,6 @@ def test_kill_loop_over_grade_is_byte_identical(tmp_path):
         left = wait_gone(family)
         kill_all(left)
         assert not left, f"processes {[p.pid for p in left]} outlived the stage ({signal.Signals(sig).name})"
-    assert mid_run >= 6  # most kills found the stage at work, not already finished
+    assert mid_run >= 4  # most kills found the stage at work, not already finished
     assert run(*args, "-o", str(out)).returncode == 0
     assert out.read_bytes() == reference.read_bytes()
-
-
-@pytest.mark.engine
-def test_sigterm_stops_a_stage_with_an_engine_cleanly(tiny_model_dir, tmp_path):
-    """`timeout` and SLURM send SIGTERM: rollout with an in-process vLLM engine keeps its finished
-    records, records the run, ends EngineCore and its workers, exits 143; the rerun finishes."""
-    responses = [{"id": f"p{i}/0", "problem": f"Tom has {i} apples. Then gets 2 more. How many?",
-                  "answer": str(i + 2), "steps": [f"Tom has {i} apples.", f"So \\boxed{{{i + 2}}}."]}
-                 for i in range(40)]
-    src = write(tmp_path / "responses.jsonl", responses)
-    out = tmp_path / "rollouts.jsonl"
-    cmd = [*CLI, "rollout", str(src), "-o", str(out), "--model", str(tiny_model_dir), "--max-model-len", "2048",
-           "-k", "3", "--max-tokens", "40", "--seed", "3", "--batch-size", "1", "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    me = psutil.Process(proc.pid)
-    family: list[psutil.Process] = []
-    try:
-        deadline = time.monotonic() + 600
-        while (not out.exists() or out.read_bytes().count(b"\n") < 3) and proc.poll() is None \
-                and time.monotonic() < deadline:
-            family = [*{p.pid: p for p in family + me.children(recursive=True)}.values()]
-            time.sleep(0.05)
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    left = wait_gone(family, 30)
-    kill_all(left)
-    assert proc.returncode == 143, err.decode()[-2000:]
-    assert not left, "vLLM's processes outlived the stopped stage"
-    [first] = orjson.loads(out.with_name("rollouts.manifest.json").read_bytes())["runs"]
-    assert first["interrupted"] == "SIGTERM" and first["counts"]["written"] >= 3
-    rerun = subprocess.run(cmd, capture_output=True, timeout=900)
-    assert rerun.returncode == 0, rerun.stderr.decode()[-2000:]
-    assert [orjson.loads(line)["id"] for line in out.read_bytes().splitlines()] == [r["id"] for r in responses]

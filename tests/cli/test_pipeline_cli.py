@@ -1,7 +1,8 @@
 """The four pipeline commands as real processes.
 
-- rollout killed with SIGKILL mid-run (whole process group, so vLLM's EngineCore dies too) and
-  rerun gives exactly the output of an uninterrupted run of the same command;
+- rollout stopped with SIGTERM (it ends its vLLM engine itself, exit 143), rerun and killed with
+  SIGKILL mid-run (whole process group, so vLLM's EngineCore dies too), and rerun gives exactly the
+  output of an uninterrupted run of the same command;
 - `sample | rollout` through a real shell pipe, then judge and consensus on the results, all
   against one vLLM server (two in-process engines starting at once on 2 cores starve each other).
 Each engine start costs ~15 s, so the checks are combined into few processes.
@@ -19,7 +20,7 @@ import pytest
 from prm_annotate.engines import on_cpu
 from prm_annotate.records import Consensus, Judged, Rollout
 from testing.heavy import ENGINE_START_TIMEOUT
-from testing.jsonl_files import sigkill_after_lines, write_jsonl
+from testing.jsonl_files import sigkill_after_lines, sigterm_after_lines, write_jsonl
 from testing.jsonl_files import read_jsonl as read
 from testing.summary_lines import check_sentence, last_sentence
 
@@ -33,24 +34,35 @@ def responses(n: int) -> list[dict]:
              "correct": True} for i in range(n)]
 
 
+N = 16  # responses: a SIGTERM after 3 records, a SIGKILL 3 records later, then the rest
 ROLLOUT_ARGS = ["-k", "3", "--max-tokens", "40", "--seed", "3", "--batch-size", "1", "--quiet"]
 
 
 @pytest.mark.engine
-def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_dir, tmp_path):
+def test_rollout_stopped_then_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_dir, tmp_path):
+    """SIGTERM (`timeout`, SLURM) stops rollout with its in-process vLLM engine cleanly: its finished
+    records kept, the run recorded, EngineCore and its workers ended, exit 143. The rerun, SIGKILLed
+    mid-run (the whole process group), and a last rerun give exactly an uninterrupted run's records."""
     # The last line, a record without steps, is set aside by --skip-invalid in every run.
-    src = write_jsonl(tmp_path / "responses.jsonl", [*responses(40), {"id": "no-steps"}])
+    src = write_jsonl(tmp_path / "responses.jsonl", [*responses(N), {"id": "no-steps"}])
     out = tmp_path / "rollouts.jsonl"
     cmd = [*CLI, "rollout", str(src), "-o", str(out), "--model", str(tiny_model_dir), "--max-model-len", "2048",
            "--start-timeout", str(int(TIMEOUT)), "--skip-invalid", *ROLLOUT_ARGS]
-    partial = sigkill_after_lines(cmd, out, 5, TIMEOUT)
-    assert 5 <= partial < 40
+    code, err = sigterm_after_lines(cmd, out, 3, TIMEOUT)
+    assert code == 143, err[-2000:]
+    [first] = orjson.loads(out.with_name("rollouts.manifest.json").read_bytes())["runs"]
+    assert first["interrupted"] == "SIGTERM" and first["counts"]["written"] >= 3
+    stopped = read(out)
+    assert len(stopped) >= 3 and [r["id"] for r in stopped] == [f"p{i}/0" for i in range(len(stopped))]
+
+    partial = sigkill_after_lines(cmd, out, len(stopped) + 3, TIMEOUT)
+    assert len(stopped) + 3 <= partial < N
 
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"{partial} already done" in rerun.stderr
     resumed = read(out)
-    assert [r["id"] for r in resumed] == [f"p{i}/0" for i in range(40)]
+    assert [r["id"] for r in resumed] == [f"p{i}/0" for i in range(N)]
     manifest = orjson.loads(out.with_name("rollouts.manifest.json").read_bytes())
     settings = manifest["runs"][-1]["settings"]
     assert settings["k"] == 3 and settings["strategy"] == "exhaustive" and settings["system_prompt"] == "the responses' own"
@@ -58,11 +70,11 @@ def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model
     assert list(settings["system_prompts_used"]) == ["qwen25-math-cot"]
     assert len(settings["system_prompts_used"]["qwen25-math-cot"]) == 64
     assert settings["dtype"] == ("float32" if on_cpu() else "auto")  # no --dtype given: the default, recorded
-    assert manifest["runs"][-1]["stats"]["completions"] == (40 - partial) * 2 * 3
-    # The rerun's last line: 41 lines read = what it labelled + the invalid one + what the killed run did.
+    assert manifest["runs"][-1]["stats"]["completions"] == (N - partial) * 2 * 3
+    # The rerun's last line: N + 1 lines read = what it labelled + the invalid one + what the earlier runs did.
     said = check_sentence(last_sentence(rerun.stderr, "rollout"), manifest["runs"][-1])
-    assert (said["read"], said["made"], said["set_aside"], said["already_done"]) == (41, 40 - partial, {"invalid": 1},
-                                                                                     partial)
+    assert (said["read"], said["made"], said["set_aside"], said["already_done"]) == (N + 1, N - partial,
+                                                                                     {"invalid": 1}, partial)
 
     # The uninterrupted reference: the same command into another file.
     reference = tmp_path / "reference.jsonl"
@@ -74,7 +86,7 @@ def test_rollout_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model
         Rollout.model_validate(row)
     # The summary counts the cut completions and the first errors resting on them, as the records do.
     said = re.search(r"rollout: ([\d,]+) completions, ([\d,]+) of them cut at --max-tokens \(counted graded\); "
-                     r"(\d+) of 40 responses have a first error, (\d+) of them at a step with cut completions",
+                     rf"(\d+) of {N} responses have a first error, (\d+) of them at a step with cut completions",
                      whole.stderr)
     assert said, whole.stderr[-2000:]
     rows = [r["mc"] for r in resumed]

@@ -92,7 +92,6 @@ def test_the_text_score_builds_is_the_cards(cache):
 
 
 @pytest.mark.engine
-@pytest.mark.slow
 def test_score_equals_the_cards_step_rewards(cache, tmp_path, heavy):
     heavy.release()  # one engine at a time on this machine: this one runs in a child process
     hub, snapshot = cache

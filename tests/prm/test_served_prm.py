@@ -19,7 +19,7 @@ from prm_annotate.errors import UsageError
 from prm_annotate.io.output import sidecar
 from prm_annotate.prm.served import rows_kind
 from testing.jsonl_files import read_jsonl, write_jsonl
-from testing.prm_fixtures import prm_server, score_with_vllm, vllm_vs_transformers, world_responses
+from testing.prm_fixtures import SCORED_WORLD_THRESHOLD, prm_server, vllm_vs_transformers, world_responses
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 PROBE = [0, 609, 0, 609, 0]
@@ -81,19 +81,20 @@ def lines(path):
 
 
 @pytest.mark.engine
-@pytest.mark.slow
 @pytest.mark.slot("server:prm-step")
-def test_served_scores_equal_in_process_and_a_killed_run_resumes(world_prm, tag_id, tmp_path, tmp_path_factory,
-                                                                  heavy):
-    heavy.release()  # the in-process engine runs in a child process, before the server starts
+def test_served_scores_equal_in_process_and_a_killed_run_resumes(world_prm, world_prm_scored, tag_id, tmp_path,
+                                                                  tmp_path_factory, heavy):
+    # In process: conftest's `world_prm_scored` (its first 200 responses are these, at its threshold).
     responses = world_responses(100, seed=7, split="test")
-    local = {r["id"]: r for r in score_with_vllm(world_prm, responses, tmp_path)}
+    local = {r["id"]: r for r in world_prm_scored.records[:len(responses)]}
+    assert list(local) == [r["id"] for r in responses]
+    threshold = ["--threshold", str(SCORED_WORLD_THRESHOLD)]
     server = prm_server(heavy, world_prm, tmp_path_factory.getbasetemp(), "step", {"step_tag_id": tag_id})
     src = write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in responses])
     out = tmp_path / "served.jsonl"
 
     # One response at a time, so the kill lands mid-run.
-    proc = subprocess.Popen(score_cmd(src, out, world_prm, server, "--batch-size", "1", "--concurrency", "1"),
+    proc = subprocess.Popen(score_cmd(src, out, world_prm, server, "--batch-size", "1", "--concurrency", "1", *threshold),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while lines(out) < 5 and proc.poll() is None and time.monotonic() < deadline:
@@ -103,7 +104,7 @@ def test_served_scores_equal_in_process_and_a_killed_run_resumes(world_prm, tag_
     done = lines(out)
     assert 5 <= done < len(responses), (done, proc.stderr.read().decode()[-2000:])
 
-    rerun = subprocess.run(score_cmd(src, out, world_prm, server, "--batch-size", "32", "--concurrency", "8"),
+    rerun = subprocess.run(score_cmd(src, out, world_prm, server, "--batch-size", "32", "--concurrency", "8", *threshold),
                            capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"{len(responses) - done} scored" in rerun.stderr and f"{done} already done" in rerun.stderr
@@ -129,7 +130,6 @@ def test_served_scores_equal_in_process_and_a_killed_run_resumes(world_prm, tag_
 
 
 @pytest.mark.engine
-@pytest.mark.slow
 @pytest.mark.parametrize("pooling", ["default", "all"])
 def test_a_server_without_the_step_tag(pooling, world_prm, tag_id, tmp_path, tmp_path_factory, heavy):
     config = {"default": None, "all": {"pooling_type": "ALL"}}[pooling]

@@ -42,7 +42,6 @@ def trained(tmp_path_factory):
     return rows, eval_rows, out, json.loads(result.stdout)
 
 
-@pytest.mark.slow
 def test_checkpoint_is_a_qwen2_process_reward_model(trained):
     _, _, out, _ = trained
     config = json.loads((out / "config.json").read_text())
@@ -61,7 +60,6 @@ def test_checkpoint_is_a_qwen2_process_reward_model(trained):
     assert not (out.parent / ".prm.partial").exists() and not (out / "training_args.bin").exists()
 
 
-@pytest.mark.slow
 def test_saved_model_is_the_best_eval_checkpoint(trained):
     _, _, out, result = trained
     state = json.loads(sorted((out.parent / "prm.checkpoints").glob("checkpoint-*/trainer_state.json"),
@@ -78,7 +76,6 @@ def test_saved_model_is_the_best_eval_checkpoint(trained):
     assert best.keys() == saved.keys() and all(torch.equal(best[k], saved[k]) for k in saved)
 
 
-@pytest.mark.slow
 def test_threshold_in_config_is_the_eval_tuned_one(trained):
     from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
     from prm_annotate.reports.metrics import harmonic_mean
@@ -101,7 +98,6 @@ def test_threshold_in_config_is_the_eval_tuned_one(trained):
     assert abs(f1(fmt.threshold) - result["eval"]["f1"]) < 1e-6
 
 
-@pytest.mark.slow
 def test_it_learns_the_set(trained):
     from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
     from prm_annotate.prm.train import load_base
@@ -125,7 +121,6 @@ def test_it_learns_the_set(trained):
     assert trained_gap > 0.1 and abs(untrained_gap) < 0.05, (trained_gap, untrained_gap)
 
 
-@pytest.mark.slow
 def test_a_base_with_the_tag_and_padded_embeddings(tmp_path):
     """The tag is already one token and the embedding matrix is larger than the tokenizer: nothing
     is resized, and config.vocab_size is the matrix's rows (len(tokenizer) would not load)."""

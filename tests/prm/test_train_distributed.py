@@ -1,5 +1,6 @@
 """`train` as real processes: two with torchrun (gloo, CPU) against one at the same global batch,
-a run SIGKILLed after its first checkpoint and resumed, and vLLM (`score`) loading what they wrote.
+a run SIGKILLed after its first checkpoint and resumed, and vLLM (`score`) loading a checkpoint trained
+from a base with padded embeddings.
 
 Tolerances: one process and two take the same global batches (the length-grouped sampler works on
 the global batch) and the loss is normalised by the global label count, so they differ only by
@@ -69,7 +70,6 @@ def two_processes(data):
     return one, two, stderr
 
 
-@pytest.mark.slow
 def test_two_processes_train_as_one(data, two_processes):
     one, two, stderr = two_processes
     assert (one["processes"], two["processes"]) == (1, 2) and one["steps"] == two["steps"] == 10
@@ -82,6 +82,18 @@ def test_two_processes_train_as_one(data, two_processes):
     assert len(losses1) == len(losses2) == 10 and max(abs(a - b) for a, b in zip(losses1, losses2)) < 1e-4
     # Not trivially equal: training moved the model, and the two runs moved it alike.
     assert evals1[10] != evals1[5] and _max_weight_diff(data / "one", data / "two") < 1e-4
+    # Written alike: the same files, the same weight names, shapes and dtypes (no wrapper's prefix), the
+    # same config but for the run's record; so what vLLM loads of a one-process run
+    # (tests/stages/test_score.py) it loads of this one.
+    assert sorted(p.name for p in (data / "one").iterdir()) == sorted(p.name for p in (data / "two").iterdir())
+    w1, w2 = load_file(str(data / "one" / "model.safetensors")), load_file(str(data / "two" / "model.safetensors"))
+    assert {k: (v.shape, v.dtype) for k, v in w1.items()} == {k: (v.shape, v.dtype) for k, v in w2.items()}
+    c1, c2 = (json.loads((data / name / "config.json").read_text()) for name in ("one", "two"))
+    for c in (c1, c2):  # the run's own record (times, processes, eval) and the threshold tuned on its eval
+        del c["prm_annotate"]["result"], c["prm_annotate"]["threshold"]
+    assert c1 == c2
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        assert (data / "one" / name).read_bytes() == (data / "two" / name).read_bytes(), name
     # Rank 0 alone reported and wrote, once: one summary (_run parsed it), one log line a step, no
     # partial directory left.
     assert stderr.count("train: step 10/10 ") == 1
@@ -110,7 +122,6 @@ def resumed(data):
     return killed_at, result, stderr, reference
 
 
-@pytest.mark.slow
 def test_a_killed_run_resumes_from_its_last_checkpoint(data, resumed):
     from prm_annotate.prm.checkpoint import load_model
 
@@ -127,11 +138,12 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(data, resumed):
 
 
 @pytest.mark.engine
-@pytest.mark.slow
-def test_vllm_loads_what_train_wrote(data, two_processes, heavy, tmp_path):
-    """score (vLLM's pooling runner) on the two-process checkpoint and on one from a base with the
-    tag already a token and padded embeddings; each against transformers. (A resumed run writes
-    the same checkpoint as an uninterrupted one: test_a_killed_run_resumes_from_its_last_checkpoint.)"""
+def test_vllm_loads_what_train_wrote(data, heavy, tmp_path):
+    """score (vLLM's pooling runner) on a checkpoint from a base with the tag already a token and
+    padded embeddings, against transformers. (A two-process run writes what a one-process run writes,
+    test_two_processes_train_as_one, and vLLM loads a one-process run's, tests/stages/test_score.py; a
+    resumed run writes the same checkpoint as an uninterrupted one:
+    test_a_killed_run_resumes_from_its_last_checkpoint.)"""
     from prm_annotate.prm.train import TrainConfig, train
 
     heavy.release()  # one engine at a time on this machine: these run in child processes
@@ -139,7 +151,7 @@ def test_vllm_loads_what_train_wrote(data, two_processes, heavy, tmp_path):
     train(TrainConfig(data=str(data / "train.jsonl"), base=str(base), output=str(tmp_path / "padded"), steps=2,
                       batch_size=8, lr=1e-3, quiet=True))
     held_out = world_responses(3, seed=7, split="test")
-    for prm_dir in (data / "two", tmp_path / "padded"):
+    for prm_dir in (tmp_path / "padded",):
         scored = score_with_vllm(prm_dir, held_out, tmp_path)
         assert vllm_vs_transformers(prm_dir, scored)[0] < 1e-3, prm_dir
         threshold = json.loads((prm_dir / "config.json").read_text())["prm_annotate"]["threshold"]

@@ -71,7 +71,6 @@ def train_and_score(tmp, name: str, train: list[dict], val: list[dict], held: li
     return read_jsonl(scored)
 
 
-@pytest.mark.slow
 def test_true_labels_verify_and_labels_one_step_late_do_not(tmp_path):
     train = world_responses(120, seed=21)
     val = world_responses(30, seed=22)

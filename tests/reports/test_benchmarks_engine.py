@@ -1,6 +1,7 @@
 """From the published files to the numbers with a real PRM: `score` reads the PRMBench and
 Hard2Verify fixtures as the benchmarks publish them (formats detected; Hard2Verify's rows decrypted),
-a world PRM that `train` wrote scores them in vLLM's pooling runner, and `evaluate --benchmark`
+a world PRM that `train` wrote scores them in vLLM's pooling runner (the shared `vllm serve --runner
+pooling` of the world PRM's tests), and `evaluate --benchmark`
 equals each benchmark's restated script on those scores."""
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from testing import hard2verify_script as h2v_script
 from testing import prmbench_script
 from testing.benchmark_files import HARD2VERIFY_FILE, PRMBENCH_FILE
 from testing.jsonl_files import read_jsonl
+from testing.prm_fixtures import prm_server
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 
@@ -23,15 +25,20 @@ def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.engine
-@pytest.mark.slow
-def test_published_files_to_benchmark_numbers(world_prm, tmp_path, heavy):
-    heavy.release()  # the engines run in child processes, one at a time
+@pytest.mark.slot("server:prm-step")
+def test_published_files_to_benchmark_numbers(world_prm, tmp_path, tmp_path_factory, heavy):
+    from transformers import AutoTokenizer
+
     prm = world_prm
+    # The world PRM's shared `vllm serve --runner pooling` (tests/prm/test_served_prm.py holds its
+    # scores equal to the in-process engine's): one server for both files, no engine start of its own.
+    tag_id = AutoTokenizer.from_pretrained(prm).convert_tokens_to_ids("<extra_0>")
+    server = prm_server(heavy, prm, tmp_path_factory.getbasetemp(), "step", {"step_tag_id": tag_id})
     scored = {}
     for name, path in (("prmbench", PRMBENCH_FILE), ("hard2verify", HARD2VERIFY_FILE)):
         out = tmp_path / f"{name}-scored.jsonl"
-        done = run("score", str(path), "-o", str(out), "--model", str(prm), "--dtype", "float32", "--batch-size", "64",
-                   "--start-timeout", "300", "--quiet")
+        done = run("score", str(path), "-o", str(out), "--model", str(prm), "--base-url", server.base_url,
+                   "--batch-size", "64", "--quiet")
         assert done.returncode == 0, done.stderr[-3000:]
         scored[name] = {r["id"]: r["prm"]["scores"] for r in read_jsonl(out)}
 

@@ -55,18 +55,12 @@ def start_server(prm: Path, log: list[str], *engine: str) -> tuple[subprocess.Po
 
 
 @pytest.mark.engine
-@pytest.mark.slow
-def test_reward_round_trip_equals_score(world_prm, tmp_path, heavy):
-    heavy.release()  # one engine at a time: these run in child processes
-    items = world_responses(128, seed=7, split="test")
+def test_reward_round_trip_equals_score(world_prm, world_prm_scored, tmp_path, heavy):
+    heavy.release()  # one engine at a time: the reward server runs in a child process
+    # `score` in process over the same 256 responses in one batch of 256: conftest's `world_prm_scored`.
+    items = world_prm_scored.responses
     assert len(items) == 256
-    src = write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in items])
-    out = tmp_path / "scored.jsonl"
-    run = subprocess.run([*CLI, "score", str(src), "-o", str(out), "--model", str(world_prm), "--dtype", "float32",
-                          "--batch-size", "256", "--start-timeout", "300", "--quiet"],
-                         capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
-    scored = {r["id"]: r["prm"]["scores"] for r in read_jsonl(out)}
+    scored = {r["id"]: r["prm"]["scores"] for r in world_prm_scored.records}
     step_scores = [scored[r["id"]] for r in items]
     assert len({round(min(s), 4) for s in step_scores}) > 5  # not a constant head
 
@@ -109,7 +103,6 @@ def test_reward_round_trip_equals_score(world_prm, tmp_path, heavy):
 
 
 @pytest.mark.engine
-@pytest.mark.slow
 @pytest.mark.slot("server:prm-step")
 def test_rewards_from_a_served_prm_equal_served_score(world_prm, tmp_path, tmp_path_factory, heavy):
     from transformers import AutoTokenizer

@@ -5,6 +5,7 @@ it refuses) is checked without an engine."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ from prm_annotate.prm.checkpoint import PRMFormat, prm_token_ids
 from prm_annotate.records import Response
 from prm_annotate.stages.score import ScoreStage, first_below
 from testing.jsonl_files import read_jsonl, write_jsonl
-from testing.prm_fixtures import vllm_vs_transformers, world_responses
+from testing.prm_fixtures import vllm_vs_transformers
 
 CLI = [sys.executable, "-m", "prm_annotate"]
 TIMEOUT = 600
@@ -84,27 +85,23 @@ def test_threshold_defaults_to_the_checkpoints_tuned_one():
 
 
 @pytest.mark.engine
-@pytest.mark.slow
-def test_vllm_scores_equal_transformers(world_prm, tmp_path, heavy):
-    heavy.release()  # one engine at a time on this machine: this one runs in a child process
-    held_out = world_responses(10, seed=7, split="test")
-    src = write_jsonl(tmp_path / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in held_out])
+def test_vllm_scores_equal_transformers(world_prm, world_prm_scored, tmp_path, heavy):
+    # `score` ran once for the world PRM's tests (conftest `world_prm_scored`: 256 held-out responses,
+    # --threshold 0.8); transformers restates the first 20 one response at a time.
+    done = world_prm_scored
+    held_out = done.responses
     gold = write_jsonl(tmp_path / "gold.jsonl", [{"id": r["id"], "label": r["label"]} for r in held_out])
-    out = tmp_path / "scored.jsonl"
-    cmd = [*CLI, "score", str(src), "-o", str(out), "--model", str(world_prm), "--dtype", "float32",
-           "--threshold", "0.8", "--batch-size", "8", "--start-timeout", "300", "--quiet"]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
-    assert run.returncode == 0, run.stderr[-3000:]
+    out = done.out
 
     scored = read_jsonl(out)
     assert [r["id"] for r in scored] == [r["id"] for r in held_out]
-    worst, refs = vllm_vs_transformers(world_prm, scored)
+    worst, refs = vllm_vs_transformers(world_prm, scored[:20])
     for rec, ref in zip(scored, refs):
         assert rec["prm"]["first_error"] == first_below(ref, 0.8)
         assert rec["prm"]["model"] == str(world_prm) and rec["prm"]["threshold"] == 0.8
     assert worst < 1e-3, worst
     # Not all equal: the test would pass vacuously on a constant head.
-    assert len({round(s, 4) for rec in scored for s in rec["prm"]["scores"]}) > 5
+    assert len({round(s, 4) for rec in scored[:20] for s in rec["prm"]["scores"]}) > 5
 
     manifest = orjson.loads(sidecar(str(out), "manifest.json").read_bytes())["runs"][-1]
     assert manifest["stage"] == "score" and manifest["settings"]["threshold"] == 0.8
@@ -119,7 +116,13 @@ def test_vllm_scores_equal_transformers(world_prm, tmp_path, heavy):
     assert bon.returncode == 0, bon.stderr
     assert orjson.loads(bon.stdout)["n"] == [1, 2]
 
-    before = out.read_bytes()
-    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
-    assert rerun.returncode == 0 and f"{len(held_out)} already done" in rerun.stderr
-    assert out.read_bytes() == before
+    # A rerun resumes: on a copy (the shared file and its manifest stay as the other tests read them).
+    mine = tmp_path / "scored.jsonl"
+    shutil.copyfile(out, mine)
+    shutil.copyfile(sidecar(str(out), "manifest.json"), sidecar(str(mine), "manifest.json"))
+    before = mine.read_bytes()
+    heavy.release()  # the rerun is a child process that may start an engine
+    rerun = subprocess.run([str(mine) if part == str(out) else part for part in done.cmd], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+    assert rerun.returncode == 0 and f"{len(held_out)} already done" in rerun.stderr, rerun.stderr[-3000:]
+    assert mine.read_bytes() == before

@@ -216,6 +216,7 @@ def check_batched_scores(workdir):
 
 
 @pytest.mark.engine
+@pytest.mark.slow  # the lab experiment end to end, four times: `make test-slow` (docs/test-durations.md)
 def test_world_prm_end_to_end_rerun_and_kill(tmp_path):
     first = tmp_path / "first"
     code, out, err = run(first)

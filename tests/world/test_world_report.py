@@ -201,7 +201,6 @@ def _hostile_copy(workdir: Path, into: Path) -> tuple[str, str]:
 
 
 @pytest.mark.engine
-@pytest.mark.slow
 @pytest.mark.xdist_group("world-report")
 def test_report_in_chromium_shows_the_stats_and_compare_figures_and_model_text_as_text(world_run, tmp_path):
     from prm_annotate.reports.compare import compare_sources, load_sources
