@@ -26,20 +26,20 @@ ifeq ($(FLAVOUR),cpu)
 endif
 	touch $(STAMP)
 
-# Three runs: the tests without a vLLM engine on both cores (pytest-xdist, a file's tests on one
+# Two runs: the tests without a vLLM engine on both cores (pytest-xdist, a file's tests on one
 # worker: the Ray tests must not run beside each other); the engine tests on two workers, each
-# binding its engines to a core of its own, a worker per engine group (tests/conftest.py); then
-# the engine tests that need the machine to themselves, alone.
+# binding its engines to a core of its own, a worker per engine group (tests/conftest.py).
 # The few tests marked `slow` (real end to ends whose guarantee nothing cheaper holds, listed with
-# their reasons in docs/test-durations.md) are left to `make test-slow`.
+# their reasons in docs/test-durations.md) are left to `make test-slow`; the `whole_machine` tests
+# (the Ray engine tests) are among them.
 test: $(STAMP)
 	$(PY) -m pytest -m "not engine and not slow" -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
 	$(PY) -m pytest -m "engine and not whole_machine and not slow" -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS)
-	$(PY) -m pytest -m "whole_machine and not slow" --durations=15 $(PYTEST_ARGS)
 
-# Exactly the tests `make test` leaves out, one at a time (engines among them).
+# Exactly the tests `make test` leaves out, one at a time, the whole_machine ones last.
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "slow and not whole_machine" --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "slow and whole_machine" --durations=15 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not engine" -n 2 --dist loadfile $(PYTEST_ARGS)

@@ -4,7 +4,7 @@ Engines. vLLM on CPU pins its worker to a core, and two engines on one core star
 `make test` runs the engine tests on two pytest-xdist workers, each binding its engines to a core
 of its own (VLLM_CPU_OMP_THREADS_BIND, inherited by the stages and servers it starts), and the
 few that need the machine to themselves (marked `whole_machine`: two engines of their own, or a
-scan of every process) after them, alone. Within a worker every in-process engine and every
+scan of every process; also marked `slow`) alone, in `make test-slow`. Within a worker every in-process engine and every
 server comes from one `HeavySlot`, which holds at most one of them: asking for another closes the
 current one first. Fixtures re-ask the slot on every use, so the order of tests never leaves
 anyone with a closed engine, and engine tests are sorted to the end of the run, grouped by what
@@ -91,6 +91,11 @@ def pytest_collection_modifyitems(config, items):
     if unmarked:
         raise pytest.UsageError(f"tests using an engine fixture or marked whole_machine must be marked engine: "
                                 f"{unmarked}")
+    # `make test` runs no whole_machine test (none may run beside another): `make test-slow` runs them alone.
+    alone = [item.nodeid for item in items if item.get_closest_marker("whole_machine")
+             and item.get_closest_marker("slow") is None]
+    if alone:
+        raise pytest.UsageError(f"tests marked whole_machine must be marked slow (make test-slow runs them alone): {alone}")
     # Stable: the order within a group is kept. A test that goes on to the next group's engine comes
     # last in its own, so the engine it leaves is the one the next tests want; tests that start the
     # same slot entry themselves (marked slot(name)) run next to each other.

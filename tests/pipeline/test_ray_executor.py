@@ -278,6 +278,7 @@ def vllm_processes_after(since: float, timeout: float = 90) -> list[psutil.Proce
 
 @pytest.mark.engine
 @pytest.mark.whole_machine  # two engines of its own, and its leak check scans every process
+@pytest.mark.slow  # Ray actors with engines of their own: `make test-slow` (docs/test-durations.md)
 def test_sample_on_ray_with_two_engines_matches_local_and_resumes_after_kill(
         tmp_path, tiny_model_dir, vllm_engine, heavy, no_ray_left):
     from prm_annotate.pipeline.runner import RunOptions, run_stage
@@ -355,6 +356,7 @@ def test_a_grader_travels_to_another_process_as_its_settings():
 
 @pytest.mark.engine
 @pytest.mark.whole_machine
+@pytest.mark.slow  # Ray actors with engines of their own: `make test-slow` (docs/test-durations.md)
 def test_rollout_command_with_executor_ray_writes_the_local_records(tmp_path, tiny_model_dir, heavy, no_ray_left):
     from testing.heavy import ENGINE_START_TIMEOUT
 

@@ -82,6 +82,7 @@ def qwen3_long_model_dir(tmp_path_factory):
 
 
 @pytest.mark.engine
+@pytest.mark.slow  # real long traces in a 16k-context engine: `make test-slow` (docs/test-durations.md)
 def test_sample_then_verify_then_judge_on_real_long_traces(qwen3_long_model_dir, heavy, tmp_path):
     """Real long traces written by the policy (forced), judged by a thinking judge (forced verdicts:
     a first error inside the thought), and that claim verified by rollouts inside the thought (K=2):
