@@ -19,7 +19,7 @@ from testing.jsonl_files import sigkill_after_lines, write_jsonl
 from testing.jsonl_files import read_jsonl as read
 
 CLI = [sys.executable, "-m", "prm_annotate"]
-N = 24
+N = 40
 
 
 def responses_and_verdicts() -> tuple[list[dict], list[dict]]:
@@ -73,7 +73,7 @@ def test_verify_killed_mid_run_and_rerun_equals_an_uninterrupted_run(tiny_model_
     assert whole.returncode == 0, whole.stderr[-3000:]
     assert out.read_bytes() == reference.read_bytes()
     said = [line for line in whole.stderr.splitlines() if line.startswith("rollout --strategy verify:")]
-    assert said and "4 not rolled out: judge unparsed, 1 not rolled out: no judge verdict" in said[0], whole.stderr
+    assert said and "7 not rolled out: judge unparsed, 1 not rolled out: no judge verdict" in said[0], whole.stderr
 
     mc = {r["id"]: r["mc"] for r in resumed}
     for r in resumed:
