@@ -286,6 +286,7 @@ def test_key_tokens_weigh_more_and_unit_weights_give_the_usual_loss():
         assert torch.allclose(weighted_loss(out.logits, labels_t, ones), out.loss, atol=1e-5)
 
 
+@pytest.mark.slow  # the lab's training script three times: `make test-slow` (docs/test-durations.md)
 def test_short_training_run_saves_loadable_models(tmp_path):
     """A few steps of a tiny config through the real script: tokenizer, training, saving."""
     import torch
