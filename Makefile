@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-slow test-fast demo demo-real demo-loop bench clean
+.PHONY: setup test test-slow test-fast demo demo-think demo-real demo-loop bench clean
 
 setup: $(STAMP)
 
@@ -48,6 +48,13 @@ test-fast: $(STAMP)
 # It prints the pipeline's own lines only (`prm-annotate world report -v` shows the libraries' too).
 demo: $(STAMP)
 	$(PY) -m prm_annotate world report
+
+# The thinking world: the tiny thinker's <think> traces (slips corrected or never caught) through
+# sample -> rollout (binary, shared prefixes) -> judge -> consensus, scored against the trace truth,
+# with each segmenter's step counts and the stages' costs (docs/world.md, "The thinking world").
+demo-think: export VLLM_LOGGING_LEVEL ?= ERROR
+demo-think: $(STAMP)
+	$(PY) -m prm_annotate world think
 
 # A real model on real problems: SmolLM2-135M-Instruct on a few GSM8K test problems, small n, K and
 # max-tokens so it fits in minutes on 2 CPU cores. Outputs in $(REAL_DIR) (a fresh run each time).

@@ -92,6 +92,18 @@ def thinker_example(index: int, seed: int, system_prompt: str, mix: TraceMix) ->
     return policy_messages(problem, system), trace.completion
 
 
+def thinker_mix(fields: list[str]) -> TraceMix:
+    """TraceMix's defaults with the `FIELD=P` overrides given on the command line."""
+    known = {f.name for f in dataclasses.fields(TraceMix)}
+    values = {}
+    for item in fields:
+        name, _, value = item.partition("=")
+        if name not in known:
+            raise SystemExit(f"--thinker-mix {item!r}: no TraceMix field {name!r} (fields: {', '.join(sorted(known))})")
+        values[name] = float(value)
+    return TraceMix(**values)
+
+
 def judge_messages(template: str, problem: dict, steps: list[str]) -> list[dict]:
     return [{"role": "user", "content": render_judge_prompt(template, problem["problem"], steps)}]
 
@@ -474,6 +486,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--thinker-batch", type=int, default=32)
     parser.add_argument("--thinker-init", type=Path, default=None,
                         help="the model the thinker starts from (default: OUT/policy)")
+    parser.add_argument("--thinker-mix", action="append", default=[], metavar="FIELD=P",
+                        help="a TraceMix field of the thinker's training traces (repeatable), e.g. catch_now=0.75")
+    parser.add_argument("--thinker-decay", action="store_true",
+                        help="decay the thinker's learning rate linearly to 0 (so its last steps settle)")
     parser.add_argument("--judge-batch", type=int, default=32)
     parser.add_argument("--judge-real-samples", type=int, default=2048,
                         help="policy responses (from OUT/policy) mixed into the judge's data; 0: none")
@@ -605,15 +621,17 @@ def main(argv: list[str] | None = None) -> None:
         model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32)
         tok = AutoTokenizer.from_pretrained(policy_dir)
         tok.chat_template = THINKER_CHAT_TEMPLATE
-        mix = TraceMix()
+        mix = thinker_mix(args.thinker_mix)
         log(f"thinker: from {policy_dir}, {args.thinker_steps} steps x {args.thinker_batch}, {mix}")
         start = time.time()
         train(model, tok, lambda i: thinker_example(i, args.seed, system_prompt, mix), args.thinker_steps,
               args.thinker_batch, args.lr, args.warmup, log=log, eval_every=args.eval_every,
+              decay=args.thinker_decay,
               on_eval=lambda s: snapshot(model, tok, args.out / f"thinker-step{s}",
                                          quick_thinker_eval(model, tok, system_prompt), log))
         meta = {"kind": "thinker", "init": str(policy_dir), "steps": args.thinker_steps,
                 "batch": args.thinker_batch, "threads": args.threads, "mix": dataclasses.asdict(mix),
+                "lr_decay": "linear to 0" if args.thinker_decay else "constant",
                 "chat_template": "opens the thought in the generation prompt (<think>\\n), as DeepSeek-R1 distills",
                 "train_seconds": round(time.time() - start), "system_prompt": system_prompt, **common}
         if not args.no_eval:

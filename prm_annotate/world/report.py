@@ -250,18 +250,11 @@ def generated_tokens(paths: dict[str, Path]) -> dict[str, int]:
 
 def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
     """Score the files in `cfg.workdir` against the truth; everything the table prints."""
-    from prm_annotate.reports.compare import Source, compare_sources
     from prm_annotate.engines import resolve_dtype
-    from prm_annotate.reports.labels import load_gold, load_predictions
 
     paths = cfg.paths()
     gold_records = write_gold(paths["problems"], paths["responses"], paths["gold"])
-    gold = load_gold(str(paths["gold"]))
-    sources = []
-    for name, role, fld in SOURCES:
-        used, preds = load_predictions(str(paths[role]), fld)
-        sources.append(Source(name, str(paths[role]), used, preds))
-    result = compare_sources(sources, gold)
+    result, sources = score_sources(paths)
     n = len(gold_records)
     consensus_kept = result["sources"]["consensus"]["labelled"]
     return {
@@ -284,6 +277,19 @@ def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: l
         "seconds": timings.seconds if timings else {},
         "failures": failures or [],
     }
+
+
+def score_sources(paths: dict[str, Path]) -> tuple[dict[str, Any], list[Any]]:
+    """Every label source (MC, judge, consensus) against `paths["gold"]` (`compare.compare_sources`)."""
+    from prm_annotate.reports.compare import Source, compare_sources
+    from prm_annotate.reports.labels import load_gold, load_predictions
+
+    gold = load_gold(str(paths["gold"]))
+    sources = []
+    for name, role, fld in SOURCES:
+        used, preds = load_predictions(str(paths[role]), fld)
+        sources.append(Source(name, str(paths[role]), used, preds))
+    return compare_sources(sources, gold), sources
 
 
 def flawed_right_answers(gold_records: list[dict[str, Any]], sources: list[Any]) -> dict[str, int]:
@@ -350,6 +356,23 @@ def conclusions(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def quality_table(report: dict[str, Any]):
+    """The label-quality table: each source against the true first error (rich Table)."""
+    from rich.table import Table
+
+    n = report["responses"]
+    quality = Table(title="Label quality against the true first error (ProcessBench metric, %)")
+    for col in ("source", "labelled", "error acc", "correct acc", "F1", "F1 (all responses)",
+                "kept step labels = truth"):
+        quality.add_column(col, justify="left" if col == "source" else "right")
+    for name, _, _ in SOURCES:
+        r = source_row(report, name)
+        quality.add_row(name, f"{r['labelled']}/{n} ({_pct(r['coverage'])}%)", _pct(r["error_acc"]),
+                        _pct(r["correct_acc"]), _pct(r["f1"]), _pct(r["f1_all"]),
+                        f"{_pct(r['step_precision'])} ({r['steps_compared']})")
+    return quality
+
+
 def render(report: dict[str, Any]):
     """The report as rich renderables: label quality per source, cost per stage, conclusions."""
     from rich.console import Group
@@ -364,15 +387,7 @@ def render(report: dict[str, Any]):
         f"have a wrong step; {t['answer_correct']} reach the right answer, {t['right_answer_flawed_process']} of them "
         f"through a wrong step.")
 
-    quality = Table(title="Label quality against the true first error (ProcessBench metric, %)")
-    for col in ("source", "labelled", "error acc", "correct acc", "F1", "F1 (all responses)",
-                "kept step labels = truth"):
-        quality.add_column(col, justify="left" if col == "source" else "right")
-    for name, _, _ in SOURCES:
-        r = source_row(report, name)
-        quality.add_row(name, f"{r['labelled']}/{n} ({_pct(r['coverage'])}%)", _pct(r["error_acc"]),
-                        _pct(r["correct_acc"]), _pct(r["f1"]), _pct(r["f1_all"]),
-                        f"{_pct(r['step_precision'])} ({r['steps_compared']})")
+    quality = quality_table(report)
 
     agree = report["compare"]["agreement"]
     cost = Table(title="Cost per stage")
@@ -402,8 +417,12 @@ def render(report: dict[str, Any]):
 
 
 def print_report(report: dict[str, Any]) -> None:
+    print_renderable(render(report))
+
+
+def print_renderable(renderable: Any) -> None:
     from rich.console import Console
 
     # Off a terminal rich assumes 80 columns and folds the table; 120 keeps it whole in a file.
     console = Console() if sys.stdout.isatty() else Console(width=120)
-    console.print(render(report))
+    console.print(renderable)
