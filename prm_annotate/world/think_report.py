@@ -287,7 +287,8 @@ def render_think(report: dict[str, Any]):
         cost.add_column(col, justify="left" if col == "stage" else "right")
     secs = report["seconds"]
     for stage, figures in report["costs"].items():
-        cost.add_row(stage, ", ".join(f"{k} {v:,}" for k, v in figures.items()) or "—", _pct(secs.get(stage)))
+        cost.add_row(stage, ", ".join(f"{k.removeprefix('stats.')} {v:,}" for k, v in figures.items()) or "—",
+                     _pct(secs.get(stage)))
     starts = sum(v for k, v in secs.items() if k.endswith("engine start"))
     if starts:
         cost.add_row("engine starts (2)", "", _pct(starts))

@@ -255,6 +255,21 @@ def test_thinker_examples_open_the_thought_in_the_prompt_and_continue_it_once():
         assert text.endswith("<|im_start|>assistant\n<think>\nStep 1: 1 + 1 = 2.\n\n") and text.count("<think>") == 1
 
 
+def test_thinker_mix_overrides_named_fields_and_refuses_unknown_ones():
+    from lab.world.train import TraceMix, thinker_mix
+    from prm_annotate.world.thinking import trace_for
+
+    assert thinker_mix([]) == TraceMix()
+    mix = thinker_mix(["catch_now=0.8", "catch_later=0.1"])
+    assert (mix.catch_now, mix.catch_later, mix.slip) == (0.8, 0.1, TraceMix().slip)
+    with pytest.raises(SystemExit, match="catch_soon"):
+        thinker_mix(["catch_soon=0.5"])
+    # The mix reaches the traces: more slips corrected at once than under the defaults.
+    def corrected(m):
+        return sum(trace_for("thinktrain", i, 0, m)[1].corrected_slip for i in range(300))
+    assert corrected(mix) > corrected(TraceMix())
+
+
 def test_key_tokens_weigh_more_and_unit_weights_give_the_usual_loss():
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
