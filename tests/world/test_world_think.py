@@ -19,7 +19,7 @@ from testing.jsonl_files import read_jsonl as read
 from tests.world.test_world_report import close, processbench
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def think_run(tmp_path_factory, request):
     from prm_annotate.world import THINKER_DIR
     from prm_annotate.world.think_report import ThinkConfig, run_think_pipeline, think_quality
