@@ -5,6 +5,7 @@
     thinking.py  seeded thinking traces: slips corrected or not, wrong corrections, re-checks
     trace_truth.py  read_trace(problem_record, text): a trace's first error, slips and corrections
     report.py    `prm-annotate world report`: the pipeline on the world, scored against the truth
+    think_report.py  `prm-annotate world think`: the same on the thinker's traces, against the trace truth
     models/      the shipped checkpoints: policy, judge and thinker (see models/README.md)
 
 The tools that train and measure the models, and the PRM experiment with the model only it uses

@@ -171,8 +171,6 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     Returns the wall time of each part and the records any stage failed (left out of the files).
     Raises what the engines or stages raise; every engine started here is closed on the way out."""
     from prm_annotate.engines import make_engine
-    from prm_annotate.stages.consensus import print_summary, run_consensus
-    from prm_annotate.stages.judge import JudgeStage
     from prm_annotate.stages.rollout import RolloutStage
     from prm_annotate.stages.sample import SampleStage
 
@@ -201,17 +199,31 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     engine = make_engine(config)
     timings.add("judge engine start", t)
     try:
-        _run(JudgeStage(engine, prompt=WORLD_JUDGE_PROMPT, max_tokens=cfg.judge_max_tokens,
-                        seed=cfg.seed, engine_info=config.describe()),
-             paths["responses"], paths["judged"], cfg, failures, timings)
+        judge_files(engine, config.describe(), cfg, failures, timings)
     finally:
         engine.close()
+    consensus_files(cfg, timings)
+    return timings, failures
 
+
+def judge_files(engine: Any, engine_info: dict[str, Any], cfg: Any, failures: list[str], timings: Timings) -> None:
+    """The world judge over the responses file (its `processbench` prompt), as the stage's command runs it."""
+    from prm_annotate.stages.judge import JudgeStage
+
+    paths = cfg.paths()
+    _run(JudgeStage(engine, prompt=WORLD_JUDGE_PROMPT, max_tokens=cfg.judge_max_tokens, seed=cfg.seed,
+                    engine_info=engine_info),
+         paths["responses"], paths["judged"], cfg, failures, timings)
+
+
+def consensus_files(cfg: Any, timings: Timings) -> None:
+    from prm_annotate.stages.consensus import print_summary, run_consensus
+
+    paths = cfg.paths()
     t = time.monotonic()
     print_summary(run_consensus(str(paths["rollouts"]), str(paths["judged"]), str(paths["consensus"]),
                                 quiet=cfg.quiet))
     timings.add("consensus", t)
-    return timings, failures
 
 
 def write_html(cfg: ReportConfig) -> Any:
@@ -254,23 +266,17 @@ def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: l
 
     paths = cfg.paths()
     gold_records = write_gold(paths["problems"], paths["responses"], paths["gold"])
-    result, sources = score_sources(paths)
-    n = len(gold_records)
-    consensus_kept = result["sources"]["consensus"]["labelled"]
+    scores, sources = scored(paths, len(gold_records))
     return {
         "settings": {"problems": cfg.problems, "n": cfg.n, "k": cfg.k, "seed": cfg.seed, "dtype": resolve_dtype(cfg.dtype),
                      "workdir": str(cfg.workdir), "policy": str(cfg.policy), "judge": str(cfg.judge)},
-        "responses": n,
+        **scores,
         "truth": {
             "with_error": sum(g["label"] != -1 for g in gold_records),
             "answer_correct": sum(g["final_answer_correct"] is True for g in gold_records),
             "right_answer_flawed_process": sum(g["final_answer_correct"] is True and g["label"] != -1
                                                for g in gold_records),
         },
-        "compare": result,
-        "consensus_kept": consensus_kept,
-        "consensus_kept_percent": 100.0 * consensus_kept / n if n else 0.0,
-        "judge_unparsed": sum(1 for p in sources[1].preds.values() if p.first_error is None),
         "flawed_right_answers": flawed_right_answers(gold_records, sources),
         "tokens": generated_tokens(paths),
         "html": str(write_html(cfg).path),
@@ -290,6 +296,15 @@ def score_sources(paths: dict[str, Path]) -> tuple[dict[str, Any], list[Any]]:
         used, preds = load_predictions(str(paths[role]), fld)
         sources.append(Source(name, str(paths[role]), used, preds))
     return compare_sources(sources, gold), sources
+
+
+def scored(paths: dict[str, Path], n: int) -> tuple[dict[str, Any], list[Any]]:
+    """The sources' scores against the gold file of `n` responses, and what consensus kept."""
+    result, sources = score_sources(paths)
+    kept = result["sources"]["consensus"]["labelled"]
+    return {"responses": n, "compare": result, "consensus_kept": kept,
+            "consensus_kept_percent": 100.0 * kept / n if n else 0.0,
+            "judge_unparsed": sum(1 for p in sources[1].preds.values() if p.first_error is None)}, sources
 
 
 def flawed_right_answers(gold_records: list[dict[str, Any]], sources: list[Any]) -> dict[str, int]:

@@ -28,10 +28,10 @@ from prm_annotate.engines import EngineConfig, Sampling
 from prm_annotate.engines.defaults import START_TIMEOUT
 from prm_annotate.settings import declare, setting, setting_of
 from prm_annotate.stages.config import RolloutConfig, SampleConfig
-from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT, model_setting
+from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_SYSTEM_PROMPT, model_setting
 from prm_annotate.world.problems import make_problems
-from prm_annotate.world.report import (FILES, ReportConfig, Timings, _engine_config, _run, clear_workdir, read_jsonl,
-                                       score_sources, source_row, write_jsonl)
+from prm_annotate.world.report import (FILES, ReportConfig, Timings, _engine_config, _run, clear_workdir, consensus_files,
+                                       judge_files, read_jsonl, scored, source_row, write_jsonl)
 
 # The rollout road of the demo: bisection for MC's first error, prefixes shared within a problem.
 STRATEGY = "binary"
@@ -97,8 +97,6 @@ def run_think_pipeline(cfg: ThinkConfig, open_engine: OpenEngine | None = None) 
     `open_engine(model_dir)` gives the engine for a model and leaves it open (the caller closes
     it); without it each engine is started here and closed before the next starts."""
     from prm_annotate.engines import make_engine
-    from prm_annotate.stages.consensus import print_summary, run_consensus
-    from prm_annotate.stages.judge import JudgeStage
     from prm_annotate.stages.rollout import RolloutStage
     from prm_annotate.stages.sample import SampleStage
 
@@ -130,17 +128,11 @@ def run_think_pipeline(cfg: ThinkConfig, open_engine: OpenEngine | None = None) 
 
     engine, info = engine_for(cfg.judge, "judge")
     try:
-        _run(JudgeStage(engine, prompt=WORLD_JUDGE_PROMPT, max_tokens=cfg.judge_max_tokens, seed=cfg.seed,
-                        engine_info=info),
-             paths["responses"], paths["judged"], cfg, failures, timings)
+        judge_files(engine, info, cfg, failures, timings)
     finally:
         if open_engine is None:
             engine.close()
-
-    t = time.monotonic()
-    print_summary(run_consensus(str(paths["rollouts"]), str(paths["judged"]), str(paths["consensus"]),
-                                quiet=cfg.quiet))
-    timings.add("consensus", t)
+    consensus_files(cfg, timings)
     return timings, failures
 
 
@@ -225,14 +217,12 @@ def think_quality(cfg: ThinkConfig, timings: Timings | None = None, failures: li
 
     paths = cfg.paths()
     gold = trace_gold(paths["problems"], paths["responses"], paths["gold"])
-    result, sources = score_sources(paths)
-    n = len(gold)
-    kept = result["sources"]["consensus"]["labelled"]
+    scores, _ = scored(paths, len(gold))
     return {
         "settings": {"problems": cfg.problems, "n": cfg.n, "k": cfg.k, "seed": cfg.seed,
                      "dtype": resolve_dtype(cfg.dtype), "workdir": str(cfg.workdir), "thinker": str(cfg.thinker),
                      "judge": str(cfg.judge), "strategy": f"{STRATEGY} --share-prefixes", "temperature": TEMPERATURE},
-        "responses": n,
+        **scores,
         "truth": {
             "with_error": sum(g["label"] != -1 for g in gold),
             "answer_correct": sum(g["final_answer_correct"] is True for g in gold),
@@ -243,10 +233,6 @@ def think_quality(cfg: ThinkConfig, timings: Timings | None = None, failures: li
             "right_answer_after_corrected_slip": sum(g["final_answer_correct"] is True and g["corrected_slips"] > 0
                                                      for g in gold),
         },
-        "compare": result,
-        "consensus_kept": kept,
-        "consensus_kept_percent": 100.0 * kept / n if n else 0.0,
-        "judge_unparsed": sum(1 for p in sources[1].preds.values() if p.first_error is None),
         "segmenters": segmenter_steps(paths["responses"]),
         "costs": manifest_costs(paths),
         "seconds": timings.seconds if timings else {},
