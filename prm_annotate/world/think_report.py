@@ -173,9 +173,9 @@ def segmenter_steps(responses_path: Path) -> dict[str, dict[str, Any]]:
         except UsageError as exc:  # said in the table, never guessed
             out[name] = {"error": str(exc)}
             continue
-        counts = sorted(stats.counts)
-        out[name] = {"records": stats.records, "steps": stats.steps_after,
-                     "mean": stats.steps_after / stats.records if stats.records else None,
+        counts = sorted(stats.after)
+        out[name] = {"records": stats.records, "steps": sum(counts),
+                     "mean": sum(counts) / stats.records if stats.records else None,
                      "median": counts[len(counts) // 2] if counts else None, "max": counts[-1] if counts else None}
     return out
 

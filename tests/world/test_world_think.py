@@ -13,7 +13,7 @@ import io
 import orjson
 import pytest
 
-from prm_annotate.segmenting import join_record
+from prm_annotate.steps import join_record
 from prm_annotate.world.trace_truth import read_trace
 from testing.jsonl_files import read_jsonl as read
 from tests.world.test_world_report import close, processbench
