@@ -11,7 +11,9 @@ builds). The full counters stay in the manifest and `stats`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
+
+from prm_annotate.engines.bill import Bill, amount, cost_phrase
 
 # Reasons a record is set aside that more than one stage gives (a stage may name its own).
 ENGINE_FAILED = "failed at the engine"  # a request failed after its retries: a rerun retries it
@@ -58,6 +60,8 @@ class Account:
         stats: the stage's counters: its details, and the tokens (`prompt_tokens`,
             `cached_prompt_tokens`, `generated_tokens`).
         seconds: the run's wall time.
+        bill: a model stage's bill (engines/bill.py), as the manifest writes it: then the sentence
+            says its prefill, decode and compute instead of the bare token counts.
     """
 
     stage: str
@@ -69,6 +73,7 @@ class Account:
     written: int = 0
     stats: Mapping[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    bill: Mapping[str, Any] | None = None
 
     @property
     def adds_up(self) -> bool:
@@ -78,7 +83,8 @@ class Account:
 def sentence(account: Account, nouns: Nouns) -> str:
     """The run's last line; see the module docstring."""
     a = account
-    cost = "; " + ", ".join(filter(None, (tokens(a.stats), duration(a.seconds)))) + "."
+    spent = cost_phrase(Bill.read(a.bill)) if a.bill is not None else tokens(a.stats)
+    cost = "; " + ", ".join(filter(None, (spent, duration(a.seconds)))) + "."
     head = f"{a.stage}: {counted(a.read, nouns.read)} read"
     if not a.read:
         return head + cost
@@ -112,11 +118,6 @@ def tokens(stats: Mapping[str, int]) -> str:
     if generated:
         said.append(f"{amount(generated)} generated")
     return " and ".join(said) + " tokens" if said else ""
-
-
-def amount(n: int) -> str:
-    """A token count a person reads at a glance: 78,892; 3.4M."""
-    return f"{n / 1e6:.1f}M" if n >= 1_000_000 else f"{n:,}"
 
 
 def duration(seconds: float) -> str:
