@@ -169,6 +169,7 @@ def count_parameters(model: str) -> int | None:
             config = AutoConfig.from_pretrained(model, local_files_only=True)
             with init_empty_weights():
                 built = AutoModelForCausalLM.from_config(config)
+            built.tie_weights()  # on the meta device the tying is not done by itself: tied weights count once
         finally:
             hf_logging.set_verbosity(verbosity)
         return int(sum(p.numel() for p in built.parameters()))
@@ -202,4 +203,6 @@ def cost_phrase(bill: Bill) -> str:
     if bill.thought_tokens:
         said += f" ({amount(bill.thought_tokens)} of thought)"
     compute = bill.compute
-    return said + (f", {compute:.3g} {UNIT}" if compute is not None else " (model size unknown: --model-params)")
+    if compute is None:
+        return said + " (model size unknown: --model-params)"
+    return said + f", {amount(compute) if compute >= 1000 else f'{compute:.3g}'} {UNIT}"

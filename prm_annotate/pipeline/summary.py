@@ -5,8 +5,11 @@ nouns (`Nouns`); the figures come from the run (`Account`, which `runner.RunSumm
 builds). The full counters stay in the manifest and `stats`.
 
     rollout: 1,200 responses read: 1,180 labelled (412 with a first error), 12 set aside
-    (8 failed at the engine, 4 invalid), 8 already done; 3.4M prompt and 310,511 generated
-    tokens, 2 min 13 s.
+    (8 failed at the engine, 4 invalid), 8 already done; cost 512,004 prefill + 310,511 decode
+    tokens, 5.8M billion-parameter-tokens, 2 min 13 s.
+
+A model stage's cost is its bill (engines/bill.py: prefill, decode, compute at its model's size);
+another stage's, its token counters if it has any.
 """
 from __future__ import annotations
 
