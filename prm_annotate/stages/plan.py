@@ -35,7 +35,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from prm_annotate.engines.bill import UNIT, billions, count_parameters
+from prm_annotate.engines.bill import UNIT, billions, model_params
 from prm_annotate.errors import InputError
 from prm_annotate.io.inputs import read_records
 from prm_annotate.records import Response
@@ -133,13 +133,6 @@ def _tokenizer(model: str) -> Any:
         return AutoTokenizer.from_pretrained(model, local_files_only=True)
     except (OSError, ValueError, KeyError, ImportError):
         return None
-
-
-def _params(engine_info: dict[str, Any]) -> tuple[int | None, str]:
-    if engine_info.get("model_params") is not None:
-        return int(engine_info["model_params"]), "given"
-    counted = count_parameters(str(engine_info.get("model", "")))
-    return (counted, "config") if counted is not None else (None, "unknown")
 
 
 def _read(path: str, model: type) -> list[Any]:
@@ -284,7 +277,7 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
         "prefill_tokens": Bound(requests.low, prompt.high, distinct_prompt.high),
         "decode_tokens": Bound(requests.low, requests.high * budget, decode_likely),
     }
-    params, params_from = _params(engine_info)
+    params, params_from = model_params(engine_info)
     if not exhaustive:
         notes.append(f"{strategy.name}: bounded over every assignment of step labels its plans can meet")
     return _with_compute(Estimate("rollout", len(records), figures, params, params_from, counted_by, notes))
@@ -383,7 +376,7 @@ def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estim
         "prefill_tokens": Bound(requests, prompt.high, prompt.likely),
         "decode_tokens": Bound(requests, decode_high, decode_high),
     }
-    params, params_from = _params(engine_info)
+    params, params_from = model_params(engine_info)
     notes = ["judge: the likely decode is the budget (a verdict's length is not known before the run)"]
     return _with_compute(Estimate("judge", len(records), figures, params, params_from, counted_by, notes))
 
