@@ -219,7 +219,7 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
     exhaustive = strategy.name == "exhaustive"
     witnesses = config.share_prefixes and getattr(strategy, "uses_witnesses", False)
     budget = stage.config.sampling.max_tokens
-    longest = max((_generated(r) for r in records), default=None)
+    longest = max((n for n in map(_generated, records) if n is not None), default=None)
     walked: dict[tuple, Walks] = {}
     per_record: list[dict[str, Bound]] = []
     keys_of: list[set[str]] = []

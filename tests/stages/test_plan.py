@@ -38,3 +38,28 @@ def test_every_strategy_asks_within_its_walked_bounds(name):
         if name == "exhaustive":
             assert low == high == k * max(0, n - 1)
     assert tight < 300 or name == "exhaustive"  # the others are bounds, not exact counts
+
+
+def test_plan_rollout_on_the_command_line_counts_exhaustive_exactly_without_a_tokenizer(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from prm_annotate.cli import app
+
+    rows = [{"id": f"r{i}", "problem": "What is 2+2?", "answer": "4", "steps": ["a b c d"] * (2 + i), "correct": i == 0}
+            for i in range(3)]
+    path = tmp_path / "responses.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(app, ["plan", "rollout", str(path), "-k", "3", "--model", "no/such-model",
+                                      "--max-tokens", "50", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["counted_by"].startswith("estimate: 4 characters per token") and out["params"] is None
+    assert out["figures"]["requests"] == {"low": 3 * (1 + 2 + 3), "high": 3 * (1 + 2 + 3)}
+    assert out["figures"]["decode_tokens"]["high"] == 50 * 18 and "compute" not in out["figures"]
+    binary = json.loads(CliRunner().invoke(app, ["plan", "rollout", str(path), "-k", "3", "--model", "no/such-model",
+                                                 "--strategy", "binary", "--json"]).stdout)
+    assert binary["figures"]["requests"]["low"] < binary["figures"]["requests"]["high"] <= 18
+    bad = CliRunner().invoke(app, ["plan", "rollout", str(tmp_path / "missing.jsonl"), "--model", "m"])
+    assert bad.exit_code == 2
