@@ -11,7 +11,7 @@ import pytest
 
 from prm_annotate.engines.bill import RECORD_KEYS, Bill
 from prm_annotate.pipeline.runner import RunOptions, run_stage
-from prm_annotate.stages.config import RolloutConfig
+from prm_annotate.stages.config import RolloutConfig, configured
 from prm_annotate.stages.plan import estimate_rollout
 from prm_annotate.stages.rollout import RolloutStage
 
@@ -40,8 +40,8 @@ def test_the_estimate_holds_the_measured_bill_and_the_records_sum_to_it(world_po
     info = {"model": str(MODELS_DIR / "policy")}
     ratios = {}
     for strategy, extra in (("exhaustive", {}), ("binary", {}), ("verify", {"judged": judged})):
-        config = RolloutConfig(k=K, strategy=strategy, max_tokens=MAX_TOKENS, seed=2, system_prompt=SYSTEM_PROMPT,
-                               **extra)
+        config = configured(RolloutConfig(), dict(k=K, strategy=strategy, max_tokens=MAX_TOKENS, seed=2,
+                                                  system_prompt=SYSTEM_PROMPT, **extra))
         estimate = estimate_rollout(source, config, info)
         assert estimate.counted_by.startswith("tokenizer")
         output = str(tmp_path / f"{strategy}.jsonl")
