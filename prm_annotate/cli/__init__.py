@@ -6,6 +6,7 @@ from prm_annotate.cli.app import app
 from prm_annotate.cli import sample  # noqa: E402,F401
 from prm_annotate.cli import rollout  # noqa: E402,F401
 from prm_annotate.cli import judge  # noqa: E402,F401
+from prm_annotate.cli import plan  # noqa: E402,F401
 from prm_annotate.cli import consensus  # noqa: E402,F401
 from prm_annotate.cli import grade  # noqa: E402,F401
 from prm_annotate.cli import evaluate  # noqa: E402,F401

@@ -54,6 +54,8 @@ class EngineConfig(defaults.VLLMSettings):
         timeout: seconds to wait for one HTTP answer.
         max_attempts: attempts per HTTP request before it is reported failed.
         start_timeout: seconds to wait for the in-process engine to start; None: vLLM's own wait.
+        model_params: the model's parameter count for the run's bill (engines/bill.py); None: counted
+            from the model's config.json (a local checkpoint, or a name in the local cache).
     """
 
     model: str = setting(flags=("--model", "-m"), panel=PANEL, help=(
@@ -70,6 +72,8 @@ class EngineConfig(defaults.VLLMSettings):
                                 help="Attempts per request before it is reported failed (--base-url).")
     start_timeout: Optional[float] = setting(None, flags="--start-timeout", min=1, panel=PANEL,
                                              help="Seconds to wait for the vLLM engine to start.")
+    model_params: Optional[float] = setting(None, flags="--model-params", min=1, metavar="N", panel=PANEL, help=(
+        "The model's parameter count for the run's bill (e.g. 7e9); default: counted from its config.json."))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -88,11 +92,13 @@ class EngineConfig(defaults.VLLMSettings):
 
     def describe(self) -> dict:
         """What to record about the engine in output records and manifests (never the key)."""
-        d = {"engine": self.kind, "model": self.model}
+        d: dict = {"engine": self.kind, "model": self.model}
         if self.base_url:
             d["base_url"] = self.base_url
         else:
             d["dtype"] = resolve_dtype(self.dtype)
+        if self.model_params is not None:
+            d["model_params"] = round(self.model_params)
         return d
 
 

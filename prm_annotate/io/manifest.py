@@ -34,6 +34,19 @@ def append_manifest(output: str, run: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def own_runs(path: str) -> list[dict[str, Any]]:
+    """The runs recorded in `path`'s own manifest (none without one); UsageError for a manifest
+    that is not one."""
+    manifest = sidecar(path, "manifest.json")
+    if path == STDIO or not manifest.is_file():
+        return []
+    try:
+        runs = orjson.loads(manifest.read_bytes()).get("runs", [])
+    except (orjson.JSONDecodeError, AttributeError):
+        raise UsageError(f"{manifest}: not a run manifest (JSON with a `runs` list)") from None
+    return [run for run in runs if isinstance(run, dict)]
+
+
 def source_runs(path: str) -> list[tuple[str, dict[str, Any] | None]]:
     """(file, run) for every run recorded in the manifests reachable from `path`; (file, None)
     for a file without a manifest."""
@@ -45,15 +58,10 @@ def source_runs(path: str) -> list[tuple[str, dict[str, Any] | None]]:
         if file in seen or file == "-":
             continue
         seen.add(file)
-        manifest = sidecar(file, "manifest.json")
-        if not manifest.is_file():
+        if not sidecar(file, "manifest.json").is_file():
             out.append((file, None))
             continue
-        try:
-            runs = orjson.loads(manifest.read_bytes()).get("runs", [])
-        except (orjson.JSONDecodeError, AttributeError):
-            raise UsageError(f"{manifest}: not a run manifest (JSON with a `runs` list)") from None
-        for run in runs:
+        for run in own_runs(file):
             out.append((file, run))
             inputs = run.get("inputs") or {}
             named = [run["input"]] if isinstance(run.get("input"), str) else []

@@ -214,6 +214,7 @@ class RunSummary:
     seconds: float = 0.0
     stats: dict[str, int] = field(default_factory=dict)
     nouns: Nouns = Nouns()
+    bill: dict[str, Any] | None = None  # a model stage's (engines/bill.py), as the manifest writes it
 
     @property
     def exit_code(self) -> int:
@@ -225,7 +226,7 @@ class RunSummary:
         set_aside[INVALID] += self.rejects
         return Account(stage=self.stage, read=self.read + self.rejects, made=self.made, set_aside=+set_aside,
                        already_done=self.skipped, other_shards=self.out_of_shard, written=self.written,
-                       stats=self.stats, seconds=self.seconds)
+                       stats=self.stats, seconds=self.seconds, bill=self.bill)
 
     def line(self) -> str:
         """The run's last line, a sentence (pipeline/summary.py)."""
@@ -309,6 +310,8 @@ def run_stage(stage: Stage, opts: RunOptions, dispatch: Dispatch = local_dispatc
             summary.rejects = rejects.count
         summary.seconds = time.monotonic() - started
         summary.stats = dict(stage.stats)
+        billed = getattr(stage, "bill", None)  # model stages: what the run cost (engines/bill.py)
+        summary.bill = billed().record() if billed is not None else None
         append_manifest(opts.output, manifest_run(stage, opts, summary))
     return summary
 
@@ -330,6 +333,7 @@ def manifest_run(stage: Stage, opts: RunOptions, summary: RunSummary) -> dict[st
         "failures": dict(list(summary.failures.items())[:100]),
         **({"permanent_failures": summary.permanent[:100]} if summary.permanent else {}),
         "stats": summary.stats,
+        **({"bill": summary.bill} if summary.bill is not None else {}),
         "seconds": round(summary.seconds, 3),
     }
 

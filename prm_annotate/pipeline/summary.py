@@ -5,13 +5,18 @@ nouns (`Nouns`); the figures come from the run (`Account`, which `runner.RunSumm
 builds). The full counters stay in the manifest and `stats`.
 
     rollout: 1,200 responses read: 1,180 labelled (412 with a first error), 12 set aside
-    (8 failed at the engine, 4 invalid), 8 already done; 3.4M prompt and 310,511 generated
-    tokens, 2 min 13 s.
+    (8 failed at the engine, 4 invalid), 8 already done; cost 512,004 prefill + 310,511 decode
+    tokens, 5.8M billion-parameter-tokens, 2 min 13 s.
+
+A model stage's cost is its bill (engines/bill.py: prefill, decode, compute at its model's size);
+another stage's, its token counters if it has any.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
+
+from prm_annotate.engines.bill import Bill, amount, cost_phrase
 
 # Reasons a record is set aside that more than one stage gives (a stage may name its own).
 ENGINE_FAILED = "failed at the engine"  # a request failed after its retries: a rerun retries it
@@ -58,6 +63,8 @@ class Account:
         stats: the stage's counters: its details, and the tokens (`prompt_tokens`,
             `cached_prompt_tokens`, `generated_tokens`).
         seconds: the run's wall time.
+        bill: a model stage's bill (engines/bill.py), as the manifest writes it: then the sentence
+            says its prefill, decode and compute instead of the bare token counts.
     """
 
     stage: str
@@ -69,6 +76,7 @@ class Account:
     written: int = 0
     stats: Mapping[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    bill: Mapping[str, Any] | None = None
 
     @property
     def adds_up(self) -> bool:
@@ -78,7 +86,8 @@ class Account:
 def sentence(account: Account, nouns: Nouns) -> str:
     """The run's last line; see the module docstring."""
     a = account
-    cost = "; " + ", ".join(filter(None, (tokens(a.stats), duration(a.seconds)))) + "."
+    spent = cost_phrase(Bill.read(a.bill)) if a.bill is not None else tokens(a.stats)
+    cost = "; " + ", ".join(filter(None, (spent, duration(a.seconds)))) + "."
     head = f"{a.stage}: {counted(a.read, nouns.read)} read"
     if not a.read:
         return head + cost
@@ -112,11 +121,6 @@ def tokens(stats: Mapping[str, int]) -> str:
     if generated:
         said.append(f"{amount(generated)} generated")
     return " and ".join(said) + " tokens" if said else ""
-
-
-def amount(n: int) -> str:
-    """A token count a person reads at a glance: 78,892; 3.4M."""
-    return f"{n / 1e6:.1f}M" if n >= 1_000_000 else f"{n:,}"
 
 
 def duration(seconds: float) -> str:

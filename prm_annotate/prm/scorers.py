@@ -24,7 +24,7 @@ from prm_annotate.settings import Group
 
 # The engine settings of a command that reads a PRM (score, reward-server): --model is the PRM, its
 # server seldom the policy's (so --base-url reads no environment variable), and one GPU holds it.
-PRM_ENGINE = Group(exclude=("tensor_parallel_size", "gpu_memory_utilization"), changes={
+PRM_ENGINE = Group(exclude=("tensor_parallel_size", "gpu_memory_utilization", "model_params"), changes={
     "model": {"help": "The PRM: a checkpoint folder, or a hub id found in the local Hugging Face cache (never downloaded)."},
     "base_url": {"envvar": None, "help": (
         "A `vllm serve <prm> --runner pooling --pooler-config '{\"step_tag_id\": N}'` server "

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from prm_annotate.judging import reason_kind
-from prm_annotate.errors import InputError
+from prm_annotate.errors import InputError, UsageError
 from prm_annotate.reports.labels import MISSING, get_path, read_rows
 from prm_annotate.reports.recovery import counts, reading_of, recovery_field
+from prm_annotate.settings import setting
 
 FIRST_ERROR_FIELDS = ("label", "first_error", "mc.first_error", "judge.first_error")
 STEP_BINS = ((1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 7), (8, 10), (11, 15), (16, 20), (21, 30), (31, None))
@@ -340,4 +342,76 @@ def file_stats(path: str) -> dict[str, Any]:
     out: dict[str, Any] = {"path": path}
     for collector in collectors:
         out.update(collector.report())
+    return out
+
+
+def stage_bills(paths: list[str], sizes: dict[str, int] | None = None) -> dict[str, Any]:
+    """The cost table of the model stages that wrote `paths` (engines/bill.py), read from each file's
+    manifest: one row per file and stage (the runs of a resumed stage summed), each stage's share of
+    the compute and the stage that dominates. `sizes` bills a stage at another parameter count
+    (stage name -> count: the paper's 7B completer and 72B judge). A manifest written before the
+    bill existed is billed from its token counters and its model's config. No manifest: no row."""
+    from prm_annotate.engines.bill import UNIT, Bill, model_params
+    from prm_annotate.io.manifest import own_runs
+
+    sizes = sizes or {}
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        billed: dict[str, Bill] = {}
+        models: dict[str, str] = {}
+        for run in own_runs(path):
+            stage, settings = run.get("stage"), run.get("settings") or {}
+            if not isinstance(stage, str) or not isinstance(run.get("stats"), dict):
+                continue
+            if isinstance(run.get("bill"), dict):
+                bill = Bill.read(run["bill"])
+            elif any(k in run["stats"] for k in ("prompt_tokens", "generated_tokens")) and "model" in settings:
+                bill = Bill.of(run["stats"], *model_params(settings))
+            else:
+                continue  # a stage without a model (grade, consensus, score's own counters)
+            billed[stage] = billed[stage] + bill if stage in billed else bill
+            models[stage] = str(settings.get("model", ""))
+        for stage, bill in billed.items():
+            if stage in sizes:
+                bill = bill.at(sizes[stage])
+            rows.append({"file": path, "stage": stage, "model": models[stage], **bill.record()})
+    known = [r for r in rows if r["compute"] is not None]
+    total = sum(r["compute"] for r in known)
+    for r in rows:
+        r["share"] = r["compute"] / total if r["compute"] is not None and total else None
+    top = max(known, key=lambda r: r["compute"], default=None)
+    return {"unit": UNIT, "stages": rows, "total_compute": total if known else None,
+            "dominant": None if top is None or not total else top["stage"],
+            "unknown_size": [r["stage"] for r in rows if r["compute"] is None]}
+
+
+@dataclass(frozen=True)
+class StatsConfig:
+    """`stats`'s settings.
+
+    Attributes:
+        params: "STAGE=SIZE" texts: bill that stage's tokens at SIZE parameters (7B, 72e9) instead of
+            its model's own count, as `stage_sizes` reads them.
+    """
+
+    params: Optional[list[str]] = setting(None, flags="--params", metavar="STAGE=SIZE", show_default=False, help=(
+        "Bill a stage at another model size, e.g. --params rollout=7B --params judge=72B (the paper's)."))
+
+    def sizes(self) -> dict[str, int]:
+        return stage_sizes(self.params or ())
+
+
+def stage_sizes(texts) -> dict[str, int]:
+    """{"judge": 72e9} from ["judge=72B"]; UsageError naming the bad one."""
+    from prm_annotate.engines.bill import parse_params
+
+    out: dict[str, int] = {}
+    for text in texts:
+        stage, eq, size = text.partition("=")
+        try:
+            if not eq or not stage.strip():
+                raise ValueError("write STAGE=SIZE, e.g. judge=72B")
+            out[stage.strip()] = parse_params(size)
+        except ValueError as exc:
+            raise UsageError(f"--params {text}: {exc}") from None
     return out

@@ -21,6 +21,10 @@ def pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
+def share(fraction: float | None) -> str:
+    return pct(None if fraction is None else 100 * fraction)
+
+
 def evaluate_table(report: Report) -> Group:
     table = Table(title=f"ProcessBench metric of {report.pred_field}")
     for col in ("split", "n", "error acc", "correct acc", "F1", "detected", "exact", "early", "late",
@@ -151,3 +155,25 @@ def show(renderable: Any) -> None:
     # Off a terminal rich assumes 80 columns, which folds the wide tables into unreadable cells.
     console = Console() if sys.stdout.isatty() else Console(width=200)
     console.print(renderable)
+
+
+def bill_table(bill: dict[str, Any]) -> Group:
+    """`stats`'s cost table (reports/stats.stage_bills): a row per stage, its share, the dominant one."""
+    from prm_annotate.engines.bill import amount
+
+    table = Table(title=f"The bill (compute in {bill['unit']}: tokens x parameters / 1e9)")
+    for col in ("file", "stage", "model", "params", "requests", "prefill", "cached", "decode", "of it thought",
+                "compute", "share %"):
+        table.add_column(col, justify="left" if col in ("file", "stage", "model") else "right")
+    for r in bill["stages"]:
+        params = "—" if r["params"] is None else f"{amount(r['params'])} ({r['params_from']})"
+        table.add_row(r["file"], r["stage"], r["model"], params, f"{r['requests']:,}", f"{r['prefill_tokens']:,}",
+                      f"{r['cached_prompt_tokens']:,}", f"{r['decode_tokens']:,}", f"{r['thought_tokens']:,}",
+                      "—" if r["compute"] is None else amount(r["compute"]), share(r["share"]))
+    notes = []
+    if bill["dominant"] is not None:
+        notes.append(Text(f"{bill['dominant']} dominates: {share(max(r['share'] or 0 for r in bill['stages']))}% of "
+                          f"{amount(bill['total_compute'])} {bill['unit']}."))
+    if bill["unknown_size"]:
+        notes.append(Text(f"model size unknown for {', '.join(bill['unknown_size'])}: give --params STAGE=SIZE."))
+    return Group(table, *notes)

@@ -5,6 +5,7 @@ from collections import Counter
 from typing import Any, Iterable, Iterator
 
 from prm_annotate.engines.base import Engine
+from prm_annotate.engines.bill import Bill, model_params
 from prm_annotate.grading.grader import Grader
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Record
@@ -35,6 +36,11 @@ class ModelStage(StageBase):
             self.grader.start(wait=False)  # math-verify loads while the first requests generate
         return run_jobs(self.engine, self.units(records), self.job, window=window,
                         speculate=self.speculate, stats=self.stats)
+
+    def bill(self) -> Bill:
+        """What the run cost so far (engines/bill.py): its tokens at its model's size."""
+        info = getattr(self, "engine_info", None) or {"model": self.engine.model}
+        return Bill.of(self.stats, *model_params(info))
 
     def process(self, batch: list[Any]) -> list[Outcome]:
         return [o for outcomes in self.stream(iter(batch), max(1, len(batch))) for o in outcomes]

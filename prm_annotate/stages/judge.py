@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.engines.bill import charge, record_bill
 from prm_annotate.engines.reasoning import THINK
 from prm_annotate.engines.sampling import sampling_record
 from prm_annotate.judging.protocols import REASONING_MAX_TOKENS
@@ -182,10 +183,8 @@ class JudgeStage(ModelStage):
                                  reasoning=self.reasoning, **extra)
 
     def _count(self, result: GenerationResult, cost: Counter) -> None:
-        for name, value in (("prompt_tokens", result.prompt_tokens), ("generated_tokens", result.generated_tokens)):
-            self.stats[name] += value
-            cost[name] += value
-        self.stats["cached_prompt_tokens"] += result.cached_prompt_tokens or 0
+        charge(self.stats, result)
+        charge(cost, result)  # the record's own (its `bill`)
         if result.reasoning_tokens:
             self.stats["reasoning_tokens"] += result.reasoning_tokens
         if result.reasonings and result.reasoning_tokens is None:
@@ -255,6 +254,7 @@ class JudgeStage(ModelStage):
             "prompt_sha256": self.prompt.file.sha256, "style": self.style.name, "protocol": self.protocol.name,
             "constrained": self.config.constrained, **sampling_record(self.sampling),
             "generated_tokens": cost["generated_tokens"], "prompt_tokens": cost["prompt_tokens"],
+            "bill": record_bill(cost),
         }
         if clamped is not None:  # the budget its votes had: max_tokens did not fit beside the prompt
             out["judge"]["max_tokens_clamped"] = clamped

@@ -87,6 +87,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.engines.bill import charge, record_bill
 from prm_annotate.engines.sampling import sampling_record
 from prm_annotate.errors import UsageError
 from prm_annotate.grading.grader import Grader
@@ -193,6 +194,7 @@ class _Work:
     grade_errors: int = 0
     cut_in_thought: int = 0
     shared: int = 0  # of the completions, those another response (or an earlier round) paid for
+    paid: Counter = field(default_factory=Counter)  # the requests this record paid for (engines/bill.py)
     error: str | None = None
     refused: bool = False  # the error is permanent: the record does not fit the context
     max_tokens: int | None = None  # the completions' budget, clamped to the context; None: --max-tokens
@@ -417,9 +419,8 @@ class RolloutStage(ModelStage):
             results = (yield Round(list(requests.values()), ahead, spare)) if requests else {}
             ok_keys: list[str] = []
             for key, result in results.items():
-                self.stats["prompt_tokens"] += result.prompt_tokens
-                self.stats["cached_prompt_tokens"] += result.cached_prompt_tokens or 0
-                self.stats["generated_tokens"] += result.generated_tokens
+                charge(self.stats, result)
+                charge(asks[key][0][0].paid, result)  # the first asker pays; the others share it
                 self.stats["engine_completions"] += result.ok
                 if result.ok:
                     ok_keys.append(key)
@@ -575,7 +576,7 @@ class RolloutStage(ModelStage):
             "k": self.config.k, "label": self.config.label, "strategy": self.strategy.name,
             "scores": result.scores, "first_error": result.first_error,
             "completions": w.completions, "generated_tokens": w.generated_tokens,
-            "shared_completions": w.shared,
+            "shared_completions": w.shared, "bill": record_bill(w.paid),
             "model": self.engine_info.get("model", self.engine.model), "threshold": self.config.threshold,
             "last_step": "graded response" if w.record.correct is not None else "graded here",
             "last_correct": w.last_correct, "grade_errors": w.grade_errors, "truncated": w.truncated,

@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
+from prm_annotate.engines.bill import charge, record_bill
 from prm_annotate.engines.sampling import Sampling, sampling_record
 from prm_annotate.engines.reasoning import THINK
 from prm_annotate.grading.grader import Grader
@@ -147,6 +148,7 @@ class SampleStage(ModelStage):
         clamped = fitted.max_tokens if fitted is not None and fitted.clamped else None
         todo = list(range(self.config.n))
         got: dict[int, tuple[GenerationResult, int]] = {}
+        paid: dict[int, Counter] = {}
         for attempt in range(self.empty_retries + 1):
             if not todo:
                 break
@@ -155,8 +157,9 @@ class SampleStage(ModelStage):
             retry = []
             for index, request in zip(todo, requests):
                 result = results[request.key]
-                self.stats["prompt_tokens"] += result.prompt_tokens
-                self.stats["generated_tokens"] += result.generated_tokens
+                thought = thought_tokens(self.engine, self._trace(result), result) if result.ok else None
+                charge(self.stats, result, thought)
+                charge(paid.setdefault(index, Counter()), result, thought)  # a blank redrawn: its response pays
                 if not result.ok:
                     return [Outcome(problem.id, error=f"sample {index}: {result.error}", reason=ENGINE_FAILED)]
                 if not self._made(self._trace(result), result).steps:
@@ -170,14 +173,14 @@ class SampleStage(ModelStage):
                             reason="blank in every attempt")]
         traces = [self._trace(got[i][0]) for i in range(self.config.n)]
         verdicts = grade_traces(self.grader, [problem.answer] * len(traces), traces)
-        return [Outcome(problem.id, [self._response(problem, i, trace, verdict, *got[i], clamped)
+        return [Outcome(problem.id, [self._response(problem, i, trace, verdict, *got[i], clamped, paid=paid[i])
                                      for i, (trace, verdict) in enumerate(zip(traces, verdicts))])]
 
     def _trace(self, result: GenerationResult) -> Trace:
         return trace_of(result, 0, self.state, self.split)
 
     def _response(self, problem: Problem, index: int, trace: Trace, verdict: Any, result: GenerationResult,
-                  attempt: int, clamped: int | None = None) -> Response:
+                  attempt: int, clamped: int | None = None, paid: Counter | None = None) -> Response:
         out = problem.dump()
         out.pop("id")
         finish = result.finish_reasons[0] if result.finish_reasons else None
@@ -196,7 +199,7 @@ class SampleStage(ModelStage):
                 "run_seed": self.config.sampling.seed, "sample_index": index,
                 "attempt": attempt, "finish_reason": finish, "prompt_tokens": result.prompt_tokens,
                 "generated_tokens": result.generated_tokens, "system_prompt": self.system_prompt.name,
-                "system_prompt_sha256": self.system_prompt.sha256,
+                "system_prompt_sha256": self.system_prompt.sha256, "bill": record_bill(paid or {}),
             },
         }
         if clamped is not None:  # the budget its completion had: --max-tokens did not fit the context
@@ -205,7 +208,6 @@ class SampleStage(ModelStage):
             thought = thought_tokens(self.engine, trace, result)
             record["generator"]["thought_tokens"] = thought
             record["generator"]["answer_tokens"] = None if thought is None else result.generated_tokens - thought
-            self.stats["thought_tokens"] += thought or 0
             self.stats["unfinished_thoughts"] += not trace.finished
             self.stats["two_answers"] += bool(verdict.error and verdict.error.startswith(TWO_ANSWERS))
         if verdict.error:  # as `grade` writes it ("no answer" included), so a re-grade changes nothing

@@ -18,6 +18,8 @@ FIXTURE = ROOT / "tests" / "data" / "cli_options.json"
 CHANGED: dict[str, str] = {
     "train :: --base": "its type is TrainConfig's str, not Path: the same text is taken, and read as a path",
     "train :: --output": "its type is TrainConfig's str, not Path: the same text is taken, and read as a path",
+    "stats :: argument 0 INPUT": "it takes several files (their bill is shown across them): one file is taken as "
+                                 "before",
     "reward-server :: --step-sep": "its default is the separator itself (a blank line), as the stages', not its "
                                    "escaped spelling: the same separator once decoded",
 }

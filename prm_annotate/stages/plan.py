@@ -1,0 +1,396 @@
+"""The estimate before a run (`prm-annotate plan rollout|judge`): what a rollout or judge run over a
+file will ask of its engine and what it will cost (engines/bill.py's terms), with no model loaded.
+
+The requests are the stage's own: the stage is built without an engine and asked for the request of
+each probe, so prompts, keys and budgets are exactly the run's. Prompt tokens are counted with the
+model's tokenizer when `--model` names one found locally (the chat template rendered as the
+in-process engine renders it), else estimated at `CHARS_PER_TOKEN` characters per token (said so in
+the estimate: then the token bounds are estimates too).
+
+Every figure is a `Bound` [low, high]:
+
+- requests and completions: exact for exhaustive (steps-1 x K per response; with shared prefixes,
+  the distinct prefixes of each problem's run of responses x K). A strategy that decides as it goes
+  is bounded by walking its own plans over every assignment of step labels (the plan's choices
+  depend on the labels only): low, the fewest completions (each probed step decided by its first
+  completions: right for a 1, wrong for a 0); high, K at every step the plan probes in its longest
+  walk. With shared prefixes the engine's low is each problem-run's largest single response (one
+  response's completions are distinct requests), its high the sum; a strategy that takes witnesses
+  can answer every probe without sampling (low 0).
+- prompt tokens: each request's prompt tokens weighted the same way.
+- prefill tokens (uncached): low, one token per request (the engine computes at least the last
+  prompt token); high, every prompt token (no cache at all); `likely` (a named choice, no bound):
+  each distinct prompt computed once and its repeats served by the prefix cache.
+- decode tokens: low, one per request; high, the budget (max tokens per request); `likely` (a named
+  choice for rollout, no bound): each completion at most as long as the longest response of the
+  input (`generator.generated_tokens`, the policy's own lengths at its own temperature), since a
+  completion continues a response from a step; for the judge, the budget.
+- compute: (prefill + decode) x the model's parameters (counted from its config, or
+  `--model-params`), for low, high and likely.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+from prm_annotate.engines.bill import UNIT, billions, model_params
+from prm_annotate.errors import InputError
+from prm_annotate.io.inputs import read_records
+from prm_annotate.records import Response
+from prm_annotate.strategies import Plan, Probe, ProbeResult
+
+CHARS_PER_TOKEN = 4.0  # the estimate without a tokenizer (English and LaTeX run 3-4.5)
+MAX_LEAVES = 4096  # label walks per plan before the bound falls back to K at every step
+
+
+@dataclass(frozen=True)
+class Bound:
+    low: float
+    high: float
+    likely: Optional[float] = None  # a named estimate between them (the module docstring); None: none
+
+    @property
+    def exact(self) -> bool:
+        return self.low == self.high
+
+    def __add__(self, other: "Bound") -> "Bound":
+        likely = None if self.likely is None or other.likely is None else self.likely + other.likely
+        return Bound(self.low + other.low, self.high + other.high, likely)
+
+    def holds(self, measured: float) -> bool:
+        return self.low <= measured <= self.high
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"low": _num(self.low), "high": _num(self.high)}
+        if self.likely is not None:
+            out["likely"] = _num(self.likely)
+        return out
+
+
+ZERO = Bound(0, 0, 0)
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else round(x, 3)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a run will ask and cost (module docstring).
+
+    Attributes:
+        stage: "rollout" or "judge".
+        records: input records read.
+        figures: name -> Bound: requests, completions, prompt_tokens, prefill_tokens,
+            decode_tokens, compute.
+        params: the model's parameter count (None: unknown, compute not bounded).
+        params_from: "config", "given" or "unknown".
+        counted_by: how prompt tokens were counted: "tokenizer <model>" or "estimate: N characters per token".
+        notes: what a reader should know (a strategy's bounds that fell back, a named choice).
+    """
+
+    stage: str
+    records: int
+    figures: dict[str, Bound]
+    params: int | None
+    params_from: str
+    counted_by: str
+    notes: list[str] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        return {"stage": self.stage, "records": self.records, "params": self.params, "params_from": self.params_from,
+                "counted_by": self.counted_by, "unit": UNIT,
+                "figures": {k: b.record() for k, b in self.figures.items()}, "notes": self.notes}
+
+
+# ---- counting prompt tokens without an engine --------------------------------------------------
+
+
+def prompt_counter(model: str) -> tuple[Callable[[Any], int], str]:
+    """(request -> prompt tokens, how): the model's tokenizer when found locally, else characters / 4."""
+    tokenizer = _tokenizer(model)
+    if tokenizer is not None:
+        from prm_annotate.engines.vllm_engine import render_prompt
+
+        @functools.lru_cache(maxsize=None)
+        def by_text(text: str) -> int:
+            return len(tokenizer.encode(text, add_special_tokens=False))
+
+        return (lambda request: by_text(render_prompt(tokenizer, request))), f"tokenizer {model}"
+
+    def by_chars(request: Any) -> int:
+        return max(1, round(sum(len(m.get("content") or "") for m in request.messages) / CHARS_PER_TOKEN))
+
+    return by_chars, f"estimate: {CHARS_PER_TOKEN:g} characters per token (no tokenizer found for {model!r})"
+
+
+def _tokenizer(model: str) -> Any:
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(model, local_files_only=True)
+    except (OSError, ValueError, KeyError, ImportError):
+        return None
+
+
+def _read(path: str, model: type) -> list[Any]:
+    """The input validated whole: a bad line is exit 2 naming file and line, as the stage says it."""
+    from pydantic import ValidationError
+
+    from prm_annotate.records import describe_validation_error
+
+    out = []
+    for where, row in read_records(path):
+        try:
+            out.append(model.model_validate(row))
+        except ValidationError as exc:
+            raise InputError(f"{where}: {describe_validation_error(exc)}") from None
+    return out
+
+
+# ---- a strategy's plans walked over every assignment of step labels ----------------------------
+
+
+@dataclass(frozen=True)
+class Walks:
+    """A plan's walks: per walk, the completions each probed step asked for when decided fastest."""
+
+    walks: tuple[tuple[tuple[int, int], ...], ...]  # ((step, fewest completions), ...) per walk
+    complete: bool  # False: more than MAX_LEAVES walks; the bound is K at every probe-able step
+
+
+def walk_plan(plan: Plan, probe_able: int) -> Walks:
+    """Every label assignment's walk through `plan` (a deep copy per branch). A step's label is
+    chosen when the plan first probes it; its results are all right (a 1) or all wrong (a 0), the
+    fastest way to either label, so the counts are each walk's fewest."""
+    leaves: list[tuple[tuple[int, int], ...]] = []
+    todo: list[tuple[Plan, dict[int, bool], dict[int, int]]] = [(plan, {}, {})]
+    while todo:
+        if len(leaves) + len(todo) > MAX_LEAVES:
+            return Walks((), False)
+        current, labels, asked = todo.pop()
+        probes = current.next_round()
+        if not probes:
+            leaves.append(tuple(sorted(asked.items())))
+            continue
+        new = sorted({p.step for p in probes} - set(labels))
+        for choice in _assignments(new):
+            branch, branch_labels, branch_asked = (copy.deepcopy(current), {**labels, **choice}, dict(asked))
+            for p in probes:
+                branch_asked[p.step] = branch_asked.get(p.step, 0) + 1
+            branch.observe([ProbeResult(p, branch_labels[p.step], 1) for p in probes])
+            todo.append((branch, branch_labels, branch_asked))
+    return Walks(tuple(leaves), True)
+
+
+def _assignments(steps: list[int]) -> Iterable[dict[int, bool]]:
+    if len(steps) > 12:  # 4096 branches at once: the walk gives up (MAX_LEAVES)
+        yield from ({s: bool((i >> n) & 1) for n, s in enumerate(steps)} for i in range(MAX_LEAVES + 1))
+        return
+    for i in range(2 ** len(steps)):
+        yield {s: bool((i >> n) & 1) for n, s in enumerate(steps)}
+
+
+def _bounds(walks: Walks, k: int, probe_able: int, weight: Callable[[int], float]) -> tuple[float, float]:
+    """[fewest, most] of sum(completions x weight(step)) over the walks."""
+    if not walks.complete:
+        return 0, k * sum(weight(s) for s in range(probe_able))
+    lows = [sum(n * weight(s) for s, n in w) for w in walks.walks]
+    highs = [sum(k * weight(s) for s, _ in w) for w in walks.walks]
+    return min(lows), max(highs)
+
+
+# ---- rollout ------------------------------------------------------------------------------------
+
+
+def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Estimate:
+    """The estimate of `rollout path` with `config` (a RolloutConfig) and the engine `engine_info`
+    describes (`EngineConfig.describe()`: its model, and `model_params` when given)."""
+    from prm_annotate.stages.judged_file import JudgedFile
+    from prm_annotate.stages.rollout import RolloutStage, rollout_input_model
+
+    judged = JudgedFile.load(config.judged) if config.judged is not None else None
+    stage = RolloutStage(None, config, engine_info=engine_info, judged_file=judged)
+    records: list[Any] = _read(path, rollout_input_model(stage.prompts, judged))
+    count, counted_by = prompt_counter(str(engine_info.get("model", "")))
+    k, strategy, notes = config.k, stage.strategy, []
+    exhaustive = strategy.name == "exhaustive"
+    witnesses = config.share_prefixes and getattr(strategy, "uses_witnesses", False)
+    budget = stage.config.sampling.max_tokens
+    longest = max((n for n in map(_generated, records) if n is not None), default=None)
+    walked: dict[tuple, Walks] = {}
+    per_record: list[dict[str, Bound]] = []
+    keys_of: list[set[str]] = []
+    for record in records:
+        n = len(record.steps)
+        probe_able = max(0, n - 1)
+        prompts = [count(stage._request(record, Probe(s, 0))) for s in range(probe_able)]
+        # A completion from step s is likely no longer than the longest response less the steps it
+        # already has (the named choice of the module docstring).
+        lengths = [min(budget, max(1, longest - (prompts[s] - prompts[0]))) if longest is not None else budget
+                   for s in range(probe_able)]
+        distinct = set()
+        if exhaustive:
+            figures = _exact(probe_able, k, prompts)
+            figures["decode_likely"] = Bound(0, k * sum(lengths))
+        else:
+            lasts = [record.correct] if record.correct is not None else [True, False]
+            claim = judged.claim(record.id) if judged is not None else None
+            low = high = None
+            for last in lasts:
+                key = (n, last, None if claim is None else (claim.first_error, getattr(claim, "parsed", None)))
+                if key not in walked:
+                    walked[key] = walk_plan(stage._plan(record, last), probe_able)
+                    if not walked[key].complete:
+                        notes.append(f"a {n}-step response has more than {MAX_LEAVES} label walks: "
+                                     "bounded by K at every step")
+                c = _bounds(walked[key], k, probe_able, lambda s: 1)
+                p = _bounds(walked[key], k, probe_able, lambda s: prompts[s])
+                u = _bounds(walked[key], k, probe_able, lambda s: prompts[s] / k)  # each probed step's prompt once
+                d = _bounds(walked[key], k, probe_able, lambda s: lengths[s])
+                low = (c[0], p[0], u[0], d[0]) if low is None else tuple(map(min, low, (c[0], p[0], u[0], d[0])))
+                high = (c[1], p[1], u[1], d[1]) if high is None else tuple(map(max, high, (c[1], p[1], u[1], d[1])))
+            figures = {"completions": Bound(low[0], high[0]), "prompt_tokens": Bound(low[1], high[1]),
+                       "distinct_prompt_tokens": Bound(min(low[2], high[2]), high[2]),
+                       "decode_likely": Bound(0, high[3])}
+            if witnesses:
+                figures = {name: Bound(0, b.high) for name, b in figures.items()}
+        per_record.append(figures)
+        if config.share_prefixes:
+            distinct = {stage._request(record, Probe(s, i)).key for s in range(probe_able) for i in range(k)}
+        keys_of.append(distinct)
+    completions = sum((f["completions"] for f in per_record), ZERO)
+    prompt = sum((f["prompt_tokens"] for f in per_record), ZERO)
+    distinct_prompt = sum((f["distinct_prompt_tokens"] for f in per_record), ZERO)
+    requests = completions
+    if config.share_prefixes:
+        requests, prompt, distinct_prompt = _shared(records, per_record, keys_of, exhaustive, k)
+    decode_likely = None if longest is None else sum(f["decode_likely"].high for f in per_record)
+    if longest is not None and config.share_prefixes and completions.high:
+        decode_likely *= requests.high / completions.high  # the shared completions are made once
+    if longest is None:
+        notes.append("no response records its generated tokens (generator.generated_tokens): no likely decode figure")
+    figures = {
+        "requests": requests, "completions": completions, "prompt_tokens": prompt,
+        "prefill_tokens": Bound(requests.low, prompt.high, distinct_prompt.high),
+        "decode_tokens": Bound(requests.low, requests.high * budget, decode_likely),
+    }
+    params, params_from = model_params(engine_info)
+    if not exhaustive:
+        notes.append(f"{strategy.name}: bounded over every assignment of step labels its plans can meet")
+    return _with_compute(Estimate("rollout", len(records), figures, params, params_from, counted_by, notes))
+
+
+def _exact(probe_able: int, k: int, prompts: list[int]) -> dict[str, Bound]:
+    c = probe_able * k
+    return {"completions": Bound(c, c), "prompt_tokens": Bound(k * sum(prompts), k * sum(prompts)),
+            "distinct_prompt_tokens": Bound(sum(prompts), sum(prompts))}
+
+
+def _shared(records: list[Any], per_record: list[dict[str, Bound]], keys_of: list[set[str]], exhaustive: bool,
+            k: int) -> tuple[Bound, Bound, Bound]:
+    """The engine's requests and prompt tokens when responses of one problem share prefixes: runs of
+    consecutive responses of one problem and answer (as the stage groups them). Exhaustive: exactly
+    the distinct keys; else between the run's largest response and the sum."""
+    runs: list[list[int]] = []
+    for i, r in enumerate(records):
+        if runs and (records[runs[-1][-1]].problem, records[runs[-1][-1]].answer) == (r.problem, r.answer):
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    requests = prompt = distinct = ZERO
+    for run in runs:
+        if exhaustive:
+            keys = set().union(*(keys_of[i] for i in run))
+            share = len(keys) / max(1, sum(len(keys_of[i]) for i in run))
+            total_prompt = sum(per_record[i]["prompt_tokens"].high for i in run) * share
+            requests += Bound(len(keys), len(keys))
+            # the same prefixes' prompts: the run's prompt tokens scaled by its distinct share
+            prompt += Bound(total_prompt, total_prompt)
+            distinct += Bound(total_prompt / k, total_prompt / k)
+        else:
+            for name in ("completions", "prompt_tokens", "distinct_prompt_tokens"):
+                low = max(per_record[i][name].low for i in run)
+                high = sum(per_record[i][name].high for i in run)
+                bound = Bound(low, high)
+                if name == "completions":
+                    requests += bound
+                elif name == "prompt_tokens":
+                    prompt += bound
+                else:
+                    distinct += bound
+    return requests, prompt, distinct
+
+
+def _generated(record: Any) -> int | None:
+    generator = (record.model_extra or {}).get("generator")
+    value = generator.get("generated_tokens") if isinstance(generator, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _with_compute(estimate: Estimate) -> Estimate:
+    if estimate.params is None:
+        estimate.notes.append("model size unknown: give --model-params N to bound the compute")
+        return estimate
+    prefill, decode = estimate.figures["prefill_tokens"], estimate.figures["decode_tokens"]
+    likely = (None if prefill.likely is None or decode.likely is None
+              else billions(prefill.likely + decode.likely, estimate.params))
+    estimate.figures["compute"] = Bound(billions(prefill.low + decode.low, estimate.params),
+                                        billions(prefill.high + decode.high, estimate.params), likely)
+    return estimate
+
+
+# ---- judge --------------------------------------------------------------------------------------
+
+
+def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estimate:
+    """The estimate of `judge path` with `config` (a JudgeConfig): every record's requests are known
+    (its votes, one request of n under a one-request protocol, and a forced answer after each
+    constrained vote); only their lengths are bounded."""
+    from prm_annotate.stages.judge import FORCED_ANSWER_TOKENS, JudgeStage
+
+    stage = JudgeStage(None, config, engine_info=engine_info)
+    records = _read(path, Response)
+    count, counted_by = prompt_counter(str(engine_info.get("model", "")))
+    votes = config.votes
+    first = 1 if stage.protocol.one_request else votes
+    budget = stage.sampling.max_tokens
+    constrained = config.constrained
+    requests = len(records) * first * (2 if constrained else 1)
+    prompt = ZERO
+    for record in records:
+        p = count(stage._request(record, 0))
+        low, high = first * p, first * p
+        if constrained:  # each forced answer's prompt: the vote's prompt and its analysis (1..budget tokens)
+            low, high = low + votes * (p + 1), high + votes * (p + budget)
+        # likely computed: the prompt once (its other votes and the forced answers' heads hit the
+        # cache), and each constrained analysis once more
+        prompt += Bound(low, high, p + (votes * budget if constrained else 0))
+    decode_high = len(records) * votes * (budget + (FORCED_ANSWER_TOKENS if constrained else 0))
+    figures = {
+        "requests": Bound(requests, requests), "completions": Bound(len(records) * votes, len(records) * votes),
+        "prompt_tokens": Bound(prompt.low, prompt.high),
+        # every vote of a record has one prompt: computed once, its other votes served by the cache
+        "prefill_tokens": Bound(requests, prompt.high, prompt.likely),
+        "decode_tokens": Bound(requests, decode_high, decode_high),
+    }
+    params, params_from = model_params(engine_info)
+    notes = ["judge: the likely decode is the budget (a verdict's length is not known before the run)"]
+    return _with_compute(Estimate("judge", len(records), figures, params, params_from, counted_by, notes))
+
+
+def by_stage() -> dict[str, Callable[..., Estimate]]:
+    return {"rollout": estimate_rollout, "judge": estimate_judge}
+
+
+def table_rows(estimate: Estimate) -> list[tuple[str, str, str, str]]:
+    """(figure, low, high, likely) as the table shows them."""
+    rows = []
+    for name, b in estimate.figures.items():
+        likely = "" if b.likely is None else f"{b.likely:,.4g}" if name == "compute" else f"{b.likely:,.0f}"
+        fmt = (lambda x: f"{x:,.4g}") if name == "compute" else (lambda x: f"{x:,.0f}")
+        rows.append((name.replace("_", " ") + (" (exact)" if b.exact else ""), fmt(b.low), fmt(b.high), likely))
+    return rows
+

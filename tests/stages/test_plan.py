@@ -1,0 +1,65 @@
+"""The estimate's request bounds from walking a strategy's own plans (stages/plan.py), checked on
+outcomes drawn at random — non-monotone ones too, and completions right or wrong one by one — for
+every strategy: the completions a plan really asks for fall within [low, high]; exhaustive's are exact."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from prm_annotate.stages.plan import _bounds, walk_plan
+from prm_annotate.strategies import STRATEGIES, JudgeClaim, ProbeResult
+
+
+def asked(plan, rng: random.Random, p_right: list[float]) -> int:
+    n = 0
+    while probes := plan.next_round():
+        n += len(probes)
+        plan.observe([ProbeResult(p, rng.random() < p_right[p.step], 1) for p in probes])
+    return n
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_every_strategy_asks_within_its_walked_bounds(name):
+    rng = random.Random(7)
+    strategy = STRATEGIES[name]()
+    k = 4
+    tight = 0
+    for trial in range(300):
+        n = rng.randint(1, 9)
+        last = rng.random() < 0.4
+        extra = {"judged": JudgeClaim(rng.randint(-1, n - 1))} if name == "verify" else {}
+        p_right = [rng.choice([0.0, 0.1, 0.5, 0.9, 1.0]) for _ in range(n)]
+        low, high = _bounds(walk_plan(strategy.plan(n, k, 0.0, last, **extra), max(0, n - 1)), k, max(0, n - 1),
+                            lambda s: 1)
+        got = asked(strategy.plan(n, k, 0.0, last, **extra), rng, p_right)
+        assert low <= got <= high, (name, n, last, extra, p_right, got, low, high)
+        tight += low == high
+        if name == "exhaustive":
+            assert low == high == k * max(0, n - 1)
+    assert tight < 300 or name == "exhaustive"  # the others are bounds, not exact counts
+
+
+def test_plan_rollout_on_the_command_line_counts_exhaustive_exactly_without_a_tokenizer(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from prm_annotate.cli import app
+
+    rows = [{"id": f"r{i}", "problem": "What is 2+2?", "answer": "4", "steps": ["a b c d"] * (2 + i), "correct": i == 0}
+            for i in range(3)]
+    path = tmp_path / "responses.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(app, ["plan", "rollout", str(path), "-k", "3", "--model", "no/such-model",
+                                      "--max-tokens", "50", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["counted_by"].startswith("estimate: 4 characters per token") and out["params"] is None
+    assert out["figures"]["requests"] == {"low": 3 * (1 + 2 + 3), "high": 3 * (1 + 2 + 3)}
+    assert out["figures"]["decode_tokens"]["high"] == 50 * 18 and "compute" not in out["figures"]
+    binary = json.loads(CliRunner().invoke(app, ["plan", "rollout", str(path), "-k", "3", "--model", "no/such-model",
+                                                 "--strategy", "binary", "--json"]).stdout)
+    assert binary["figures"]["requests"]["low"] < binary["figures"]["requests"]["high"] <= 18
+    bad = CliRunner().invoke(app, ["plan", "rollout", str(tmp_path / "missing.jsonl"), "--model", "m"])
+    assert bad.exit_code == 2
