@@ -70,7 +70,6 @@ class Bill:
         requests: engine requests answered (ok or not).
         prompt_tokens: prompt tokens sent.
         cached_prompt_tokens: of them, those the engine's prefix cache served.
-        prefill_tokens: prompt tokens computed (prompt - cached).
         decode_tokens: generated tokens, speculation's unused ones included.
         thought_tokens: of the decode, a thinking model's thought (0: none told).
         params: the model's parameter count; None: unknown (compute unknown).
@@ -80,7 +79,6 @@ class Bill:
     requests: int = 0
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
-    prefill_tokens: int = 0
     decode_tokens: int = 0
     thought_tokens: int = 0
     params: int | None = None
@@ -90,10 +88,14 @@ class Bill:
     def of(cls, stats: Mapping[str, int], params: int | None, params_from: str = "config") -> "Bill":
         prompt, cached = int(stats.get(PROMPT, 0)), int(stats.get(CACHED, 0))
         return cls(requests=int(stats.get(REQUESTS, 0)), prompt_tokens=prompt, cached_prompt_tokens=cached,
-                   prefill_tokens=prompt - cached,
                    decode_tokens=int(stats.get(GENERATED, 0)) + int(stats.get(UNUSED, 0)),
                    thought_tokens=int(stats.get(THOUGHT, 0)),
                    params=params, params_from=params_from if params is not None else "unknown")
+
+    @property
+    def prefill_tokens(self) -> int:
+        """Prompt tokens computed: those the prefix cache did not serve."""
+        return self.prompt_tokens - self.cached_prompt_tokens
 
     @property
     def answer_tokens(self) -> int:
@@ -115,7 +117,7 @@ class Bill:
     @classmethod
     def read(cls, entry: Mapping[str, Any]) -> "Bill":
         """A manifest's `bill` back (`compute` is derived, not read)."""
-        return cls(**{k: entry[k] for k in ("requests", "prompt_tokens", "cached_prompt_tokens", "prefill_tokens",
+        return cls(**{k: entry[k] for k in ("requests", "prompt_tokens", "cached_prompt_tokens",
                                             "decode_tokens", "thought_tokens", "params", "params_from")})
 
     def at(self, params: int, params_from: str = "given") -> "Bill":
@@ -125,7 +127,7 @@ class Bill:
     def __add__(self, other: "Bill") -> "Bill":
         """Two runs of one model stage (a resumed run): the tokens add, the size is the last one's."""
         summed = {k: getattr(self, k) + getattr(other, k) for k in (
-            "requests", "prompt_tokens", "cached_prompt_tokens", "prefill_tokens", "decode_tokens", "thought_tokens")}
+            "requests", "prompt_tokens", "cached_prompt_tokens", "decode_tokens", "thought_tokens")}
         params = other.params if other.params is not None else self.params
         return Bill(**summed, params=params, params_from=other.params_from if other.params is not None
                     else self.params_from)
