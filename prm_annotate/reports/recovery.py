@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from prm_annotate.errors import InputError
 from prm_annotate.recovery import Recovery
-from prm_annotate.reports.labels import MISSING, get_path, read_rows
+from prm_annotate.reports.labels import MISSING, get_path, gold_sources, read_rows
 
 RECOVERY_FIELDS = ("recovery", "mc.recovery", "judge.recovery")
 Reading = tuple[Recovery | None, int]  # (the reading, None when unparsed; the trace's steps)
@@ -129,7 +129,12 @@ def recovery_report(predictions: list[str], gold: list[str]) -> dict[str, Any] |
             out.update(read_recoveries(path)[1])
         return out
 
-    preds, truth = merged(predictions), merged(gold)
-    if not preds or not truth:
+    # Predictions first: a file of first errors only never reads the gold twice. The gold's folders
+    # (ProcessBench's layouts) are its split files, as `load_gold_files` reads them.
+    preds = merged(predictions)
+    if not preds:
+        return None
+    truth = merged([path for path, _ in gold_sources(gold)])
+    if not truth:
         return None
     return {"counts": counts(preds.values()), "gold_counts": counts(truth.values()), **agreement(preds, truth)}

@@ -31,7 +31,7 @@ def test_engine_config_and_cli_options():
     from prm_annotate.settings import Setting, declared
 
     flags = {f.name: declared(f).flags[0] for f in dataclasses.fields(EngineConfig) if isinstance(declared(f), Setting)}
-    assert len(flags) == 13 and not {"seed", "block_size", "load_progress"} & set(flags)
+    assert len(flags) == 14 and "model_params" in flags and not {"seed", "block_size", "load_progress"} & set(flags)
     assert {name for name, flag in flags.items() if flag.split("/")[0] != "--" + name.replace("_", "-")} == {"timeout"}
     assert set(PRM_ENGINE.exclude) < set(flags) and set(PRM_ENGINE.changes) < set(flags)
 
