@@ -52,12 +52,14 @@ def charge(stats: Counter, result: GenerationResult, thought: int | None = None)
         stats[THOUGHT] += told
 
 
-RECORD_KEYS = (REQUESTS, PROMPT, CACHED, GENERATED, THOUGHT)
+# Not the cached prompt tokens: what the prefix cache served depends on what else was in it (the
+# order requests ran, a resumed run's empty cache), and a record must be the same bytes on a rerun.
+RECORD_KEYS = (REQUESTS, PROMPT, GENERATED, THOUGHT)
 
 
 def record_bill(counted: Mapping[str, int]) -> dict[str, int]:
     """What one output record's requests cost, as it carries it (`generator.bill`, `mc.bill`,
-    `judge.bill`): the counters `charge` keeps, so the records of a run sum to its manifest's bill
+    `judge.bill`): the counters `charge` keeps but the cache's, so the records of a run sum to its manifest's bill
     (docs/cost.md says when they do not: shared completions, speculation, failed records)."""
     return {key: int(counted.get(key, 0)) for key in RECORD_KEYS}
 
