@@ -21,6 +21,7 @@ from typing import Any, Iterable
 from prm_annotate.errors import InputError
 from prm_annotate.recovery import Recovery
 from prm_annotate.reports.labels import MISSING, get_path, gold_sources, read_rows
+from prm_annotate.reports.metrics import harmonic_mean
 
 RECOVERY_FIELDS = ("recovery", "mc.recovery", "judge.recovery")
 Reading = tuple[Recovery | None, int]  # (the reading, None when unparsed; the trace's steps)
@@ -107,10 +108,11 @@ def agreement(source: dict[str, Reading], reference: dict[str, Reading]) -> dict
         c["steps"] += n
         c["step labels alike"] += sum(a == b for a, b in zip(ours, true))
     p, r = _share(c["slip tp"], c["slips named"]), _share(c["slip tp"], c["slips true"])
+    f1 = harmonic_mean(p, r)
     return {
         "traces": len(ids), "unparsed": c["unparsed"],
         "slip_precision": p, "slip_recall": r,
-        "slip_f1": 2 * p * r / (p + r) if p is not None and r is not None and p + r else (0.0 if ids else None),
+        "slip_f1": 0.0 if f1 is None and ids else f1,
         "correction_precision": _share(c["correction tp"], c["corrections named"]),
         "correction_recall": _share(c["correction tp"], c["corrections true"]),
         "ends_right_agreement": _share(c["ends right alike"], len(ids)),
@@ -129,8 +131,8 @@ def recovery_report(predictions: list[str], gold: list[str]) -> dict[str, Any] |
             out.update(read_recoveries(path)[1])
         return out
 
-    # Predictions first: a file of first errors only never reads the gold twice. The gold's folders
-    # (ProcessBench's layouts) are its split files, as `load_gold_files` reads them.
+    # Predictions first: when they hold first errors only, the gold is not read a second time. The
+    # gold's folders (ProcessBench's layouts) are its split files, as `load_gold_files` reads them.
     preds = merged(predictions)
     if not preds:
         return None
