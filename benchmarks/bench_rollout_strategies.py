@@ -108,17 +108,58 @@ def smollm2_workload(args) -> str:
             + "\n\nThe engine's throughput by requests at once (32-token completions):\n\n" + curve)
 
 
-def consensus_report(rows, judge, head: str, truth: bool) -> str:
+def consensus_report(rows, judge, head: str, truth: bool, floor=None) -> str:
     from testing.consensus_bench import format_outcomes, format_roads, format_targets
 
-    return (head + "\n\n" + format_roads(rows, judge) + "\n\nWhat verify found of the judge's claims:\n\n"
+    return (head + "\n\n" + format_roads(rows, judge, floor) + "\n\nWhat verify found of the judge's claims:\n\n"
             + format_outcomes(rows) + ("\n\nTargets:\n" + format_targets(rows) if truth else ""))
+
+
+def run_roads(args, policy: Path, responses_path: Path, judged: Path, workdir: Path, *, k: int, max_tokens: int,
+              system_prompt: str):
+    """Every chosen road on one engine of `policy`; exhaustive keeps all K completions per step, so
+    the verify road's floor (testing/verify_floor.py) is read from its own run. (rows, floor row or None)."""
+    from prm_annotate.engines.vllm_engine import VLLMEngine
+    from prm_annotate.stages.judged_file import JudgedFile
+    from testing.consensus_bench import ROADS, floor_row, run_road
+    from testing.verify_floor import prompt_counter_of, text_counter, verify_floor
+
+    roads = [r for r in ROADS if args.roads is None or r.label == ROADS[0].label or r.label in args.roads]
+    engine = VLLMEngine(str(policy), max_model_len=2048, start_timeout=300)
+    try:
+        rows = []
+        for road in roads:
+            rows.append(run_road(engine, responses_path, judged, road, workdir, k=k, max_tokens=max_tokens,
+                                 window=args.window, seed=args.seed, speculate=args.speculate,
+                                 system_prompt=system_prompt, keep_completions=k if road is ROADS[0] else 0))
+            log(f"{road.label}: {rows[-1].rollout.tokens:,} tokens in {rows[-1].rollout.wall:.1f} s, "
+                f"{len(rows[-1].kept)} kept")
+    finally:
+        engine.close()
+    if "judge + verify" not in {r.label for r in rows}:
+        return rows, None, None
+    floor = verify_floor(Path(rows[0].extra["rollouts"]), JudgedFile.load(str(judged)).claim,
+                         text_counter(str(policy)),
+                         prompt_counter_of(responses_path, str(policy), k=k, max_tokens=max_tokens, seed=args.seed,
+                                           temperature=0.7, system_prompt=system_prompt))
+    return rows, floor_row(floor, rows), floor
+
+
+def floor_note(floor, rows) -> str:
+    ex = rows[0]
+    diff = floor.retokenized_all - floor.engine_all
+    return (f"The floor: {floor.completions:,} completions on {floor.responses_rolled_out} responses, "
+            f"{floor.decode_tokens:,} tokens (exhaustive's kept texts re-tokenized by the completer's tokenizer) "
+            f"and {floor.prefill_tokens:,} prefill tokens (each probed step's prompt once). Re-tokenizing all of "
+            f"exhaustive's {ex.extra['completions']:,} completions gives {floor.retokenized_all:,} tokens against the "
+            f"engine's {floor.engine_all:,} generated_tokens ({diff:+,}, {100.0 * diff / max(1, floor.engine_all):+.2f}%).")
 
 
 def consensus_world(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.world import JUDGE_DIR, POLICY_DIR, WORLD_JUDGE_PROMPT, make_problems, true_first_error
-    from testing.consensus_bench import ROADS, judge_responses, run_road, score_roads, write_jsonl
+    from testing.consensus_bench import judge_responses, score_roads, write_jsonl
+    from testing.rollout_bench import SYSTEM_PROMPT
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-consensus-"))
     problems = make_problems(args.consensus_problems, seed=args.seed, split="bench")
@@ -139,17 +180,8 @@ def consensus_world(args) -> str:
     finally:
         engine.close()
     log(f"consensus: judged {len(responses)} responses, {judge.tokens:,} tokens in {judge.wall:.1f} s")
-    roads = [r for r in ROADS if args.roads is None or r.label == ROADS[0].label or r.label in args.roads]
-    engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
-    try:
-        rows = []
-        for road in roads:
-            rows.append(run_road(engine, responses_path, judged, road, workdir, k=args.k, max_tokens=128,
-                                 window=args.window, seed=args.seed, speculate=args.speculate))
-            log(f"{road.label}: {rows[-1].rollout.tokens:,} tokens in {rows[-1].rollout.wall:.1f} s, "
-                f"{len(rows[-1].kept)} kept")
-    finally:
-        engine.close()
+    rows, floor, measured = run_roads(args, POLICY_DIR, responses_path, judged, workdir, k=args.k, max_tokens=128,
+                                      system_prompt=SYSTEM_PROMPT)
     score_roads(rows, gold)
     right = sum(bool(r["correct"]) for r in responses)
     unparsed = sum(r["judge"]["first_error"] is None for r in map(orjson.loads, judged.read_bytes().splitlines()))
@@ -157,7 +189,63 @@ def consensus_world(args) -> str:
             f"{right} of {len(responses)} final answers right, {sum(v >= 0 for v in truth.values())} with a true "
             f"first error; the judge (shipped, {WORLD_JUDGE_PROMPT} prompt) left {unparsed} unparsed, "
             f"{judge.tokens:,} tokens in {judge.wall:.1f} s. Files: {workdir}")
-    return consensus_report(rows, judge, head, truth=True)
+    note = "\n\n" + floor_note(measured, rows) if measured is not None else ""
+    return consensus_report(rows, judge, head, truth=True, floor=floor) + note
+
+
+def consensus_think(args) -> str:
+    """The roads on the thinking world: the shipped thinker's traces (`--reasoning think`, steps
+    cut by paragraphs, as `make demo-think` samples them), the world judge, the trace truth."""
+    from prm_annotate.engines.vllm_engine import VLLMEngine
+    from prm_annotate.pipeline.runner import RunOptions, run_stage
+    from prm_annotate.stages.sample import SampleStage
+    from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT, make_problems
+    from prm_annotate.world.think_report import TEMPERATURE, ThinkConfig, trace_gold
+    from testing.consensus_bench import judge_responses, score_roads, write_jsonl
+
+    defaults = ThinkConfig()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-consensus-think-"))
+    problems_path = write_jsonl(workdir / "problems.jsonl",
+                                make_problems(args.think_problems, seed=args.seed, split="bench"))
+    responses_path, judged, gold = workdir / "responses.jsonl", workdir / "judged.jsonl", workdir / "gold.jsonl"
+    engine = VLLMEngine(str(THINKER_DIR), max_model_len=2048, start_timeout=300)
+    t0 = time.perf_counter()
+    try:
+        stage = SampleStage(engine, n=args.n, temperature=TEMPERATURE, max_tokens=defaults.max_tokens, seed=args.seed,
+                            system_prompt=WORLD_SYSTEM_PROMPT, reasoning="think")
+        try:
+            run_stage(stage, RunOptions(str(problems_path), str(responses_path), quiet=True))
+        finally:
+            stage.close()
+    finally:
+        engine.close()
+    log(f"think: sampled in {time.perf_counter() - t0:.1f} s")
+    truth = trace_gold(problems_path, responses_path, gold)
+    engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
+    try:
+        judge = judge_responses(engine, responses_path, judged, prompt=WORLD_JUDGE_PROMPT,
+                                max_tokens=defaults.judge_max_tokens, seed=args.seed)
+    finally:
+        engine.close()
+    log(f"think: judged {len(truth)} responses, {judge.tokens:,} tokens in {judge.wall:.1f} s")
+    rows, floor, measured = run_roads(args, THINKER_DIR, responses_path, judged, workdir, k=args.k,
+                                      max_tokens=defaults.max_tokens, system_prompt=WORLD_SYSTEM_PROMPT)
+    score_roads(rows, gold)
+    records = [orjson.loads(line) for line in responses_path.read_bytes().splitlines()]
+    steps = sum(len(r["steps"]) for r in records) / max(1, len(records))
+    unparsed = sum(r["judge"]["first_error"] is None for r in map(orjson.loads, judged.read_bytes().splitlines()))
+    n = len(truth)
+    head = (f"Consensus on the thinking world: {args.think_problems} problems x {args.n} traces of the shipped thinker "
+            f"(T={TEMPERATURE}, --reasoning think, max {defaults.max_tokens} tokens), {n} responses, {steps:.1f} steps "
+            f"(paragraphs of thought and answer) per response, K={args.k}; truth (trace_truth): "
+            f"{sum(g['label'] != -1 for g in truth)} with a wrong paragraph, {sum(g['corrected_slips'] > 0 for g in truth)} "
+            f"with a corrected slip, {sum(g['uncaught_slips'] > 0 for g in truth)} with a slip never caught, "
+            f"{sum(g['final_answer_correct'] is True for g in truth)} right answers, "
+            f"{sum(not g['finished'] for g in truth)} thoughts cut; the judge (shipped, {WORLD_JUDGE_PROMPT} prompt, "
+            f"max {defaults.judge_max_tokens} tokens) left {unparsed} unparsed, {judge.tokens:,} tokens in "
+            f"{judge.wall:.1f} s. Files: {workdir}")
+    note = "\n\n" + floor_note(measured, rows) if measured is not None else ""
+    return consensus_report(rows, judge, head, truth=True, floor=floor) + note
 
 
 def consensus_smollm2(args) -> str:
@@ -227,6 +315,9 @@ def main() -> None:
     parser.add_argument("--consensus-only", action="store_true", help="only the consensus section (world)")
     parser.add_argument("--consensus-smollm2", action="store_true", help="the consensus section on SmolLM2/GSM8K")
     parser.add_argument("--consensus-problems", type=int, default=240)
+    parser.add_argument("--world", choices=("arithmetic", "think"), default="arithmetic",
+                        help="the consensus section's world: arithmetic, or the thinking world's traces")
+    parser.add_argument("--think-problems", type=int, default=32, help="problems of --world think (x -n traces)")
     parser.add_argument("--roads", type=lambda text: text.split(","), default=None,
                         help="only these consensus roads (exhaustive + judge always), comma-separated")
     args = parser.parse_args()
@@ -242,7 +333,7 @@ def main() -> None:
         if args.smollm2 or args.smollm2_only:
             print("\n" + smollm2_workload(args), flush=True)
         if args.consensus or args.consensus_only:
-            print("\n" + consensus_world(args), flush=True)
+            print("\n" + (consensus_think(args) if args.world == "think" else consensus_world(args)), flush=True)
         if args.consensus_smollm2:
             print("\n" + consensus_smollm2(args), flush=True)
     except Exception as exc:  # engines are closed by now; say what failed and leave with status 1

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import orjson
 
 from prm_annotate.engines.base import Engine
+from prm_annotate.engines.bill import Bill
 from prm_annotate.engines.defaults import SPECULATE_IN_PROCESS
 from prm_annotate.pipeline.runner import RunOptions, run_stage
 from prm_annotate.stages.rollout import RolloutStage
@@ -40,6 +41,7 @@ from testing.rollout_bench import SYSTEM_PROMPT, reset_prefix_cache
 
 # The paper's models: Qwen2.5-Math-7B-Instruct completes, Qwen2.5-72B-Instruct judges.
 COMPLETER_B, JUDGE_B = 7, 72
+COMPLETER_PARAMS, JUDGE_PARAMS = COMPLETER_B * 10**9, JUDGE_B * 10**9
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ TARGET_ROADS = ("judge + verify +share", f"judge + verify +share --zero-rule {BB
 class Cost:
     tokens: int
     wall: float
+    bill: Bill | None = None  # engines/bill.py, at the paper's size of the stage's model
 
 
 @dataclass
@@ -108,13 +111,16 @@ def judge_responses(engine: Engine, responses_path: Path, judged_path: Path, *, 
     finally:
         stage.close()
     wall = time.perf_counter() - started
-    return Cost(sum(r["judge"].get("generated_tokens", 0) for r in read_jsonl(judged_path)), wall)
+    return Cost(sum(r["judge"].get("generated_tokens", 0) for r in read_jsonl(judged_path)), wall,
+                Bill.of(stage.stats, JUDGE_PARAMS, "given"))
 
 
 def run_road(engine: Engine, responses_path: Path, judged_path: Path, road: Road, workdir: Path, *, k: int,
              max_tokens: int, window: int, seed: int = 0, step_sep: str = DEFAULT_SEP,
-             speculate: int = SPECULATE_IN_PROCESS) -> RoadRow:
-    """One road's rollouts (timed) and its consensus, as files in `workdir`."""
+             speculate: int = SPECULATE_IN_PROCESS, system_prompt: str = SYSTEM_PROMPT,
+             keep_completions: int = 0) -> RoadRow:
+    """One road's rollouts (timed) and its consensus, as files in `workdir`. `keep_completions`:
+    rollout's `--keep-completions` (K on the exhaustive road: the floor reads them)."""
     from prm_annotate.stages.consensus import run_consensus
 
     strategy = road.make()
@@ -123,9 +129,9 @@ def run_road(engine: Engine, responses_path: Path, judged_path: Path, road: Road
     for path in (rollouts, consensus):
         path.unlink(missing_ok=True)
     stage = RolloutStage(engine, k=k, strategy=strategy, max_tokens=max_tokens, seed=seed, temperature=0.7,
-                         share_prefixes=road.share_prefixes, step_sep=step_sep, system_prompt=SYSTEM_PROMPT,
+                         share_prefixes=road.share_prefixes, step_sep=step_sep, system_prompt=system_prompt,
                          judged=str(judged_path) if strategy.needs_judged else None, zero_rule=road.zero_rule,
-                         zero_tolerance=road.zero_tolerance)
+                         zero_tolerance=road.zero_tolerance, keep_completions=keep_completions)
     stage.speculate = speculate
     reset_prefix_cache(engine)
     started = time.perf_counter()
@@ -140,7 +146,8 @@ def run_road(engine: Engine, responses_path: Path, judged_path: Path, road: Road
     run_consensus(str(rollouts), str(judged_path), str(consensus), quiet=True)
     kept = {r["id"]: r["labels"] for r in read_jsonl(consensus)}
     outcomes = {o: stage.stats[f"verified: {o}"] for o in OUTCOMES} if strategy.needs_judged else {}
-    return RoadRow(road.label, Cost(tokens, wall), kept, run.read, outcomes,
+    return RoadRow(road.label, Cost(tokens, wall, Bill.of(stage.stats, COMPLETER_PARAMS, "given")), kept, run.read,
+                   outcomes,
                    extra={"rollouts": str(rollouts), "consensus": str(consensus),
                           "completions": stage.stats["engine_completions"], "rounds": stage.stats["rounds"]})
 
@@ -172,26 +179,58 @@ def _f(x: float | None, fmt: str = ".1f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def format_roads(rows: list[RoadRow], judge: Cost) -> str:
-    """Costs and quality per road (Markdown), ratios to the first road (exhaustive + judge)."""
+FLOOR_LABEL = "floor of judge + verify (foresight of exhaustive's completions)"
+
+
+def road_compute(r: RoadRow, judge: Cost) -> float | None:
+    """The road's compute by the bill at the paper's sizes: its rollouts' (prefill + decode) x 7B plus
+    the judge's (prefill + decode) x 72B, in billion-parameter-tokens."""
+    if r.rollout.bill is None or judge.bill is None:
+        return None
+    return r.rollout.bill.compute + judge.bill.compute
+
+
+def floor_row(floor: Any, rows: list[RoadRow], twin: str = "judge + verify") -> RoadRow:
+    """The floor (testing/verify_floor.py) as a row: its tokens and compute; kept and quality are
+    `twin`'s (the road without sharing on the same seeds: with foresight it keeps exactly what that
+    road keeps, since every probed step's label is the same)."""
+    base = {r.label: r for r in rows}[twin]
+    bill = Bill(requests=floor.completions, prompt_tokens=floor.prefill_tokens, decode_tokens=floor.decode_tokens,
+                params=COMPLETER_PARAMS, params_from="given")
+    return RoadRow(FLOOR_LABEL, Cost(floor.decode_tokens, float("nan"), bill), base.kept, base.responses,
+                   quality=dict(base.quality), extra={"completions": floor.completions, "floor": True})
+
+
+def format_roads(rows: list[RoadRow], judge: Cost, floor: RoadRow | None = None) -> str:
+    """Costs and quality per road (Markdown), ratios to the first road (exhaustive + judge); with
+    `floor`, its row last and every row's rollout tokens as a multiple of the floor's."""
     base = rows[0]
     lines = ["| road | rollout tokens | x fewer | judge tokens | tokens per kept | 7B/72B-weighted per kept (B-param-tokens) "
-             "| x fewer | rollout wall s | x faster | wall s incl. judge | kept | kept step labels = truth | F1 on kept "
+             "| x fewer | compute, bill at 7B/72B (B-param-tokens) | x less | rollout tokens / floor's "
+             "| rollout wall s | x faster | wall s incl. judge | kept | kept step labels = truth | F1 on kept "
              "| kept = exhaustive's (both / only this / only exhaustive's) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
     def weighted(r: RoadRow) -> float:
         return (COMPLETER_B * r.rollout.tokens + JUDGE_B * judge.tokens) / max(1, len(r.kept))
 
-    for r in rows:
+    base_compute = road_compute(base, judge)
+    for r in rows + ([floor] if floor is not None else []):
         q = r.quality
         kept = len(r.kept)
         steps = f" ({q['steps_compared']:,})" if "steps_compared" in q else ""
+        compute = road_compute(r, judge)
+        less = "-" if compute is None or base_compute is None else f"{base_compute / max(1e-9, compute):.2f}"
+        to_floor = "-" if floor is None else f"{r.rollout.tokens / max(1, floor.rollout.tokens):.2f}"
+        if r is floor:
+            wall = "- | - | -"
+        else:
+            wall = (f"{r.rollout.wall:.1f} | {base.rollout.wall / max(1e-9, r.rollout.wall):.2f} | "
+                    f"{r.rollout.wall + judge.wall:.1f}")
         lines.append(
             f"| {r.label} | {r.rollout.tokens:,} | {base.rollout.tokens / max(1, r.rollout.tokens):.2f} | "
             f"{judge.tokens:,} | {(r.rollout.tokens + judge.tokens) / max(1, kept):,.0f} | {weighted(r):,.0f} | "
-            f"{weighted(base) / max(1e-9, weighted(r)):.2f} | {r.rollout.wall:.1f} | "
-            f"{base.rollout.wall / max(1e-9, r.rollout.wall):.2f} | {r.rollout.wall + judge.wall:.1f} | "
+            f"{weighted(base) / max(1e-9, weighted(r)):.2f} | {_f(compute, ',.0f')} | {less} | {to_floor} | {wall} | "
             f"{kept} ({100.0 * kept / r.responses:.1f}%) | "
             f"{_f(q.get('step_precision'))}{steps} | "
             f"{_f(q.get('f1_kept'))} | {q['same_as_first']} / {q['only_here']} / {q['only_first']} |")

@@ -1,0 +1,137 @@
+"""The verify road's floor: what `judge + verify` would need with foresight of the completions.
+
+An exhaustive run with `--keep-completions K` (no prefix sharing) holds, per probed step, all K of
+its completions in seed order: the same per-response seeds `judge + verify` without sharing draws,
+so verify's step j and j-1 see exactly these completions, as a prefix of them. With foresight a
+verify run would ask for no completion it does not use:
+
+- at the judge's step j: completions up to its first right one (the claim is refuted there) or all K;
+- at step j-1, only when step j held (all K wrong) or j is not probed (the last step): up to its
+  first right one (confirmed) or all K (refuted at j-1);
+- nothing where verify rolls out nothing (judge -1, j = last with a right answer, unparsed, ...).
+
+Which steps verify probes is asked of the strategy's own plan (`VerifyPlan`: its `at_j` and `before`
+samplers, or an outcome decided without rollouts), so the floor follows verify's rules as they are.
+Only the order and the stopping are foresight's: the speculation, the rounds of 1, 2 and the rest,
+and prefix sharing are what a real run adds to (or, by sharing, takes from) this count.
+
+    counts = floor_counts(n_steps, last_correct, claim, rights, k)   # step -> completions needed
+    floor = verify_floor(exhaustive_rollouts, judged, count_text, count_prompt)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import orjson
+
+from prm_annotate.strategies.verify import JudgeClaim, Verify
+
+# The label of a step: more than threshold x K right. With the default threshold 0, one right completion.
+DEFAULT_THRESHOLD = 0.0
+
+
+def first_needed(rights: Sequence[bool | None], k: int, threshold: float = DEFAULT_THRESHOLD) -> tuple[int, bool]:
+    """(completions up to the one that decides label 1, or all k; the label). `rights`: the step's
+    completions in seed order (None: ungraded, not right)."""
+    needed, right = math.floor(threshold * k) + 1, 0
+    for n, ok in enumerate(rights[:k], 1):
+        right += ok is True
+        if right >= needed:
+            return n, True
+    if len(rights) < k:
+        raise ValueError(f"{len(rights)} completions kept, K={k}: the floor needs every one (--keep-completions K)")
+    return k, False
+
+
+def floor_counts(n_steps: int, last_correct: bool, claim: JudgeClaim, rights: Sequence[Sequence[bool | None] | None],
+                 k: int, threshold: float = DEFAULT_THRESHOLD) -> dict[int, int]:
+    """Per probed step, the completions verify needs with foresight (module docstring); {} when it
+    rolls out nothing. `rights[s]`: step s's completions' verdicts in seed order (exhaustive's)."""
+    plan = Verify().plan(n_steps, k, threshold, last_correct, claim)
+    counts: dict[int, int] = {}
+    j_holds = True
+    if plan.at_j is not None:
+        counts[plan.at_j.step], label = first_needed(rights[plan.at_j.step], k, threshold)
+        j_holds = not label
+    if plan.before is not None and j_holds:
+        counts[plan.before.step], _ = first_needed(rights[plan.before.step], k, threshold)
+    return counts
+
+
+@dataclass
+class Floor:
+    """The floor over a run: completions, their tokens (re-tokenized), the prompts they need."""
+
+    completions: int = 0
+    decode_tokens: int = 0  # the kept texts of the floor's completions, re-tokenized
+    prefill_tokens: int = 0  # each probed step's prompt once (every repeat served by the prefix cache)
+    responses_rolled_out: int = 0
+    # The whole exhaustive run re-tokenized against what the engine counted (generated_tokens).
+    retokenized_all: int = 0
+    engine_all: int = 0
+    by_step: dict[str, dict[int, int]] = field(default_factory=dict)  # id -> step -> completions
+
+    def compute(self, params: float) -> float:
+        """(prefill + decode) x params, in billion-parameter-tokens (engines/bill.py's unit)."""
+        return (self.prefill_tokens + self.decode_tokens) * params / 1e9
+
+
+def verify_floor(exhaustive: Path, claims: Callable[[str], JudgeClaim], count_text: Callable[[str], int],
+                 count_prompt: Callable[[dict, int], int] | None = None,
+                 threshold: float = DEFAULT_THRESHOLD) -> Floor:
+    """The floor of `judge + verify` from an exhaustive run's rollouts with `--keep-completions K`.
+
+    `claims(id)`: the judge's claim (JudgedFile.claim); `count_text`: the completer's tokenizer's
+    count of a completion's text; `count_prompt(record, step)`: the prompt tokens of a completion
+    from `step` (None: prefill not counted)."""
+    floor = Floor()
+    for line in exhaustive.read_bytes().splitlines():
+        if not line.strip():
+            continue
+        record = orjson.loads(line)
+        mc = record["mc"]
+        if mc.get("strategy") != "exhaustive" or "kept_completions" not in mc:
+            raise ValueError(f"{exhaustive}: record {record['id']} is not exhaustive with --keep-completions")
+        k, kept = mc["k"], mc["kept_completions"]
+        floor.engine_all += mc["generated_tokens"]
+        floor.retokenized_all += sum(count_text(c["text"]) for step in kept if step for c in step)
+        rights = [None if step is None else [c["correct"] for c in step] for step in kept]
+        last_correct = mc["scores"][-1] == 1.0  # the response's own answer decides the last step
+        counts = floor_counts(len(record["steps"]), last_correct, claims(record["id"]), rights, k, threshold)
+        if not counts:
+            continue
+        floor.responses_rolled_out += 1
+        floor.by_step[record["id"]] = counts
+        for step, n in counts.items():
+            floor.completions += n
+            floor.decode_tokens += sum(count_text(c["text"]) for c in kept[step][:n])
+            if count_prompt is not None:
+                floor.prefill_tokens += count_prompt(record, step)
+    return floor
+
+
+def text_counter(model: str) -> Callable[[str], int]:
+    """The completer's tokenizer's count of a text (no special tokens: a completion's own tokens)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
+
+
+def prompt_counter_of(responses: Path, model: str, **rollout_settings) -> Callable[[dict, int], int]:
+    """`count_prompt(record, step)`: the prompt tokens of a completion from `step` of the response
+    with the record's id, the request built by the rollout stage itself (no engine: the prompt as
+    `plan rollout` renders it with the model's tokenizer)."""
+    from prm_annotate.stages.plan import prompt_counter
+    from prm_annotate.stages.rollout import RolloutStage, rollout_input_model
+    from prm_annotate.strategies import Probe
+
+    stage = RolloutStage(None, engine_info={"model": model}, **rollout_settings)
+    model_type = rollout_input_model(stage.prompts)
+    inputs = {r["id"]: model_type.model_validate(r)
+              for r in map(orjson.loads, responses.read_bytes().splitlines()) if r}
+    count, _ = prompt_counter(model)
+    return lambda record, step: count(stage._request(inputs[record["id"]], Probe(step, 0)))
