@@ -118,10 +118,10 @@ def consensus_report(rows, judge, head: str, truth: bool, floor=None) -> str:
 def run_roads(args, policy: Path, responses_path: Path, judged: Path, workdir: Path, *, k: int, max_tokens: int,
               system_prompt: str):
     """Every chosen road on one engine of `policy`; exhaustive keeps all K completions per step, so
-    the verify road's floor (testing/verify_floor.py) is read from its own run. (rows, floor row or None)."""
+    the verify road's floor (testing/verify_floor.py) is read from its own run. (rows, the floor or None)."""
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.stages.judged_file import JudgedFile
-    from testing.consensus_bench import ROADS, floor_row, run_road
+    from testing.consensus_bench import ROADS, run_road
     from testing.verify_floor import prompt_counter_of, text_counter, verify_floor
 
     roads = [r for r in ROADS if args.roads is None or r.label == ROADS[0].label or r.label in args.roads]
@@ -137,28 +137,32 @@ def run_roads(args, policy: Path, responses_path: Path, judged: Path, workdir: P
     finally:
         engine.close()
     if "judge + verify" not in {r.label for r in rows}:
-        return rows, None, None
+        return rows, None
     floor = verify_floor(Path(rows[0].extra["rollouts"]), JudgedFile.load(str(judged)).claim,
                          text_counter(str(policy)),
                          prompt_counter_of(responses_path, str(policy), k=k, max_tokens=max_tokens, seed=args.seed,
                                            temperature=0.7, system_prompt=system_prompt))
-    return rows, floor_row(floor, rows), floor
+    return rows, floor
 
 
 def floor_note(floor, rows) -> str:
     ex = rows[0]
-    diff = floor.retokenized_all - floor.engine_all
+    counted = floor.retokenized_all + floor.stops_all
+    diff = counted - floor.engine_all
     return (f"The floor: {floor.completions:,} completions on {floor.responses_rolled_out} responses, "
-            f"{floor.decode_tokens:,} tokens (exhaustive's kept texts re-tokenized by the completer's tokenizer) "
-            f"and {floor.prefill_tokens:,} prefill tokens (each probed step's prompt once). Re-tokenizing all of "
-            f"exhaustive's {ex.extra['completions']:,} completions gives {floor.retokenized_all:,} tokens against the "
-            f"engine's {floor.engine_all:,} generated_tokens ({diff:+,}, {100.0 * diff / max(1, floor.engine_all):+.2f}%).")
+            f"{floor.decode_tokens:,} tokens (exhaustive's kept texts re-tokenized by the completer's tokenizer, "
+            f"{floor.decode_tokens - floor.stop_tokens:,}, plus the stop token of each of the {floor.stop_tokens:,} "
+            f"completions not cut at the budget) and {floor.prefill_tokens:,} prefill tokens (each probed step's "
+            f"prompt once). Counted so, all of exhaustive's {ex.extra['completions']:,} completions make "
+            f"{counted:,} tokens ({floor.retokenized_all:,} re-tokenized + {floor.stops_all:,} stop tokens) against "
+            f"the engine's {floor.engine_all:,} generated_tokens ({diff:+,}, "
+            f"{100.0 * diff / max(1, floor.engine_all):+.3f}%).")
 
 
 def consensus_world(args) -> str:
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.world import JUDGE_DIR, POLICY_DIR, WORLD_JUDGE_PROMPT, make_problems, true_first_error
-    from testing.consensus_bench import judge_responses, score_roads, write_jsonl
+    from testing.consensus_bench import floor_row, judge_responses, score_roads, write_jsonl
     from testing.rollout_bench import SYSTEM_PROMPT
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-consensus-"))
@@ -180,7 +184,7 @@ def consensus_world(args) -> str:
     finally:
         engine.close()
     log(f"consensus: judged {len(responses)} responses, {judge.tokens:,} tokens in {judge.wall:.1f} s")
-    rows, floor, measured = run_roads(args, POLICY_DIR, responses_path, judged, workdir, k=args.k, max_tokens=128,
+    rows, floor = run_roads(args, POLICY_DIR, responses_path, judged, workdir, k=args.k, max_tokens=128,
                                       system_prompt=SYSTEM_PROMPT)
     score_roads(rows, gold)
     right = sum(bool(r["correct"]) for r in responses)
@@ -189,8 +193,8 @@ def consensus_world(args) -> str:
             f"{right} of {len(responses)} final answers right, {sum(v >= 0 for v in truth.values())} with a true "
             f"first error; the judge (shipped, {WORLD_JUDGE_PROMPT} prompt) left {unparsed} unparsed, "
             f"{judge.tokens:,} tokens in {judge.wall:.1f} s. Files: {workdir}")
-    note = "\n\n" + floor_note(measured, rows) if measured is not None else ""
-    return consensus_report(rows, judge, head, truth=True, floor=floor) + note
+    return consensus_report(rows, judge, head, truth=True, floor=floor_row(floor, rows) if floor else None) + (
+        "\n\n" + floor_note(floor, rows) if floor else "")
 
 
 def consensus_think(args) -> str:
@@ -201,7 +205,7 @@ def consensus_think(args) -> str:
     from prm_annotate.stages.sample import SampleStage
     from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT, make_problems
     from prm_annotate.world.think_report import TEMPERATURE, ThinkConfig, trace_gold
-    from testing.consensus_bench import judge_responses, score_roads, write_jsonl
+    from testing.consensus_bench import floor_row, judge_responses, score_roads, write_jsonl
 
     defaults = ThinkConfig()
     workdir = Path(tempfile.mkdtemp(prefix="bench-consensus-think-"))
@@ -228,7 +232,7 @@ def consensus_think(args) -> str:
     finally:
         engine.close()
     log(f"think: judged {len(truth)} responses, {judge.tokens:,} tokens in {judge.wall:.1f} s")
-    rows, floor, measured = run_roads(args, THINKER_DIR, responses_path, judged, workdir, k=args.k,
+    rows, floor = run_roads(args, THINKER_DIR, responses_path, judged, workdir, k=args.k,
                                       max_tokens=defaults.max_tokens, system_prompt=WORLD_SYSTEM_PROMPT)
     score_roads(rows, gold)
     records = [orjson.loads(line) for line in responses_path.read_bytes().splitlines()]
@@ -244,8 +248,8 @@ def consensus_think(args) -> str:
             f"{sum(not g['finished'] for g in truth)} thoughts cut; the judge (shipped, {WORLD_JUDGE_PROMPT} prompt, "
             f"max {defaults.judge_max_tokens} tokens) left {unparsed} unparsed, {judge.tokens:,} tokens in "
             f"{judge.wall:.1f} s. Files: {workdir}")
-    note = "\n\n" + floor_note(measured, rows) if measured is not None else ""
-    return consensus_report(rows, judge, head, truth=True, floor=floor) + note
+    return consensus_report(rows, judge, head, truth=True, floor=floor_row(floor, rows) if floor else None) + (
+        "\n\n" + floor_note(floor, rows) if floor else "")
 
 
 def consensus_smollm2(args) -> str:

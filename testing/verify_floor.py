@@ -12,6 +12,11 @@ verify run would ask for no completion it does not use:
 
 Which steps verify probes is asked of the strategy's own plan (`VerifyPlan`: its `at_j` and `before`
 samplers, or an outcome decided without rollouts), so the floor follows verify's rules as they are.
+A completion's tokens are its kept text re-tokenized by the completer's tokenizer, plus the
+end-of-sequence token the engine generated and the text does not hold when it was not cut at its
+budget (`Floor.retokenized_all` against `engine_all` says how close that comes to the engine's own
+count on the whole exhaustive run).
+
 Only the order and the stopping are foresight's: the speculation, the rounds of 1, 2 and the rest,
 and prefix sharing are what a real run adds to (or, by sharing, takes from) this count.
 
@@ -66,11 +71,13 @@ class Floor:
     """The floor over a run: completions, their tokens (re-tokenized), the prompts they need."""
 
     completions: int = 0
-    decode_tokens: int = 0  # the kept texts of the floor's completions, re-tokenized
+    decode_tokens: int = 0  # the floor's completions: their texts re-tokenized, + the stop token of an uncut one
+    stop_tokens: int = 0  # of decode_tokens, the stop tokens (one per completion not cut)
     prefill_tokens: int = 0  # each probed step's prompt once (every repeat served by the prefix cache)
     responses_rolled_out: int = 0
     # The whole exhaustive run re-tokenized against what the engine counted (generated_tokens).
-    retokenized_all: int = 0
+    retokenized_all: int = 0  # texts only
+    stops_all: int = 0  # completions not cut (each generated a stop token its text does not hold)
     engine_all: int = 0
     by_step: dict[str, dict[int, int]] = field(default_factory=dict)  # id -> step -> completions
 
@@ -98,6 +105,7 @@ def verify_floor(exhaustive: Path, claims: Callable[[str], JudgeClaim], count_te
         k, kept = mc["k"], mc["kept_completions"]
         floor.engine_all += mc["generated_tokens"]
         floor.retokenized_all += sum(count_text(c["text"]) for step in kept if step for c in step)
+        floor.stops_all += sum(not c["cut"] for step in kept if step for c in step)
         rights = [None if step is None else [c["correct"] for c in step] for step in kept]
         last_correct = mc["scores"][-1] == 1.0  # the response's own answer decides the last step
         counts = floor_counts(len(record["steps"]), last_correct, claims(record["id"]), rights, k, threshold)
@@ -107,7 +115,9 @@ def verify_floor(exhaustive: Path, claims: Callable[[str], JudgeClaim], count_te
         floor.by_step[record["id"]] = counts
         for step, n in counts.items():
             floor.completions += n
-            floor.decode_tokens += sum(count_text(c["text"]) for c in kept[step][:n])
+            stops = sum(not c["cut"] for c in kept[step][:n])
+            floor.decode_tokens += sum(count_text(c["text"]) for c in kept[step][:n]) + stops
+            floor.stop_tokens += stops
             if count_prompt is not None:
                 floor.prefill_tokens += count_prompt(record, step)
     return floor

@@ -86,8 +86,9 @@ def test_fewer_kept_than_k_is_refused_only_when_needed():
 
 
 def test_verify_floor_reads_an_exhaustive_file(tmp_path):
-    def step(rights, words=2):
-        return [{"text": " ".join(["w"] * (words + i)), "correct": ok, "cut": False} for i, ok in enumerate(rights)]
+    def step(rights, words=2):  # the last completion of a step was cut at its budget
+        return [{"text": " ".join(["w"] * (words + i)), "correct": ok, "cut": i == len(rights) - 1}
+                for i, ok in enumerate(rights)]
 
     records = [
         # j = 1 holds, j-1 = 0 right at its 2nd: completions 8 at step 1, 2 at step 0
@@ -104,12 +105,14 @@ def test_verify_floor_reads_an_exhaustive_file(tmp_path):
     claims = {"a": JudgeClaim(1), "b": JudgeClaim(-1)}
     floor = verify_floor(path, claims.__getitem__, lambda text: len(text.split()),
                          lambda record, s: 10 * (s + 1))
-    # texts have 2 + i words: step 1's 8 completions 2..9 words, step 0's first two 2 and 3
-    assert (floor.completions, floor.decode_tokens) == (10, sum(range(2, 10)) + 2 + 3)
+    # texts have 2 + i words: step 1's 8 completions 2..9 words, step 0's first two 2 and 3; a stop
+    # token for each but step 1's last (cut)
+    assert (floor.completions, floor.decode_tokens, floor.stop_tokens) == (10, sum(range(2, 10)) + 2 + 3 + 9, 9)
     assert floor.prefill_tokens == 20 + 10
     assert floor.responses_rolled_out == 1 and floor.by_step == {"a": {1: 8, 0: 2}}
     assert floor.retokenized_all == 3 * sum(range(2, 10)) and floor.engine_all == 150
-    assert floor.compute(7e9) == pytest.approx((30 + 49) * 7)
+    assert floor.stops_all == 3 * 7
+    assert floor.compute(7e9) == pytest.approx((30 + 49 + 9) * 7)
     bad = tmp_path / "binary.jsonl"
     bad.write_bytes(orjson.dumps({**records[0], "mc": {**records[0]["mc"], "strategy": "binary"}}) + b"\n")
     with pytest.raises(ValueError, match="not exhaustive"):
