@@ -149,7 +149,8 @@ def run_road(engine: Engine, responses_path: Path, judged_path: Path, road: Road
     return RoadRow(road.label, Cost(tokens, wall, Bill.of(stage.stats, COMPLETER_PARAMS, "given")), kept, run.read,
                    outcomes,
                    extra={"rollouts": str(rollouts), "consensus": str(consensus),
-                          "completions": stage.stats["engine_completions"], "rounds": stage.stats["rounds"]})
+                          "completions": stage.stats["engine_completions"], "rounds": stage.stats["rounds"],
+                          "unused": stage.stats["ahead_unused_tokens"]})
 
 
 def score_roads(rows: list[RoadRow], gold_path: Path | None) -> None:
