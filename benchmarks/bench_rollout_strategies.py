@@ -122,7 +122,7 @@ def run_roads(args, policy: Path, responses_path: Path, judged: Path, workdir: P
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.stages.judged_file import JudgedFile
     from testing.consensus_bench import ROADS, run_road
-    from testing.verify_floor import prompt_counter_of, text_counter, verify_floor
+    from testing.verify_floor import prompt_ids_of, text_counter, verify_floor
 
     roads = [r for r in ROADS if args.roads is None or r.label == ROADS[0].label or r.label in args.roads]
     engine = VLLMEngine(str(policy), max_model_len=2048, start_timeout=300)
@@ -140,7 +140,7 @@ def run_roads(args, policy: Path, responses_path: Path, judged: Path, workdir: P
         return rows, None
     floor = verify_floor(Path(rows[0].extra["rollouts"]), JudgedFile.load(str(judged)).claim,
                          text_counter(str(policy)),
-                         prompt_counter_of(responses_path, str(policy), k=k, max_tokens=max_tokens, seed=args.seed,
+                         prompt_ids_of(responses_path, str(policy), k=k, max_tokens=max_tokens, seed=args.seed,
                                            temperature=0.7, system_prompt=system_prompt))
     return rows, floor
 
@@ -152,8 +152,8 @@ def floor_note(floor, rows) -> str:
     return (f"The floor: {floor.completions:,} completions on {floor.responses_rolled_out} responses, "
             f"{floor.decode_tokens:,} tokens (exhaustive's kept texts re-tokenized by the completer's tokenizer, "
             f"{floor.decode_tokens - floor.stop_tokens:,}, plus the stop token of each of the {floor.stop_tokens:,} "
-            f"completions not cut at the budget) and {floor.prefill_tokens:,} prefill tokens (each probed step's "
-            f"prompt once). Counted so, all of exhaustive's {ex.extra['completions']:,} completions make "
+            f"completions not cut at the budget) and {floor.prefill_tokens:,} prefill tokens (a perfect prefix cache: "
+            f"each distinct token prefix of the prompts it needs, once). Counted so, all of exhaustive's {ex.extra['completions']:,} completions make "
             f"{counted:,} tokens ({floor.retokenized_all:,} re-tokenized + {floor.stops_all:,} stop tokens) against "
             f"the engine's {floor.engine_all:,} generated_tokens ({diff:+,}, "
             f"{100.0 * diff / max(1, floor.engine_all):+.3f}%)." + "".join(

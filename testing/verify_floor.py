@@ -21,14 +21,14 @@ Only the order and the stopping are foresight's: the speculation, the rounds of 
 and prefix sharing are what a real run adds to (or, by sharing, takes from) this count.
 
     counts = floor_counts(n_steps, last_correct, claim, rights, k)   # step -> completions needed
-    floor = verify_floor(exhaustive_rollouts, judged, count_text, count_prompt)
+    floor = verify_floor(exhaustive_rollouts, judged, count_text, prompt_ids)
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import orjson
 
@@ -73,7 +73,7 @@ class Floor:
     completions: int = 0
     decode_tokens: int = 0  # the floor's completions: their texts re-tokenized, + the stop token of an uncut one
     stop_tokens: int = 0  # of decode_tokens, the stop tokens (one per completion not cut)
-    prefill_tokens: int = 0  # each probed step's prompt once (every repeat served by the prefix cache)
+    prefill_tokens: int = 0  # the distinct token prefixes of the floor's prompts (a perfect prefix cache)
     responses_rolled_out: int = 0
     # The whole exhaustive run re-tokenized against what the engine counted (generated_tokens).
     retokenized_all: int = 0  # texts only
@@ -86,15 +86,33 @@ class Floor:
         return (self.prefill_tokens + self.decode_tokens) * params / 1e9
 
 
+def distinct_prefixes(prompts: Iterable[Sequence[int]]) -> int:
+    """The tokens a perfect prefix cache computes for these prompts: every distinct token prefix
+    once (the nodes of their trie). One prompt that is the start of another costs nothing more."""
+    root: dict = {}
+    nodes = 0
+    for ids in prompts:
+        node = root
+        for token in ids:
+            if token not in node:
+                node[token] = {}
+                nodes += 1
+            node = node[token]
+    return nodes
+
+
 def verify_floor(exhaustive: Path, claims: Callable[[str], JudgeClaim], count_text: Callable[[str], int],
-                 count_prompt: Callable[[dict, int], int] | None = None,
+                 prompt_ids: Callable[[dict, int], Sequence[int]] | None = None,
                  threshold: float = DEFAULT_THRESHOLD) -> Floor:
     """The floor of `judge + verify` from an exhaustive run's rollouts with `--keep-completions K`.
 
     `claims(id)`: the judge's claim (JudgedFile.claim); `count_text`: the completer's tokenizer's
-    count of a completion's text; `count_prompt(record, step)`: the prompt tokens of a completion
-    from `step` (None: prefill not counted)."""
+    count of a completion's text; `prompt_ids(record, step)`: the prompt's token ids of a completion
+    from `step` (None: prefill not counted). The floor's prefill is that of a perfect prefix cache
+    over the whole run: each distinct token prefix of the prompts it needs, once (the engine's cache
+    works in blocks, so no run reaches it)."""
     floor = Floor()
+    prompts: list[Sequence[int]] = []
     for line in exhaustive.read_bytes().splitlines():
         if not line.strip():
             continue
@@ -118,8 +136,9 @@ def verify_floor(exhaustive: Path, claims: Callable[[str], JudgeClaim], count_te
             stops = sum(not c["cut"] for c in kept[step][:n])
             floor.decode_tokens += sum(count_text(c["text"]) for c in kept[step][:n]) + stops
             floor.stop_tokens += stops
-            if count_prompt is not None:
-                floor.prefill_tokens += count_prompt(record, step)
+            if prompt_ids is not None:
+                prompts.append(prompt_ids(record, step))
+    floor.prefill_tokens = distinct_prefixes(prompts)
     return floor
 
 
@@ -131,17 +150,20 @@ def text_counter(model: str) -> Callable[[str], int]:
     return lambda text: len(tokenizer.encode(text, add_special_tokens=False))
 
 
-def prompt_counter_of(responses: Path, model: str, **rollout_settings) -> Callable[[dict, int], int]:
-    """`count_prompt(record, step)`: the prompt tokens of a completion from `step` of the response
-    with the record's id, the request built by the rollout stage itself (no engine: the prompt as
-    `plan rollout` renders it with the model's tokenizer)."""
-    from prm_annotate.stages.plan import prompt_counter
+def prompt_ids_of(responses: Path, model: str, **rollout_settings) -> Callable[[dict, int], list[int]]:
+    """`prompt_ids(record, step)`: the prompt token ids of a completion from `step` of the response
+    with the record's id, the request built by the rollout stage itself and rendered as the
+    in-process engine renders it (as `plan rollout` counts it)."""
+    from transformers import AutoTokenizer
+
+    from prm_annotate.engines.vllm_engine import render_prompt
     from prm_annotate.stages.rollout import RolloutStage, rollout_input_model
     from prm_annotate.strategies import Probe
 
+    tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     stage = RolloutStage(None, engine_info={"model": model}, **rollout_settings)
     model_type = rollout_input_model(stage.prompts)
     inputs = {r["id"]: model_type.model_validate(r)
               for r in map(orjson.loads, responses.read_bytes().splitlines()) if r}
-    count, _ = prompt_counter(model)
-    return lambda record, step: count(stage._request(inputs[record["id"]], Probe(step, 0)))
+    return lambda record, step: tokenizer.encode(
+        render_prompt(tokenizer, stage._request(inputs[record["id"]], Probe(step, 0))), add_special_tokens=False)

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from prm_annotate.strategies.verify import JudgeClaim, Verify
-from testing.verify_floor import first_needed, floor_counts, verify_floor
+from testing.verify_floor import distinct_prefixes, first_needed, floor_counts, verify_floor
 
 K = 8
 F, T = False, True
@@ -79,6 +79,14 @@ def test_floor_equals_the_driven_plan_on_random_lists():
         assert floor_counts(n, last, claim, rights, K) == driven(n, last, claim, rights), (n, last, claim, rights)
 
 
+def test_distinct_prefixes_against_a_set_of_prefixes():
+    rng = random.Random(3)
+    prompts = [[rng.randint(0, 3) for _ in range(rng.randint(0, 9))] for _ in range(300)]
+    baseline = len({tuple(p[:n]) for p in prompts for n in range(1, len(p) + 1)})
+    assert distinct_prefixes(prompts) == baseline
+    assert distinct_prefixes([[1, 2, 3], [1, 2], [1, 2, 3]]) == 3 and distinct_prefixes([]) == 0
+
+
 def test_fewer_kept_than_k_is_refused_only_when_needed():
     assert first_needed([F, T], K) == (2, True)  # decided before the list ends
     with pytest.raises(ValueError, match="--keep-completions K"):
@@ -103,16 +111,17 @@ def test_verify_floor_reads_an_exhaustive_file(tmp_path):
     path = tmp_path / "exhaustive.jsonl"
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     claims = {"a": JudgeClaim(1), "b": JudgeClaim(-1)}
+    # step s's prompt: 10 shared tokens, then s + 1 tokens of its own prefix (step 0's is the start of step 1's)
     floor = verify_floor(path, claims.__getitem__, lambda text: len(text.split()),
-                         lambda record, s: 10 * (s + 1))
+                         lambda record, s: list(range(10 + s + 1)))
     # texts have 2 + i words: step 1's 8 completions 2..9 words, step 0's first two 2 and 3; a stop
     # token for each but step 1's last (cut)
     assert (floor.completions, floor.decode_tokens, floor.stop_tokens) == (10, sum(range(2, 10)) + 2 + 3 + 9, 9)
-    assert floor.prefill_tokens == 20 + 10
+    assert floor.prefill_tokens == 12  # step 1's 12 tokens; step 0's 11 are its start
     assert floor.responses_rolled_out == 1 and floor.by_step == {"a": {1: 8, 0: 2}}
     assert floor.retokenized_all == 3 * sum(range(2, 10)) and floor.engine_all == 150
     assert floor.stops_all == 3 * 7
-    assert floor.compute(7e9) == pytest.approx((30 + 49 + 9) * 7)
+    assert floor.compute(7e9) == pytest.approx((12 + 49 + 9) * 7)
     bad = tmp_path / "binary.jsonl"
     bad.write_bytes(orjson.dumps({**records[0], "mc": {**records[0]["mc"], "strategy": "binary"}}) + b"\n")
     with pytest.raises(ValueError, match="not exhaustive"):
