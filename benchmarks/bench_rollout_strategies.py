@@ -9,9 +9,12 @@ Workload 2 (`--smollm2`, slow: ~150 tokens/s here): SmolLM2-135M-Instruct on a f
 The consensus section (`--consensus`, on the world; `--consensus-smollm2` on SmolLM2/GSM8K): what
 the consensus set costs per road, the paper's order (exhaustive or binary +share, then the judge)
 against the cheap road (judge, then rollout --strategy verify), with its quality against the truth
-(testing/consensus_bench.py).
+(testing/consensus_bench.py), compute by the bill at the paper's sizes, and the verify road's floor
+(testing/verify_floor.py: its completions with foresight of exhaustive's own, kept with
+--keep-completions K). `--world think` runs it on the thinking world (the shipped thinker's traces,
+the trace truth; `--think-problems` x -n traces).
 
-    .venv/bin/python benchmarks/bench_rollout_strategies.py [--smollm2] [--consensus [--consensus-only]]
+    .venv/bin/python benchmarks/bench_rollout_strategies.py [--smollm2] [--consensus [--consensus-only]] [--world think]
 
 One engine at a time; each is closed before the next starts and before the process exits.
 """

@@ -13,9 +13,12 @@ the real stages, files and `consensus`:
 
 Costs: generated tokens of the rollouts (as the strategy table counts them: with speculation the
 guesses never used too) and of the judge; per kept response; weighted by the parameter count of the
-model that generates them (the paper's: a 7B completer, a 72B judge); wall time. Quality: the kept
-share, the kept step labels equal to the truth, ProcessBench F1 on the kept responses, and the kept
-set against exhaustive's (the same responses kept?).
+model that generates them (the paper's: a 7B completer, a 72B judge); compute by the bill
+(engines/bill.py: prefill + decode tokens of each stage x the paper's size of its model); wall time.
+Quality: the kept share, the kept step labels equal to the truth, ProcessBench F1 on the kept
+responses, and the kept set against exhaustive's (the same responses kept?). The floor row
+(`floor_row`, testing/verify_floor.py): what `judge + verify` needs with foresight of exhaustive's
+own completions, and every road's rollout tokens as a multiple of it.
 """
 from __future__ import annotations
 
