@@ -7,6 +7,7 @@ import random
 import orjson
 import pytest
 
+from prm_annotate.strategies.base import ProbeResult
 from prm_annotate.strategies.verify import JudgeClaim, Verify
 from testing.verify_floor import distinct_prefixes, first_needed, floor_counts, verify_floor
 
@@ -18,8 +19,6 @@ def driven(n_steps: int, last_correct: bool, claim: JudgeClaim, rights, k: int =
     """The baseline: the real plan asks, and is answered one completion at a time in seed order (the
     first probe of each round only), until it is settled; the completions it was answered."""
     plan = Verify().plan(n_steps, k, 0.0, last_correct, claim)
-    from prm_annotate.strategies.base import ProbeResult
-
     used: dict[int, int] = {}
     while True:
         probes = plan.next_round()
