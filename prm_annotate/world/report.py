@@ -14,7 +14,10 @@ file and scores each label source against it with `compare.compare_sources`:
   all responses (a record a source does not label counts wrong);
 - the precision of the step labels each source keeps (share equal to the truth's step labels);
 - the share of responses consensus keeps, and the tokens each stage generated (read back from
-  the records, so the numbers are those of the files, not of a counter).
+  the records, so the numbers are those of the files, not of a counter);
+- the bill per stage (each model stage's manifest `bill`, as `stats` reads it) at the world's
+  model sizes and at the paper's, naming the stage that dominates, and `plan`'s estimate made from
+  the responses file with the run's own settings beside what the run billed (docs/cost.md).
 
 The conclusion printed under the table is computed from these numbers, whichever way they fall.
 Every file lands in `workdir` (problems, responses, rollouts, judged, consensus, gold, each with

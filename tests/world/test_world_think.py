@@ -4,7 +4,8 @@ The pipeline runs on the shared thinker engine (sample, rollout), then the share
 goes on to the judge's engine, so it comes last among the thinker's tests); every number the
 report gives is then recomputed here from the files: the truth by reading each trace's whole text
 (`read_trace`, not the record's steps the report reads), each source's ProcessBench metric, the
-segmenters' step counts, and the bill of the manifests with `plan`'s estimate beside it. The printed text must show them.
+segmenters' step counts, and the bill of the manifests with `plan`'s estimate beside it. The printed
+text must show them.
 """
 from __future__ import annotations
 
