@@ -245,12 +245,7 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
     exhaustive = strategy.name == "exhaustive"
     witnesses = config.share_prefixes and getattr(strategy, "uses_witnesses", False)
     budget = stage.config.sampling.max_tokens
-    longest = max((n for n in map(_generated, records) if n is not None), default=None)
-    of_problem: dict[str, int] = {}  # each problem's longest response: the policy's lengths on it
-    for record in records:
-        n = _generated(record)
-        if n is not None:
-            of_problem[record.problem] = max(n, of_problem.get(record.problem, 0))
+    longest, of_problem = _policy_lengths(records)
     walked: dict[tuple, Walks] = {}
     per_record: list[dict[str, Bound]] = []
     keys_of: list[set[str]] = []
@@ -363,6 +358,17 @@ def _tail(prompt: int) -> int:
     """The tokens a repeat of a `prompt`-token prompt computes when the cache holds it: past its
     last whole block short of the final token, which is always computed (1..CACHE_BLOCK)."""
     return prompt - CACHE_BLOCK * ((prompt - 1) // CACHE_BLOCK) if prompt > 0 else 0
+
+
+def _policy_lengths(records: list[Any]) -> tuple[int | None, dict[str, int]]:
+    """The input's longest response and each problem's (`generator.generated_tokens`): the policy's
+    own lengths, which the modelled decode takes a completion's from."""
+    of_problem: dict[str, int] = {}
+    for record in records:
+        n = _generated(record)
+        if n is not None:
+            of_problem[record.problem] = max(n, of_problem.get(record.problem, 0))
+    return max(of_problem.values(), default=None), of_problem
 
 
 def _generated(record: Any) -> int | None:
