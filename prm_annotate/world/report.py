@@ -446,33 +446,31 @@ def _compute(x: float | None) -> str:
 
 def cost_table(report: dict[str, Any]):
     """The bill per stage (`report["bill"]`, the manifests' as `stats` reads them): prefill, decode
-    (thought + answer where a thought is told), compute at the world's sizes and at the paper's."""
+    and the thought's share of it where told, compute at the world's sizes and at the paper's."""
     from rich.table import Table
 
     from prm_annotate.engines.bill import UNIT
 
     world = {r["stage"]: r for r in report["bill"]["world"]["stages"]}
     paper = {r["stage"]: r for r in report["bill"]["paper"]["stages"]}
-    table = Table(title=f"The bill per stage (compute in {UNIT}: (prefill + decode) x parameters / 1e9)")
-    for col in ("stage", "requests", "prefill tokens", "decode tokens", "compute", "share %",
-                "at the paper's sizes", "share %", "wall s"):
+    table = Table(title=f"The bill per stage (tokens; compute in {UNIT} = tokens x parameters / 1e9)")
+    for col in ("stage", "requests", "prefill", "decode", "of it thought", "compute", "share %", "at paper sizes",
+                "share %", "wall s"):
         table.add_column(col, justify="left" if col == "stage" else "right")
     secs = report["seconds"]
     for stage in ("sample", "rollout", "judge", "consensus"):
         r, q = world.get(stage), paper.get(stage)
         if r is None:  # no model, no bill
-            table.add_row(stage, "", "", "", "", "", "", "", _pct(secs.get(stage)))
+            table.add_row(stage, *[""] * 8, _pct(secs.get(stage)))
             continue
-        decode = f"{r['decode_tokens']:,}"
-        if r["thought_tokens"]:
-            decode += f" ({r['thought_tokens']:,} thought + {r['answer_tokens']:,} answer)"
-        table.add_row(stage, f"{r['requests']:,}", f"{r['prefill_tokens']:,}", decode, _compute(r["compute"]),
+        table.add_row(stage, f"{r['requests']:,}", f"{r['prefill_tokens']:,}", f"{r['decode_tokens']:,}",
+                      f"{r['thought_tokens']:,}" if r["thought_tokens"] else "", _compute(r["compute"]),
                       _pct(None if r["share"] is None else 100 * r["share"]),
                       _compute(q["compute"]) + f" ({_size(q['params'])})",
                       _pct(None if q["share"] is None else 100 * q["share"]), _pct(secs.get(stage)))
     starts = sum(v for k, v in secs.items() if k.endswith("engine start"))
     if starts:
-        table.add_row(f"engine starts ({sum(k.endswith('engine start') for k in secs)})", *[""] * 7, _pct(starts))
+        table.add_row("engine starts", *[""] * 8, _pct(starts))
     return table
 
 
@@ -489,7 +487,8 @@ def dominance(report: dict[str, Any]) -> str:
         return "—" if top is None else f"{top['stage']} dominates ({_pct(100 * top['share'])}% of the compute)"
 
     judge = next((r for r in report["bill"]["paper"]["stages"] if r["stage"] == "judge"), None)
-    share = "" if judge is None or judge["share"] is None else f"; the judge's share {_pct(100 * judge['share'])}%"
+    share = ("" if judge is None or judge["share"] is None or report["bill"]["paper"]["dominant"] == "judge"
+             else f"; the judge's share {_pct(100 * judge['share'])}%")
     return (f"At the world's sizes (every model {_size(report['bill']['world']['stages'][0]['params'])}) "
             f"{said(report['bill']['world'])}; at the paper's (7B policy and completer, 72B judge: "
             f"`prm-annotate stats --params`) {said(report['bill']['paper'])}{share}.")

@@ -100,4 +100,4 @@ def test_think_report_numbers_match_the_files(world_thinker, think_run):
         assert f"{row['f1']:.1f}" in text if row["f1"] is not None else True
     assert f"{t['corrected_slip']} ({100.0 * t['corrected_slip'] / len(responses):.1f}%)" in text
     assert f"{steps['paragraphs']['steps']:,}" in text
-    assert f"{billed['sample']['thought_tokens']:,} thought" in text and "dominates" in text
+    assert f"{billed['sample']['thought_tokens']:,}" in text and "dominates" in text
