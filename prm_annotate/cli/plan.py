@@ -32,7 +32,7 @@ def _show(estimate: Callable[[], Any], as_json: bool) -> None:
     from prm_annotate.stages.plan import table_rows
 
     table = Table(title=f"plan {made.stage}: {made.records:,} records; prompt tokens by {made.counted_by}")
-    for col in ("figure", "low", "high", "likely"):
+    for col in ("figure", "low", "high", "modelled (not a bound)"):
         table.add_column(col, justify="left" if col == "figure" else "right")
     for row in table_rows(made):
         table.add_row(*row)

@@ -19,23 +19,38 @@ Every figure is a `Bound` [low, high]:
   can answer every probe without sampling (low 0).
 - prompt tokens: each request's prompt tokens weighted the same way.
 - prefill tokens (uncached): low, one token per request (the engine computes at least the last
-  prompt token); high, every prompt token (no cache at all); `likely` (a named choice, no bound):
-  each distinct prompt computed once and its repeats served by the prefix cache.
-- decode tokens: low, one per request; high, the budget (max tokens per request); `likely` (a named
-  choice for rollout, no bound): each completion at most as long as the longest response of the
-  input (`generator.generated_tokens`, the policy's own lengths at its own temperature), since a
-  completion continues a response from a step; for the judge, the budget.
-- compute: (prefill + decode) x the model's parameters (counted from its config, or
-  `--model-params`), for low, high and likely.
+  prompt token); high, every prompt token (no cache at all).
+- decode tokens: low, one per request; high, the budget (max tokens per request; a constrained
+  vote's forced answer at most its format's longest match, `answer_tokens`).
+- compute: (prefill + decode) x the model's parameter count (counted from its config, or
+  `--model-params`), for low, high and modelled.
+
+Low and high are guaranteed (with a tokenizer; at 4 characters a token they are estimates). Where
+the guaranteed high is loose (a budget many times what a completion writes), a `modelled` figure
+says what the run costs if a named model of it holds; it is an upper figure, not a bound:
+
+- prefill: each distinct prompt computed once, its repeats (a step's K completions, a record's
+  votes) served by the prefix cache but for their tail past the last whole block (`_tail`,
+  CACHE_BLOCK); a cache that evicts, a larger block, or repeats that run before their prefix is
+  cached compute more.
+- rollout decode: each completion from step s at most as long as the longest response to its problem
+  (`generator.generated_tokens`, the policy's own lengths at its own temperature) less the tokens of
+  the steps before s, since a completion continues a response from a step.
+- judge decode: each verdict as long as the paragraphs it reads as the prompt lays them out
+  (VERDICT_PER_READ_TOKEN tokens written per token read: a judge that copies or analyses each
+  paragraph), then its answer format's longest match; a judge that thinks first (`--reasoning`) is
+  modelled at its budget.
 """
 from __future__ import annotations
 
 import copy
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from prm_annotate.engines.bill import UNIT, billions, model_params
+from prm_annotate.engines.defaults import CPU_BLOCK_SIZE
 from prm_annotate.errors import InputError
 from prm_annotate.io.inputs import read_records
 from prm_annotate.records import Response
@@ -43,29 +58,40 @@ from prm_annotate.strategies import Plan, Probe, ProbeResult
 
 CHARS_PER_TOKEN = 4.0  # the estimate without a tokenizer (English and LaTeX run 3-4.5)
 MAX_LEAVES = 4096  # label walks per plan before the bound falls back to K at every step
+# The prefix cache's block in the modelled prefill: a repeated prompt is served whole blocks only
+# and computes its tail past the last one (at least its last token): `_tail`. The in-process
+# engine's on CPU (engines/defaults.py); vLLM's GPU default, 16, computes less.
+CACHE_BLOCK = CPU_BLOCK_SIZE
+# The modelled verdict: tokens written per token of the paragraphs the judge reads. A judge that
+# reads paragraph by paragraph (the world judge copies each one up to the first error; a critic
+# analyses each) writes about what it reads; one that writes more per paragraph, or thinks first,
+# is not this model (docs/cost.md).
+VERDICT_PER_READ_TOKEN = 1.0
 
 
 @dataclass(frozen=True)
 class Bound:
     low: float
     high: float
-    likely: Optional[float] = None  # a named estimate between them (the module docstring); None: none
+    # A modelled upper figure, not a bound: what the run costs if the named model of the module
+    # docstring holds (a warm prefix cache, verdicts as long as the paragraphs they read); None: none.
+    modelled: Optional[float] = None
 
     @property
     def exact(self) -> bool:
         return self.low == self.high
 
     def __add__(self, other: "Bound") -> "Bound":
-        likely = None if self.likely is None or other.likely is None else self.likely + other.likely
-        return Bound(self.low + other.low, self.high + other.high, likely)
+        modelled = None if self.modelled is None or other.modelled is None else self.modelled + other.modelled
+        return Bound(self.low + other.low, self.high + other.high, modelled)
 
     def holds(self, measured: float) -> bool:
         return self.low <= measured <= self.high
 
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {"low": _num(self.low), "high": _num(self.high)}
-        if self.likely is not None:
-            out["likely"] = _num(self.likely)
+        if self.modelled is not None:
+            out["modelled"] = _num(self.modelled)
         return out
 
 
@@ -219,7 +245,7 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
     exhaustive = strategy.name == "exhaustive"
     witnesses = config.share_prefixes and getattr(strategy, "uses_witnesses", False)
     budget = stage.config.sampling.max_tokens
-    longest = max((n for n in map(_generated, records) if n is not None), default=None)
+    longest, of_problem = _policy_lengths(records)
     walked: dict[tuple, Walks] = {}
     per_record: list[dict[str, Bound]] = []
     keys_of: list[set[str]] = []
@@ -227,14 +253,15 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
         n = len(record.steps)
         probe_able = max(0, n - 1)
         prompts = [count(stage._request(record, Probe(s, 0))) for s in range(probe_able)]
-        # A completion from step s is likely no longer than the longest response less the steps it
-        # already has (the named choice of the module docstring).
-        lengths = [min(budget, max(1, longest - (prompts[s] - prompts[0]))) if longest is not None else budget
+        # The modelled length of a completion from step s: its problem's longest response less the
+        # steps it already has (the module docstring's model).
+        mine = of_problem.get(record.problem, longest)
+        lengths = [min(budget, max(1, mine - (prompts[s] - prompts[0]))) if mine is not None else budget
                    for s in range(probe_able)]
         distinct = set()
         if exhaustive:
             figures = _exact(probe_able, k, prompts)
-            figures["decode_likely"] = Bound(0, k * sum(lengths))
+            figures["decode_modelled"] = Bound(0, k * sum(lengths))
         else:
             lasts = [record.correct] if record.correct is not None else [True, False]
             claim = judged.claim(record.id) if judged is not None else None
@@ -248,13 +275,14 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
                                      "bounded by K at every step")
                 c = _bounds(walked[key], k, probe_able, lambda s: 1)
                 p = _bounds(walked[key], k, probe_able, lambda s: prompts[s])
-                u = _bounds(walked[key], k, probe_able, lambda s: prompts[s] / k)  # each probed step's prompt once
+                # the modelled prefill: each probed step's prompt once, its repeats their tails
+                u = _bounds(walked[key], k, probe_able, lambda s: (prompts[s] + (k - 1) * _tail(prompts[s])) / k)
                 d = _bounds(walked[key], k, probe_able, lambda s: lengths[s])
                 low = (c[0], p[0], u[0], d[0]) if low is None else tuple(map(min, low, (c[0], p[0], u[0], d[0])))
                 high = (c[1], p[1], u[1], d[1]) if high is None else tuple(map(max, high, (c[1], p[1], u[1], d[1])))
             figures = {"completions": Bound(low[0], high[0]), "prompt_tokens": Bound(low[1], high[1]),
-                       "distinct_prompt_tokens": Bound(min(low[2], high[2]), high[2]),
-                       "decode_likely": Bound(0, high[3])}
+                       "prefill_modelled": Bound(min(low[2], high[2]), high[2]),
+                       "decode_modelled": Bound(0, high[3])}
             if witnesses:
                 figures = {name: Bound(0, b.high) for name, b in figures.items()}
         per_record.append(figures)
@@ -263,19 +291,19 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
         keys_of.append(distinct)
     completions = sum((f["completions"] for f in per_record), ZERO)
     prompt = sum((f["prompt_tokens"] for f in per_record), ZERO)
-    distinct_prompt = sum((f["distinct_prompt_tokens"] for f in per_record), ZERO)
+    prefill_modelled = sum((f["prefill_modelled"] for f in per_record), ZERO)
     requests = completions
     if config.share_prefixes:
-        requests, prompt, distinct_prompt = _shared(records, per_record, keys_of, exhaustive, k)
-    decode_likely = None if longest is None else sum(f["decode_likely"].high for f in per_record)
+        requests, prompt, prefill_modelled = _shared(records, per_record, keys_of, exhaustive, k)
+    decode_modelled = None if longest is None else sum(f["decode_modelled"].high for f in per_record)
     if longest is not None and config.share_prefixes and completions.high:
-        decode_likely *= requests.high / completions.high  # the shared completions are made once
+        decode_modelled *= requests.high / completions.high  # the shared completions are made once
     if longest is None:
-        notes.append("no response records its generated tokens (generator.generated_tokens): no likely decode figure")
+        notes.append("no response records its generated tokens (generator.generated_tokens): no modelled decode figure")
     figures = {
         "requests": requests, "completions": completions, "prompt_tokens": prompt,
-        "prefill_tokens": Bound(requests.low, prompt.high, distinct_prompt.high),
-        "decode_tokens": Bound(requests.low, requests.high * budget, decode_likely),
+        "prefill_tokens": Bound(requests.low, prompt.high, prefill_modelled.high),
+        "decode_tokens": Bound(requests.low, requests.high * budget, decode_modelled),
     }
     params, params_from = model_params(engine_info)
     if not exhaustive:
@@ -286,7 +314,7 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
 def _exact(probe_able: int, k: int, prompts: list[int]) -> dict[str, Bound]:
     c = probe_able * k
     return {"completions": Bound(c, c), "prompt_tokens": Bound(k * sum(prompts), k * sum(prompts)),
-            "distinct_prompt_tokens": Bound(sum(prompts), sum(prompts))}
+            "prefill_modelled": Bound(*[sum(p + (k - 1) * _tail(p) for p in prompts)] * 2)}
 
 
 def _shared(records: list[Any], per_record: list[dict[str, Bound]], keys_of: list[set[str]], exhaustive: bool,
@@ -309,9 +337,11 @@ def _shared(records: list[Any], per_record: list[dict[str, Bound]], keys_of: lis
             requests += Bound(len(keys), len(keys))
             # the same prefixes' prompts: the run's prompt tokens scaled by its distinct share
             prompt += Bound(total_prompt, total_prompt)
-            distinct += Bound(total_prompt / k, total_prompt / k)
+            # each distinct prompt once, and each of its repeats at most a block past the cached ones
+            once = total_prompt / k + len(keys) * (1 - 1 / k) * CACHE_BLOCK
+            distinct += Bound(once, once)
         else:
-            for name in ("completions", "prompt_tokens", "distinct_prompt_tokens"):
+            for name in ("completions", "prompt_tokens", "prefill_modelled"):
                 low = max(per_record[i][name].low for i in run)
                 high = sum(per_record[i][name].high for i in run)
                 bound = Bound(low, high)
@@ -322,6 +352,23 @@ def _shared(records: list[Any], per_record: list[dict[str, Bound]], keys_of: lis
                 else:
                     distinct += bound
     return requests, prompt, distinct
+
+
+def _tail(prompt: int) -> int:
+    """The tokens a repeat of a `prompt`-token prompt computes when the cache holds it: past its
+    last whole block short of the final token, which is always computed (1..CACHE_BLOCK)."""
+    return prompt - CACHE_BLOCK * ((prompt - 1) // CACHE_BLOCK) if prompt > 0 else 0
+
+
+def _policy_lengths(records: list[Any]) -> tuple[int | None, dict[str, int]]:
+    """The input's longest response and each problem's (`generator.generated_tokens`): the policy's
+    own lengths, which the modelled decode takes a completion's from."""
+    of_problem: dict[str, int] = {}
+    for record in records:
+        n = _generated(record)
+        if n is not None:
+            of_problem[record.problem] = max(n, of_problem.get(record.problem, 0))
+    return max(of_problem.values(), default=None), of_problem
 
 
 def _generated(record: Any) -> int | None:
@@ -335,21 +382,44 @@ def _with_compute(estimate: Estimate) -> Estimate:
         estimate.notes.append("model size unknown: give --model-params N to bound the compute")
         return estimate
     prefill, decode = estimate.figures["prefill_tokens"], estimate.figures["decode_tokens"]
-    likely = (None if prefill.likely is None or decode.likely is None
-              else billions(prefill.likely + decode.likely, estimate.params))
+    modelled = (None if prefill.modelled is None or decode.modelled is None
+                else billions(prefill.modelled + decode.modelled, estimate.params))
     estimate.figures["compute"] = Bound(billions(prefill.low + decode.low, estimate.params),
-                                        billions(prefill.high + decode.high, estimate.params), likely)
+                                        billions(prefill.high + decode.high, estimate.params), modelled)
     return estimate
 
 
 # ---- judge --------------------------------------------------------------------------------------
 
 
+def answer_tokens(style: Any, n_steps: int) -> int:
+    """At most the tokens of a forced answer (`style.answer_regex`) for a response of `n_steps`: its
+    longest match's characters (every token but the end one spells at least one character) and the
+    end token, and never past the forced request's own budget, FORCED_ANSWER_TOKENS."""
+    from prm_annotate.stages.judge import FORCED_ANSWER_TOKENS
+
+    widest = _widest_match(style.answer_regex(max(1, n_steps)))
+    return FORCED_ANSWER_TOKENS if widest is None else min(FORCED_ANSWER_TOKENS, widest + 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _widest_match(pattern: str) -> int | None:
+    """The most characters `pattern` can match; None if unbounded or not known. The width is what
+    the standard library's regex compiler computes for the pattern (its parser, as `re` runs it)."""
+    try:
+        from re import _parser  # type: ignore[attr-defined]
+
+        high = _parser.parse(pattern).getwidth()[1]
+    except (ImportError, AttributeError, re.error):
+        return None
+    return None if high >= _parser.MAXREPEAT else int(high)
+
+
 def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estimate:
     """The estimate of `judge path` with `config` (a JudgeConfig): every record's requests are known
     (its votes, one request of n under a one-request protocol, and a forced answer after each
-    constrained vote); only their lengths are bounded."""
-    from prm_annotate.stages.judge import FORCED_ANSWER_TOKENS, JudgeStage
+    constrained vote); only their lengths are bounded, and modelled (the module docstring)."""
+    from prm_annotate.stages.judge import JudgeStage
 
     stage = JudgeStage(None, config, engine_info=engine_info)
     records = _read(path, Response)
@@ -358,26 +428,39 @@ def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estim
     first = 1 if stage.protocol.one_request else votes
     budget = stage.sampling.max_tokens
     constrained = config.constrained
+    thinks = stage.reasoning is not None  # a thought before the verdict: its length is not modelled
     requests = len(records) * first * (2 if constrained else 1)
-    prompt = ZERO
+    prompt = decode = ZERO
+    prefill = 0  # the modelled prefill: each record's prompt once, each constrained analysis once more
     for record in records:
         p = count(stage._request(record, 0))
-        low, high = first * p, first * p
-        if constrained:  # each forced answer's prompt: the vote's prompt and its analysis (1..budget tokens)
-            low, high = low + votes * (p + 1), high + votes * (p + budget)
-        # likely computed: the prompt once (its other votes and the forced answers' heads hit the
-        # cache), and each constrained analysis once more
-        prompt += Bound(low, high, p + (votes * budget if constrained else 0))
-    decode_high = len(records) * votes * (budget + (FORCED_ANSWER_TOKENS if constrained else 0))
+        # The paragraphs as the prompt lays them out: what a verdict reads, paragraph by paragraph.
+        reading = max(0, p - count(stage._request(record.model_copy(update={"steps": []}), 0)))
+        answer = answer_tokens(stage.style, len(record.steps))
+        if constrained:  # a free analysis (stopped at the answer's lead), then the forced answer
+            analysis = budget if thinks else min(budget, round(VERDICT_PER_READ_TOKEN * reading))
+            # each forced answer's prompt: the vote's prompt and its analysis (1..budget tokens)
+            prompt += Bound(first * p + votes * (p + 1), first * p + votes * (p + budget),
+                            first * p + votes * (p + analysis))
+            decode += Bound(0, votes * (budget + answer), votes * (analysis + answer))
+            # the forced answer past the cached prompt: its tail, the analysis and the lead
+            prefill += p + (first - 1) * _tail(p) + votes * (CACHE_BLOCK + analysis)
+        else:
+            verdict = budget if thinks else min(budget, round(VERDICT_PER_READ_TOKEN * reading) + answer)
+            prompt += Bound(first * p, first * p, first * p)
+            decode += Bound(0, votes * budget, votes * verdict)
+            prefill += p + (first - 1) * _tail(p)
     figures = {
         "requests": Bound(requests, requests), "completions": Bound(len(records) * votes, len(records) * votes),
-        "prompt_tokens": Bound(prompt.low, prompt.high),
-        # every vote of a record has one prompt: computed once, its other votes served by the cache
-        "prefill_tokens": Bound(requests, prompt.high, prompt.likely),
-        "decode_tokens": Bound(requests, decode_high, decode_high),
+        "prompt_tokens": Bound(prompt.low, prompt.high, None if prompt.exact else prompt.modelled),
+        "prefill_tokens": Bound(requests, prompt.high, prefill),
+        # low: one token per request (a request of n votes makes at least one)
+        "decode_tokens": Bound(requests, decode.high, decode.modelled),
     }
     params, params_from = model_params(engine_info)
-    notes = ["judge: the likely decode is the budget (a verdict's length is not known before the run)"]
+    said = ("the budget (a thinking judge's thought is not modelled)" if thinks
+            else "each verdict as long as the paragraphs it reads, then its answer")
+    notes = [f"judge: the modelled decode is {said}: a model of the judge, not a bound"]
     return _with_compute(Estimate("judge", len(records), figures, params, params_from, counted_by, notes))
 
 
@@ -386,11 +469,11 @@ def by_stage() -> dict[str, Callable[..., Estimate]]:
 
 
 def table_rows(estimate: Estimate) -> list[tuple[str, str, str, str]]:
-    """(figure, low, high, likely) as the table shows them."""
+    """(figure, low, high, modelled) as the table shows them."""
     rows = []
     for name, b in estimate.figures.items():
-        likely = "" if b.likely is None else f"{b.likely:,.4g}" if name == "compute" else f"{b.likely:,.0f}"
         fmt = (lambda x: f"{x:,.4g}") if name == "compute" else (lambda x: f"{x:,.0f}")
-        rows.append((name.replace("_", " ") + (" (exact)" if b.exact else ""), fmt(b.low), fmt(b.high), likely))
+        rows.append((name.replace("_", " ") + (" (exact)" if b.exact else ""), fmt(b.low), fmt(b.high),
+                     "" if b.modelled is None else fmt(b.modelled)))
     return rows
 

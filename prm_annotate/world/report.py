@@ -14,7 +14,10 @@ file and scores each label source against it with `compare.compare_sources`:
   all responses (a record a source does not label counts wrong);
 - the precision of the step labels each source keeps (share equal to the truth's step labels);
 - the share of responses consensus keeps, and the tokens each stage generated (read back from
-  the records, so the numbers are those of the files, not of a counter).
+  the records, so the numbers are those of the files, not of a counter);
+- the bill per stage (each model stage's manifest `bill`, as `stats` reads it) at the world's
+  model sizes and at the paper's, naming the stage that dominates, and `plan`'s estimate made from
+  the responses file with the run's own settings beside what the run billed (docs/cost.md).
 
 The conclusion printed under the table is computed from these numbers, whichever way they fall.
 Every file lands in `workdir` (problems, responses, rollouts, judged, consensus, gold, each with
@@ -35,7 +38,7 @@ import orjson
 from prm_annotate.engines import EngineConfig, Sampling
 from prm_annotate.engines.defaults import START_TIMEOUT
 from prm_annotate.settings import declare, setting, setting_of
-from prm_annotate.stages.config import RolloutConfig, SampleConfig
+from prm_annotate.stages.config import JudgeConfig, RolloutConfig, SampleConfig, configured
 from prm_annotate.world import JUDGE_DIR, POLICY_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT, model_setting
 from prm_annotate.world.problems import make_problems
 from prm_annotate.world.truth import check_steps
@@ -119,6 +122,10 @@ SETTINGS_FILE = "report.settings.json"
 HTML_FILE = "report.html"
 # Completion texts the rollouts keep per step: the HTML report shows what made a step 0.
 KEEP_COMPLETIONS = 2
+# The model stages' files, billed from their manifests, and the paper's sizes (7B policy and
+# completer, 72B judge) the cost table bills them at too, as `stats --params` does.
+BILLED = (("sample", "responses"), ("rollout", "rollouts"), ("judge", "judged"))
+PAPER_SIZES = {"sample": 7_000_000_000, "rollout": 7_000_000_000, "judge": 72_000_000_000}
 
 
 def clear_workdir(cfg: ReportConfig) -> None:
@@ -187,9 +194,7 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
         _run(SampleStage(engine, n=cfg.n, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
                          system_prompt=WORLD_SYSTEM_PROMPT, engine_info=config.describe()),
              paths["problems"], paths["responses"], cfg, failures, timings)
-        _run(RolloutStage(engine, k=cfg.k, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
-                          system_prompt=WORLD_SYSTEM_PROMPT, keep_completions=KEEP_COMPLETIONS,
-                          engine_info=config.describe()),
+        _run(RolloutStage(engine, rollout_config(cfg), engine_info=config.describe()),
              paths["responses"], paths["rollouts"], cfg, failures, timings)
     finally:
         engine.close()  # before the judge's engine starts: two engines on 2 cores starve each other
@@ -206,13 +211,23 @@ def run_pipeline(cfg: ReportConfig) -> tuple[Timings, list[str]]:
     return timings, failures
 
 
+def rollout_config(cfg: ReportConfig) -> RolloutConfig:
+    """The world report's rollout, as it runs and as `plan` estimates it."""
+    return configured(RolloutConfig(), dict(k=cfg.k, temperature=0.7, max_tokens=cfg.max_tokens, seed=cfg.seed,
+                                            system_prompt=WORLD_SYSTEM_PROMPT, keep_completions=KEEP_COMPLETIONS))
+
+
+def judge_config(cfg: Any) -> JudgeConfig:
+    """The world judge (its `processbench` prompt), as both worlds run it and `plan` estimates it."""
+    return configured(JudgeConfig(), dict(prompt=WORLD_JUDGE_PROMPT, max_tokens=cfg.judge_max_tokens, seed=cfg.seed))
+
+
 def judge_files(engine: Any, engine_info: dict[str, Any], cfg: Any, failures: list[str], timings: Timings) -> None:
-    """The world judge over the responses file (its `processbench` prompt), as the stage's command runs it."""
+    """The world judge over the responses file, as the stage's command runs it."""
     from prm_annotate.stages.judge import JudgeStage
 
     paths = cfg.paths()
-    _run(JudgeStage(engine, prompt=WORLD_JUDGE_PROMPT, max_tokens=cfg.judge_max_tokens, seed=cfg.seed,
-                    engine_info=engine_info),
+    _run(JudgeStage(engine, judge_config(cfg), engine_info=engine_info),
          paths["responses"], paths["judged"], cfg, failures, timings)
 
 
@@ -260,6 +275,38 @@ def generated_tokens(paths: dict[str, Path]) -> dict[str, int]:
     }
 
 
+def stage_bill(paths: dict[str, Path]) -> dict[str, Any]:
+    """Each model stage's bill from its run manifest (`reports/stats.stage_bills`, as `stats` reads
+    it), at the world's model sizes and at the paper's (PAPER_SIZES)."""
+    from prm_annotate.reports.stats import stage_bills
+
+    files = [str(paths[role]) for _, role in BILLED]
+    return {"world": stage_bills(files), "paper": stage_bills(files, PAPER_SIZES)}
+
+
+def plan_against_bill(paths: dict[str, Path], configs: dict[str, Any], models: dict[str, Path],
+                      cfg: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """`plan rollout|judge` on the responses file with the run's own configs, beside what the run's
+    manifest billed: per stage and figure, low, measured, high and modelled (stages/plan.py)."""
+    from prm_annotate.engines.bill import Bill
+    from prm_annotate.io.output import sidecar
+    from prm_annotate.stages.plan import by_stage
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for stage, role, field_ in (("rollout", "rollouts", "mc"), ("judge", "judged", "judge")):
+        estimate = by_stage()[stage](str(paths["responses"]), configs[stage],
+                                     _engine_config(models[stage], cfg).describe())
+        run = orjson.loads(Path(sidecar(str(paths[role]), "manifest.json")).read_bytes())["runs"][-1]
+        bill = Bill.read(run["bill"])
+        records = read_jsonl(paths[role])
+        completions = sum(r[field_]["completions"] if stage == "rollout" else len(r[field_]["votes"]) for r in records)
+        measured = {"requests": bill.requests, "completions": completions, "prompt_tokens": bill.prompt_tokens,
+                    "prefill_tokens": bill.prefill_tokens, "decode_tokens": bill.decode_tokens, "compute": bill.compute}
+        out[stage] = {name: {"low": b.low, "measured": measured[name], "high": b.high, "modelled": b.modelled}
+                      for name, b in estimate.figures.items()}
+    return out
+
+
 def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
     """Score the files in `cfg.workdir` against the truth; everything the table prints."""
     from prm_annotate.engines import resolve_dtype
@@ -279,6 +326,9 @@ def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: l
         },
         "flawed_right_answers": flawed_right_answers(gold_records, sources),
         "tokens": generated_tokens(paths),
+        "bill": stage_bill(paths),
+        "plan": plan_against_bill(paths, {"rollout": rollout_config(cfg), "judge": judge_config(cfg)},
+                                  {"rollout": cfg.policy, "judge": cfg.judge}, cfg),
         "html": str(write_html(cfg).path),
         "seconds": timings.seconds if timings else {},
         "failures": failures or [],
@@ -388,6 +438,85 @@ def quality_table(report: dict[str, Any]):
     return quality
 
 
+def _compute(x: float | None) -> str:
+    from prm_annotate.engines.bill import amount
+
+    return "—" if x is None else amount(x) if x >= 100 else f"{x:.3g}"
+
+
+def cost_table(report: dict[str, Any]):
+    """The bill per stage (`report["bill"]`, the manifests' as `stats` reads them): prefill, decode
+    and the thought's share of it where told, compute at the world's sizes and at the paper's."""
+    from rich.table import Table
+
+    from prm_annotate.engines.bill import UNIT
+
+    world = {r["stage"]: r for r in report["bill"]["world"]["stages"]}
+    paper = {r["stage"]: r for r in report["bill"]["paper"]["stages"]}
+    table = Table(title=f"The bill per stage (tokens; compute in {UNIT} = tokens x parameters / 1e9)")
+    for col in ("stage", "requests", "prefill", "decode", "of it thought", "compute", "share %", "at paper sizes",
+                "share %", "wall s"):
+        table.add_column(col, justify="left" if col == "stage" else "right")
+    secs = report["seconds"]
+    for stage in ("sample", "rollout", "judge", "consensus"):
+        r, q = world.get(stage), paper.get(stage)
+        if r is None:  # no model, no bill
+            table.add_row(stage, *[""] * 8, _pct(secs.get(stage)))
+            continue
+        table.add_row(stage, f"{r['requests']:,}", f"{r['prefill_tokens']:,}", f"{r['decode_tokens']:,}",
+                      f"{r['thought_tokens']:,}" if r["thought_tokens"] else "", _compute(r["compute"]),
+                      _pct(None if r["share"] is None else 100 * r["share"]),
+                      _compute(q["compute"]) + f" ({_size(q['params'])})",
+                      _pct(None if q["share"] is None else 100 * q["share"]), _pct(secs.get(stage)))
+    starts = sum(v for k, v in secs.items() if k.endswith("engine start"))
+    if starts:
+        table.add_row("engine starts", *[""] * 8, _pct(starts))
+    return table
+
+
+def _size(params: int | None) -> str:
+    from prm_annotate.engines.bill import amount
+
+    return "?" if params is None else amount(params).replace(".0B", "B")
+
+
+def dominance(report: dict[str, Any]) -> str:
+    """Which stage dominates the compute, at the world's sizes and at the paper's."""
+    def said(bill: dict[str, Any]) -> str:
+        top = max((r for r in bill["stages"] if r["share"] is not None), key=lambda r: r["share"], default=None)
+        return "—" if top is None else f"{top['stage']} dominates ({_pct(100 * top['share'])}% of the compute)"
+
+    judge = next((r for r in report["bill"]["paper"]["stages"] if r["stage"] == "judge"), None)
+    share = ("" if judge is None or judge["share"] is None or report["bill"]["paper"]["dominant"] == "judge"
+             else f"; the judge's share {_pct(100 * judge['share'])}%")
+    return (f"At the world's sizes (every model {_size(report['bill']['world']['stages'][0]['params'])}) "
+            f"{said(report['bill']['world'])}; at the paper's (7B policy and completer, 72B judge: "
+            f"`prm-annotate stats --params`) {said(report['bill']['paper'])}{share}.")
+
+
+def plan_table(report: dict[str, Any]):
+    """`plan`'s estimate made from the responses file before the run, against the bill (low <=
+    measured <= high are guaranteed; modelled is an upper figure, not a bound: docs/cost.md)."""
+    from rich.table import Table
+
+    table = Table(title="The estimate before the run (`prm-annotate plan`) against the bill")
+    for col in ("stage", "figure", "low", "measured", "high", "modelled", "high / measured", "modelled / measured"):
+        table.add_column(col, justify="left" if col in ("stage", "figure") else "right")
+
+    def fmt(name: str, x: float | None) -> str:
+        return "" if x is None else _compute(x) if name == "compute" else f"{x:,.0f}"
+
+    def ratio(x: float | None, measured: float | None) -> str:
+        return "" if x is None or not measured else f"{x / measured:.2f}"
+
+    for stage, figures in report["plan"].items():
+        for name, f in figures.items():
+            table.add_row(stage, name.replace("_", " "), fmt(name, f["low"]), fmt(name, f["measured"]),
+                          fmt(name, f["high"]), fmt(name, f["modelled"]), ratio(f["high"], f["measured"]),
+                          ratio(f["modelled"], f["measured"]))
+    return table
+
+
 def render(report: dict[str, Any]):
     """The report as rich renderables: label quality per source, cost per stage, conclusions."""
     from rich.console import Group
@@ -405,19 +534,10 @@ def render(report: dict[str, Any]):
     quality = quality_table(report)
 
     agree = report["compare"]["agreement"]
-    cost = Table(title="Cost per stage")
-    for col in ("stage", "generated tokens", "share %", "wall s"):
-        cost.add_column(col, justify="left" if col == "stage" else "right")
-    secs = report["seconds"]
+    cost = cost_table(report)
     total = sum(report["tokens"].values())
-    for stage in ("sample", "rollout", "judge", "consensus"):
-        tokens = report["tokens"][stage]
-        cost.add_row(stage, f"{tokens:,}", _pct(100.0 * tokens / total if total else None), _pct(secs.get(stage)))
-    starts = sum(v for k, v in secs.items() if k.endswith("engine start"))
-    if starts:
-        cost.add_row("engine starts (2)", "", "", _pct(starts))
     kept = report["consensus_kept"]
-    lines = [head, quality, cost,
+    lines = [head, quality, cost, Text(dominance(report)), plan_table(report),
              Text(f"MC and judge agree on {_pct(agree['MC']['judge']['agree'])}% of the {agree['MC']['judge']['shared']} "
                   f"responses both label; the judge left {report['judge_unparsed']} unparsed. "
                   f"{total:,} tokens in all, {total // kept if kept else 0:,} per kept consensus response.")]

@@ -15,7 +15,8 @@ first wrong paragraph, and a slip the trace corrects later is still the first er
 Printed: the world report's label-quality table of MC, judge and consensus against that truth;
 the share of responses with a slip the trace corrects and with one it never catches; the steps per
 response under each segmenter of the registry (the `segment` command's cuts of the same records);
-and what each stage's run manifest holds about its cost (tokens as the stages recorded them).
+the bill per stage (the manifests' `bill`, at the world's sizes and the paper's, naming the stage
+that dominates) and `plan`'s estimate from the traces file beside it.
 """
 from __future__ import annotations
 
@@ -27,11 +28,12 @@ from typing import Any, Callable
 from prm_annotate.engines import EngineConfig, Sampling
 from prm_annotate.engines.defaults import START_TIMEOUT
 from prm_annotate.settings import declare, setting, setting_of
-from prm_annotate.stages.config import RolloutConfig, SampleConfig
+from prm_annotate.stages.config import RolloutConfig, SampleConfig, configured
 from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_SYSTEM_PROMPT, model_setting
 from prm_annotate.world.problems import make_problems
 from prm_annotate.world.report import (FILES, ReportConfig, Timings, _engine_config, _run, clear_workdir, consensus_files,
-                                       judge_files, read_jsonl, scored, source_row, write_jsonl)
+                                       judge_config, judge_files, plan_against_bill, read_jsonl, scored, source_row,
+                                       stage_bill, write_jsonl)
 
 # The rollout road of the demo: bisection for MC's first error, prefixes shared within a problem.
 STRATEGY = "binary"
@@ -118,9 +120,7 @@ def run_think_pipeline(cfg: ThinkConfig, open_engine: OpenEngine | None = None) 
         _run(SampleStage(engine, n=cfg.n, temperature=TEMPERATURE, max_tokens=cfg.max_tokens, seed=cfg.seed,
                          system_prompt=WORLD_SYSTEM_PROMPT, reasoning="think", keep_logprobs=True, engine_info=info),
              paths["problems"], paths["responses"], cfg, failures, timings)
-        _run(RolloutStage(engine, k=cfg.k, temperature=TEMPERATURE, max_tokens=cfg.max_tokens, seed=cfg.seed,
-                          system_prompt=WORLD_SYSTEM_PROMPT, strategy=STRATEGY, share_prefixes=True,
-                          engine_info=info),
+        _run(RolloutStage(engine, rollout_config(cfg), engine_info=info),
              paths["responses"], paths["rollouts"], cfg, failures, timings)
     finally:
         if open_engine is None:
@@ -134,6 +134,12 @@ def run_think_pipeline(cfg: ThinkConfig, open_engine: OpenEngine | None = None) 
             engine.close()
     consensus_files(cfg, timings)
     return timings, failures
+
+
+def rollout_config(cfg: ThinkConfig) -> RolloutConfig:
+    """The thinking world's rollout (STRATEGY, shared prefixes), as it runs and as `plan` estimates it."""
+    return configured(RolloutConfig(), dict(k=cfg.k, temperature=TEMPERATURE, max_tokens=cfg.max_tokens, seed=cfg.seed,
+                                            system_prompt=WORLD_SYSTEM_PROMPT, strategy=STRATEGY, share_prefixes=True))
 
 
 def trace_gold(problems_path: Path, responses_path: Path, gold_path: Path) -> list[dict[str, Any]]:
@@ -180,37 +186,6 @@ def segmenter_steps(responses_path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def manifest_costs(paths: dict[str, Path]) -> dict[str, dict[str, Any]]:
-    """The cost figures each stage's last run recorded in its manifest (numbers whose name says tokens,
-    seconds or compute), as they are there."""
-    import orjson
-
-    from prm_annotate.io.output import sidecar
-
-    out: dict[str, dict[str, Any]] = {}
-    for stage, role in (("sample", "responses"), ("rollout", "rollouts"), ("judge", "judged"),
-                        ("consensus", "consensus")):
-        path = sidecar(str(paths[role]), "manifest.json")
-        if not path.exists():
-            out[stage] = {}
-            continue
-        run = orjson.loads(path.read_bytes())["runs"][-1]
-        out[stage] = dict(_cost_figures(run))
-    return out
-
-
-def _cost_figures(obj: Any, prefix: str = ""):
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            if not prefix and key in ("settings", "counts", "argv"):  # what was asked, not what it cost
-                continue
-            yield from _cost_figures(value, f"{prefix}{key}.")
-    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        name = prefix[:-1]
-        if any(word in name for word in ("tokens", "compute", "seconds", "flop")):
-            yield name, obj
-
-
 def think_quality(cfg: ThinkConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
     """Score the files in `cfg.workdir` against the trace truth; everything `print_think` prints."""
     from prm_annotate.engines import resolve_dtype
@@ -234,7 +209,9 @@ def think_quality(cfg: ThinkConfig, timings: Timings | None = None, failures: li
                                                      for g in gold),
         },
         "segmenters": segmenter_steps(paths["responses"]),
-        "costs": manifest_costs(paths),
+        "bill": stage_bill(paths),
+        "plan": plan_against_bill(paths, {"rollout": rollout_config(cfg), "judge": judge_config(cfg)},
+                                  {"rollout": cfg.thinker, "judge": cfg.judge}, cfg),
         "seconds": timings.seconds if timings else {},
         "failures": failures or [],
     }
@@ -250,7 +227,7 @@ def render_think(report: dict[str, Any]):
     from rich.table import Table
     from rich.text import Text
 
-    from prm_annotate.world.report import _pct, quality_table
+    from prm_annotate.world.report import _pct, cost_table, dominance, plan_table, quality_table
 
     s, t, n = report["settings"], report["truth"], report["responses"]
     head = Text(
@@ -268,18 +245,8 @@ def render_think(report: dict[str, Any]):
             segments.add_row(name, row["error"], "", "", "")
         else:
             segments.add_row(name, f"{row['steps']:,}", f"{row['mean']:.1f}", str(row["median"]), str(row["max"]))
-    cost = Table(title="Cost per stage, as each stage's run manifest records it")
-    for col in ("stage", "recorded", "wall s"):
-        cost.add_column(col, justify="left" if col == "stage" else "right")
-    secs = report["seconds"]
-    for stage, figures in report["costs"].items():
-        cost.add_row(stage, ", ".join(f"{k.removeprefix('stats.')} {v:,}" for k, v in figures.items()) or "—",
-                     _pct(secs.get(stage)))
-    starts = sum(v for k, v in secs.items() if k.endswith("engine start"))
-    if starts:
-        cost.add_row("engine starts (2)", "", _pct(starts))
     rows = {name: source_row(report, name) for name in ("MC", "judge", "consensus")}
-    lines = [head, quality_table(report), segments, cost,
+    lines = [head, quality_table(report), segments, cost_table(report), Text(dominance(report)), plan_table(report),
              Text(f"Consensus keeps {_share(report['consensus_kept'], n)} of the responses; the judge left "
                   f"{report['judge_unparsed']} unparsed. F1 on the responses each labels: MC {_pct(rows['MC']['f1'])}, "
                   f"judge {_pct(rows['judge']['f1'])}, consensus {_pct(rows['consensus']['f1'])}.")]

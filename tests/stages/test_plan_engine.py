@@ -1,7 +1,8 @@
-"""The bill and the estimate on the world's policy in real vLLM (one engine, the shared fixture): a
-rollout run's manifest bill is the sum of its records' bills, and `plan rollout`'s estimate, made
-before the run from the same file, holds what the run measured — exhaustive's requests exactly, every
-figure within [low, high], the likely prefill and decode between the measured figure and 3x it."""
+"""The bill and the estimate in real vLLM (the shared world engines): a rollout run's manifest bill
+is the sum of its records' bills, and `plan rollout|judge`'s estimate, made before the run from the
+same file, holds what the run measured — exhaustive's and the judge's requests exactly, every figure
+within its guaranteed [low, high], the modelled prefill and decode between the measured figure and
+3x it (the judge's on the world's responses, with free and with constrained votes)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,8 +13,9 @@ import pytest
 
 from prm_annotate.engines.bill import RECORD_KEYS, Bill
 from prm_annotate.pipeline.runner import RunOptions, run_stage
-from prm_annotate.stages.config import RolloutConfig, configured
-from prm_annotate.stages.plan import estimate_rollout
+from prm_annotate.stages.config import JudgeConfig, RolloutConfig, configured
+from prm_annotate.stages.plan import estimate_judge, estimate_rollout
+from prm_annotate.stages.judge import JudgeStage
 from prm_annotate.stages.rollout import RolloutStage
 
 pytestmark = pytest.mark.engine
@@ -66,8 +68,8 @@ def test_the_estimate_holds_the_measured_bill_and_the_records_sum_to_it(world_po
         for name, value in measured.items():
             bound = estimate.figures[name]
             assert bound.low <= value <= bound.high * (1 + 1e-9), (strategy, name, value, bound)
-            if bound.likely is not None:
-                assert value <= bound.likely * (1 + 1e-9) <= 3 * value, (strategy, name, value, bound)
+            if bound.modelled is not None:
+                assert value <= bound.modelled * (1 + 1e-9) <= 3 * value, (strategy, name, value, bound)
         if strategy == "exhaustive":
             for name in ("requests", "completions", "prompt_tokens"):
                 assert estimate.figures[name].exact and estimate.figures[name].low == measured[name], name
@@ -75,3 +77,56 @@ def test_the_estimate_holds_the_measured_bill_and_the_records_sum_to_it(world_po
                             for name in ("requests", "prompt_tokens")}
     for strategy in ("binary", "verify"):
         assert all(r <= 3 for r in ratios[strategy].values()), (strategy, ratios)
+
+
+def world_responses(n: int) -> list[dict]:
+    """World responses without a policy: each problem's right solution, and one with a slip at a
+    step that moves with the problem (the judge copies the paragraphs up to it)."""
+    from prm_annotate.world import make_problems
+    from prm_annotate.world.problems import World, solution_steps
+
+    rows = []
+    for i, p in enumerate(make_problems(n, seed=5, split="plan-judge")):
+        steps = solution_steps(World.from_json(p["world"]))
+        slipped = list(steps)
+        at = i % (len(steps) - 1)
+        slipped[at] = slipped[at].replace(" = ", " = 1")  # a wrong result: a digit in front
+        for j, (s, right) in enumerate(((steps, True), (slipped, False))):
+            rows.append({"id": f"{p['id']}/{j}", "problem": p["problem"], "answer": p["answer"], "steps": s,
+                         "correct": right})
+    return rows
+
+
+@pytest.mark.parametrize("settings", [dict(max_tokens=256), dict(max_tokens=256, votes=2, constrained=True)],
+                         ids=["free", "constrained"])
+def test_plan_judge_holds_the_measured_bill_and_models_the_decode_within_3x(world_judge, tmp_path, settings):
+    from prm_annotate.world import MODELS_DIR, WORLD_JUDGE_PROMPT
+    from testing.rollout_bench import reset_prefix_cache
+
+    source = write(tmp_path / "responses.jsonl", world_responses(4))
+    config = configured(JudgeConfig(), dict(prompt=WORLD_JUDGE_PROMPT, seed=0, **settings))
+    info = {"model": str(MODELS_DIR / "judge")}
+    estimate = estimate_judge(source, config, info)
+    assert estimate.counted_by.startswith("tokenizer")
+    reset_prefix_cache(world_judge)
+    stage = JudgeStage(world_judge, config, engine_info=info)
+    try:
+        summary = run_stage(stage, RunOptions(source, str(tmp_path / "judged.jsonl"), quiet=True))
+    finally:
+        stage.close()
+    assert summary.failed == 0
+    bill = Bill.read(json.loads((tmp_path / "judged.manifest.json").read_text())["runs"][-1]["bill"])
+    records = [json.loads(line) for line in open(tmp_path / "judged.jsonl")]
+    measured = {"requests": bill.requests, "completions": sum(len(r["judge"]["votes"]) for r in records),
+                "prompt_tokens": bill.prompt_tokens, "prefill_tokens": bill.prefill_tokens,
+                "decode_tokens": bill.decode_tokens, "compute": bill.compute}
+    for name, value in measured.items():
+        bound = estimate.figures[name]
+        assert bound.low <= value <= bound.high * (1 + 1e-9), (name, value, bound)
+        if bound.modelled is not None:
+            assert value <= bound.modelled * (1 + 1e-9) <= 3 * value, (name, value, bound)
+    for name in ("requests", "completions"):
+        assert estimate.figures[name].exact and estimate.figures[name].low == measured[name], name
+    # The baseline: the budget alone (the guaranteed high) is more than 3x what the verdicts write,
+    # which is why the decode is modelled from the paragraphs.
+    assert estimate.figures["decode_tokens"].high > 3 * measured["decode_tokens"]

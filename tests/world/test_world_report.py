@@ -147,6 +147,23 @@ def test_world_report_numbers_match_the_files(world_run, capsys):
         assert manifest["runs"][-1]["stats"]["generated_tokens"] == tokens[stage]
     assert set(report["seconds"]) >= {"sample", "rollout", "judge", "consensus"}
 
+    # The bill per stage: the manifests' (no speculation: the decode is the records' tokens).
+    billed = {row["stage"]: row for row in report["bill"]["world"]["stages"]}
+    for stage, name in (("sample", "responses"), ("rollout", "rollouts"), ("judge", "judged")):
+        bill = orjson.loads((workdir / f"{name}.manifest.json").read_bytes())["runs"][-1]["bill"]
+        assert billed[stage]["prefill_tokens"] == bill["prefill_tokens"]
+        assert billed[stage]["decode_tokens"] == tokens[stage]
+    paper = {row["stage"]: row for row in report["bill"]["paper"]["stages"]}
+    assert paper["judge"]["params"] == 72_000_000_000 and close(
+        paper["judge"]["compute"], (billed["judge"]["prefill_tokens"] + tokens["judge"]) * 72.0)
+    # `plan` before the run, from the responses file: every guaranteed figure holds what the run
+    # billed, the counts of exhaustive rollouts and of the judge's votes exactly.
+    for stage, figures in report["plan"].items():
+        for name, f in figures.items():
+            assert f["low"] <= f["measured"] <= f["high"] * (1 + 1e-9), (stage, name, f)
+        for name in ("requests", "completions", "prompt_tokens"):
+            assert figures[name]["low"] == figures[name]["measured"] == figures[name]["high"], (stage, name)
+
     # The printed table shows these numbers.
     from prm_annotate.world.report import print_report
 
@@ -159,6 +176,9 @@ def test_world_report_numbers_match_the_files(world_run, capsys):
         f1 = processbench(labelled, p)["f1"]
         assert (f"{f1:.1f}" if f1 is not None else "—") in row
     assert f"{tokens['rollout']:,}" in table
+    assert all(f"{billed[stage]['prefill_tokens']:,}" in table for stage in billed)
+    top = max(report["bill"]["paper"]["stages"], key=lambda r: r["compute"])["stage"]
+    assert f"{top} dominates" in table
     assert report["html"] == str(workdir / "report.html") and (workdir / "report.html").stat().st_size > 0
 
 

@@ -4,7 +4,8 @@ The pipeline runs on the shared thinker engine (sample, rollout), then the share
 goes on to the judge's engine, so it comes last among the thinker's tests); every number the
 report gives is then recomputed here from the files: the truth by reading each trace's whole text
 (`read_trace`, not the record's steps the report reads), each source's ProcessBench metric, the
-segmenters' step counts, and the cost figures of the manifests. The printed text must show them.
+segmenters' step counts, and the bill of the manifests with `plan`'s estimate beside it. The printed
+text must show them.
 """
 from __future__ import annotations
 
@@ -82,11 +83,14 @@ def test_think_report_numbers_match_the_files(world_thinker, think_run):
     assert all("error" not in row and row["records"] == len(responses) for row in steps.values())
     assert steps["merge"]["steps"] <= steps["paragraphs"]["steps"]
 
-    # Costs as the manifests hold them.
-    sample_run = orjson.loads((paths["responses"].parent / "responses.manifest.json").read_bytes())["runs"][-1]
-    figures = report["costs"]["sample"]
-    assert figures and all(sample_run[k.split(".")[0]] is not None for k in figures)
-    assert sum(r["generator"]["generated_tokens"] for r in responses) in figures.values()
+    # The bill as the manifests hold it, the thought's tokens apart; `plan`'s guaranteed figures hold it.
+    sample_bill = orjson.loads((paths["responses"].parent / "responses.manifest.json").read_bytes())["runs"][-1]["bill"]
+    billed = {row["stage"]: row for row in report["bill"]["world"]["stages"]}
+    assert billed["sample"]["decode_tokens"] == sum(r["generator"]["generated_tokens"] for r in responses)
+    assert billed["sample"]["thought_tokens"] == sample_bill["thought_tokens"] > 0
+    for stage, figures in report["plan"].items():
+        for name, f in figures.items():
+            assert f["low"] <= f["measured"] <= f["high"] * (1 + 1e-9), (stage, name, f)
 
     out = io.StringIO()
     Console(file=out, width=200).print(render_think(report))
@@ -96,3 +100,4 @@ def test_think_report_numbers_match_the_files(world_thinker, think_run):
         assert f"{row['f1']:.1f}" in text if row["f1"] is not None else True
     assert f"{t['corrected_slip']} ({100.0 * t['corrected_slip'] / len(responses):.1f}%)" in text
     assert f"{steps['paragraphs']['steps']:,}" in text
+    assert f"{billed['sample']['thought_tokens']:,}" in text and "dominates" in text
