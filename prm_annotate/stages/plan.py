@@ -152,6 +152,26 @@ def prompt_counter(model: str) -> tuple[Callable[[Any], int], str]:
     return by_chars, f"estimate: {CHARS_PER_TOKEN:g} characters per token (no tokenizer found for {model!r})"
 
 
+class TemplateOnly:
+    """What the stages ask of an engine before a run, answered by the tokenizer alone: the
+    generation prompt (whether the template opens a thought, so a thinking record's prefix does not
+    open a second one, as under the in-process engine)."""
+
+    def __init__(self, model: str, tokenizer: Any) -> None:
+        self.model, self._tokenizer = model, tokenizer
+
+    def generation_prompt(self, messages: Any) -> str:
+        return self._tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
+                                                   add_generation_prompt=True)
+
+
+def template_only(model: str) -> TemplateOnly | None:
+    """The stage's stand-in for an engine (None without a local tokenizer: prompts as over HTTP)."""
+    tokenizer = _tokenizer(model)
+    return None if tokenizer is None else TemplateOnly(model, tokenizer)
+
+
+@functools.lru_cache(maxsize=8)
 def _tokenizer(model: str) -> Any:
     try:
         from transformers import AutoTokenizer
@@ -238,7 +258,8 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
     from prm_annotate.stages.rollout import RolloutStage, rollout_input_model
 
     judged = JudgedFile.load(config.judged) if config.judged is not None else None
-    stage = RolloutStage(None, config, engine_info=engine_info, judged_file=judged)
+    stage = RolloutStage(template_only(str(engine_info.get("model", ""))), config, engine_info=engine_info,
+                         judged_file=judged)
     records: list[Any] = _read(path, rollout_input_model(stage.prompts, judged))
     count, counted_by = prompt_counter(str(engine_info.get("model", "")))
     k, strategy, notes = config.k, stage.strategy, []

@@ -63,3 +63,41 @@ def test_plan_rollout_on_the_command_line_counts_exhaustive_exactly_without_a_to
     assert binary["figures"]["requests"]["low"] < binary["figures"]["requests"]["high"] <= 18
     bad = CliRunner().invoke(app, ["plan", "rollout", str(tmp_path / "missing.jsonl"), "--model", "m"])
     assert bad.exit_code == 2
+
+
+def test_plan_counts_a_thinking_record_under_a_template_that_opens_the_thought_once(tmp_path):
+    """The thinker's template opens `<think>` in its generation prompt: a rollout prefix continues
+    that thought (the in-process engine's state), so each prompt is the generation prompt and the
+    prefix, one `<think>` in all. Baseline: the same count from the tokenizer by hand."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from prm_annotate.stages.plan import estimate_rollout
+    from prm_annotate.stages.rollout import RolloutConfig
+    from prm_annotate.steps import prefix_text
+    from prm_annotate.world import THINKER_DIR
+    from prm_annotate.world.thinking import CLOSE_JOIN, trace_for
+
+    rows = []
+    for i in range(4):
+        problem, t = trace_for("plan-test", i, 3)
+        joins = ["\n\n"] * (len(t.thought) - 1) + [CLOSE_JOIN] + ["\n\n"] * (len(t.answer) - 1)
+        rows.append({"id": f"t{i}", "problem": problem["problem"], "answer": problem["answer"], "steps": t.steps,
+                     "step_joins": joins, "thought_steps": len(t.thought), "thought_finished": True, "correct": False})
+    path = tmp_path / "responses.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    k = 2
+    estimate = estimate_rollout(str(path), RolloutConfig(k=k, system_prompt="none"), {"model": str(THINKER_DIR)})
+
+    tok = AutoTokenizer.from_pretrained(str(THINKER_DIR))
+    expected = 0
+    for r in rows:
+        head = tok.apply_chat_template([{"role": "user", "content": r["problem"]}], tokenize=False,
+                                       add_generation_prompt=True)
+        assert head.count("<think>") == 1
+        for step in range(len(r["steps"]) - 1):
+            text = head + prefix_text(r["steps"], r["step_joins"], step)
+            expected += k * len(tok.encode(text, add_special_tokens=False))
+    prompt = estimate.figures["prompt_tokens"]
+    assert prompt.low == prompt.high == expected
