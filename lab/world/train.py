@@ -36,6 +36,7 @@ from prm_annotate.reports.evaluate import SplitMetrics
 from prm_annotate.judging import load_judge_prompt, read_verdict, render_judge_prompt, tag_paragraphs
 from prm_annotate.reports.labels import Gold, Prediction
 from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
+from prm_annotate.judging.slips import PROTOCOL as RECOVERY_PROTOCOL
 from prm_annotate.recovery import Recovery
 from lab.world.corrupt import corrupt_solution
 from prm_annotate.world import WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT, model_setting
@@ -188,7 +189,7 @@ def judge_target_diff(problem: dict, steps: list[str], tok) -> tuple[str, list[t
 
 # The recovery protocol's prompt and its paragraph numbering (from 1), as `judge --protocol recovery`
 # renders them.
-CRITIC_PROMPT = "slips"
+CRITIC_PROMPT = RECOVERY_PROTOCOL.prompt
 CRITIC_TEMPLATE = load_judge_prompt(CRITIC_PROMPT).file.text
 CRITIC_START = load_judge_prompt(CRITIC_PROMPT).style.first_paragraph
 
