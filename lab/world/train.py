@@ -6,6 +6,8 @@
                                                                     # replaces the PRM experiment's base
     python -m lab.world.train thinker --out prm_annotate/world/models --threads 1 --thinker-steps 300
                                                                     # replaces the thinking world's policy
+    python -m lab.world.train critic --out lab/world/models --threads 1 --warmup 10
+                                                                    # replaces the recovery critic
 
 Everything is fixed: the tokenizer corpus, the data stream (problem i of step s is always the
 same), the initial weights and the number of steps, so a rebuild gives the same models on the same
@@ -16,7 +18,9 @@ Examples are rendered exactly as the pipeline renders them: the policy sees the 
 prompt and the problem as a ChatML conversation; the judge sees the `processbench` judge prompt
 (loaded as the judge stage loads it, rendered by `prm_annotate.judging.render_judge_prompt`) as the
 user message; the thinker sees the policy's conversation under a chat template that opens the
-thought (`THINKER_CHAT_TEMPLATE`) and learns a generated trace (prm_annotate/world/thinking.py).
+thought (`THINKER_CHAT_TEMPLATE`) and learns a generated trace (prm_annotate/world/thinking.py);
+the critic sees the recovery protocol's `slips` prompt (paragraphs from 1, as `judge --protocol
+recovery` renders it) and learns the truth's slips and corrections of a generated trace.
 The loss is on the assistant tokens only.
 """
 from __future__ import annotations

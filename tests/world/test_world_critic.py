@@ -154,7 +154,8 @@ def test_shipped_critic_is_the_worlds_size_and_tokenizer_and_says_how_it_was_bui
     critic = REPO / "lab" / "world" / "models" / "critic"
     meta = json.loads((critic / "world.json").read_text())
     assert meta["kind"] == "critic" and meta["prompt"] == "slips" and meta["init"] == "shipped:judge"
-    assert (critic / "tokenizer.json").read_text() == (JUDGE_DIR / "tokenizer.json").read_text()
+    model = [json.loads((d / "tokenizer.json").read_text())["model"] for d in (critic, JUDGE_DIR)]
+    assert model[0] == model[1]  # the world tokenizer's vocabulary and merges (its padding state aside)
     config = json.loads((critic / "config.json").read_text())
     assert {k: config[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")} == {
         k: json.loads((JUDGE_DIR / "config.json").read_text())[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")}
