@@ -100,6 +100,11 @@ def kept_stats(path: Path, truths: dict, paper: bool) -> dict:
             "step_labels_true": 100.0 * alike / total if total else None}
 
 
+def _share(hits: list[bool]) -> float | None:
+    """The percentage of hits, None when nothing was read."""
+    return 100.0 * sum(hits) / len(hits) if hits else None
+
+
 def unread(records: dict[str, dict]) -> dict:
     """How many judged records have no recovery reading, and why (the reader's first reason,
     its kind before the first colon or digit), so a poor reading shows as refusals, not as labels."""
@@ -158,10 +163,9 @@ def measure(out: Path, n: int, k: int, seed: int, drop: float, critic: Path = CR
         "judge (no error = right)": 100.0 * sum((r["judge"]["first_error"] == -1) == truths[rid].final_correct
                                                 for rid, r in jd.items() if r["judge"]["first_error"] is not None)
         / max(1, sum(r["judge"]["first_error"] is not None for r in jd.values())),
-        "judge, recovery protocol (every slip corrected = right)": 100.0 * sum(
-            (not Recovery.from_json(r["judge"]["recovery"], n).uncaught) == truths[rid].final_correct
-            for rid, r in cr.items() if r["judge"]["recovery"] is not None and (n := len(r["steps"])))
-        / max(1, sum(r["judge"]["recovery"] is not None for r in cr.values()))}
+        "judge, recovery protocol (every slip corrected = right)": _share(
+            [(not Recovery.from_json(r["judge"]["recovery"], len(r["steps"])).uncaught) == truths[rid].final_correct
+             for rid, r in cr.items() if r["judge"]["recovery"] is not None])}
     # The rule's drop, swept over the same rollouts (the run's own --drop is the one chosen beforehand).
     result["soft_drop_sweep"] = {
         str(d): agreement({rid: (SoftDrop(d).read(r["mc"]["scores"], r["mc"]["threshold"]), n_steps[rid])
