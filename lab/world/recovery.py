@@ -12,8 +12,11 @@ Sources, each through the pipeline's own commands:
   `mc.first_error` is hard MC's, the paper's);
 - judge: `judge` with the shipped world judge and its `processbench` prompt (the paper's protocol:
   a first error only); read as a recovery it is one uncaught slip at its first error;
+- judge, recovery protocol: `judge --protocol recovery` (the `slips` prompt, strict reader) with
+  the world's recovery critic (`--critic`, default lab/world/models/critic), greedy; its
+  `judge.recovery` as it is, null where the reader refused its answer;
 - the truth as a perfect judge's recovery reading (what the recovery rule keeps when the judge
-  is right: an upper bound until a recovery judge protocol is measured);
+  is right: the upper bound);
 - consensus under `--rule paper` and `--rule recovery` (with each judge reading).
 
 Every source is scored against the truth on slips, corrections, ends-right and step labels
@@ -39,6 +42,8 @@ from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_JUDGE_PROMPT, WORLD
 from prm_annotate.world.thinking import CLOSE_JOIN, trace_for
 from prm_annotate.world.trace_truth import read_trace
 
+# The recovery protocol's judge: lab/world/train.py's `critic`, trained on traces of its own split.
+CRITIC_DIR = Path(__file__).resolve().parent / "models" / "critic"
 CLI = [sys.executable, "-m", "prm_annotate"]
 
 
@@ -95,7 +100,25 @@ def kept_stats(path: Path, truths: dict, paper: bool) -> dict:
             "step_labels_true": 100.0 * alike / total if total else None}
 
 
-def measure(out: Path, n: int, k: int, seed: int, drop: float) -> dict:
+def _share(hits: list[bool]) -> float | None:
+    """The percentage of hits, None when nothing was read."""
+    return 100.0 * sum(hits) / len(hits) if hits else None
+
+
+def unread(records: dict[str, dict]) -> dict:
+    """How many judged records have no recovery reading, and why (the reader's first reason,
+    its kind before the first colon or digit), so a poor reading shows as refusals, not as labels."""
+    why: dict[str, int] = {}
+    for r in records.values():
+        if r["judge"].get("recovery") is None:
+            errors = [e for e in r["judge"].get("parse_errors") or [] if e]
+            reason = (errors[0] if errors else r["judge"].get("recovery_problem") or "no reading")
+            key = reason.split(":")[0].rstrip("0123456789 ")[:60]
+            why[key] = why.get(key, 0) + 1
+    return {"judged": len(records), "unread": sum(why.values()), "reasons": dict(sorted(why.items(), key=lambda x: -x[1]))}
+
+
+def measure(out: Path, n: int, k: int, seed: int, drop: float, critic: Path = CRITIC_DIR) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     records, truths = responses(n, seed)
     src = write(out / "responses.jsonl", records)
@@ -107,11 +130,18 @@ def measure(out: Path, n: int, k: int, seed: int, drop: float) -> dict:
     if not judged.exists():
         run("judge", str(src), "-o", str(judged), "--model", str(JUDGE_DIR), "--prompt", WORLD_JUDGE_PROMPT,
             "--votes", "1", "--temperature", "0", "--quiet")
-    mc, jd = read(rollouts), read(judged)
-    # The judge's readings: its paper verdict as a recovery, and the truth as a perfect recovery judge.
+    critiqued = out / "judged-recovery-protocol.jsonl"
+    if not critiqued.exists():
+        run("judge", str(src), "-o", str(critiqued), "--model", str(critic), "--protocol", "recovery",
+            "--votes", "1", "--temperature", "0", "--max-tokens", "1024", "--quiet")
+    mc, jd, cr = read(rollouts), read(judged), read(critiqued)
+    # The judge's readings: its paper verdict as a recovery, the recovery protocol's own reading,
+    # and the truth as a perfect recovery judge. name -> (file tag, judged records, reading).
     readings = {
-        "judge (paper protocol)": {rid: first_error_reading(r["judge"]["first_error"]) for rid, r in jd.items()},
-        "truth as the judge": {rid: truths[rid].recovery().to_json() for rid in jd},
+        "judge (paper protocol)": ("judge", jd, {rid: first_error_reading(r["judge"]["first_error"])
+                                                 for rid, r in jd.items()}),
+        "judge, recovery protocol": ("critic", cr, {rid: r["judge"]["recovery"] for rid, r in cr.items()}),
+        "truth as the judge": ("truth", jd, {rid: truths[rid].recovery().to_json() for rid in jd}),
     }
     gold = {rid: (t.recovery(), len(records[i]["steps"])) for i, (rid, t) in enumerate(truths.items())}
     n_steps = {rid: len(r["steps"]) for rid, r in mc.items()}
@@ -119,30 +149,33 @@ def measure(out: Path, n: int, k: int, seed: int, drop: float) -> dict:
                                 for rid, r in mc.items()},
                "MC hard (paper)": {rid: (Recovery.from_json(first_error_reading(r["mc"]["first_error"]), n_steps[rid]),
                                          n_steps[rid]) for rid, r in mc.items()}}
-    for name, reading in readings.items():
+    for name, (_, _, reading) in readings.items():
         sources[name] = {rid: (None if v is None else Recovery.from_json(v, n_steps[rid]), n_steps[rid])
                          for rid, v in reading.items()}
     result: dict = {"traces": n, "k": k, "drop": drop, "seed": seed, "truth": counts(gold.values()),
                     "final_correct": sum(t.final_correct for t in truths.values()),
-                    "sources": {name: agreement(r, gold) for name, r in sources.items()}, "consensus": {}}
+                    "sources": {name: agreement(r, gold) for name, r in sources.items()}, "consensus": {},
+                    "recovery_protocol_unread": unread(cr), "critic": str(critic)}
     # Final correctness: hard MC's last step (the response's own graded answer) and the judge's -1.
     result["final_correct_read"] = {
         "MC (last step's score)": 100.0 * sum((r["mc"]["scores"][-1] > 0) == truths[rid].final_correct
                                               for rid, r in mc.items()) / len(mc),
         "judge (no error = right)": 100.0 * sum((r["judge"]["first_error"] == -1) == truths[rid].final_correct
                                                 for rid, r in jd.items() if r["judge"]["first_error"] is not None)
-        / max(1, sum(r["judge"]["first_error"] is not None for r in jd.values()))}
+        / max(1, sum(r["judge"]["first_error"] is not None for r in jd.values())),
+        "judge, recovery protocol (every slip corrected = right)": _share(
+            [(not Recovery.from_json(r["judge"]["recovery"], len(r["steps"])).uncaught) == truths[rid].final_correct
+             for rid, r in cr.items() if r["judge"]["recovery"] is not None])}
     # The rule's drop, swept over the same rollouts (the run's own --drop is the one chosen beforehand).
     result["soft_drop_sweep"] = {
         str(d): agreement({rid: (SoftDrop(d).read(r["mc"]["scores"], r["mc"]["threshold"]), n_steps[rid])
                            for rid, r in mc.items()}, gold) for d in (0.125, 0.25, 0.375, 0.5)}
-    for name, reading in readings.items():
-        tag = "judge" if name.startswith("judge") else "truth"
+    for name, (tag, judged_by, reading) in readings.items():
         judged_with = write(out / f"judged-{tag}.jsonl",
-                            [{**r, "judge": {**r["judge"], "recovery": reading[rid]}} for rid, r in jd.items()])
+                            [{**r, "judge": {**r["judge"], "recovery": reading[rid]}} for rid, r in judged_by.items()])
         for rule in ("paper", "recovery"):
-            if rule == "paper" and tag == "truth":
-                continue  # the paper's rule reads first errors only: the same with either reading
+            if rule == "paper" and tag != "judge":
+                continue  # the paper's rule reads the paper protocol's first errors: its row is the world judge's
             path = out / f"consensus-{rule}-{tag}.jsonl"
             if not path.exists():
                 run("consensus", str(rollouts), str(judged_with), "-o", str(path), "--rule", rule, "--quiet")
@@ -165,17 +198,19 @@ def tables(result: dict) -> str:
     cols = ("slip_precision", "slip_recall", "slip_f1", "correction_precision", "correction_recall",
             "ends_right_agreement", "step_label_agreement", "exact")
     t = result["truth"]
+    u = result["recovery_protocol_unread"]
     lines = [f"Truth: {t['traces']} traces, {t.get('with a corrected slip', 0)} with a corrected slip, "
              f"{t.get('with an uncaught slip', 0)} with an uncaught one, {t.get('without a slip', 0)} without a slip; "
              f"{t.get('slips', 0)} slips, {t.get('corrected', 0)} corrected; {result['final_correct']} answer right. "
              "Final correctness read right: " + ", ".join(f"{k} {_pct(v)}%" for k, v in result["final_correct_read"].items())
-             + ".", ""]
-    lines += ["| source | traces | slip P | slip R | slip F1 | correction P | correction R | ends right | "
-             "step labels | exact |", "|---|" + "---:|" * 9]
+             + f". Judge, recovery protocol: {u['unread']} of {u['judged']} answers unread ("
+             + ", ".join(f"{k}: {v}" for k, v in u["reasons"].items()) + ").", ""]
+    lines += ["| source | traces | unread | slip P | slip R | slip F1 | correction P | correction R | ends right | "
+             "step labels | exact |", "|---|" + "---:|" * 10]
     rows = {**result["sources"], **{f"MC soft-drop {d}": r for d, r in result["soft_drop_sweep"].items()
                                     if float(d) != result["drop"]}}
     for name, row in rows.items():
-        lines.append(f"| {name} | {row['traces']} | " + " | ".join(_pct(row[c]) for c in cols) + " |")
+        lines.append(f"| {name} | {row['traces']} | {row.get('unparsed', 0)} | " + " | ".join(_pct(row[c]) for c in cols) + " |")
     lines += ["", "| consensus | kept | kept with a corrected slip | of them dropped by the paper's rule | "
               "step labels | true |", "|---|---:|---:|---:|---:|---:|"]
     for name, row in result["consensus"].items():
@@ -192,8 +227,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--drop", type=float, default=0.25)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--critic", type=Path, default=CRITIC_DIR,
+                        help="the judge asked under --protocol recovery (default: %(default)s)")
     args = parser.parse_args(argv)
-    result = measure(args.out, args.traces, args.k, args.seed, args.drop)
+    result = measure(args.out, args.traces, args.k, args.seed, args.drop, args.critic)
     print(json.dumps(result, indent=2))
     print(tables(result))
 

@@ -6,6 +6,8 @@
                                                                     # replaces the PRM experiment's base
     python -m lab.world.train thinker --out prm_annotate/world/models --threads 1 --thinker-steps 300
                                                                     # replaces the thinking world's policy
+    python -m lab.world.train critic --out lab/world/models --threads 1 --warmup 10
+                                                                    # replaces the recovery critic
 
 Everything is fixed: the tokenizer corpus, the data stream (problem i of step s is always the
 same), the initial weights and the number of steps, so a rebuild gives the same models on the same
@@ -16,7 +18,9 @@ Examples are rendered exactly as the pipeline renders them: the policy sees the 
 prompt and the problem as a ChatML conversation; the judge sees the `processbench` judge prompt
 (loaded as the judge stage loads it, rendered by `prm_annotate.judging.render_judge_prompt`) as the
 user message; the thinker sees the policy's conversation under a chat template that opens the
-thought (`THINKER_CHAT_TEMPLATE`) and learns a generated trace (prm_annotate/world/thinking.py).
+thought (`THINKER_CHAT_TEMPLATE`) and learns a generated trace (prm_annotate/world/thinking.py);
+the critic sees the recovery protocol's `slips` prompt (paragraphs from 1, as `judge --protocol
+recovery` renders it) and learns the truth's slips and corrections of a generated trace.
 The loss is on the assistant tokens only.
 """
 from __future__ import annotations
@@ -36,8 +40,10 @@ from prm_annotate.reports.evaluate import SplitMetrics
 from prm_annotate.judging import load_judge_prompt, read_verdict, render_judge_prompt, tag_paragraphs
 from prm_annotate.reports.labels import Gold, Prediction
 from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
+from prm_annotate.judging.slips import PROTOCOL as RECOVERY_PROTOCOL
+from prm_annotate.recovery import Recovery
 from lab.world.corrupt import corrupt_solution
-from prm_annotate.world import WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT
+from prm_annotate.world import WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT, model_setting
 from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps
 from prm_annotate.world.thinking import TraceMix, trace_for
 from prm_annotate.world.trace_truth import read_trace
@@ -104,8 +110,8 @@ def thinker_mix(fields: list[str]) -> TraceMix:
     return TraceMix(**values)
 
 
-def judge_messages(template: str, problem: dict, steps: list[str]) -> list[dict]:
-    return [{"role": "user", "content": render_judge_prompt(template, problem["problem"], steps)}]
+def judge_messages(template: str, problem: dict, steps: list[str], start: int = 0) -> list[dict]:
+    return [{"role": "user", "content": render_judge_prompt(template, problem["problem"], steps, start=start)}]
 
 
 # A judge training target: (problem, response steps) -> (answer text, spans the loss weighs up).
@@ -181,6 +187,52 @@ def judge_target_diff(problem: dict, steps: list[str], tok) -> tuple[str, list[t
         same += 1
     cut = got["offset_mapping"][same][0] if same < len(got["input_ids"]) else len(tagged)
     return _copy_then_verdict(tagged[:cut], first_error, wrong=True)
+
+
+# ---------------------------------------------------------------- the recovery critic
+
+# The recovery protocol's prompt and its paragraph numbering (from 1), as `judge --protocol recovery`
+# renders them.
+CRITIC_PROMPT = RECOVERY_PROTOCOL.prompt
+CRITIC_TEMPLATE = load_judge_prompt(CRITIC_PROMPT).file.text
+CRITIC_START = load_judge_prompt(CRITIC_PROMPT).style.first_paragraph
+
+
+def critic_target(steps: list[str], recovery: Recovery) -> tuple[str, list[tuple[int, int]]]:
+    """The slips answer for `recovery` over `steps`: each analysis copies its paragraph (so the
+    verdict is decided next to the text it judges, as the diff judge decides next to its copy;
+    the copy drops \\boxed's backslash as that judge's does), then its verdict line; the conclusion
+    lists the slips. The spans the loss weighs up: every verdict line and the conclusion's lines."""
+    corrects: dict[int, list[int]] = {}
+    for s in recovery.slips:
+        if s.corrected_at is not None:
+            corrects.setdefault(s.corrected_at, []).append(s.step)
+    slipped = {s.step for s in recovery.slips}
+    text, spans = "", []
+    for i, step in enumerate(steps):
+        k = i + CRITIC_START
+        text += f"<analysis_{k}>\n{step.replace(chr(92) + 'boxed', 'boxed')}\n"
+        verdict = "Verdict: " + ("slip" if i in slipped else "no slip")
+        if i in corrects:
+            verdict += ", corrects " + " and ".join(f"paragraph {j + CRITIC_START}" for j in sorted(corrects[i]))
+        spans.append((len(text) + len("Verdict:"), len(text) + len(verdict)))
+        text += f"{verdict}\n</analysis_{k}>\n"
+    lines = [f"Slips: {len(recovery.slips)}"] + [
+        f"Paragraph {s.step + CRITIC_START}: " + ("not corrected" if s.corrected_at is None
+                                                  else f"corrected in paragraph {s.corrected_at + CRITIC_START}")
+        for s in recovery.slips]
+    text += "<conclusion>\n"
+    spans.append((len(text), len(text) + len("\n".join(lines))))
+    return text + "\n".join(lines) + "\n</conclusion>", spans
+
+
+def critic_example(index: int, seed: int, split: str = "critictrain") -> tuple[list[dict], str, list[tuple[int, int]]]:
+    """A generated thinking trace (split `critictrain`: problems the measurement's `recovery` split
+    never draws) in the slips prompt, and the truth's recovery as the target."""
+    problem, trace = trace_for(split, index, seed)
+    recovery = read_trace(problem, trace.text).recovery()
+    return (judge_messages(CRITIC_TEMPLATE, problem, trace.steps, CRITIC_START),
+            *critic_target(trace.steps, recovery))
 
 
 def judge_response(problem: dict, rng: random.Random, slip: float = 0.0) -> list[str]:
@@ -318,6 +370,31 @@ def weighted_loss(logits, labels, weights):
     return (ce * weights).sum() / weights.sum()
 
 
+def shared_prefix(examples: list[tuple[list[int], list[int], list[float]]], least: int = 64) -> int:
+    """How many leading tokens every example shares, all of them prompt (label -100); 0 under `least`."""
+    first = examples[0][0]
+    n = min(min(len(ids) for ids, _, _ in examples) - 1,
+            min(next(i for i, x in enumerate(labs) if x != -100) for _, labs, _ in examples))
+    for ids, _, _ in examples[1:]:
+        n = next((i for i in range(n) if ids[i] != first[i]), n)
+    return n if n >= least else 0
+
+
+def _prefix_shared_loss(model, tok, examples, shared: int):
+    """`weighted_loss` over the batch with its common prompt prefix run once: its keys and values
+    (gradients flow through them) are repeated for every row, whose rest continues from them. The
+    slips prompt's instructions are ~1,350 of its ~1,550 tokens: they cost one row, not a batch."""
+    import torch
+
+    prefix = torch.tensor([examples[0][0][:shared]])
+    cache = model(input_ids=prefix, use_cache=True).past_key_values
+    cache.batch_repeat_interleave(len(examples))
+    input_ids, mask, labels, weights = collate(tok, [(i[shared:], l[shared:], w[shared:]) for i, l, w in examples])
+    attention = torch.cat([torch.ones((len(examples), shared), dtype=mask.dtype), mask], dim=1)
+    logits = model(input_ids=input_ids, attention_mask=attention, past_key_values=cache).logits
+    return weighted_loss(logits, labels, weights)
+
+
 def new_model(tok, hidden: int, layers: int, heads: int, seed: int):
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -341,9 +418,11 @@ def new_model(tok, hidden: int, layers: int, heads: int, seed: int):
 
 
 def train(model, tok, make_example, steps: int, batch: int, lr: float, warmup: int,
-          on_eval=None, eval_every: int = 0, log=print, key_weight: float = 1.0, decay: bool = False) -> None:
+          on_eval=None, eval_every: int = 0, log=print, key_weight: float = 1.0, decay: bool = False,
+          share_prefix: bool = False) -> None:
     """`make_example(i)` gives (messages, target) or (messages, target, key_spans). The learning rate
-    is constant after warm-up, or with `decay` falls linearly to 0 at the last step."""
+    is constant after warm-up, or with `decay` falls linearly to 0 at the last step. `share_prefix`:
+    the prompt tokens every example of a batch starts with are run once per batch (the same loss)."""
     import torch
 
     model.train()
@@ -353,10 +432,14 @@ def train(model, tok, make_example, steps: int, batch: int, lr: float, warmup: i
     start = time.time()
     for step in range(steps):
         examples = [encode(tok, *make_example(step * batch + j), key_weight=key_weight) for j in range(batch)]
-        input_ids, mask, labels, weights = collate(tok, examples)
-        if key_weight == 1.0:
+        shared = shared_prefix(examples) if share_prefix else 0
+        if shared:
+            loss = _prefix_shared_loss(model, tok, examples, shared)
+        elif key_weight == 1.0:
+            input_ids, mask, labels, weights = collate(tok, examples)
             loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
         else:
+            input_ids, mask, labels, weights = collate(tok, examples)
             loss = weighted_loss(model(input_ids=input_ids, attention_mask=mask).logits, labels, weights)
         optim.zero_grad()
         loss.backward()
@@ -471,8 +554,8 @@ def snapshot(model, tok, out: Path, quick_eval: dict, log) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("which", choices=["policy", "judge", "prm-base", "thinker", "all"],
-                        help="all: the policy, then the judge (prm-base and thinker are built on their own)")
+    parser.add_argument("which", choices=["policy", "judge", "prm-base", "thinker", "critic", "all"],
+                        help="all: the policy, then the judge (prm-base, thinker and critic are built on their own)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="writes OUT/policy and OUT/judge, or OUT/prm-base (default: %(default)s; the "
                              "shipped models are prm_annotate/world/models, the experiment's base lab/world/models)")
@@ -490,6 +573,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="a TraceMix field of the thinker's training traces (repeatable), e.g. catch_now=0.75")
     parser.add_argument("--thinker-decay", action="store_true",
                         help="decay the thinker's learning rate linearly to 0 (so its last steps settle)")
+    parser.add_argument("--critic-steps", type=int, default=100)
+    parser.add_argument("--critic-batch", type=int, default=16)
+    parser.add_argument("--critic-init", type=Path, default=None,
+                        help="the model the recovery critic starts from (default: the shipped world judge)")
+    parser.add_argument("--critic-key-weight", type=float, default=3.0,
+                        help="loss weight of the critic's verdict and conclusion lines")
     parser.add_argument("--judge-batch", type=int, default=32)
     parser.add_argument("--judge-real-samples", type=int, default=2048,
                         help="policy responses (from OUT/policy) mixed into the judge's data; 0: none")
@@ -638,6 +727,29 @@ def main(argv: list[str] | None = None) -> None:
             meta["quick_eval"] = quick_thinker_eval(model, tok, system_prompt)
             log(f"thinker quick eval (64 problems x 4, T=0.7, torch): {meta['quick_eval']}")
         save(model, tok, args.out / "thinker", meta)
+
+    if args.which == "critic":
+        # The recovery protocol's judge: the world judge (it reads the world's arithmetic and copies
+        # tagged paragraphs) trained on generated thinking traces in the slips prompt, the truth's
+        # recovery as the target (critic_example). The prompt's ~1,350 tokens of instructions are
+        # shared by every example: run once per batch (share_prefix), or training is 5x slower.
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from prm_annotate.world import JUDGE_DIR
+
+        init = args.critic_init or JUDGE_DIR
+        model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
+        tok = AutoTokenizer.from_pretrained(init)
+        log(f"critic: from {init}, {args.critic_steps} steps x {args.critic_batch}, prompt {CRITIC_PROMPT}")
+        start = time.time()
+        train(model, tok, lambda i: critic_example(i, args.seed), args.critic_steps, args.critic_batch, args.lr,
+              args.warmup, log=log, key_weight=args.critic_key_weight, decay=True, share_prefix=True)
+        meta = {"kind": "critic", "init": model_setting(init), "steps": args.critic_steps,
+                "batch": args.critic_batch, "threads": args.threads, "key_weight": args.critic_key_weight,
+                "lr_decay": "linear to 0", "data": "trace_for('critictrain', i, seed), TraceMix defaults",
+                "prompt": CRITIC_PROMPT, "prompt_template": CRITIC_TEMPLATE,
+                "train_seconds": round(time.time() - start), **common}
+        save(model, tok, args.out / "critic", meta)
 
 
 if __name__ == "__main__":
