@@ -171,6 +171,38 @@ def template_only(model: str) -> TemplateOnly | None:
     return None if tokenizer is None else TemplateOnly(model, tokenizer)
 
 
+def model_context(model: str) -> int | None:
+    """The context an in-process engine gives `model` by default (its config's
+    max_position_embeddings); None when its config is not found locally."""
+    import json
+    from pathlib import Path
+
+    try:
+        config = json.loads((Path(model) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    length = config.get("max_position_embeddings")
+    return int(length) if isinstance(length, int) else None
+
+
+def context_note(longest_prompts: list[int], budget: int, model: str, what: str) -> str | None:
+    """What the stage's context check (engines/context.py) will do with these records' longest
+    prompts: how many it refuses and clamps (None when the context is not known or all fit)."""
+    from prm_annotate.engines.context import ENGINE, Context, fit
+
+    length = model_context(model)
+    if length is None:
+        return None
+    context = Context(length, "config", ENGINE)
+    fits = [fit(p, budget, context) for p in longest_prompts]
+    refused, clamped = sum(f.refused is not None for f in fits), sum(f.clamped for f in fits)
+    if not refused and not clamped:
+        return None
+    return (f"context: {refused} of {len(fits)} records' {what} leave too little of the model's {length:,}-token "
+            f"context (max_position_embeddings) and will be refused, {clamped} clamped below {budget} tokens; "
+            "the figures count them as if run (a --max-model-len below it refuses more)")
+
+
 @functools.lru_cache(maxsize=8)
 def _tokenizer(model: str) -> Any:
     try:
@@ -268,12 +300,14 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
     budget = stage.config.sampling.max_tokens
     longest, of_problem = _policy_lengths(records)
     walked: dict[tuple, Walks] = {}
+    longest_prompts: list[int] = []
     per_record: list[dict[str, Bound]] = []
     keys_of: list[set[str]] = []
     for record in records:
         n = len(record.steps)
         probe_able = max(0, n - 1)
         prompts = [count(stage._request(record, Probe(s, 0))) for s in range(probe_able)]
+        longest_prompts.append(max(prompts, default=0))
         # The modelled length of a completion from step s: its problem's longest response less the
         # steps it already has (the module docstring's model).
         mine = of_problem.get(record.problem, longest)
@@ -329,6 +363,9 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
     params, params_from = model_params(engine_info)
     if not exhaustive:
         notes.append(f"{strategy.name}: bounded over every assignment of step labels its plans can meet")
+    if counted_by.startswith("tokenizer") and (said := context_note(longest_prompts, budget, str(
+            engine_info.get("model", "")), "longest prefixes")):
+        notes.append(said)
     return _with_compute(Estimate("rollout", len(records), figures, params, params_from, counted_by, notes))
 
 
@@ -453,8 +490,10 @@ def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estim
     requests = len(records) * first * (2 if constrained else 1)
     prompt = decode = ZERO
     prefill = 0  # the modelled prefill: each record's prompt once, each constrained analysis once more
+    judge_prompts: list[int] = []
     for record in records:
         p = count(stage._request(record, 0))
+        judge_prompts.append(p)
         # The paragraphs as the prompt lays them out: what a verdict reads, paragraph by paragraph.
         reading = max(0, p - count(stage._request(record.model_copy(update={"steps": []}), 0)))
         answer = answer_tokens(stage.style, len(record.steps))
@@ -482,6 +521,9 @@ def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estim
     said = ("the budget (a thinking judge's thought is not modelled)" if thinks
             else "each verdict as long as the paragraphs it reads, then its answer")
     notes = [f"judge: the modelled decode is {said}: a model of the judge, not a bound"]
+    if counted_by.startswith("tokenizer") and (over := context_note(judge_prompts, budget, str(
+            engine_info.get("model", "")), "judge prompts")):
+        notes.append(over)
     return _with_compute(Estimate("judge", len(records), figures, params, params_from, counted_by, notes))
 
 

@@ -101,3 +101,40 @@ def test_plan_counts_a_thinking_record_under_a_template_that_opens_the_thought_o
             expected += k * len(tok.encode(text, add_special_tokens=False))
     prompt = estimate.figures["prompt_tokens"]
     assert prompt.low == prompt.high == expected
+
+
+def test_plan_says_which_records_the_context_check_will_refuse_or_clamp(tmp_path):
+    """The world judge's context is 4,096 tokens (its config): a response of ~4,000 words cannot be
+    judged, one of ~1,100 leaves less than the budget (clamped), a short one fits. Baseline: the
+    prompts counted by hand with the model's tokenizer against engines.context.fit."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from prm_annotate.engines.context import ENGINE, Context, fit
+    from prm_annotate.stages.config import JudgeConfig, configured
+    from prm_annotate.stages.judge import JudgeStage
+    from prm_annotate.stages.plan import estimate_judge, model_context
+    from prm_annotate.world import JUDGE_DIR
+
+    words = ("3 + 4 = 7 , so the next sum is larger ; " * 10).split()
+    rows = [{"id": f"r{n}", "problem": "What is 3 + 4?", "answer": "7", "steps": [" ".join(words[:50])] * n}
+            for n in (1, 22, 80)]
+    path = tmp_path / "responses.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = configured(JudgeConfig(), {"max_tokens": 1024})
+    estimate = estimate_judge(str(path), config, {"model": str(JUDGE_DIR)})
+
+    from prm_annotate.engines.vllm_engine import render_prompt
+    from prm_annotate.records import Response
+
+    tok = AutoTokenizer.from_pretrained(str(JUDGE_DIR))
+    stage = JudgeStage(None, config, engine_info={"model": str(JUDGE_DIR)})
+    context = Context(model_context(str(JUDGE_DIR)), "config", ENGINE)
+    fits = [fit(len(tok.encode(render_prompt(tok, stage._request(Response.model_validate(r), 0)),
+                               add_special_tokens=False)), 1024, context) for r in rows]
+    refused, clamped = sum(f.refused is not None for f in fits), sum(f.clamped for f in fits)
+    assert (refused, clamped) == (1, 1), fits  # the rows were sized for one of each
+    note = [n for n in estimate.notes if n.startswith("context:")]
+    assert note == [note[0]] and note[0].startswith(f"context: {refused} of 3 records' judge prompts") \
+        and f"{clamped} clamped below 1024 tokens" in note[0]
