@@ -33,7 +33,7 @@
    too (bootstrap.pooled); and the paired differences recovery - first-error and recovery -
    shuffled on the same draws.
 
-Every PRM's scores are a file (`prms/<set>-seed<N>.scores.json`): a rerun trains and scores only
+Every PRM's scores are a file (`prms/<head>/<set>-seed<N>.scores.json`): a rerun trains and scores only
 what is missing. `results.json` holds the settings, counts and every interval.
 """
 from __future__ import annotations
@@ -63,37 +63,60 @@ COMPARISONS = (("recovery", "first-error"), ("recovery", "shuffled"))
 
 
 @dataclass(frozen=True)
+class HeadBudget:
+    """One PRM kind's training, the same for every label set.
+
+    Attributes:
+        head: `train --head`: `likelihood` (a head on the frozen base's token log-probabilities:
+            what it checks is the base's surprise, the labels set its sign and scale) or `qwen`
+            (the base fine-tuned: what it checks is learnt from the labels).
+        seeds: PRMs per label set (seeds 0..N-1: the head's initialisation and the batch order).
+        steps: optimiser steps per PRM.
+        lr: peak learning rate (5% warm-up, cosine decay), the world PRM experiment's for the head.
+    """
+
+    head: str
+    seeds: int
+    steps: int
+    lr: float
+
+
+# The qwen PRMs cost about 1.3 s a step here (one torch thread, shared machine): 2 seeds of 150
+# steps (1.6 passes over the training traces) keep the run near 20 minutes.
+BUDGETS = (HeadBudget("likelihood", 3, 300, 3e-3), HeadBudget("qwen", 2, 150, 1e-3))
+
+
+@dataclass(frozen=True)
 class RecoveryExperimentConfig:
     """Attributes:
         workdir: the run's folder (data, PRMs, results.json); a rerun continues it.
-        seeds: PRMs per label set (seeds 0..N-1: the head's initialisation and the batch order).
         train_traces: generated training traces (split `prm-train`).
         heldout_traces: generated held-out traces (split `prm-heldout`).
         trace_seed: the generator's seed for both splits.
         base: the frozen LM the likelihood head reads.
         system_prompt: a built-in system prompt's name the PRM reads under (None: no system turn).
-        steps: optimiser steps per PRM (the same for every label set).
+        budgets: the PRM kinds and their training (HeadBudget).
         batch_size: traces per step.
-        lr: peak learning rate (5% warm-up, cosine decay).
         max_length: tokens per trace (a generated trace is under it; labels past it would be dropped).
     """
 
     workdir: Path = Path("runs/prm-recovery")
-    seeds: int = 3
     train_traces: int = 1500
     heldout_traces: int = 1000
     trace_seed: int = 0
     base: Path = THINKER_DIR
     system_prompt: str | None = WORLD_SYSTEM_PROMPT
-    steps: int = 300
+    budgets: tuple[HeadBudget, ...] = BUDGETS
     batch_size: int = 16
-    lr: float = 3e-3
     max_length: int = 1024
 
     def settings(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k not in ("workdir", "seeds")}
+        out = {k: v for k, v in asdict(self).items() if k not in ("workdir", "budgets")}
         out["base"] = model_setting(self.base)
-        return out
+        # More seeds or another head extend a run; a head's steps and rate are what it trained with.
+        out.update({f"{b.head}_steps": b.steps for b in self.budgets})
+        out.update({f"{b.head}_lr": b.lr for b in self.budgets})
+        return orjson.loads(orjson.dumps(out))  # as settings.json holds them (tuples as lists)
 
     def system_prompt_text(self) -> str | None:
         from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
@@ -246,27 +269,26 @@ def role_means(records: list[dict[str, Any]], scores: dict[str, list[float]]) ->
 # -- the run -----------------------------------------------------------------------------------
 
 def check_workdir(cfg: RecoveryExperimentConfig) -> None:
+    """Refuse a workdir of a run with other settings; a head added later adds its own."""
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     marker = cfg.workdir / "settings.json"
     settings = cfg.settings()
-    if marker.is_file():
-        before = orjson.loads(marker.read_bytes())
-        changed = sorted(k for k, v in settings.items() if before.get(k) != v)
-        if changed:
-            raise SystemExit(f"{cfg.workdir} holds a run with other settings ({', '.join(changed)})")
-    else:
-        write_atomic(marker, orjson.dumps(settings, option=orjson.OPT_INDENT_2))
+    before = orjson.loads(marker.read_bytes()) if marker.is_file() else {}
+    changed = sorted(k for k, v in settings.items() if k in before and before[k] != v)
+    if changed:
+        raise SystemExit(f"{cfg.workdir} holds a run with other settings ({', '.join(changed)})")
+    write_atomic(marker, orjson.dumps({**before, **settings}, option=orjson.OPT_INDENT_2))
 
 
-def train_one(cfg: RecoveryExperimentConfig, data: Path, name: str, seed: int, readings: Any) -> dict[str, Any]:
+def train_one(cfg: RecoveryExperimentConfig, budget: HeadBudget, data: Path, output: Path, seed: int,
+              readings: Any) -> dict[str, Any]:
     from prm_annotate.prm.train import TrainConfig, train
 
-    output = cfg.workdir / "prms" / name
-    tc = TrainConfig(data=str(data), base=str(cfg.base), output=str(output), steps=cfg.steps,
-                     batch_size=cfg.batch_size, lr=cfg.lr, seed=seed, head="likelihood", max_length=cfg.max_length,
-                     system_prompt=cfg.system_prompt_text(), save_every=cfg.steps, save_total_limit=1,
-                     log_every=cfg.steps, overwrite=True, quiet=True)
-    result = train(tc, readings)
+    tc = TrainConfig(data=str(data), base=str(cfg.base), output=str(output), steps=budget.steps,
+                     batch_size=cfg.batch_size, lr=budget.lr, seed=seed, head=budget.head, max_length=cfg.max_length,
+                     system_prompt=cfg.system_prompt_text(), save_every=budget.steps, save_total_limit=1,
+                     log_every=budget.steps, overwrite=True, quiet=True)
+    result = train(tc, readings if budget.head == "likelihood" else None)
     return {"examples": result.examples, "labels": result.labels, "skipped": dict(result.skipped),
             "steps": result.steps, "first_loss": result.first_loss, "last_loss": result.last_loss,
             "train_seconds": round(result.train_seconds, 1), "seconds": round(result.seconds, 1)}
@@ -291,31 +313,36 @@ def run(cfg: RecoveryExperimentConfig) -> dict[str, Any]:
     data = export_sets(train, cfg.workdir / "data", cfg.trace_seed)
     counts = {name: label_counts(read_jsonl(path)) for name, path in data.items()}
     readings = LMReadings()
-    stats: dict[str, list[np.ndarray]] = {name: [] for name in LABEL_SETS}
-    prms: dict[str, list[dict[str, Any]]] = {name: [] for name in LABEL_SETS}
-    (cfg.workdir / "prms").mkdir(exist_ok=True)
-    for seed in range(cfg.seeds):
-        for name in LABEL_SETS:
-            key = f"{name}-seed{seed}"
-            path = cfg.workdir / "prms" / f"{key}.scores.json"
-            if not path.is_file():
-                t = time.monotonic()
-                trained = train_one(cfg, data[name], key, seed, readings)
-                scores, _ = checkpoint_step_scores(cfg.workdir / "prms" / key, held, readings)
-                write_atomic(path, orjson.dumps({"train": trained, "score_seconds": round(time.monotonic() - t, 1)
-                                                 - trained["seconds"],
-                                                 "scores": {r["id"]: s for r, s in zip(held, scores)}}))
-                shutil.rmtree(cfg.workdir / "prms" / f"{key}.checkpoints", ignore_errors=True)
-            done = orjson.loads(path.read_bytes())
-            stats[name].append(trace_stats(pairs, done["scores"]))
-            prms[name].append({"seed": seed, "train": done["train"], "roles": role_means(held, done["scores"])})
-            progress(f"{key}: mean d {mean_metric(stats[name][-1].sum(axis=0)):+.3f}, d > 0 "
-                     f"{share_metric(stats[name][-1].sum(axis=0)):.1f}% [{time.monotonic() - started:.0f} s]")
-    summary = summarize(stats, cfg.seeds)
-    result = {"settings": cfg.settings(), "seeds": cfg.seeds, "label_counts": counts,
+    heads: dict[str, Any] = {}
+    for budget in cfg.budgets:
+        head = budget.head
+        stats: dict[str, list[np.ndarray]] = {name: [] for name in LABEL_SETS}
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in LABEL_SETS}
+        folder = cfg.workdir / "prms" / head
+        folder.mkdir(parents=True, exist_ok=True)
+        for seed in range(budget.seeds):
+            for name in LABEL_SETS:
+                key = f"{name}-seed{seed}"
+                path = folder / f"{key}.scores.json"
+                if not path.is_file():
+                    t = time.monotonic()
+                    trained = train_one(cfg, budget, data[name], folder / key, seed, readings)
+                    scores, _ = checkpoint_step_scores(folder / key, held, readings)
+                    write_atomic(path, orjson.dumps({"train": trained, "seconds": round(time.monotonic() - t, 1),
+                                                     "scores": {r["id"]: s for r, s in zip(held, scores)}}))
+                    shutil.rmtree(folder / f"{key}.checkpoints", ignore_errors=True)
+                done = orjson.loads(path.read_bytes())
+                stats[name].append(trace_stats(pairs, done["scores"]))
+                runs[name].append({"seed": seed, "train": done["train"], "seconds": done["seconds"],
+                                   "roles": role_means(held, done["scores"])})
+                progress(f"{head} {key}: mean d {mean_metric(stats[name][-1].sum(axis=0)):+.3f}, d > 0 "
+                         f"{share_metric(stats[name][-1].sum(axis=0)):.1f}% [{time.monotonic() - started:.0f} s]")
+        heads[head] = {"seeds": budget.seeds, "steps": budget.steps, "lr": budget.lr, "runs": runs,
+                       **summarize(stats, budget.seeds)}
+    result = {"settings": cfg.settings(), "label_counts": counts,
               "heldout": {"traces": len(held), "with_corrected_slip": len(pairs),
                           "corrected_slips": int(sum(map(len, pairs.values())))},
-              "runs": prms, **summary, "seconds": round(time.monotonic() - started, 1)}
+              "heads": heads, "seconds": round(time.monotonic() - started, 1)}
     write_atomic(cfg.workdir / "results.json", orjson.dumps(result, option=orjson.OPT_INDENT_2))
     return result
 
@@ -328,19 +355,24 @@ def _fmt(i: dict[str, Any], pct: bool) -> str:
 def tables(result: dict[str, Any]) -> str:
     h = result["heldout"]
     lines = [f"Held out: {h['traces']} traces, {h['with_corrected_slip']} with a corrected slip, "
-             f"{h['corrected_slips']} corrected slips; {result['seeds']} seeds.", "",
-             "| PRM trained on | step labels (wrong) | mean d = score(c) - score(s) [95%] | d > 0 % [95%] | "
-             "mean score: slips / corrections / open / right |", "|---|---:|---|---|---|"]
-    for name in LABEL_SETS:
-        p, c = result["prms"][name], result["label_counts"][name]
-        roles = [r["roles"] for r in result["runs"][name]]
-        mean_roles = " / ".join(f"{np.mean([r[k] for r in roles]):.3f}" for k in ("slip", "correction", "open", "right"))
-        lines.append(f"| {name} | {c['step_labels']} ({c['wrong']}) | {_fmt(p['mean d']['pooled'], False)} | "
-                     f"{_fmt(p['d > 0 (%)']['pooled'], True)} | {mean_roles} |")
-    lines += ["", "| comparison (paired) | mean d [95%] | d > 0 % [95%] |", "|---|---|---|"]
-    for name, c in result["comparisons"].items():
-        lines.append(f"| {name} | {_fmt(c['mean d'], False)} ({c['mean d']['reading']}) | "
-                     f"{_fmt(c['d > 0 (%)'], True)} ({c['d > 0 (%)']['reading']}) |")
+             f"{h['corrected_slips']} corrected slips.", "",
+             "| PRM (head) trained on | step labels (wrong) | mean d = score(c) - score(s) [95%] | d > 0 % [95%] | "
+             "per seed d > 0 % | mean score: slips / corrections / open / right | seconds |",
+             "|---|---:|---|---|---|---|---:|"]
+    for head, r in result["heads"].items():
+        for name in LABEL_SETS:
+            p, c, runs = r["prms"][name], result["label_counts"][name], r["runs"][name]
+            roles = " / ".join(f"{np.mean([x['roles'][k] for x in runs]):.3f}"
+                               for k in ("slip", "correction", "open", "right"))
+            per_seed = ", ".join(f"{x['estimate']:.1f}" for x in p["d > 0 (%)"]["per_seed"])
+            seconds = np.mean([x["seconds"] for x in runs])
+            lines.append(f"| {head} ({r['seeds']} seeds, {r['steps']} steps): {name} | {c['step_labels']} ({c['wrong']}) | {_fmt(p['mean d']['pooled'], False)} | "
+                         f"{_fmt(p['d > 0 (%)']['pooled'], True)} | {per_seed} | {roles} | {seconds:.0f} |")
+    lines += ["", "| comparison (paired, same head) | mean d [95%] | d > 0 % [95%] |", "|---|---|---|"]
+    for head, r in result["heads"].items():
+        for name, c in r["comparisons"].items():
+            lines.append(f"| {head}: {name} | {_fmt(c['mean d'], False)} ({c['mean d']['reading']}) | "
+                         f"{_fmt(c['d > 0 (%)'], True)} ({c['d > 0 (%)']['reading']}) |")
     return "\n".join(lines)
 
 
@@ -348,13 +380,18 @@ def main(argv: list[str] | None = None) -> None:
     defaults = RecoveryExperimentConfig()
     parser = argparse.ArgumentParser(description="PRMs on recovery, shuffled and first-error labels (issue 49).")
     parser.add_argument("--workdir", type=Path, default=defaults.workdir)
-    for name in ("seeds", "train_traces", "heldout_traces", "steps", "batch_size"):
+    for name in ("train_traces", "heldout_traces", "batch_size"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name))
-    parser.add_argument("--lr", type=float, default=defaults.lr)
+    parser.add_argument("--seeds", type=int, nargs=2, metavar=("LIKELIHOOD", "QWEN"),
+                        default=[b.seeds for b in BUDGETS], help="Seeds per head (0 leaves the head out).")
+    parser.add_argument("--steps", type=int, nargs=2, metavar=("LIKELIHOOD", "QWEN"),
+                        default=[b.steps for b in BUDGETS], help="Optimiser steps per PRM, per head.")
     parser.add_argument("--base", type=Path, default=defaults.base)
     args = parser.parse_args(argv)
-    result = run(RecoveryExperimentConfig(**vars(args)))
-    print(tables(result))
+    budgets = tuple(HeadBudget(b.head, seeds, steps, b.lr)
+                    for b, seeds, steps in zip(BUDGETS, args.seeds, args.steps) if seeds)
+    options = {k: v for k, v in vars(args).items() if k not in ("seeds", "steps")}
+    print(tables(run(RecoveryExperimentConfig(**options, budgets=budgets))))
 
 
 if __name__ == "__main__":
