@@ -280,6 +280,24 @@ def check_workdir(cfg: RecoveryExperimentConfig) -> None:
     write_atomic(marker, orjson.dumps({**before, **settings}, option=orjson.OPT_INDENT_2))
 
 
+def untrained_reference(cfg: RecoveryExperimentConfig, held: list[dict[str, Any]],
+                        pairs: dict[str, list[tuple[int, int]]]) -> dict[str, Any]:
+    """No labels at all: each step scored by the base's lowest probability of one of its tokens
+    (scores.likelihood_baseline_scores, read as the likelihood PRMs read): does the base's surprise
+    alone put a correction above its slip? Kept in a file like a PRM's."""
+    from lab.world.prm.scores import likelihood_baseline_scores
+
+    path = cfg.workdir / "prms" / "untrained.scores.json"
+    if not path.is_file():
+        values = likelihood_baseline_scores(cfg.base, held, cfg.system_prompt_text())
+        write_atomic(path, orjson.dumps({"scores": {r["id"]: s for r, s in zip(held, values)}}))
+    scores = orjson.loads(path.read_bytes())["scores"]
+    stats = trace_stats(pairs, scores)
+    draws = Draws(stats.shape[0], 1)
+    return {"roles": role_means(held, scores),
+            **{m: interval_dict(pooled(draws, [stats], None, f)) for m, f in METRICS.items()}}
+
+
 def train_one(cfg: RecoveryExperimentConfig, budget: HeadBudget, data: Path, output: Path, seed: int,
               readings: Any) -> dict[str, Any]:
     from prm_annotate.prm.train import TrainConfig, train
@@ -339,10 +357,11 @@ def run(cfg: RecoveryExperimentConfig) -> dict[str, Any]:
                          f"{share_metric(stats[name][-1].sum(axis=0)):.1f}% [{time.monotonic() - started:.0f} s]")
         heads[head] = {"seeds": budget.seeds, "steps": budget.steps, "lr": budget.lr, "runs": runs,
                        **summarize(stats, budget.seeds)}
+    reference = untrained_reference(cfg, held, pairs)
     result = {"settings": cfg.settings(), "label_counts": counts,
               "heldout": {"traces": len(held), "with_corrected_slip": len(pairs),
                           "corrected_slips": int(sum(map(len, pairs.values())))},
-              "heads": heads, "seconds": round(time.monotonic() - started, 1)}
+              "heads": heads, "untrained": reference, "seconds": round(time.monotonic() - started, 1)}
     write_atomic(cfg.workdir / "results.json", orjson.dumps(result, option=orjson.OPT_INDENT_2))
     return result
 
@@ -368,6 +387,10 @@ def tables(result: dict[str, Any]) -> str:
             seconds = np.mean([x["seconds"] for x in runs])
             lines.append(f"| {head} ({r['seeds']} seeds, {r['steps']} steps): {name} | {c['step_labels']} ({c['wrong']}) | {_fmt(p['mean d']['pooled'], False)} | "
                          f"{_fmt(p['d > 0 (%)']['pooled'], True)} | {per_seed} | {roles} | {seconds:.0f} |")
+    u = result["untrained"]
+    roles = " / ".join(f"{u['roles'][k]:.3f}" for k in ("slip", "correction", "open", "right"))
+    lines.append(f"| no training: the base's lowest token probability | — | {_fmt(u['mean d'], False)} | "
+                 f"{_fmt(u['d > 0 (%)'], True)} | — | {roles} | — |")
     lines += ["", "| comparison (paired, same head) | mean d [95%] | d > 0 % [95%] |", "|---|---|---|"]
     for head, r in result["heads"].items():
         for name, c in r["comparisons"].items():
