@@ -140,6 +140,7 @@ def judged_records(split: str, n: int, seed: int) -> list[dict[str, Any]]:
         out.append({"id": f"{split}-{i}", "problem": problem["problem"], "answer": problem["answer"],
                     "steps": t.steps, "thought_steps": len(t.thought), "thought_finished": True,
                     "final_answer": truth.answer, "correct": truth.final_correct,
+                    "truth_kinds": [q.kind for q in truth.paragraphs],
                     "judge": {"first_error": recovery.first_error(), "votes": [recovery.first_error()],
                               "parse_failures": 0, "model": "truth", "prompt": "truth",
                               "recovery": recovery.to_json()}})
@@ -253,16 +254,20 @@ def summarize(stats: dict[str, list[np.ndarray]], seeds: int) -> dict[str, Any]:
     return out
 
 
-def role_means(records: list[dict[str, Any]], scores: dict[str, list[float]]) -> dict[str, float]:
-    """Mean score per truth role on the held-out traces: slips, corrections, steps while a slip is
-    open (wrong, not slips), and the other right steps."""
-    sums: dict[str, list[float]] = {"slip": [], "correction": [], "open": [], "right": []}
+# What each held-out paragraph is, by the truth's kinds (trace_truth.py), as the table shows them.
+KIND_GROUPS = {"slip": ("slip", "garbled"), "wrong correction": ("wrong_correction",), "correction": ("correction",),
+               "carried error": ("propagated",), "right": ("step", "recheck", "answer")}
+
+
+def kind_means(records: list[dict[str, Any]], scores: dict[str, list[float]]) -> dict[str, float]:
+    """Mean score per kind of held-out paragraph (KIND_GROUPS): a wrong correction ("Wait, ..."
+    that changes a right step to a wrong value) has a correction's form and a slip's truth, so it
+    tells a PRM that reads the form from one that checks the step."""
+    group = {k: name for name, kinds in KIND_GROUPS.items() for k in kinds}
+    sums: dict[str, list[float]] = {name: [] for name in KIND_GROUPS}
     for r in records:
-        rec, s = recovery_of_record(r), scores[r["id"]]
-        roles, labels = rec.roles(len(s)), rec.step_labels(len(s))
-        for role, right, v in zip(roles, labels, s):
-            key = role if role != "ok" else ("right" if right else "open")
-            sums[key].append(v)
+        for kind, v in zip(r["truth_kinds"], scores[r["id"]]):
+            sums[group[kind]].append(v)
     return {k: round(float(np.mean(v)), 4) for k, v in sums.items() if v}
 
 
@@ -294,7 +299,7 @@ def untrained_reference(cfg: RecoveryExperimentConfig, held: list[dict[str, Any]
     scores = orjson.loads(path.read_bytes())["scores"]
     stats = trace_stats(pairs, scores)
     draws = Draws(stats.shape[0], 1)
-    return {"roles": role_means(held, scores),
+    return {"kinds": kind_means(held, scores),
             **{m: interval_dict(pooled(draws, [stats], None, f)) for m, f in METRICS.items()}}
 
 
@@ -352,7 +357,7 @@ def run(cfg: RecoveryExperimentConfig) -> dict[str, Any]:
                 done = orjson.loads(path.read_bytes())
                 stats[name].append(trace_stats(pairs, done["scores"]))
                 runs[name].append({"seed": seed, "train": done["train"], "seconds": done["seconds"],
-                                   "roles": role_means(held, done["scores"])})
+                                   "kinds": kind_means(held, done["scores"])})
                 progress(f"{head} {key}: mean d {mean_metric(stats[name][-1].sum(axis=0)):+.3f}, d > 0 "
                          f"{share_metric(stats[name][-1].sum(axis=0)):.1f}% [{time.monotonic() - started:.0f} s]")
         heads[head] = {"seeds": budget.seeds, "steps": budget.steps, "lr": budget.lr, "runs": runs,
@@ -376,19 +381,18 @@ def tables(result: dict[str, Any]) -> str:
     lines = [f"Held out: {h['traces']} traces, {h['with_corrected_slip']} with a corrected slip, "
              f"{h['corrected_slips']} corrected slips.", "",
              "| PRM (head) trained on | step labels (wrong) | mean d = score(c) - score(s) [95%] | d > 0 % [95%] | "
-             "per seed d > 0 % | mean score: slips / corrections / open / right | seconds |",
+             "per seed d > 0 % | mean score: " + " / ".join(KIND_GROUPS) + " | seconds |",
              "|---|---:|---|---|---|---|---:|"]
     for head, r in result["heads"].items():
         for name in LABEL_SETS:
             p, c, runs = r["prms"][name], result["label_counts"][name], r["runs"][name]
-            roles = " / ".join(f"{np.mean([x['roles'][k] for x in runs]):.3f}"
-                               for k in ("slip", "correction", "open", "right"))
+            roles = " / ".join(f"{np.mean([x['kinds'][k] for x in runs]):.3f}" for k in KIND_GROUPS)
             per_seed = ", ".join(f"{x['estimate']:.1f}" for x in p["d > 0 (%)"]["per_seed"])
             seconds = np.mean([x["seconds"] for x in runs])
             lines.append(f"| {head} ({r['seeds']} seeds, {r['steps']} steps): {name} | {c['step_labels']} ({c['wrong']}) | {_fmt(p['mean d']['pooled'], False)} | "
                          f"{_fmt(p['d > 0 (%)']['pooled'], True)} | {per_seed} | {roles} | {seconds:.0f} |")
     u = result["untrained"]
-    roles = " / ".join(f"{u['roles'][k]:.3f}" for k in ("slip", "correction", "open", "right"))
+    roles = " / ".join(f"{u['kinds'][k]:.3f}" for k in KIND_GROUPS)
     lines.append(f"| no training: the base's lowest token probability | — | {_fmt(u['mean d'], False)} | "
                  f"{_fmt(u['d > 0 (%)'], True)} | — | {roles} | — |")
     lines += ["", "| comparison (paired, same head) | mean d [95%] | d > 0 % [95%] |", "|---|---|---|"]
