@@ -21,17 +21,18 @@
      surprise alone with a sign set by the prior);
    - first-error: `--labels first-error` of the truth (the paper's cut: right before the first
      error, wrong at it, the steps after it left out, so no correction is ever trained on).
-3. One PRM per label set and seed: `train --head likelihood` (a step head on the frozen base's
-   token log-probabilities) on the thinker (the policy that writes such traces), the same budget
-   for all (fixed steps, batch, learning rate; no validation, no early stop: a validation F1 of
-   the first error would favour one label set).
+3. One PRM per label set, seed and kind (BUDGETS) on the thinker (the policy that writes such
+   traces): `train --head likelihood` (a step head on the frozen base's token log-probabilities)
+   and `train --head qwen` (the base fine-tuned), each kind with one budget for every label set
+   (fixed steps, batch, learning rate; no validation, no early stop: a validation F1 of the first
+   error would favour one label set). Beside them, the base's untrained surprise (no labels).
 4. Scoring: the project's in-process scorer (scores.checkpoint_step_scores) on the held-out
    traces. For each held-out corrected slip (the truth's slip at step s corrected at c, wrong
    corrections included, since the recovery labels treat them alike), d = score(c) - score(s).
    Per PRM: mean d and the share d > 0 (a tie counts half), with a bootstrap interval over
    held-out traces (a trace's pairs stay together), pooled over seeds with the seeds resampled
-   too (bootstrap.pooled); and the paired differences recovery - first-error and recovery -
-   shuffled on the same draws.
+   too (bootstrap.pooled); the paired differences recovery - first-error and recovery -
+   shuffled on the same draws; and each kind of paragraph's mean score (kind_means).
 
 Every PRM's scores are a file (`prms/<head>/<set>-seed<N>.scores.json`): a rerun trains and scores only
 what is missing. `results.json` holds the settings, counts and every interval.
