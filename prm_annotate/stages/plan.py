@@ -185,22 +185,24 @@ def model_context(model: str) -> int | None:
     return int(length) if isinstance(length, int) else None
 
 
-def context_note(longest_prompts: list[int], budget: int, model: str, what: str) -> str | None:
+def context_notes(counted_by: str, longest_prompts: list[int], budget: int, engine_info: dict[str, Any],
+                  what: str) -> list[str]:
     """What the stage's context check (engines/context.py) will do with these records' longest
-    prompts: how many it refuses and clamps (None when the context is not known or all fit)."""
+    prompts: how many it refuses and clamps (none said when the prompts were not counted by the
+    model's tokenizer, its context is not known, or all fit)."""
     from prm_annotate.engines.context import ENGINE, Context, fit
 
-    length = model_context(model)
-    if length is None:
-        return None
+    length = model_context(str(engine_info.get("model", "")))
+    if length is None or not counted_by.startswith("tokenizer"):
+        return []
     context = Context(length, "config", ENGINE)
     fits = [fit(p, budget, context) for p in longest_prompts]
     refused, clamped = sum(f.refused is not None for f in fits), sum(f.clamped for f in fits)
     if not refused and not clamped:
-        return None
-    return (f"context: {refused} of {len(fits)} records' {what} leave too little of the model's {length:,}-token "
+        return []
+    return [f"context: {refused} of {len(fits)} records' {what} leave too little of the model's {length:,}-token "
             f"context (max_position_embeddings) and will be refused, {clamped} clamped below {budget} tokens; "
-            "the figures count them as if run (a --max-model-len below it refuses more)")
+            "the figures count them as if run (a --max-model-len below it refuses more)"]
 
 
 @functools.lru_cache(maxsize=8)
@@ -300,14 +302,12 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
     budget = stage.config.sampling.max_tokens
     longest, of_problem = _policy_lengths(records)
     walked: dict[tuple, Walks] = {}
-    longest_prompts: list[int] = []
     per_record: list[dict[str, Bound]] = []
     keys_of: list[set[str]] = []
     for record in records:
         n = len(record.steps)
         probe_able = max(0, n - 1)
         prompts = [count(stage._request(record, Probe(s, 0))) for s in range(probe_able)]
-        longest_prompts.append(max(prompts, default=0))
         # The modelled length of a completion from step s: its problem's longest response less the
         # steps it already has (the module docstring's model).
         mine = of_problem.get(record.problem, longest)
@@ -360,13 +360,11 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
         "prefill_tokens": Bound(requests.low, prompt.high, prefill_modelled.high),
         "decode_tokens": Bound(requests.low, requests.high * budget, decode_modelled),
     }
-    params, params_from = model_params(engine_info)
     if not exhaustive:
         notes.append(f"{strategy.name}: bounded over every assignment of step labels its plans can meet")
-    if counted_by.startswith("tokenizer") and (said := context_note(longest_prompts, budget, str(
-            engine_info.get("model", "")), "longest prefixes")):
-        notes.append(said)
-    return _with_compute(Estimate("rollout", len(records), figures, params, params_from, counted_by, notes))
+    notes += context_notes(counted_by, [count(stage._request(r, Probe(len(r.steps) - 2, 0))) for r in records
+                                        if len(r.steps) > 1], budget, engine_info, "longest prefixes (the last step's)")
+    return _with_compute(Estimate("rollout", len(records), figures, *model_params(engine_info), counted_by, notes))
 
 
 def _exact(probe_able: int, k: int, prompts: list[int]) -> dict[str, Bound]:
@@ -521,9 +519,7 @@ def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estim
     said = ("the budget (a thinking judge's thought is not modelled)" if thinks
             else "each verdict as long as the paragraphs it reads, then its answer")
     notes = [f"judge: the modelled decode is {said}: a model of the judge, not a bound"]
-    if counted_by.startswith("tokenizer") and (over := context_note(judge_prompts, budget, str(
-            engine_info.get("model", "")), "judge prompts")):
-        notes.append(over)
+    notes += context_notes(counted_by, judge_prompts, budget, engine_info, "judge prompts")
     return _with_compute(Estimate("judge", len(records), figures, params, params_from, counted_by, notes))
 
 
