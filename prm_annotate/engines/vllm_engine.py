@@ -64,6 +64,11 @@ def render_prompt(tokenizer: Any, request: GenerationRequest) -> str:
     )
 
 
+def generation_prompt(tokenizer: Any, messages: Sequence[dict]) -> str:
+    """The prompt text of a new assistant turn after `messages` (where a template opens or closes a thought)."""
+    return tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False, add_generation_prompt=True)
+
+
 class VLLMEngine(Streaming):
     """`Engine` backed by an in-process `vllm.LLM`.
 
@@ -145,9 +150,7 @@ class VLLMEngine(Streaming):
         return self._splitters[name]
 
     def generation_prompt(self, messages: Sequence[dict]) -> str:
-        """The prompt text of a new assistant turn after `messages` (where a template opens or closes a thought)."""
-        return self._tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
-                                                   add_generation_prompt=True)
+        return generation_prompt(self._tokenizer, messages)
 
     def count_tokens(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False))

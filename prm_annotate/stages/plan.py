@@ -161,8 +161,9 @@ class TemplateOnly:
         self.model, self._tokenizer = model, tokenizer
 
     def generation_prompt(self, messages: Any) -> str:
-        return self._tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False,
-                                                   add_generation_prompt=True)
+        from prm_annotate.engines.vllm_engine import generation_prompt
+
+        return generation_prompt(self._tokenizer, messages)
 
 
 def template_only(model: str) -> TemplateOnly | None:
@@ -173,15 +174,15 @@ def template_only(model: str) -> TemplateOnly | None:
 
 def model_context(model: str) -> int | None:
     """The context an in-process engine gives `model` by default (its config's
-    max_position_embeddings); None when its config is not found locally."""
-    import json
-    from pathlib import Path
-
+    max_position_embeddings), found as its tokenizer is (a local checkpoint or a name in the local
+    cache); None when no config is found."""
     try:
-        config = json.loads((Path(model) / "config.json").read_text())
-    except (OSError, ValueError):
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model, local_files_only=True)
+    except (OSError, ValueError, KeyError, ImportError):
         return None
-    length = config.get("max_position_embeddings")
+    length = getattr(config.get_text_config(), "max_position_embeddings", None)
     return int(length) if isinstance(length, int) else None
 
 
@@ -304,15 +305,13 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
     walked: dict[tuple, Walks] = {}
     per_record: list[dict[str, Bound]] = []
     keys_of: list[set[str]] = []
+    last_prompts: list[int] = []
     for record in records:
         n = len(record.steps)
         probe_able = max(0, n - 1)
         prompts = [count(stage._request(record, Probe(s, 0))) for s in range(probe_able)]
-        # The modelled length of a completion from step s: its problem's longest response less the
-        # steps it already has (the module docstring's model).
-        mine = of_problem.get(record.problem, longest)
-        lengths = [min(budget, max(1, mine - (prompts[s] - prompts[0]))) if mine is not None else budget
-                   for s in range(probe_able)]
+        last_prompts += prompts[-1:]  # a prefix grows with its step: the record's longest prompt
+        lengths = _modelled_lengths(prompts, of_problem.get(record.problem, longest), budget)
         distinct = set()
         if exhaustive:
             figures = _exact(probe_able, k, prompts)
@@ -362,9 +361,16 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
     }
     if not exhaustive:
         notes.append(f"{strategy.name}: bounded over every assignment of step labels its plans can meet")
-    notes += context_notes(counted_by, [count(stage._request(r, Probe(len(r.steps) - 2, 0))) for r in records
-                                        if len(r.steps) > 1], budget, engine_info, "longest prefixes (the last step's)")
+    notes += context_notes(counted_by, last_prompts, budget, engine_info, "longest prefixes (the last step's)")
     return _with_compute(Estimate("rollout", len(records), figures, *model_params(engine_info), counted_by, notes))
+
+
+def _modelled_lengths(prompts: list[int], longest: int | None, budget: int) -> list[int]:
+    """The modelled length of a completion from each step s: the longest response to its problem
+    less the steps it already has (the module docstring's model); the budget when none is known."""
+    if longest is None:
+        return [budget] * len(prompts)
+    return [min(budget, max(1, longest - (p - prompts[0]))) for p in prompts]
 
 
 def _exact(probe_able: int, k: int, prompts: list[int]) -> dict[str, Bound]:
