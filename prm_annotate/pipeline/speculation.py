@@ -9,6 +9,16 @@ for is handed over (at once if it has finished); one that a round no longer name
 still unused when the job ends, is not needed: cancelled at once if still running, so the engine
 stops spending on it, dropped if finished.
 
+The budget follows how often the jobs' `ahead` names turn out asked for, started or not (so a
+run that stopped guessing still learns, and starts again when guesses would pay): none while
+fewer than half are, since a guess more likely unused than used spends more tokens than the
+rounds it saves; from there it grows with the share (`speculate * asked / unasked`), so that the
+guesses in flight that end up unneeded stay below `speculate`. Where a step's remaining
+completions are nearly always needed (a weak policy: most steps 0) it grows until every guess can
+start, as exhaustive starts every completion at once; where a policy recovers from the steps
+verify probes (a thinking one: most claims refuted at the judge's step) no guess starts and the
+rollout draws what its rule needs, one round at a time.
+
 `Speculation` decides and keeps the counts for a whole run; `Guesses` is one job's share of it.
 It never talks to the scheduler's bookkeeping: the scheduler hands it a `send` or `cancel` for
 the job at hand.
@@ -21,13 +31,9 @@ from typing import Callable, Container, Sequence
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 
-# The budget for guesses follows how many turn out needed: `speculate / wasted share`, so the
-# guesses in flight that end up unneeded stay about `speculate` however many are started. Where
-# a step's remaining completions are nearly always needed (a weak policy: most steps 0), the
-# budget grows until every guess can start, as exhaustive starts every completion at once; where
-# most guesses are cancelled (most steps 1) it stays near `speculate`. It starts as if this many
-# guesses had been wasted, so a few lucky ones do not open it wide.
-_GUESS_PRIOR = 32
+# The budget starts as if this many names had been asked for and as many not (budget `speculate`),
+# so a few early ones do not open or close it.
+_NAMED_PRIOR = 16
 
 Send = Callable[[list[GenerationRequest]], None]
 Cancel = Callable[[list[str]], int]  # stops running requests by key; the tokens they had generated
@@ -41,12 +47,14 @@ class Guesses:
     kept: dict[str, GenerationResult] = field(default_factory=dict)  # finished early, not asked for yet
     may_ask: list[GenerationRequest] = field(default_factory=list)  # the last round's `ahead`
     may_ask_spare: list[GenerationRequest] = field(default_factory=list)  # the last round's `spare`
+    named: set[str] = field(default_factory=set)  # named `ahead`, not asked for yet, started or not
 
 
 class Speculation:
     """The guesses of one run on one engine. `counts` gets `ahead_started`, `ahead_used`,
-    `ahead_cancelled` (while running), `ahead_dropped` (finished unused), `ahead_unused_tokens`
-    and the largest budget reached (`ahead_budget_max`)."""
+    `ahead_cancelled` (while running), `ahead_dropped` (finished unused), `ahead_unused_tokens`,
+    the largest budget reached (`ahead_budget_max`) and, for every `ahead` name whether started or
+    not, `named_asked` and `named_unasked` (what the budget follows)."""
 
     def __init__(self, engine: Engine, speculate: int, max_requests: int):
         self.engine = engine
@@ -55,13 +63,14 @@ class Speculation:
         self.counts: Counter = Counter()
 
     def budget(self) -> int:
-        """Requests in flight below which an `ahead` guess may start (0: speculation is off)."""
+        """Requests in flight below which an `ahead` guess may start (0: speculation is off, or
+        fewer than half of the names were asked for)."""
         if not self.speculate:
             return 0
-        c = self.counts
-        wasted = c["ahead_cancelled"] + c["ahead_dropped"] + _GUESS_PRIOR
-        budget = min(self.max_requests, max(self.speculate, round(self.speculate * (wasted + c["ahead_used"]) / wasted)))
-        c["ahead_budget_max"] = max(c["ahead_budget_max"], budget)
+        asked = self.counts["named_asked"] + _NAMED_PRIOR
+        unasked = self.counts["named_unasked"] + _NAMED_PRIOR
+        budget = 0 if asked < unasked else min(self.max_requests, round(self.speculate * asked / unasked))
+        self.counts["ahead_budget_max"] = max(self.counts["ahead_budget_max"], budget)
         return budget
 
     def has_room(self) -> bool:
@@ -75,6 +84,9 @@ class Speculation:
         waiting: dict[str, GenerationRequest] = {}
         send: list[GenerationRequest] = []
         for r in requests:
+            if r.key in guesses.named:
+                guesses.named.discard(r.key)
+                self.counts["named_asked"] += 1
             if r.key in guesses.kept:
                 results[r.key] = guesses.kept.pop(r.key)
                 self.counts["ahead_used"] += 1
@@ -91,10 +103,15 @@ class Speculation:
         """What the job's latest round says it may ask for; the guesses it no longer names go."""
         self.drop(guesses, cancel, keep={r.key for r in ahead} | {r.key for r in spare})
         guesses.may_ask, guesses.may_ask_spare = ahead, spare
+        named = {r.key for r in ahead}
+        self.counts["named_unasked"] += len(guesses.named - named)
+        guesses.named = named
 
     def finish(self, guesses: Guesses, cancel: Cancel) -> None:
         """The job is done: none of its guesses is needed."""
         guesses.may_ask, guesses.may_ask_spare = [], []
+        self.counts["named_unasked"] += len(guesses.named)
+        guesses.named = set()
         self.drop(guesses, cancel)
 
     def drop(self, guesses: Guesses, cancel: Cancel, keep: Container[str] = frozenset()) -> None:
@@ -111,10 +128,12 @@ class Speculation:
 
     def start(self, guesses: Guesses, asked: Container[str], send: Send) -> None:
         """Start what the job may ask for and has not (`asked`): its `ahead` guesses while fewer
-        requests than the budget are in flight, then its spare ones while fewer than `speculate`."""
-        if not (guesses.may_ask or guesses.may_ask_spare):
+        requests than the budget are in flight, then its spare ones while fewer than `speculate`;
+        neither while the budget is 0."""
+        ahead_budget = self.budget()
+        if not (guesses.may_ask or guesses.may_ask_spare) or not ahead_budget:
             return
-        for candidates, budget in ((guesses.may_ask, self.budget()), (guesses.may_ask_spare, self.speculate)):
+        for candidates, budget in ((guesses.may_ask, ahead_budget), (guesses.may_ask_spare, self.speculate)):
             room = budget - self.engine.in_flight()
             chosen: list[GenerationRequest] = []
             for r in candidates:

@@ -26,8 +26,14 @@ ROUNDS = (1, 2)
 
 
 class StepSampler:
-    def __init__(self, step: int, k: int, threshold: float, zero_rule: ZeroRule = ALL_K):
+    """`one_at_a_time`: a round of one completion each time (never more than could decide the
+    label), which draws exactly what the label needs and leaves the rest to speculation; for a
+    strategy that samples few steps, where rounds are not what keeps the engine busy (verify)."""
+
+    def __init__(self, step: int, k: int, threshold: float, zero_rule: ZeroRule = ALL_K,
+                 one_at_a_time: bool = False):
         self.step, self.k, self.threshold, self.zero_rule = step, k, threshold, zero_rule
+        self.one_at_a_time = one_at_a_time
         # Right completions needed for label 1: the smallest r with r / k > threshold.
         self.needed = math.floor(threshold * k) + 1
         self.sampled = 0
@@ -51,7 +57,7 @@ class StepSampler:
     def next_probes(self) -> list[Probe]:
         if self.label is not None:
             return []
-        size = ROUNDS[self.rounds] if self.rounds < len(ROUNDS) else self.k
+        size = 1 if self.one_at_a_time else ROUNDS[self.rounds] if self.rounds < len(ROUNDS) else self.k
         # Never fewer than could decide label 1 in this round, nor more than could decide a 0.
         size = max(size, self.needed - self.right)
         size = min(size, self.k - self.sampled, self._zero_within())

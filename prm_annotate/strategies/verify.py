@@ -5,15 +5,19 @@ first error j, MC only has to confirm or refute that one claim. Under the monoto
 binary and scan make (a prefix that cannot reach the answer stays unable), MC's first error is j
 exactly when step j has no right completion out of K and step j-1 has one. So:
 
-- step j is probed with early stopping: its first right completion refutes the claim ("refuted at
-  j"); only K failures confirm it (a confirmed j costs the full K), or fewer under a sequential
-  zero rule (`--zero-rule`, zero_rules.py: at step j only; step j-1 always takes the paper's K);
+- step j is probed with early stopping, one completion a round: its first right completion
+  refutes the claim ("refuted at j"); only K failures confirm it (a confirmed j costs the full K),
+  or fewer under a sequential zero rule (`--zero-rule`, zero_rules.py: at step j only; step j-1
+  always takes the paper's K). Rounds of one draw exactly what the rule needs (its floor, with the
+  exhaustive run's seeds: testing/verify_floor.py); rounds of 1, 2 and the rest drew 1.24x that on
+  the thinking world. The rest of the K are named `ahead`, so where they are usually needed
+  speculation starts them at once;
 - step j-1 is probed, with early stopping, only once step j is 0: its first right completion
   confirms the claim, K failures refute it ("refuted at j-1"). The judge's j often comes before
   MC's first error (the policy recovers from a wrong step), so step j is refuted more often than
-  j-1 and goes first: j-1's completions would be wasted on a refuted j. Speculation (`ahead`)
-  starts the rest of step j's completions and step j-1's first once step j has failed, when a
-  confirmation is likely, and nothing before;
+  j-1 and goes first: j-1's completions would be wasted on a refuted j. `ahead` names the
+  rest of step j's completions and step j-1's first once step j has failed, and nothing before
+  (speculation starts them only while most names turn out asked for: pipeline/speculation.py);
 - step 0 has no step before it, and the last step is decided by the response's own answer (the
   rule every strategy shares), so j = 0 probes only step 0 and j = last only step j-1;
 - the judge saying "no error" (-1) needs no rollout: a right final answer is the witness that
@@ -91,11 +95,11 @@ class VerifyPlan(Plan):
             self.outcome = REFUTED_FREE  # the witness rule: the response itself reached the answer from step j
         else:
             if j < last:
-                self.at_j = StepSampler(j, k, threshold, zero_rule)
+                self.at_j = StepSampler(j, k, threshold, zero_rule, one_at_a_time=True)
             if j > 0:
                 # The zero rule confirms at j only: a 0 at j-1 refutes, and there the rule's early 0s
                 # are often 1s of K (measured: docs/rollout-strategies.md), so j-1 takes all K.
-                self.before = StepSampler(j - 1, k, threshold)
+                self.before = StepSampler(j - 1, k, threshold, one_at_a_time=True)
             if self.at_j is None and self.before is None:
                 self.outcome = CONFIRMED_FREE  # one step, wrong answer, judge says step 0
         self._decide()
@@ -137,7 +141,8 @@ class VerifyPlan(Plan):
         if self._j_open():
             if self.at_j.sampled == 0:
                 return []
-            before = StepSampler(self.before.step, self.before.k, self.threshold).next_probes() if self.before else []
+            before = StepSampler(self.before.step, self.before.k, self.threshold, one_at_a_time=True).next_probes() \
+                if self.before else []
             return self.at_j.ahead() + before
         return self.before.ahead() if self.before.sampled else []
 

@@ -341,28 +341,45 @@ def test_no_guess_starts_while_a_record_could_start():
     assert stats["ahead_started"] == 9
 
 
-def test_the_guess_budget_grows_as_guesses_prove_needed_and_not_when_they_are_wasted():
-    """`speculate` is where the budget starts: a job whose guesses are all asked for later gets
-    more of them in flight as it goes; one whose guesses are never asked for stays at it."""
+def test_the_guess_budget_grows_as_guesses_prove_needed_and_stops_them_when_most_are_not():
+    """`speculate` is where the budget starts: a job whose named guesses are all asked for later
+    gets more of them in flight as it goes; one whose guesses are never asked for soon starts
+    none (fewer than half of the names asked for), and its names, though no longer started, are
+    still counted, so a job whose guesses become needed again gets them started again."""
     from prm_annotate.pipeline.scheduler import Round
 
-    def job(needed: bool):
+    def job(phases: str):
         def start(unit):
-            for i in range(120):
-                later = [request(f"r{j}" if needed else f"w{i}.{j}", "x", 1) for j in range(i + 1, 120)]
-                yield Round([request(f"r{i}", "x", 1)], later)
+            for phase, needed in enumerate(phases):
+                for i in range(120):
+                    later = [request(f"{phase}r{j}" if needed == "n" else f"{phase}w{i}.{j}", "x", 1)
+                             for j in range(i + 1, 120)]
+                    yield Round([request(f"{phase}r{i}", "x", 1)], later)
             return [Outcome(unit[0], [{"id": unit[0], "texts": []}])]
         return start
 
-    for needed in (True, False):
-        engine, stats = Cancelling(), Counter()
-        run(engine, ["x"], job(needed), window=1, speculate=2, stats=stats)
-        if needed:
-            assert stats["ahead_cancelled"] == 0 and stats["ahead_used"] > 100
-            assert engine.peak > 4 and stats["ahead_budget_max"] == engine.peak
-        else:
-            assert stats["ahead_used"] == 0 and stats["ahead_cancelled"] > 100
-            assert engine.peak <= 2 and stats["ahead_budget_max"] == 2
+    engine, stats = Cancelling(), Counter()
+    run(engine, ["x"], job("n"), window=1, speculate=2, stats=stats)
+    assert stats["ahead_cancelled"] == 0 and stats["ahead_used"] > 100 and stats["named_asked"] > 100
+    assert engine.peak > 4 and stats["ahead_budget_max"] >= engine.peak
+
+    engine, stats = Cancelling(), Counter()
+    run(engine, ["x"], job("w"), window=1, speculate=2, stats=stats)
+    assert stats["ahead_used"] == 0 and stats["ahead_started"] <= 2 and engine.peak <= 2
+    assert stats["named_unasked"] > 100 * 119 // 2  # every name counted, none started after the first
+
+    def wasted_then_needed(unit):
+        for i in range(40):  # one guess named a round, never asked for
+            yield Round([request(f"a{i}", "x", 1)], [request(f"w{i}", "x", 1)])
+        for i in range(120):
+            yield Round([request(f"r{i}", "x", 1)], [request(f"r{j}", "x", 1) for j in range(i + 1, 120)])
+        return [Outcome(unit[0], [{"id": unit[0], "texts": []}])]
+
+    engine, stats = Cancelling(), Counter()
+    run(engine, ["x"], wasted_then_needed, window=1, speculate=2, stats=stats)
+    submitted = [k.split("\x1f")[1] for what, k in engine.log if what == "submit"]
+    assert sum(k.startswith("w") for k in submitted) < 20  # off before the wasted phase ends
+    assert stats["ahead_used"] > 50  # on again once names are asked for
 
 
 def test_spare_guesses_use_only_idle_capacity_whatever_the_budget_has_grown_to():

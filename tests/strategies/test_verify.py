@@ -98,15 +98,16 @@ def test_where_the_claim_is_decided_without_rollouts():
 
 def test_what_a_confirmation_costs_and_the_order_of_the_steps():
     rec = response("r", 5, False)
-    # j = 2: step 2 never right, step 1 right at its first completion: K + 1 completions in four
-    # rounds (step j's rounds of 1, 2, the rest; then step j-1's first).
+    # j = 2: step 2 never right, step 1 right at its first completion: K + 1 completions, one a
+    # round (step j's K, then step j-1's first).
     mc, engine = verify({("r", 1): {0}, ("r", 2): set()}, rec, 2)
     assert mc["verified"] == CONFIRMED and mc["sampled"] == [0, 1, K, 0, 0]
-    assert mc["completions"] == 1 + K and engine.calls == 4
-    # Step j is right at its second completion: refuted at j, step j-1 never probed.
+    assert mc["completions"] == 1 + K and engine.calls == K + 1
+    # Step j is right at its second completion: refuted at j, step j-1 never probed, and no third
+    # completion drawn (rounds of 1, 2 would have drawn it with the second).
     mc, engine = verify({("r", 1): {0}, ("r", 2): {1}}, rec, 2)
-    assert mc["verified"] == REFUTED_AT_J and mc["sampled"] == [0, 0, 3, 0, 0] and engine.calls == 2
-    assert mc["scores"] == [None, None, 1 / 3, None, 0.0]
+    assert mc["verified"] == REFUTED_AT_J and mc["sampled"] == [0, 0, 2, 0, 0] and engine.calls == 2
+    assert mc["scores"] == [None, None, 1 / 2, None, 0.0]
     assert mc["first_error"] == 4  # the wrong answer: the first 0 among the decided steps, not a label
     # Step j-1 is 0 too (all K fail): refuted at j-1, after step j's K.
     mc, engine = verify({("r", 1): set(), ("r", 2): set()}, rec, 2)
@@ -114,7 +115,7 @@ def test_what_a_confirmation_costs_and_the_order_of_the_steps():
     assert mc["scores"] == [None, 0.0, 0.0, None, 0.0] and mc["first_error"] == 1
     # j = last, wrong answer: only step j-1 is probed.
     mc, engine = verify({("r", 3): {2}}, rec, 4)
-    assert mc["verified"] == CONFIRMED and mc["sampled"] == [0, 0, 0, 3, 0]
+    assert mc["verified"] == CONFIRMED and mc["sampled"] == [0, 0, 0, 3, 0]  # right at its third
 
 
 def test_speculation_waits_for_a_failure_and_changes_no_verdict():
@@ -123,8 +124,8 @@ def test_speculation_waits_for_a_failure_and_changes_no_verdict():
     plan = Verify().plan(5, K, 0.0, False, judged=JudgeClaim(2))
     assert [p.step for p in plan.next_round()] == [2] and plan.ahead() == []
     plan.observe([ProbeResult(Probe(2, 0), False)])
-    assert [(p.step, p.index) for p in plan.next_round()] == [(2, 1), (2, 2)]
-    assert [(p.step, p.index) for p in plan.ahead()] == [(2, 3), (1, 0)]
+    assert [(p.step, p.index) for p in plan.next_round()] == [(2, 1)]
+    assert [(p.step, p.index) for p in plan.ahead()] == [(2, i) for i in range(2, K)] + [(1, 0)]
     rec = response("r", 5, False)
     for right in ({("r", 1): {0}, ("r", 2): set()}, {("r", 1): set(), ("r", 2): {3}}, {("r", 1): {2}}):
         stage, _ = stage_for(Verify(), right, judged="judged.jsonl", judged_file=judged_file([(rec, 2)]))

@@ -154,7 +154,8 @@ def test_early_stop_and_binary_take_the_rule_too():
 
 def test_plans_without_a_rule_are_as_before():
     plan = Verify().plan(5, 8, 0.0, False, judged=JudgeClaim(2))
-    for _ in range(7):
+    for _ in range(8):  # one completion a round at j: the eighth failure decides its 0, not the seventh
+        assert plan.at_j.label is None
         probes = plan.next_round()
         plan.observe([ProbeResult(p, False) for p in probes])
     assert plan.at_j.sampled == 8 and plan.at_j.label is False
