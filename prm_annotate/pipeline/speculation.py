@@ -13,7 +13,9 @@ The budget follows how often the jobs' `ahead` names turn out asked for, started
 run that stopped guessing still learns, and starts again when guesses would pay): none while
 fewer than half are, since a guess more likely unused than used spends more tokens than the
 rounds it saves; from there it grows with the share (`speculate * asked / unasked`), so that the
-guesses in flight that end up unneeded stay below `speculate`. Where a step's remaining
+guesses in flight that end up unneeded stay below `speculate`, and never past the names settled
+so far (a run's first guesses start before any is settled: on the thinking world an opening burst
+of `speculate` guesses was 27% of verify's tokens). Where a step's remaining
 completions are nearly always needed (a weak policy: most steps 0) it grows until every guess can
 start, as exhaustive starts every completion at once; where a policy recovers from the steps
 verify probes (a thinking one: most claims refuted at the judge's step) no guess starts and the
@@ -69,7 +71,10 @@ class Speculation:
             return 0
         asked = self.counts["named_asked"] + _NAMED_PRIOR
         unasked = self.counts["named_unasked"] + _NAMED_PRIOR
-        budget = 0 if asked < unasked else min(self.max_requests, round(self.speculate * asked / unasked))
+        # Never more in flight than names settled (with the prior's): a run's first burst of
+        # guesses, started before any name is settled, stays small.
+        budget = 0 if asked < unasked else min(self.max_requests, asked + unasked,
+                                                round(self.speculate * asked / unasked))
         self.counts["ahead_budget_max"] = max(self.counts["ahead_budget_max"], budget)
         return budget
 
