@@ -161,7 +161,7 @@ def floor_note(floor, rows) -> str:
             f"the engine's {floor.engine_all:,} generated_tokens ({diff:+,}, "
             f"{100.0 * diff / max(1, floor.engine_all):+.3f}%)." + "".join(
                 f" {r.label}: {r.rollout.tokens:,} tokens = {r.rollout.tokens - r.extra['unused']:,} its plans asked "
-                f"for (rounds of 1, 2, the rest) + {r.extra['unused']:,} of speculation never used; "
+                f"for (one completion a round) + {r.extra['unused']:,} of speculation never used; "
                 f"{r.rollout.tokens / max(1, floor.decode_tokens):.2f}x the floor, "
                 f"{(r.rollout.tokens - r.extra['unused']) / max(1, floor.decode_tokens):.2f}x without the speculation."
                 for r in rows if r.label.startswith("judge + verify")))
