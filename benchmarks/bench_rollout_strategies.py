@@ -164,7 +164,10 @@ def floor_note(floor, rows) -> str:
                 f"for (one completion a round) + {r.extra['unused']:,} of speculation never used; "
                 f"{r.rollout.tokens / max(1, floor.decode_tokens):.2f}x the floor, "
                 f"{(r.rollout.tokens - r.extra['unused']) / max(1, floor.decode_tokens):.2f}x without the speculation."
-                for r in rows if r.label.startswith("judge + verify")))
+                for r in rows if r.label.startswith("judge + verify")) + "".join(
+                f"\n\n- [{'met' if r.rollout.tokens <= 1.2 * floor.decode_tokens else 'NOT met'}] {r.label}: rollout "
+                f"tokens within 1.2x of its floor: {r.rollout.tokens / max(1, floor.decode_tokens):.2f}x"
+                for r in rows if r.label == "judge + verify"))
 
 
 def consensus_world(args) -> str:
