@@ -34,6 +34,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from prm_annotate.judging import reason_kind
 from prm_annotate.recovery import Recovery, Slip
 from prm_annotate.records import step_labels
 from prm_annotate.reports.recovery import agreement, counts
@@ -107,13 +108,13 @@ def _share(hits: list[bool]) -> float | None:
 
 def unread(records: dict[str, dict]) -> dict:
     """How many judged records have no recovery reading, and why (the reader's first reason,
-    its kind before the first colon or digit), so a poor reading shows as refusals, not as labels."""
+    its kind as the judge stage tallies it: `reason_kind`), so a poor reading shows as refusals, not as labels."""
     why: dict[str, int] = {}
     for r in records.values():
         if r["judge"].get("recovery") is None:
             errors = [e for e in r["judge"].get("parse_errors") or [] if e]
             reason = (errors[0] if errors else r["judge"].get("recovery_problem") or "no reading")
-            key = reason.split(":")[0].rstrip("0123456789 ")[:60]
+            key = reason_kind(reason)[:60]
             why[key] = why.get(key, 0) + 1
     return {"judged": len(records), "unread": sum(why.values()), "reasons": dict(sorted(why.items(), key=lambda x: -x[1]))}
 
