@@ -276,5 +276,16 @@ def check_targets(rows: list[RoadRow], road: str = "judge + verify +share") -> l
     return out
 
 
-def format_targets(rows: list[RoadRow], roads: tuple[str, ...] = TARGET_ROADS) -> str:
-    return "\n".join(f"- [{'met' if ok else 'NOT met'}] {text}" for road in roads for text, ok in check_targets(rows, road))
+def check_floor(rows: list[RoadRow], floor: RoadRow | None, road: str = "judge + verify",
+                within: float = 1.2) -> list[tuple[str, bool]]:
+    """Issue 48's target: the verify road's rollout tokens within 1.2x of its foresight floor."""
+    by = {r.label: r for r in rows}
+    if floor is None or road not in by:
+        return []
+    ratio = by[road].rollout.tokens / max(1, floor.rollout.tokens)
+    return [(f"{road}: rollout tokens within {within:g}x of its floor: {ratio:.2f}x", ratio <= within)]
+
+
+def format_targets(rows: list[RoadRow], roads: tuple[str, ...] = TARGET_ROADS, floor: RoadRow | None = None) -> str:
+    checks = [c for road in roads for c in check_targets(rows, road)] + check_floor(rows, floor)
+    return "\n".join(f"- [{'met' if ok else 'NOT met'}] {text}" for text, ok in checks)

@@ -347,3 +347,19 @@ def test_benchmark_targets_judge_default_rows_and_show_the_rest():
     assert parity["binary no slower than exhaustive (5% for noise): x0.91"] is False
     rows.append(row("binary +share", 2.0, 10))
     assert dict(check_targets(rows))["binary +share wall ratio >= 0.8 x its token ratio: x5.00 vs 0.8 x 10.00 = 8.00"] is False
+
+
+def test_the_consensus_benchmark_holds_verify_to_its_floor():
+    from testing.consensus_bench import Cost, RoadRow, check_floor, format_targets
+
+    def row(label, tokens):
+        return RoadRow(label, Cost(tokens, 1.0), {}, 4)
+
+    floor = row("floor", 100)
+    assert check_floor([row("judge + verify", 120)], floor) == [
+        ("judge + verify: rollout tokens within 1.2x of its floor: 1.20x", True)]
+    assert check_floor([row("judge + verify", 121)], floor)[0][1] is False
+    assert check_floor([row("judge + verify", 121)], None) == []  # no floor run: no target
+    assert check_floor([row("judge + verify +share", 500)], floor) == []  # the shared road has no floor
+    assert format_targets([row("exhaustive + judge", 900), row("judge + verify", 130)], floor=floor) == (
+        "- [NOT met] judge + verify: rollout tokens within 1.2x of its floor: 1.30x")
