@@ -21,7 +21,8 @@ from prm_annotate.pipeline.runner import Outcome, RunSummary, StageBase
 from prm_annotate.pipeline.summary import Nouns
 from prm_annotate.settings import setting
 from prm_annotate.steps import DEFAULT_SEP, join_steps
-from prm_annotate.traces import Trace, record_trace
+from prm_annotate.segmenting.texts import record_trace
+from prm_annotate.traces import Trace
 
 
 @dataclass(frozen=True)
