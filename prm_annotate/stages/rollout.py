@@ -101,7 +101,7 @@ from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job, Round, one_unit_each
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
 from prm_annotate.grading.grader import Verdict
-from prm_annotate.grading.thinking import TWO_ANSWERS, UNFINISHED, grade_traces
+from prm_annotate.grading.thinking import TWO_ANSWERS, UNFINISHED, finished_by_length, grade_traces
 from prm_annotate.stages.config import RolloutConfig, configured, reasoning_budget
 from prm_annotate.stages.context_check import ContextCheck
 from prm_annotate.stages.thinking import template_state
@@ -345,22 +345,25 @@ class RolloutStage(ModelStage):
         return record_trace(record.steps, record.step_joins, record.thought_steps, record.thought_finished,
                             self.config.step_sep)
 
-    def _grade_completions(self, pairs: list[tuple[str, str, bool]]) -> list[Verdict]:
-        """(gold, prefix + completion, thinking) -> verdicts; a thinking completion by its answer only,
-        one that never closed its thought has none (wrong)."""
-        plain = [i for i, (_, _, thinking) in enumerate(pairs) if not thinking]
-        out: dict[int, Verdict] = dict(zip(plain, self.grader.grade_many([pairs[i][:2] for i in plain])))
+    def _grade_completions(self, pairs: list[tuple[str, str, bool, bool]]) -> list[Verdict]:
+        """(gold, prefix + completion, thinking, cut) -> verdicts; a thinking completion by its answer
+        only, one that never closed its thought has none (wrong); a cut one by an answer it closed
+        before the cut only (answers.extract_final_answer)."""
+        plain = [i for i, (_, _, thinking, _) in enumerate(pairs) if not thinking]
+        out: dict[int, Verdict] = dict(zip(plain, self.grader.grade_many([pairs[i][:2] for i in plain],
+                                                                         [pairs[i][3] for i in plain])))
         thinking = [i for i in range(len(pairs)) if i not in out]
         traces = [read_trace(pairs[i][1], OPEN if not pairs[i][1].lstrip().startswith("<think>") else MODEL)
                   for i in thinking]
         for i, trace, verdict in zip(thinking, traces, grade_traces(self.grader, [pairs[i][0] for i in thinking],
-                                                                    traces)):
+                                                                    traces, [pairs[i][3] for i in thinking])):
             out[i] = Verdict(None, False, UNFINISHED) if not trace.finished else verdict
         return [out[i] for i in range(len(pairs))]
 
     def _last_correct(self, batch: list[RolloutInput]) -> list[bool]:
         ungraded = [r for r in batch if r.correct is None]
-        verdicts = grade_traces(self.grader, [r.answer for r in ungraded], [self._trace(r) for r in ungraded])
+        verdicts = grade_traces(self.grader, [r.answer for r in ungraded], [self._trace(r) for r in ungraded],
+                                [finished_by_length(r) for r in ungraded])
         graded = {r.id: v.correct is True for r, v in zip(ungraded, verdicts)}
         self.stats["responses_graded_here"] += len(ungraded)
         return [r.correct if r.correct is not None else graded[r.id] for r in batch]
@@ -429,7 +432,7 @@ class RolloutStage(ModelStage):
                     ok_keys.append(key)
             verdicts = self._grade_completions(
                 [(asks[key][0][0].record.answer, requests[key].messages[-1]["content"] + results[key].texts[0],
-                  asks[key][0][0].record.thought_steps is not None) for key in ok_keys])
+                  asks[key][0][0].record.thought_steps is not None, _cut(results[key])) for key in ok_keys])
             for key, verdict in zip(ok_keys, verdicts):
                 done[key] = (results[key], verdict)
                 # A witness is a solution that reached the answer by its own text (a cut one too, unless

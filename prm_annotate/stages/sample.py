@@ -172,7 +172,8 @@ class SampleStage(ModelStage):
             return [Outcome(problem.id, error=f"sample {todo[0]}: blank text in all {self.empty_retries + 1} attempts",
                             reason="blank in every attempt")]
         traces = [self._trace(got[i][0]) for i in range(self.config.n)]
-        verdicts = grade_traces(self.grader, [problem.answer] * len(traces), traces)
+        cut = [got[i][0].finish_reasons[:1] == ["length"] for i in range(self.config.n)]
+        verdicts = grade_traces(self.grader, [problem.answer] * len(traces), traces, cut)
         return [Outcome(problem.id, [self._response(problem, i, trace, verdict, *got[i], clamped, paid=paid[i])
                                      for i, (trace, verdict) in enumerate(zip(traces, verdicts))])]
 
