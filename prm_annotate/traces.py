@@ -82,20 +82,9 @@ def read_trace(text: str, state: str = MODEL) -> Trace:
     return Trace(text, thought, answer)
 
 
-def thinks(text: str, state: str = MODEL) -> bool:
-    """Whether `text` read under `state` has a thought."""
-    return read_trace(text, state).thinks
-
-
 def tag_spans(text: str) -> list[tuple[int, int]]:
     """Where `<think>` and `</think>` stand in `text`, in order."""
     return [m.span() for m in _TAG.finditer(text)]
-
-
-def thought_end(text: str) -> int | None:
-    """Where the thought's `</think>` starts (None: none, the thought unfinished)."""
-    at = text.find(END)
-    return None if at < 0 else at
 
 
 _THOUGHT_BLOCK = re.compile(re.escape(START) + r".*?(?:" + re.escape(END) + r"|\Z)|" + re.escape(END), re.S)
