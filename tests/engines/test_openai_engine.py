@@ -251,8 +251,12 @@ def test_unreachable_server_fails_cleanly():
 
     engine = OpenAIEngine(f"http://127.0.0.1:{free_port()}", "m", max_attempts=2, backoff_initial=0.01,
                           backoff_max=0.02, timeout=2)
-    g = engine.generate([chat("u")])["u"]
-    assert not g.ok and "connection error" in g.error and "after 2 attempt(s)" in g.error
+    # A refused connection after every attempt is the server gone, not one request failing: the
+    # engine fails (UsageError, exit 2), naming the address and what to check.
+    with pytest.raises(UsageError, match=r"stopped answering \(connection error .*2 attempt\(s\)\): is the server up"):
+        engine.generate([chat("u")])
+    with pytest.raises(UsageError, match="cannot reach the server at .*: is the server up at this address"):
+        engine.check()
 
 
 def test_continuation_body_uses_vllm_chat_extension():
