@@ -195,7 +195,11 @@ class OpenAIEngine(Streaming):
         length, source = self.max_model_len, "option"
         if length is None:
             source = SERVER
-            length = next((m.get("max_model_len") for m in self.served() if m["id"] == self.model), None)
+            try:
+                length = next((m.get("max_model_len") for m in self.served() if m["id"] == self.model), None)
+            except UsageError as exc:  # an engine not `check`ed (a library's): no context known, as before
+                log.warning("the server did not say its context: %s", exc)
+                return None
             if not isinstance(length, int) or length < 1:
                 return None
         probe = GenerationRequest(key="", messages=({"role": "user", "content": "1"},))
