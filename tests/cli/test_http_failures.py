@@ -21,6 +21,7 @@ import pytest
 
 from prm_annotate.engines.bill import Bill
 from prm_annotate.pipeline.runner import RunOptions, run_stage
+from prm_annotate.stages.judge import JudgeStage
 from prm_annotate.stages.sample import SampleStage
 from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_SYSTEM_PROMPT, make_problems
 from prm_annotate.world.problems import World, solution_steps
@@ -164,6 +165,14 @@ def test_a_served_thought_is_billed_as_the_in_process_engine_bills_it(world_thin
     finally:
         stage.close()
     local_bill = Bill.read(manifest_runs(local)[-1]["bill"])
+    # The judge splits a thought too (`--reasoning think`): the thinker reads its own traces.
+    judge_settings = dict(prompt="processbench", reasoning="think", max_tokens=96, seed=0)
+    local_judged = tmp_path / "local-judged.jsonl"
+    stage = JudgeStage(world_thinker, **judge_settings, engine_info={"model": "world-thinker"})
+    try:
+        assert run_stage(stage, RunOptions(str(local), str(local_judged), quiet=True)).failed == 0
+    finally:
+        stage.close()
 
     server = heavy.get("server:http-world-thinker", lambda: start_server(
         THINKER_DIR, "world-thinker", tmp_path, max_model_len=TINY_MAX_MODEL_LEN), lambda s: s.stop())
@@ -186,3 +195,17 @@ def test_a_served_thought_is_billed_as_the_in_process_engine_bills_it(world_thin
     assert served_bill.thought_tokens == sum(thought for _, _, thought, _ in bills(served)) > 0
     assert f"({served_bill.thought_tokens:,} of thought)" in last_sentence(done.stderr, "sample")
     assert Counter(k.split(":")[0] for k in entry["stats"] if k.startswith("reasoning auto")) == {"reasoning auto": 1}
+
+    served_judged = tmp_path / "served-judged.jsonl"
+    judged = run([*CLI, "judge", str(local), "-o", str(served_judged), "--model", "world-thinker", "--base-url",
+                  server.base_url, "--prompt", "processbench", "--reasoning", "think", "--max-tokens", "96", "--seed", "0"])
+    assert judged.returncode == 0, judged.stderr[-3000:]
+
+    def judge_bills(path) -> list[tuple]:
+        return [(r["id"], r["judge"]["bill"], r["judge"]["reasoning_tokens"], r["judge"]["answer_tokens"])
+                for r in map(json.loads, path.read_text().splitlines())]
+
+    assert judge_bills(served_judged) == judge_bills(local_judged)
+    assert all(thought for _, _, thought, _ in judge_bills(served_judged))
+    assert (Bill.read(manifest_runs(served_judged)[-1]["bill"]).thought_tokens
+            == Bill.read(manifest_runs(local_judged)[-1]["bill"]).thought_tokens > 0)
