@@ -597,8 +597,9 @@ def _said(exc: Exception) -> str:
 
 def readable_key(key: str) -> str:
     """A stage's request key as a person reads it: its record's id, then the request's place in
-    the record (the NULs a stage joins them with shown as spaces)."""
-    head, _, rest = key.partition("\x00")
+    the record (the NULs a stage joins them with shown as spaces), without the scheduler's job
+    number before a \\x1f (pipeline/scheduler.py)."""
+    head, _, rest = key.rpartition("\x1f")[2].partition("\x00")
     return printable(head) + (f" ({printable(rest.replace(chr(0), ' '))})" if rest else "")
 
 

@@ -294,3 +294,12 @@ def test_logprobs_are_asked_only_when_wanted_and_read_into_offsets():
     assert engine._parse(chat("p"), {"choices": [choice], "usage": usage}).token_logprobs == []
     with pytest.raises(RetryableError, match="logprobs"):  # asked for and missing: malformed, retried
         engine._parse(wanted, {"choices": [{**choice, "logprobs": None}], "usage": usage})
+
+
+def test_a_request_key_is_read_as_its_record_id_once():
+    """The scheduler's job number and the stage's NUL-joined parts were glued to the id in the log
+    ("request 0arith-test-0/0 0 failed"): the id once, the request's place after it."""
+    from prm_annotate.engines.openai_engine import readable_key
+
+    assert readable_key("12\x1farith-test-0/0\x000\x001") == "arith-test-0/0 (0 1)"
+    assert readable_key("r/1\x00votes") == "r/1 (votes)" and readable_key("plain") == "plain"
