@@ -41,7 +41,7 @@ from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
 from prm_annotate.stages.config import SampleConfig, configured, reasoning_budget
 from prm_annotate.stages.context_check import ContextCheck, clamp
-from prm_annotate.stages.thinking import (AUTO, OFF, ProbeAnswer, asked, engine_thinks, on_server, probed,
+from prm_annotate.stages.thinking import (AUTO, OFF, UNANSWERED, ProbeAnswer, asked, engine_thinks, on_server, probed,
                                           template_state, thought_tokens, trace_of)
 from prm_annotate.segmenting import Segmented, segment_trace
 from prm_annotate.traces import CLOSED, MODEL, Trace
@@ -98,15 +98,15 @@ class SampleStage(ModelStage):
         out = {**self.engine_info, **config_settings(self.config, self.system_prompt),
                "segmenter": self.segmenter.record(), "empty_retries": self.empty_retries}
         out["max_tokens"] = self.sampling.max_tokens
-        out["reasoning"] = self.split if not self.probe else "auto: found from the first answer"
-        out["thought_state"] = self.state
+        out["reasoning"] = self.split if not self.probe else UNANSWERED
+        out["thought_state"] = self.state if not self.probe else None  # not seen: no answer came back
         out.update(self.context.settings())
         return out
 
     def stream(self, records, window):
         if self.probe:
             found, records, self.probe_answer = probed(self.engine, iter(records), self._probe_request, self.name)
-            self.split, self.state, self.probe = found.split, found.state, False
+            self.split, self.state, self.probe = found.split, found.state, not found.answered
             if self.split is None and not found.server_splits:
                 self.sampling = self.config.sampling
             self.stats[f"reasoning auto: {found.said}"] += 1

@@ -22,6 +22,7 @@ from prm_annotate.stages.grade import GradeStage
 from prm_annotate.stages.judge import JudgeStage
 from prm_annotate.stages.rollout import RolloutStage
 from prm_annotate.stages.sample import SampleStage
+from prm_annotate.stages.thinking import UNANSWERED
 from prm_annotate.steps import join_steps, prefix_text
 from prm_annotate.segmenting import segment_trace
 from prm_annotate.segmenting.paragraphs import Paragraphs
@@ -385,6 +386,28 @@ def test_auto_over_http_stops_before_the_batch_when_the_first_answer_cannot_tell
     assert thinking_judge.reasoning == "think"
     # the probe's answer is the record's votes' first, split here as the engine splits it: asked once
     assert len(server.requests) == thinking_judge.config.votes and outcome.records[0].dump()["judge"]["first_error"] == 1
+
+
+def test_a_probe_without_an_answer_stops_on_its_error_and_the_manifest_claims_nothing():
+    """Every probe request failed: the run stops with their error, not with advice on --reasoning
+    (nothing was answered to tell), and the settings the manifest records say auto found nothing."""
+    engine = ServerEngine(lambda r: RuntimeError("failed after 5 attempt(s): HTTP 500: boom"))
+    stage = SampleStage(engine, n=2, system_prompt="none")
+    with pytest.raises(UsageError) as stopped:
+        list(stage.stream(iter([problem(p) for p in "abcd"]), 4))
+    stage.close()
+    said = str(stopped.value)
+    assert said.startswith("sample: the first 3 request(s) failed (the last: failed after 5 attempt(s): HTTP 500: boom)")
+    assert "--reasoning" not in said and len(engine.requests) == 3  # PROBE_TRIES records, one request each
+    assert (stage.settings()["reasoning"], stage.settings()["thought_state"]) == (UNANSWERED, None)
+    judge = JudgeStage(ServerEngine(lambda r: RuntimeError("HTTP 400: no")), prompt="processbench")
+    with pytest.raises(UsageError, match=r"^judge: the first 1 request\(s\) failed") as stopped:
+        list(judge.stream(iter([Response.model_validate({"id": "r", "problem": "x", "steps": STEPS})]), 4))
+    assert "--reasoning" not in str(stopped.value) and judge.settings()["reasoning"] == UNANSWERED
+    idle = SampleStage(ServerEngine(lambda r: "\\boxed{8}"), n=1, system_prompt="none")
+    assert list(idle.stream(iter([]), 4)) == []  # nothing to ask: nothing found, nothing claimed
+    assert (idle.settings()["reasoning"], idle.settings()["thought_state"]) == (UNANSWERED, None)
+    idle.close()
 
 
 def test_the_probes_answer_serves_the_request_it_would_have_answered_once():
