@@ -97,8 +97,7 @@ def run(stage, src: Path, dest: Path) -> list[dict]:
 
 
 @pytest.mark.engine
-def test_every_segmenter_on_the_thinkers_own_traces_then_plan_judge_and_rollout(world_thinker, world_judge,
-                                                                              tmp_path):
+def test_every_segmenter_on_the_thinkers_own_traces_then_plan_judge_and_rollout(world_thinker, request, tmp_path):
     """`make demo-think`'s sample stage on 4 problems (its settings: reasoning think, the tokens'
     log-probabilities kept), each segmenter's output planned, rolled out and judged (2 records each)."""
     from prm_annotate.stages.judge import JudgeStage
@@ -125,6 +124,7 @@ def test_every_segmenter_on_the_thinkers_own_traces_then_plan_judge_and_rollout(
         rolled = run(RolloutStage(world_thinker, k=2, max_tokens=64, seed=0), tmp_path / f"{name}-two.jsonl",
                      tmp_path / f"{name}-rollouts.jsonl")
         assert len(rolled) == 2 and all(len(r["mc"]["scores"]) == len(r["steps"]) for r in rolled), name
+    world_judge = request.getfixturevalue("world_judge")  # the heavy slot's next engine: the thinker closes
     for name in segmented:
         judged = run(JudgeStage(world_judge, prompt=WORLD_JUDGE_PROMPT, max_tokens=256, seed=0),
                      tmp_path / f"{name}-two.jsonl", tmp_path / f"{name}-judged.jsonl")
