@@ -130,3 +130,13 @@ def test_every_segmenter_on_the_thinkers_own_traces_then_plan_judge_and_rollout(
                      tmp_path / f"{name}-two.jsonl", tmp_path / f"{name}-judged.jsonl")
         assert len(judged) == 2 and all(r["judge"]["first_error"] is None or -1 <= r["judge"]["first_error"]
                                         < len(r["steps"]) for r in judged), name
+
+
+def test_the_reward_server_cuts_a_thinking_policys_text_as_sample_does():
+    """An RL client's bare text with a thought: the same steps as `sample` records, no tag in one."""
+    from prm_annotate.reward.protocols import TextRules
+
+    text = "<think>\nLet me add.\n\n3 + 5 = 8.\n</think>\n\nSo \\boxed{8}.<|im_end|>"
+    assert TextRules().steps(text) == ["Let me add.", "3 + 5 = 8.", "So \\boxed{8}."]
+    made = segment_trace(read_trace(text.removesuffix("<|im_end|>"), MODEL), Paragraphs())
+    assert made.steps == TextRules().steps(text) and made.thought_steps == 2
