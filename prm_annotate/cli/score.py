@@ -33,5 +33,5 @@ def score(
         engine_config = replace(engine, load_progress=not run_opts.quiet)
         checkpoint = locate(engine_config.model)
         kind = scorer_for(checkpoint, served=engine_config.base_url is not None)
-    run_model_stage(engine_config, lambda scorer: ScoreStage(scorer, config.threshold), opts,
+    run_model_stage(engine_config, lambda scorer: ScoreStage(scorer, config.threshold, engine_config.describe()), opts,
                     make=lambda c: kind.start(checkpoint, c))
