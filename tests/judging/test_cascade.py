@@ -236,3 +236,36 @@ def test_killed_and_rerun_gives_the_same_file(tmp_path):
     assert subprocess.run([*cmd, str(reference)], timeout=120).returncode == 0
     assert out.read_bytes() == reference.read_bytes()
     assert sum(r["judge"]["cascade"]["decided_by"] == "second" for r in read_jsonl(out)) == N // 2
+
+
+def test_a_cascaded_file_feeds_consensus_verify_and_only_the_second_judges_critiques_train(tmp_path):
+    from typer.testing import CliRunner
+
+    from prm_annotate.cli import app
+    from prm_annotate.stages.consensus import run_consensus
+    from prm_annotate.stages.judged_file import JudgedFile
+    from testing.labelled_fixtures import mc_of
+
+    def critic_votes(request) -> str:  # two votes: both 1 for an even i, 1 then 2 for an odd one
+        i = int(str(request.messages).split("What is ")[1].split(" ")[0])
+        return "\\boxed{2}" if i % 2 and request.key.endswith("\x001") else "\\boxed{1}"
+
+    critic = ScriptedEngine(critic_votes, model="critic")
+    _, first, _ = run(tmp_path, critic, name="first.jsonl", votes=2)
+    _, cascaded, _ = run(tmp_path, big_judge(), name="cascaded.jsonl", escalate_from=str(tmp_path / "first.jsonl"),
+                         escalate_below=0.9)
+    second = {r["id"] for r in cascaded if r["judge"]["cascade"]["decided_by"] == "second"}
+    assert second == {f"r{i}" for i in range(1, N, 2)}
+    # verify reads a cascaded file as any judged file: the decided verdict is judge.first_error
+    judged = JudgedFile.load(str(tmp_path / "cascaded.jsonl"))
+    assert all(judged.claim(f"r{i}").first_error == 1 for i in range(N))
+    write_jsonl(tmp_path / "rollouts.jsonl", [{**r, "answer": "1", "mc": mc_of(1, 3)} for r in responses()])
+    run_consensus(str(tmp_path / "rollouts.jsonl"), str(tmp_path / "cascaded.jsonl"), str(tmp_path / "consensus.jsonl"),
+                  quiet=True)
+    assert len(read_jsonl(tmp_path / "consensus.jsonl")) == N
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "consensus.jsonl"), "--format", "critic", "--judged",
+                                      str(tmp_path / "cascaded.jsonl"), "-o", str(tmp_path / "critic.jsonl")])
+    assert result.exit_code == 0, result.output
+    rows = read_jsonl(tmp_path / "critic.jsonl")
+    assert {r["id"] for r in rows} == second and {r["judge_model"] for r in rows} == {"big"}
+    assert f"{N // 2} responses a cascade's first judge decided" in result.output
