@@ -294,6 +294,27 @@ class Cascade:
         """The second judge's block gets the cascade's account, the first judge's block in it."""
         judge["cascade"] = decision.record(self.kind.name, self.threshold, self.first.sha256, first=block)
 
+    def plan(self, records: list[Any]) -> tuple[list[Any], str]:
+        """The records this judge would be asked (`plan judge`), and a note of the rest: what the first
+        judge decided and what it already cost, at its own size."""
+        from prm_annotate.engines.bill import Bill, amount
+
+        asked, spent = [], Bill(params=self.first.params, params_from="given" if self.first.params else "unknown")
+        for r in records:
+            block = self.first.blocks.get(r.id)
+            if block is None:
+                continue  # refused by the run: not in the first file
+            b = block.get("bill") or {}
+            spent = spent + Bill(requests=b.get("requests", 0), prompt_tokens=b.get("prompt_tokens", 0),
+                                 decode_tokens=b.get("generated_tokens", 0), thought_tokens=b.get("thought_tokens", 0),
+                                 params=spent.params, params_from=spent.params_from)
+            if decide(block, self.kind, self.threshold).by == SECOND:
+                asked.append(r)
+        compute = "at an unknown size" if spent.compute is None else f"{spent.compute:,.4g} billion-parameter-tokens"
+        return asked, (f"cascade: {len(asked):,} of {len(records):,} responses go to this judge ({self.kind.name} "
+                       f"below {self.threshold:.4g}); the first judge ({self.first.model}) already spent "
+                       f"{amount(spent.prefill_tokens)} prefill + {amount(spent.decode_tokens)} decode tokens, {compute}")
+
     def settings(self) -> dict[str, Any]:
         confidences = self.first.confidences(self.kind)
         escalated = sum(c is None or c < self.threshold for c in confidences)
@@ -309,3 +330,22 @@ def default_confidence(first: FirstJudgeFile) -> str:
         return PRMMargin.name
     block = next(iter(first.blocks.values()))
     return VerdictProbability.name if "verdict_logprobs" in block else VoteAgreement.name
+
+
+FIRST_JUDGE = "first-judge"  # the first judge's row in `stats`'s bill (`--params first-judge=1.5B`)
+
+
+def first_judge_bill(run: Mapping[str, Any]) -> Any:
+    """The first judge's bill of a cascaded judge run (its manifest entry: the `first: ...` counters
+    of the records it wrote, at the first judge's recorded size); None for a run without a cascade."""
+    from prm_annotate.engines.bill import Bill
+
+    cascade = (run.get("settings") or {}).get("cascade")
+    stats = run.get("stats") or {}
+    if not isinstance(cascade, dict):
+        return None
+    params = cascade.get("first_params")
+    return Bill(requests=int(stats.get("first: requests", 0)), prompt_tokens=int(stats.get("first: prompt_tokens", 0)),
+                decode_tokens=int(stats.get("first: generated_tokens", 0)),
+                thought_tokens=int(stats.get("first: thought_tokens", 0)),
+                params=params, params_from="given" if params is not None else "unknown")

@@ -122,6 +122,15 @@ def test_the_first_judge_decides_what_it_is_sure_of_and_the_big_judge_the_rest(t
     manifest = orjson.loads((tmp_path / "out.manifest.json").read_bytes())["runs"][-1]
     assert manifest["settings"]["cascade"]["escalated"] == N // 2 and manifest["settings"]["cascade"]["threshold"] == 0.9
     assert manifest["stats"]["first: requests"] == 3 * N and manifest["bill"]["requests"] == N // 2
+    # `stats --params` bills each judge at its own size: the first judge's row beside the big one's
+    from prm_annotate.reports.stats import stage_bills
+
+    rows = {r["stage"]: r for r in stage_bills([str(tmp_path / "out.jsonl")], {"judge": 72 * 10**9,
+                                                                              "first-judge": 15 * 10**8})["stages"]}
+    assert rows["first-judge"]["prompt_tokens"] == 100 * N and rows["first-judge"]["decode_tokens"] == 20 * N
+    assert rows["first-judge"]["compute"] == pytest.approx(120 * N * 1.5)
+    assert rows["judge"]["requests"] == N // 2 and rows["judge"]["prompt_tokens"] == 10 * N // 2
+    assert rows["judge"]["compute"] == pytest.approx(72 * (rows["judge"]["prefill_tokens"] + rows["judge"]["decode_tokens"]))
 
 
 def test_a_prm_first_judge_and_its_margin(tmp_path):
@@ -269,3 +278,18 @@ def test_a_cascaded_file_feeds_consensus_verify_and_only_the_second_judges_criti
     rows = read_jsonl(tmp_path / "critic.jsonl")
     assert {r["id"] for r in rows} == second and {r["judge_model"] for r in rows} == {"big"}
     assert f"{N // 2} responses a cascade's first judge decided" in result.output
+
+
+def test_plan_bills_only_the_escalated_records_and_says_what_the_first_judge_spent(tmp_path):
+    from prm_annotate.stages.config import JudgeConfig
+    from prm_annotate.stages.plan import estimate_judge
+
+    first = critic_file(tmp_path, lambda i: [0, 0] if i % 2 == 0 else [0, 1])
+    src = write_jsonl(tmp_path / "responses.jsonl", responses())
+    whole = estimate_judge(str(src), JudgeConfig(prompt="processbench"), {"model": "big", "model_params": 72 * 10**9})
+    config = JudgeConfig(prompt="processbench", escalate_from=first, escalate_below=0.9)
+    cascaded = estimate_judge(str(src), config, {"model": "big", "model_params": 72 * 10**9})
+    assert cascaded.records == N // 2 and whole.records == N
+    assert cascaded.figures["requests"].high == whole.figures["requests"].high // 2
+    (note,) = [n for n in cascaded.notes if n.startswith("cascade:")]
+    assert "6 of 12 responses go to this judge" in note and "1,200 prefill + 240 decode tokens" in note
