@@ -12,7 +12,7 @@ def judge(input: InputArg, output: OutputOpt = "-", *, config: JudgeConfig,
           stage_opts: ModelStageOptions) -> None:
     """LLM-as-a-judge: find the first wrong step of each response (strictly parsed, never guessed)."""
     from prm_annotate.judging import load_judge_prompt
-    from prm_annotate.judging.cascade import Cascade
+    from prm_annotate.stages.cascade import Cascade
     from prm_annotate.stages.judge import JudgeStage
 
     with handled():

@@ -54,7 +54,8 @@ from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResul
 from prm_annotate.engines.bill import charge, record_bill
 from prm_annotate.engines.reasoning import THINK
 from prm_annotate.engines.sampling import sampling_record
-from prm_annotate.judging.cascade import FIRST, Cascade, Decision, verdict_logprob
+from prm_annotate.judging.cascade import FIRST, Decision, verdict_logprob
+from prm_annotate.stages.cascade import Cascade
 from prm_annotate.judging.protocols import REASONING_MAX_TOKENS
 from prm_annotate.judging import (JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, reason_kind,
                                   render_judge_prompt)

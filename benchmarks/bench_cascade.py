@@ -1,0 +1,221 @@
+"""The judge cascade against the paper's pipeline on the arithmetic world: one run, same seeds,
+every road's kept share, kept step labels against the truth, F1, and labelling compute at the
+world's sizes and the paper's (testing/cascade_bench.py says what is billed and how).
+
+    .venv/bin/python benchmarks/bench_cascade.py [--problems 120 -n 4] [--seed-problems 60] [--budgets 0,5,10,20,40]
+
+Phases (one engine at a time, each closed before the next starts):
+  1. the world policy samples the bulk (`--problems` x n, split "bench") and the seed slice
+     (`--seed-problems` x n, split "seed": other problems);
+  2. the world judge judges the seed slice;
+  3. the policy verifies it (`rollout --strategy verify --judged`), consensus keeps the agreeing;
+  4. `export --format trl` -> `train --head likelihood --base lab/world/models/prm-base` -> `score` the
+     bulk (the first judge: a PRM; no engine, transformers in process);
+  5. the world judge judges the bulk (roads a, b) and runs the cascade at every budget
+     (`JudgeStage` with `--escalate-from` the PRM's scores);
+  6. the policy rolls out every road (exhaustive for a, verify for the rest), consensus on each.
+Prints the frontier, the compute by part and T1 met / not met.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PRM_BASE = ROOT / "lab" / "world" / "models" / "prm-base"
+CLI = [sys.executable, "-m", "prm_annotate"]
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cli(*args: str) -> str:
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if done.returncode != 0:
+        raise RuntimeError(f"prm-annotate {' '.join(args[:2])} failed ({done.returncode}): {done.stderr[-3000:]}")
+    return done.stdout
+
+
+def manifest_bill(path: Path):
+    from prm_annotate.engines.bill import Bill
+    from prm_annotate.io.manifest import own_runs
+
+    bills = [Bill.read(run["bill"]) for run in own_runs(str(path)) if isinstance(run.get("bill"), dict)]
+    return sum(bills[1:], bills[0])
+
+
+def judge_file(engine, src: Path, out: Path, seed: int, max_tokens: int, **cascade):
+    """The world judge over `src` (a cascade with `cascade` settings), through the real runner; its
+    stage's bill and, for a cascade, the first judge's and the escalated count."""
+    from prm_annotate.engines.bill import Bill
+    from prm_annotate.judging.cascade import first_judge_bill
+    from prm_annotate.pipeline.runner import RunOptions, run_stage
+    from prm_annotate.stages.judge import JudgeStage
+    from prm_annotate.world import WORLD_JUDGE_PROMPT
+    from testing.rollout_bench import reset_prefix_cache
+
+    stage = JudgeStage(engine, prompt=WORLD_JUDGE_PROMPT, max_tokens=max_tokens, seed=seed, **cascade)
+    reset_prefix_cache(engine)
+    try:
+        run_stage(stage, RunOptions(str(src), str(out), batch_size=1024, quiet=True))
+    finally:
+        stage.close()
+    second = Bill.of(stage.stats, None)
+    if not cascade:
+        return second, None, None
+    first = first_judge_bill({"settings": {"cascade": stage.cascade.settings()}, "stats": dict(stage.stats)})
+    return second, first, stage.cascade.settings()["escalated"]
+
+
+def rollout_road(engine, src: Path, judged: Path, label: str, workdir: Path, args, exhaustive: bool = False):
+    from testing.consensus_bench import Road, run_road
+    from testing.rollout_bench import SYSTEM_PROMPT
+    from prm_annotate.strategies.exhaustive import Exhaustive
+    from prm_annotate.strategies.verify import Verify
+
+    road = Road(label, Exhaustive) if exhaustive else Road(label, Verify, True)
+    return run_road(engine, src, judged, road, workdir, k=args.k, max_tokens=128, window=args.window, seed=args.seed,
+                    system_prompt=SYSTEM_PROMPT)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", type=int, default=120, help="bulk problems (x -n responses)")
+    parser.add_argument("--seed-problems", type=int, default=60, help="seed slice problems (x -n responses)")
+    parser.add_argument("-n", type=int, default=4)
+    parser.add_argument("-k", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budgets", type=lambda t: [float(x) for x in t.split(",")], default=[0, 2, 5, 10, 20, 40],
+                        help="cascade budgets, percent of the bulk sent to the big judge (0: the first judge alone)")
+    parser.add_argument("--train-steps", type=int, default=100)
+    parser.add_argument("--window", type=int, default=1024)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+
+    from prm_annotate.engines.bill import count_parameters
+    from prm_annotate.engines.vllm_engine import VLLMEngine
+    from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
+    from prm_annotate.world import JUDGE_DIR, POLICY_DIR, WORLD_SYSTEM_PROMPT, make_problems, true_first_error
+    from testing.cascade_bench import (COMPLETER_B, JUDGE_B, PRM_B, Part, Road, Training, check_t1, format_frontier,
+                                       format_parts, score_road)
+    from testing.consensus_bench import write_jsonl
+    from testing.rollout_bench import sample_responses
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-cascade-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    policy_p, judge_p, prm_p = (count_parameters(str(d)) for d in (POLICY_DIR, JUDGE_DIR, PRM_BASE))
+
+    # 1. responses: the bulk and the seed slice (other problems)
+    engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
+    try:
+        bulk = sample_responses(engine, make_problems(args.problems, seed=args.seed, split="bench"), n=args.n,
+                                max_tokens=128, seed=args.seed)
+        seed_slice = sample_responses(engine, make_problems(args.seed_problems, seed=args.seed, split="seed"),
+                                      n=args.n, max_tokens=128, seed=args.seed)
+    finally:
+        engine.close()
+    bulk_path, seed_path = write_jsonl(workdir / "bulk.jsonl", bulk), write_jsonl(workdir / "seed.jsonl", seed_slice)
+    gold = write_jsonl(workdir / "gold.jsonl", [{"id": r["id"], "steps": r["steps"],
+                                                 "label": true_first_error(r, r["steps"])} for r in bulk])
+    log(f"sampled {len(bulk)} bulk and {len(seed_slice)} seed responses ({time.perf_counter() - started:.0f} s)")
+
+    # 2-3. the seed slice: judge, verify, consensus
+    engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
+    try:
+        seed_judge, _, _ = judge_file(engine, seed_path, workdir / "seed.judged.jsonl", args.seed, 256)
+    finally:
+        engine.close()
+    engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
+    try:
+        seed_row = rollout_road(engine, seed_path, workdir / "seed.judged.jsonl", "seed slice: judge + verify", workdir,
+                                args)
+    finally:
+        engine.close()
+    log(f"seed slice: {len(seed_row.kept)} of {len(seed_slice)} kept ({time.perf_counter() - started:.0f} s)")
+
+    # 4. the first judge: a likelihood PRM on prm-base from the seed slice's consensus, scoring the bulk
+    prm_dir = workdir / "prm"
+    cli("export", seed_row.extra["consensus"], "--format", "trl", "-o", str(workdir / "seed.trl.jsonl"))
+    system = load_prompt(WORLD_SYSTEM_PROMPT, SYSTEM_PROMPTS).text.strip()
+    trained = orjson.loads(cli("train", str(workdir / "seed.trl.jsonl"), "--base", str(PRM_BASE), "--head", "likelihood",
+                               "-o", str(prm_dir), "--steps", str(args.train_steps), "--batch-size", "16", "--lr", "3e-3",
+                               "--eval-split", "0.1", "--eval-every", "50", "--save-every", "50", "--max-length", "256",
+                               "--system-prompt", system, "--seed", str(args.seed), "--overwrite", "--json"))
+    cli("score", str(bulk_path), "-o", str(workdir / "prm.scored.jsonl"), "--model", str(prm_dir), "--quiet")
+    prm_bill = manifest_bill(workdir / "prm.scored.jsonl")
+    log(f"PRM: trained on {trained['examples']} responses ({trained['tokens']:,} tokens, threshold "
+        f"{trained['threshold']}), scored the bulk ({time.perf_counter() - started:.0f} s)")
+
+    # 5. the big judge on the bulk, and the cascade at every budget
+    engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
+    cascades = {}
+    try:
+        judge_bill, _, _ = judge_file(engine, bulk_path, workdir / "judged.jsonl", args.seed, 256)
+        for budget in args.budgets:
+            out = workdir / f"cascade-{budget:g}.jsonl"
+            cascades[budget] = (out, *judge_file(engine, bulk_path, out, args.seed, 256,
+                                                 escalate_from=str(workdir / "prm.scored.jsonl"), budget=f"{budget:g}%"))
+    finally:
+        engine.close()
+    log(f"judged the bulk and {len(cascades)} cascades ({time.perf_counter() - started:.0f} s)")
+
+    # 6. rollouts and consensus of every road
+    engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
+    try:
+        rows = {"a": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(a) exhaustive + judge", workdir, args,
+                                  exhaustive=True),
+                "b": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(b) judge + verify", workdir, args)}
+        for budget, (out, *_rest) in cascades.items():
+            rows[budget] = rollout_road(engine, bulk_path, out, f"cascade {budget:g}%", workdir, args)
+    finally:
+        engine.close()
+    log(f"rolled out {len(rows)} roads ({time.perf_counter() - started:.0f} s)")
+
+    def rollout_part(row) -> Part:
+        return Part("rollouts", row.rollout.bill, policy_p, COMPLETER_B)
+
+    training = Training([Part("seed judge", seed_judge, judge_p, JUDGE_B), rollout_part(seed_row)],
+                        trained["tokens"], prm_p, PRM_B)
+    n = len(bulk)
+    roads = [Road("(a) exhaustive MC + judge", [rollout_part(rows["a"]), Part("judge", judge_bill, judge_p, JUDGE_B)],
+                  n, str(workdir / "judged.jsonl"), rows["a"].extra["consensus"]),
+             Road("(b) judge + verify", [rollout_part(rows["b"]), Part("judge", judge_bill, judge_p, JUDGE_B)],
+                  n, str(workdir / "judged.jsonl"), rows["b"].extra["consensus"])]
+    for budget, (out, second, _first, escalated) in cascades.items():
+        label = "(c) PRM alone + verify" if budget == 0 else f"(d, e) PRM -> judge cascade, budget {budget:g}% + verify"
+        parts = [rollout_part(rows[budget]), Part("first judge (PRM, score)", prm_bill, prm_p, PRM_B)]
+        if second.requests:
+            parts.append(Part("second judge (escalated)", second, judge_p, JUDGE_B))
+        roads.append(Road(label, parts, n, str(out), rows[budget].extra["consensus"], training, escalated))
+    for road in roads:
+        score_road(road, gold)
+
+    right = sum(bool(r["correct"]) for r in bulk)
+    print(f"Judge cascade on the arithmetic world: bulk {args.problems} problems x {args.n} = {n} responses ({right} "
+          f"right answers), K={args.k}; seed slice {args.seed_problems} other problems x {args.n} = {len(seed_slice)} "
+          f"responses, consensus kept {len(seed_row.kept)}: the PRM (`train --head likelihood` on prm-base, "
+          f"{trained['steps']} steps, {trained['tokens']:,} training tokens, eval F1 {trained['eval'].get('f1', float('nan')):.1f}, "
+          f"threshold {trained['threshold']}) learnt from them only. Sizes, world: policy {policy_p:,}, judge "
+          f"{judge_p:,}, PRM {prm_p:,} parameters; paper: completer {COMPLETER_B:g}B, judge {JUDGE_B:g}B, PRM {PRM_B:g}B. "
+          f"Compute in billion-parameter-tokens per kept response. Files: {workdir}. "
+          f"{time.perf_counter() - started:.0f} s on a shared machine.\n")
+    print(format_frontier(roads))
+    print("\nWhere the compute goes (the whole bulk run):\n")
+    print(format_parts(roads))
+    print("\nTargets:")
+    for text, ok in check_t1(roads):
+        print(f"- [{'met' if ok else 'NOT met'}] {text}")
+
+
+if __name__ == "__main__":
+    main()
