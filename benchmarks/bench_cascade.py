@@ -2,7 +2,7 @@
 every road's kept share, kept step labels against the truth, F1, and labelling compute at the
 world's sizes and the paper's (testing/cascade_bench.py says what is billed and how).
 
-    .venv/bin/python benchmarks/bench_cascade.py [--problems 120 -n 4] [--seed-problems 60] [--budgets 0,5,10,20,40]
+    .venv/bin/python benchmarks/bench_cascade.py [--problems 100 -n 4] [--seed-problems 50] [--budgets 0,2,5,10,20,40] [--engine-lock FILE]
 
 Phases (one engine at a time, each closed before the next starts):
   1. the world policy samples the bulk (`--problems` x n, split "bench") and the seed slice
@@ -19,11 +19,14 @@ Prints the frontier, the compute by part and T1 met / not met.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -32,6 +35,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 PRM_BASE = ROOT / "lab" / "world" / "models" / "prm-base"
 CLI = [sys.executable, "-m", "prm_annotate"]
+
+
+def engine_lock(path: Path | None):
+    """Each engine phase under `--engine-lock` (a machine shared by several users: the lock is held
+    while an engine runs, not while the PRM trains)."""
+    @contextlib.contextmanager
+    def held():
+        if path is None:
+            yield
+            return
+        with open(path, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+    return held
 
 
 def log(msg: str) -> None:
@@ -76,21 +96,74 @@ def judge_file(engine, src: Path, out: Path, seed: int, max_tokens: int, **casca
     return second, first, stage.cascade.settings()["escalated"]
 
 
-def rollout_road(engine, src: Path, judged: Path, label: str, workdir: Path, args, exhaustive: bool = False):
-    from testing.consensus_bench import Road, run_road
-    from testing.rollout_bench import SYSTEM_PROMPT
+@dataclass(frozen=True)
+class World:
+    """What differs between the two worlds: the policy, its budgets, how it samples, the truth."""
+
+    name: str
+    policy: Path
+    max_tokens: int  # per response and per completion
+    judge_max_tokens: int
+    prm_max_length: int
+    thinks: bool
+
+    def sample(self, engine, problems: list[dict], path: Path, n: int, seed: int) -> list[dict]:
+        from prm_annotate.pipeline.runner import RunOptions, run_stage
+        from prm_annotate.stages.sample import SampleStage
+        from prm_annotate.world import WORLD_SYSTEM_PROMPT
+        from prm_annotate.world.think_report import TEMPERATURE
+        from testing.consensus_bench import read_jsonl, write_jsonl
+        from testing.rollout_bench import sample_responses
+
+        if not self.thinks:
+            return read_jsonl(write_jsonl(path, sample_responses(engine, problems, n=n, max_tokens=self.max_tokens,
+                                                                 seed=seed)))
+        source = write_jsonl(path.with_suffix(".problems.jsonl"), problems)
+        stage = SampleStage(engine, n=n, temperature=TEMPERATURE, max_tokens=self.max_tokens, seed=seed,
+                            system_prompt=WORLD_SYSTEM_PROMPT, reasoning="think")
+        try:
+            run_stage(stage, RunOptions(str(source), str(path), quiet=True))
+        finally:
+            stage.close()
+        return read_jsonl(path)
+
+    def truth(self, path: Path, gold: Path) -> list[dict]:
+        """The gold file of the responses at `path` (their true first errors; traces' slips too)."""
+        from prm_annotate.world import true_first_error
+        from prm_annotate.world.think_report import trace_gold
+        from testing.consensus_bench import read_jsonl, write_jsonl
+
+        if self.thinks:
+            return trace_gold(path.with_suffix(".problems.jsonl"), path, gold)
+        return read_jsonl(write_jsonl(gold, [{"id": r["id"], "steps": r["steps"], "label": true_first_error(r, r["steps"])}
+                                             for r in read_jsonl(path)]))
+
+
+def worlds() -> dict[str, World]:
+    from prm_annotate.world import POLICY_DIR, THINKER_DIR
+    from prm_annotate.world.think_report import ThinkConfig
+
+    think = ThinkConfig()
+    return {"arithmetic": World("arithmetic", POLICY_DIR, 128, 256, 256, False),
+            "think": World("thinking", THINKER_DIR, think.max_tokens, think.judge_max_tokens, 1024, True)}
+
+
+def rollout_road(engine, src: Path, judged: Path, label: str, workdir: Path, args, world: World,
+                 exhaustive: bool = False):
     from prm_annotate.strategies.exhaustive import Exhaustive
     from prm_annotate.strategies.verify import Verify
+    from prm_annotate.world import WORLD_SYSTEM_PROMPT
+    from testing.consensus_bench import Road, run_road
 
     road = Road(label, Exhaustive) if exhaustive else Road(label, Verify, True)
-    return run_road(engine, src, judged, road, workdir, k=args.k, max_tokens=128, window=args.window, seed=args.seed,
-                    system_prompt=SYSTEM_PROMPT)
+    return run_road(engine, src, judged, road, workdir, k=args.k, max_tokens=world.max_tokens, window=args.window,
+                    seed=args.seed, system_prompt=WORLD_SYSTEM_PROMPT)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problems", type=int, default=120, help="bulk problems (x -n responses)")
-    parser.add_argument("--seed-problems", type=int, default=60, help="seed slice problems (x -n responses)")
+    parser.add_argument("--problems", type=int, default=100, help="bulk problems (x -n responses)")
+    parser.add_argument("--seed-problems", type=int, default=50, help="seed slice problems (x -n responses)")
     parser.add_argument("-n", type=int, default=4)
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
@@ -99,48 +172,57 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=100)
     parser.add_argument("--window", type=int, default=1024)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--world", choices=("arithmetic", "think"), default="arithmetic",
+                        help="think: the shipped thinker's traces against the trace truth (corrected slips apart)")
+    parser.add_argument("--engine-lock", type=Path, default=None,
+                        help="a lock file each engine phase holds (flock), released between phases")
     args = parser.parse_args()
 
     from prm_annotate.engines.bill import count_parameters
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
-    from prm_annotate.world import JUDGE_DIR, POLICY_DIR, WORLD_SYSTEM_PROMPT, make_problems, true_first_error
-    from testing.cascade_bench import (COMPLETER_B, JUDGE_B, PRM_B, Part, Road, Training, check_t1, format_frontier,
-                                       format_parts, score_road)
-    from testing.consensus_bench import write_jsonl
-    from testing.rollout_bench import sample_responses
+    from prm_annotate.world import JUDGE_DIR, WORLD_SYSTEM_PROMPT, make_problems
+    from testing.cascade_bench import (COMPLETER_B, JUDGE_B, PRM_B, Part, Road, Training, check_t1, format_corrected,
+                                       format_frontier, format_parts, score_road)
+
+    world = worlds()[args.world]
+    POLICY_DIR = world.policy
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-cascade-"))
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    locked = engine_lock(args.engine_lock)
     policy_p, judge_p, prm_p = (count_parameters(str(d)) for d in (POLICY_DIR, JUDGE_DIR, PRM_BASE))
 
     # 1. responses: the bulk and the seed slice (other problems)
-    engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
-    try:
-        bulk = sample_responses(engine, make_problems(args.problems, seed=args.seed, split="bench"), n=args.n,
-                                max_tokens=128, seed=args.seed)
-        seed_slice = sample_responses(engine, make_problems(args.seed_problems, seed=args.seed, split="seed"),
-                                      n=args.n, max_tokens=128, seed=args.seed)
-    finally:
-        engine.close()
-    bulk_path, seed_path = write_jsonl(workdir / "bulk.jsonl", bulk), write_jsonl(workdir / "seed.jsonl", seed_slice)
-    gold = write_jsonl(workdir / "gold.jsonl", [{"id": r["id"], "steps": r["steps"],
-                                                 "label": true_first_error(r, r["steps"])} for r in bulk])
+    with locked():
+        engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
+        try:
+            bulk_path, seed_path = workdir / "bulk.jsonl", workdir / "seed.jsonl"
+            bulk = world.sample(engine, make_problems(args.problems, seed=args.seed, split="bench"), bulk_path, args.n,
+                                args.seed)
+            seed_slice = world.sample(engine, make_problems(args.seed_problems, seed=args.seed, split="seed"), seed_path,
+                                      args.n, args.seed)
+        finally:
+            engine.close()
+    gold = workdir / "gold.jsonl"
+    truth = world.truth(bulk_path, gold)
     log(f"sampled {len(bulk)} bulk and {len(seed_slice)} seed responses ({time.perf_counter() - started:.0f} s)")
 
     # 2-3. the seed slice: judge, verify, consensus
-    engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
-    try:
-        seed_judge, _, _ = judge_file(engine, seed_path, workdir / "seed.judged.jsonl", args.seed, 256)
-    finally:
-        engine.close()
-    engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
-    try:
-        seed_row = rollout_road(engine, seed_path, workdir / "seed.judged.jsonl", "seed slice: judge + verify", workdir,
-                                args)
-    finally:
-        engine.close()
+    with locked():
+        engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
+        try:
+            seed_judge, _, _ = judge_file(engine, seed_path, workdir / "seed.judged.jsonl", args.seed, world.judge_max_tokens)
+        finally:
+            engine.close()
+    with locked():
+        engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
+        try:
+            seed_row = rollout_road(engine, seed_path, workdir / "seed.judged.jsonl", "seed slice: judge + verify", workdir,
+                                    args, world)
+        finally:
+            engine.close()
     log(f"seed slice: {len(seed_row.kept)} of {len(seed_slice)} kept ({time.perf_counter() - started:.0f} s)")
 
     # 4. the first judge: a likelihood PRM on prm-base from the seed slice's consensus, scoring the bulk
@@ -149,7 +231,7 @@ def main() -> None:
     system = load_prompt(WORLD_SYSTEM_PROMPT, SYSTEM_PROMPTS).text.strip()
     trained = orjson.loads(cli("train", str(workdir / "seed.trl.jsonl"), "--base", str(PRM_BASE), "--head", "likelihood",
                                "-o", str(prm_dir), "--steps", str(args.train_steps), "--batch-size", "16", "--lr", "3e-3",
-                               "--eval-split", "0.1", "--eval-every", "50", "--save-every", "50", "--max-length", "256",
+                               "--eval-split", "0.1", "--eval-every", "50", "--save-every", "50", "--max-length", str(world.prm_max_length),
                                "--system-prompt", system, "--seed", str(args.seed), "--overwrite", "--json"))
     cli("score", str(bulk_path), "-o", str(workdir / "prm.scored.jsonl"), "--model", str(prm_dir), "--quiet")
     prm_bill = manifest_bill(workdir / "prm.scored.jsonl")
@@ -157,28 +239,30 @@ def main() -> None:
         f"{trained['threshold']}), scored the bulk ({time.perf_counter() - started:.0f} s)")
 
     # 5. the big judge on the bulk, and the cascade at every budget
-    engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
-    cascades = {}
-    try:
-        judge_bill, _, _ = judge_file(engine, bulk_path, workdir / "judged.jsonl", args.seed, 256)
-        for budget in args.budgets:
-            out = workdir / f"cascade-{budget:g}.jsonl"
-            cascades[budget] = (out, *judge_file(engine, bulk_path, out, args.seed, 256,
-                                                 escalate_from=str(workdir / "prm.scored.jsonl"), budget=f"{budget:g}%"))
-    finally:
-        engine.close()
+    with locked():
+        engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
+        cascades = {}
+        try:
+            judge_bill, _, _ = judge_file(engine, bulk_path, workdir / "judged.jsonl", args.seed, world.judge_max_tokens)
+            for budget in args.budgets:
+                out = workdir / f"cascade-{budget:g}.jsonl"
+                cascades[budget] = (out, *judge_file(engine, bulk_path, out, args.seed, world.judge_max_tokens,
+                                                     escalate_from=str(workdir / "prm.scored.jsonl"), budget=f"{budget:g}%"))
+        finally:
+            engine.close()
     log(f"judged the bulk and {len(cascades)} cascades ({time.perf_counter() - started:.0f} s)")
 
     # 6. rollouts and consensus of every road
-    engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
-    try:
-        rows = {"a": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(a) exhaustive + judge", workdir, args,
-                                  exhaustive=True),
-                "b": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(b) judge + verify", workdir, args)}
-        for budget, (out, *_rest) in cascades.items():
-            rows[budget] = rollout_road(engine, bulk_path, out, f"cascade {budget:g}%", workdir, args)
-    finally:
-        engine.close()
+    with locked():
+        engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
+        try:
+            rows = {"a": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(a) exhaustive + judge", workdir, args,
+                                      world, exhaustive=True),
+                    "b": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(b) judge + verify", workdir, args, world)}
+            for budget, (out, *_rest) in cascades.items():
+                rows[budget] = rollout_road(engine, bulk_path, out, f"cascade {budget:g}%", workdir, args, world)
+        finally:
+            engine.close()
     log(f"rolled out {len(rows)} roads ({time.perf_counter() - started:.0f} s)")
 
     def rollout_part(row) -> Part:
@@ -201,7 +285,7 @@ def main() -> None:
         score_road(road, gold)
 
     right = sum(bool(r["correct"]) for r in bulk)
-    print(f"Judge cascade on the arithmetic world: bulk {args.problems} problems x {args.n} = {n} responses ({right} "
+    print(f"Judge cascade on the {world.name} world: bulk {args.problems} problems x {args.n} = {n} responses ({right} "
           f"right answers), K={args.k}; seed slice {args.seed_problems} other problems x {args.n} = {len(seed_slice)} "
           f"responses, consensus kept {len(seed_row.kept)}: the PRM (`train --head likelihood` on prm-base, "
           f"{trained['steps']} steps, {trained['tokens']:,} training tokens, eval F1 {trained['eval'].get('f1', float('nan')):.1f}, "
@@ -210,6 +294,9 @@ def main() -> None:
           f"Compute in billion-parameter-tokens per kept response. Files: {workdir}. "
           f"{time.perf_counter() - started:.0f} s on a shared machine.\n")
     print(format_frontier(roads))
+    if world.thinks:
+        print("\nTraces with a corrected slip (the truth: the slip is the first error), road by road:\n")
+        print(format_corrected(roads, truth))
     print("\nWhere the compute goes (the whole bulk run):\n")
     print(format_parts(roads))
     print("\nTargets:")

@@ -131,7 +131,7 @@ def format_frontier(roads: list[Road]) -> str:
     """The table (Markdown): quality, then compute per kept response at both sizes, ratios to road (a)."""
     base = roads[0]
     lines = ["| road | escalated | kept | kept step labels = truth [95%] | F1 kept | F1 of its verdicts, all "
-             "| world: per kept | paper: per kept, w/o training | amortised 1e5 | x less | amortised 1e6 | x less |",
+             "| world: per kept (amortised 1e5) | paper: per kept, w/o training | amortised 1e5 | x less | amortised 1e6 | x less |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in roads:
         q = r.quality
@@ -164,13 +164,14 @@ def format_parts(roads: list[Road]) -> str:
 
 def check_t1(roads: list[Road], over: int = AMORTISED_OVER[0]) -> list[tuple[str, bool]]:
     """T1: a cascade setting 5x cheaper per kept response than (a) at paper sizes (its training amortised
-    over `over`), kept step labels within 0.5 points of (a)'s, kept share at least 90% of (a)'s."""
+    over `over`), kept step labels within 0.5 points of (a)'s, kept share at least 90% of (a)'s. A
+    setting that escalates nothing (the first judge alone) is said apart, not counted as a cascade."""
     base = roads[0]
     b = base.quality
     checks = []
     best = None
     for r in roads[1:]:
-        if r.training is None:
+        if r.training is None or not r.escalated:
             continue
         q = r.quality
         ratio = base.per_kept("paper", over) / r.per_kept("paper", over)
@@ -189,3 +190,18 @@ def check_t1(roads: list[Road], over: int = AMORTISED_OVER[0]) -> list[tuple[str
                    f"labels {q['truth']:.1f} vs {b['truth']:.1f}, kept share {q['share']:.1f}% vs {b['share']:.1f}% "
                    f"(>= {0.9 * b['share']:.1f}%)", True))
     return checks
+
+
+def format_corrected(roads: list[Road], truth: list[dict[str, Any]]) -> str:
+    """The thinking world's traces that correct a slip, road by road: how many its verdicts (the label
+    source) get right, how many consensus keeps, and how many of those carry the true first error."""
+    corrected = {g["id"]: g["label"] for g in truth if g.get("corrected_slips", 0) > 0}
+    lines = [f"| road | its verdicts = truth on the {len(corrected)} traces | kept | kept with the true first error |",
+             "|---|---:|---:|---:|"]
+    for r in roads:
+        verdicts = {x["id"]: x["judge"]["first_error"] for x in read_jsonl(Path(r.judged)) if x["id"] in corrected}
+        kept = {x["id"]: x["first_error"] for x in read_jsonl(Path(r.consensus)) if x["id"] in corrected}
+        right = sum(verdicts.get(i) == label for i, label in corrected.items())
+        lines.append(f"| {r.label} | {right} ({100.0 * right / max(1, len(corrected)):.1f}%) | {len(kept)} | "
+                     f"{sum(kept[i] == corrected[i] for i in kept)} |")
+    return "\n".join(lines)
