@@ -90,7 +90,7 @@ def judge_file(engine, src: Path, out: Path, seed: int, max_tokens: int, **casca
     finally:
         stage.close()
     second = Bill.of(stage.stats, None)
-    if not cascade:
+    if stage.cascade is None:
         return second, None, None
     first = first_judge_bill({"settings": {"cascade": stage.cascade.settings()}, "stats": dict(stage.stats)})
     return second, first, stage.cascade.settings()["escalated"]
@@ -172,6 +172,11 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=100)
     parser.add_argument("--window", type=int, default=1024)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--critic", type=Path, default=None,
+                        help="a trained critic (train --head critic) as a second first judge: its roads beside the PRM's")
+    parser.add_argument("--critic-train-tokens", type=int, default=None,
+                        help="the critic's training tokens, for its 3 x params x tokens (default: its world.json's "
+                             "train_tokens, else its training left out, said so)")
     parser.add_argument("--world", choices=("arithmetic", "think"), default="arithmetic",
                         help="think: the shipped thinker's traces against the trace truth (corrected slips apart)")
     parser.add_argument("--engine-lock", type=Path, default=None,
@@ -182,8 +187,8 @@ def main() -> None:
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
     from prm_annotate.world import JUDGE_DIR, WORLD_SYSTEM_PROMPT, make_problems
-    from testing.cascade_bench import (COMPLETER_B, JUDGE_B, PRM_B, Part, Road, Training, check_t1, format_corrected,
-                                       format_frontier, format_parts, score_road)
+    from testing.cascade_bench import (COMPLETER_B, JUDGE_B, PRM_B, Part, Road, Training, check_t1, critic_paper_b,
+                                       format_corrected, format_frontier, format_parts, score_road)
 
     world = worlds()[args.world]
     POLICY_DIR = world.policy
@@ -238,16 +243,30 @@ def main() -> None:
     log(f"PRM: trained on {trained['examples']} responses ({trained['tokens']:,} tokens, threshold "
         f"{trained['threshold']}), scored the bulk ({time.perf_counter() - started:.0f} s)")
 
-    # 5. the big judge on the bulk, and the cascade at every budget
+    # 4b. a trained critic, when given: its verdicts on the bulk with their probabilities
+    firsts = {"PRM": workdir / "prm.scored.jsonl"}
+    if args.critic is not None:
+        with locked():
+            engine = VLLMEngine(str(args.critic), max_model_len=2048, start_timeout=300)
+            try:
+                critic_bill, _, _ = judge_file(engine, bulk_path, workdir / "critic.first.jsonl", args.seed,
+                                               world.judge_max_tokens, verdict_logprobs=True)
+            finally:
+                engine.close()
+        firsts["critic"] = workdir / "critic.first.jsonl"
+        log(f"critic: judged the bulk ({time.perf_counter() - started:.0f} s)")
+
+    # 5. the big judge on the bulk, and the cascade at every budget from every first judge
     with locked():
         engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
         cascades = {}
         try:
             judge_bill, _, _ = judge_file(engine, bulk_path, workdir / "judged.jsonl", args.seed, world.judge_max_tokens)
-            for budget in args.budgets:
-                out = workdir / f"cascade-{budget:g}.jsonl"
-                cascades[budget] = (out, *judge_file(engine, bulk_path, out, args.seed, world.judge_max_tokens,
-                                                     escalate_from=str(workdir / "prm.scored.jsonl"), budget=f"{budget:g}%"))
+            for first, first_path in firsts.items():
+                for budget in args.budgets:
+                    out = workdir / f"cascade-{first}-{budget:g}.jsonl"
+                    cascades[first, budget] = (out, *judge_file(engine, bulk_path, out, args.seed, world.judge_max_tokens,
+                                                                escalate_from=str(first_path), budget=f"{budget:g}%"))
         finally:
             engine.close()
     log(f"judged the bulk and {len(cascades)} cascades ({time.perf_counter() - started:.0f} s)")
@@ -259,8 +278,9 @@ def main() -> None:
             rows = {"a": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(a) exhaustive + judge", workdir, args,
                                       world, exhaustive=True),
                     "b": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(b) judge + verify", workdir, args, world)}
-            for budget, (out, *_rest) in cascades.items():
-                rows[budget] = rollout_road(engine, bulk_path, out, f"cascade {budget:g}%", workdir, args, world)
+            for (first, budget), (out, *_rest) in cascades.items():
+                rows[first, budget] = rollout_road(engine, bulk_path, out, f"cascade {first} {budget:g}%", workdir, args,
+                                                   world)
         finally:
             engine.close()
     log(f"rolled out {len(rows)} roads ({time.perf_counter() - started:.0f} s)")
@@ -268,19 +288,36 @@ def main() -> None:
     def rollout_part(row) -> Part:
         return Part("rollouts", row.rollout.bill, policy_p, COMPLETER_B)
 
-    training = Training([Part("seed judge", seed_judge, judge_p, JUDGE_B), rollout_part(seed_row)],
-                        trained["tokens"], prm_p, PRM_B)
+    seed_parts = [Part("seed judge", seed_judge, judge_p, JUDGE_B), rollout_part(seed_row)]
+    first_parts = {"PRM": (Part("first judge (PRM, score)", prm_bill, prm_p, PRM_B),
+                           Training(seed_parts, trained["tokens"], prm_p, PRM_B))}
+    critic_note = ""
+    if args.critic is not None:
+        critic_p = count_parameters(str(args.critic))
+        critic_b = critic_paper_b(critic_p, judge_p)
+        tokens = args.critic_train_tokens
+        if tokens is None:
+            built = args.critic / "world.json"
+            tokens = orjson.loads(built.read_bytes()).get("train_tokens") if built.is_file() else None
+        critic_note = (f" The critic ({args.critic}, {critic_p:,} parameters: billed at {critic_b:g}B at paper sizes) "
+                       + ("with its training left out (its tokens unknown)." if tokens is None else
+                          f"trained on {tokens:,} tokens."))
+        first_parts["critic"] = (Part("first judge (critic, judge)", critic_bill, critic_p, critic_b),
+                                 Training(seed_parts, tokens or 0, critic_p, critic_b))
     n = len(bulk)
     roads = [Road("(a) exhaustive MC + judge", [rollout_part(rows["a"]), Part("judge", judge_bill, judge_p, JUDGE_B)],
                   n, str(workdir / "judged.jsonl"), rows["a"].extra["consensus"]),
              Road("(b) judge + verify", [rollout_part(rows["b"]), Part("judge", judge_bill, judge_p, JUDGE_B)],
                   n, str(workdir / "judged.jsonl"), rows["b"].extra["consensus"])]
-    for budget, (out, second, _first, escalated) in cascades.items():
-        label = "(c) PRM alone + verify" if budget == 0 else f"(d, e) PRM -> judge cascade, budget {budget:g}% + verify"
-        parts = [rollout_part(rows[budget]), Part("first judge (PRM, score)", prm_bill, prm_p, PRM_B)]
+    for (first, budget), (out, second, _first, escalated) in cascades.items():
+        road = "(e)" if first == "PRM" else "(d)"
+        label = (f"(c) {first} alone + verify" if budget == 0 else
+                 f"{road} {first} -> judge cascade, budget {budget:g}% + verify")
+        part, training = first_parts[first]
+        parts = [rollout_part(rows[first, budget]), part]
         if second.requests:
             parts.append(Part("second judge (escalated)", second, judge_p, JUDGE_B))
-        roads.append(Road(label, parts, n, str(out), rows[budget].extra["consensus"], training, escalated))
+        roads.append(Road(label, parts, n, str(out), rows[first, budget].extra["consensus"], training, escalated))
     for road in roads:
         score_road(road, gold)
 
@@ -291,7 +328,7 @@ def main() -> None:
           f"{trained['steps']} steps, {trained['tokens']:,} training tokens, eval F1 {trained['eval'].get('f1', float('nan')):.1f}, "
           f"threshold {trained['threshold']}) learnt from them only. Sizes, world: policy {policy_p:,}, judge "
           f"{judge_p:,}, PRM {prm_p:,} parameters; paper: completer {COMPLETER_B:g}B, judge {JUDGE_B:g}B, PRM {PRM_B:g}B. "
-          f"Compute in billion-parameter-tokens per kept response. Files: {workdir}. "
+          f"Compute in billion-parameter-tokens per kept response.{critic_note} Files: {workdir}. "
           f"{time.perf_counter() - started:.0f} s on a shared machine.\n")
     print(format_frontier(roads))
     if world.thinks:

@@ -93,7 +93,10 @@ class Road:
 
     @property
     def kept(self) -> int:
-        return sum(1 for _ in read_jsonl(Path(self.consensus)))
+        """The consensus set's size (counted once, by `score_road`)."""
+        if "kept" not in self.quality:
+            self.quality["kept"] = len(read_jsonl(Path(self.consensus)))
+        return self.quality["kept"]
 
     def per_kept(self, sizes: str, over: int | None = None) -> float:
         """Labelling compute per kept response (billion-parameter-tokens); `over`: the training amortised

@@ -293,3 +293,29 @@ def test_plan_bills_only_the_escalated_records_and_says_what_the_first_judge_spe
     assert cascaded.figures["requests"].high == whole.figures["requests"].high // 2
     (note,) = [n for n in cascaded.notes if n.startswith("cascade:")]
     assert "6 of 12 responses go to this judge" in note and "1,200 prefill + 240 decode tokens" in note
+
+
+def test_the_benchmarks_intervals_sizes_and_target():
+    from prm_annotate.engines.bill import Bill
+    from testing.cascade_bench import Part, Road, Training, check_t1, critic_paper_b, wilson
+
+    lo, hi = wilson(95, 100)
+    assert lo == pytest.approx(88.8, abs=0.1) and hi == pytest.approx(97.8, abs=0.1)  # the textbook interval
+    assert wilson(0, 10)[0] == pytest.approx(0.0, abs=1e-9) and wilson(10, 10)[1] == pytest.approx(100.0)
+    assert critic_paper_b(10**9, 72 * 10**9) == 1.5 and critic_paper_b(36 * 10**9, 72 * 10**9) == 36.0
+
+    def road(label, tokens, b, kept_share, truth, training=None, escalated=None):
+        r = Road(label, [Part("all", Bill(prompt_tokens=tokens), 1, b)], 100, "", "", training, escalated)
+        r.quality.update({"share": kept_share, "truth": truth, "kept": round(kept_share)})
+        return r
+
+    seed = Training([Part("seed", Bill(prompt_tokens=1000), 1, 72)], 100, 1, 7)  # 72,000 + 2,100 once
+    paper = road("(a)", 1000, 72, 60.0, 99.0)
+    cheap = road("(d)", 100, 72, 60.0, 98.7, seed, escalated=5)  # 10x less, but for its training
+    (ok, met), = check_t1([paper, cheap], over=10**5)
+    # (a): 72,000 / 60 kept; (d): (7,200 + its training's 74,100 x 100 / 1e5) / 60: 1,200 / 121.2 = 9.90
+    assert met and "x9.90" in ok and "aim 10x: not met" in ok
+    worse = road("(d)", 100, 72, 60.0, 98.4, seed, escalated=5)  # 0.6 points below: not as true
+    alone = road("(c)", 10, 72, 60.0, 99.0, seed, escalated=0)  # the first judge alone is no cascade
+    ((text, met),) = check_t1([paper, worse, alone], over=10**5)
+    assert not met and "no cascade setting" in text
