@@ -164,6 +164,13 @@ class Cascade:
                        f"below {self.threshold:.4g}); the first judge ({self.first.model}) already spent "
                        f"{amount(spent.prefill_tokens)} prefill + {amount(spent.decode_tokens)} decode tokens, {compute}")
 
+    def note(self, stats: Mapping[str, int]) -> str:
+        """The summary's line: who decided this run's records."""
+        first, second = (stats.get(f"cascade: decided by the {who} judge", 0) for who in ("first", "second"))
+        budget = "" if self.budget is None else f" (--budget {100 * self.budget:g}%)"
+        return (f"judge: cascade: {first:,} decided by the first judge ({self.first.model}), {second:,} escalated "
+                f"here: {self.kind.name} below {self.threshold:.4g}{budget} or no verdict")
+
     def settings(self) -> dict[str, Any]:
         confidences = self.first.confidences(self.kind)
         escalated = sum(c is None or c < self.threshold for c in confidences)

@@ -315,8 +315,9 @@ class JudgeStage(ModelStage):
     def notes(self, summary: RunSummary) -> list[str]:
         """How much of what the judge wrote was read, and why not: the lines before the sentence."""
         stats, votes = self.stats, self.stats["votes"]
+        cascade = [] if self.cascade is None else [self.cascade.note(stats)]
         if not votes:
-            return []
+            return cascade
 
         def share(n: int) -> str:
             return f"{100.0 * n / votes:.1f}%"
@@ -332,7 +333,7 @@ class JudgeStage(ModelStage):
             cut += (f"; {stats['reasoning_tokens']:,} generated tokens of reasoning, "
                     f"{stats['generated_tokens'] - stats['reasoning_tokens']:,} of answer")
         lines.append(cut)
-        return lines
+        return cascade + lines
 
     def _forced_answer(self, record: Response, vote: int, request: GenerationRequest,
                        analysis: str) -> GenerationRequest:

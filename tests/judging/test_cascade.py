@@ -107,6 +107,8 @@ def test_the_first_judge_decides_what_it_is_sure_of_and_the_big_judge_the_rest(t
     engine = big_judge()
     summary, out, stage = run(tmp_path, engine, escalate_from=first, confidence="votes", escalate_below=0.9)
     assert summary.failed == 0 and len(out) == N
+    assert stage.notes(summary)[0] == ("judge: cascade: 6 decided by the first judge (critic), 6 escalated here: "
+                                       "votes below 0.9 or no verdict")
     asked = {r.key.split("\x1f")[-1].split("\x00")[0] for r in engine.requests}
     assert asked == {f"r{i}" for i in range(N) if i % 2}  # only the unsure and the unparsed were asked
     for r in out:
