@@ -4,16 +4,16 @@ world's sizes and the paper's (testing/cascade_bench.py says what is billed and 
 
     .venv/bin/python benchmarks/bench_cascade.py [--problems 100 -n 4] [--seed-problems 50] [--budgets 0,2,5,10,20,40] [--engine-lock FILE]
 
-Phases (one engine at a time, each closed before the next starts):
+Phases (one engine at a time, each closed before the next starts; with `--engine-lock`, each of
+1, 2 and 4 holds the lock, released while the PRM trains):
   1. the world policy samples the bulk (`--problems` x n, split "bench") and the seed slice
-     (`--seed-problems` x n, split "seed": other problems);
-  2. the world judge judges the seed slice;
-  3. the policy verifies it (`rollout --strategy verify --judged`), consensus keeps the agreeing;
-  4. `export --format trl` -> `train --head likelihood --base lab/world/models/prm-base` -> `score` the
+     (`--seed-problems` x n, split "seed": other problems); reused when --workdir holds them;
+  2. the world judge judges the seed slice and the bulk; the policy verifies the seed slice
+     (`rollout --strategy verify --judged`: consensus keeps the agreeing) and rolls out roads a, b;
+  3. `export --format trl` -> `train --head likelihood --base lab/world/models/prm-base` -> `score` the
      bulk (the first judge: a PRM; no engine, transformers in process);
-  5. the world judge judges the bulk (roads a, b) and runs the cascade at every budget
-     (`JudgeStage` with `--escalate-from` the PRM's scores);
-  6. the policy rolls out every road (exhaustive for a, verify for the rest), consensus on each.
+  4. [`--critic`: the critic judges the bulk, `--verdict-logprobs`;] the world judge runs the cascade at
+     every budget (`JudgeStage` with `--escalate-from` the first judge's file); the policy verifies each.
 Prints the frontier, the compute by part and T1 met / not met.
 """
 from __future__ import annotations
@@ -187,6 +187,7 @@ def main() -> None:
     from prm_annotate.engines.vllm_engine import VLLMEngine
     from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
     from prm_annotate.world import JUDGE_DIR, WORLD_SYSTEM_PROMPT, make_problems
+    from testing.consensus_bench import read_jsonl
     from testing.cascade_bench import (COMPLETER_B, JUDGE_B, PRM_B, Part, Road, Training, check_t1, critic_paper_b,
                                        format_corrected, format_frontier, format_parts, score_road)
 
@@ -199,69 +200,76 @@ def main() -> None:
     locked = engine_lock(args.engine_lock)
     policy_p, judge_p, prm_p = (count_parameters(str(d)) for d in (POLICY_DIR, JUDGE_DIR, PRM_BASE))
 
-    # 1. responses: the bulk and the seed slice (other problems)
-    with locked():
-        engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
-        try:
-            bulk_path, seed_path = workdir / "bulk.jsonl", workdir / "seed.jsonl"
-            bulk = world.sample(engine, make_problems(args.problems, seed=args.seed, split="bench"), bulk_path, args.n,
-                                args.seed)
-            seed_slice = world.sample(engine, make_problems(args.seed_problems, seed=args.seed, split="seed"), seed_path,
-                                      args.n, args.seed)
-        finally:
-            engine.close()
-    gold = workdir / "gold.jsonl"
-    truth = world.truth(bulk_path, gold)
-    log(f"sampled {len(bulk)} bulk and {len(seed_slice)} seed responses ({time.perf_counter() - started:.0f} s)")
+    # 1. responses: the bulk and the seed slice (other problems); reused from --workdir when there
+    bulk_path, seed_path, gold = workdir / "bulk.jsonl", workdir / "seed.jsonl", workdir / "gold.jsonl"
+    if all(p.is_file() for p in (bulk_path, seed_path, gold)):
+        bulk, seed_slice, truth = (read_jsonl(p) for p in (bulk_path, seed_path, gold))
+        log(f"reused {len(bulk)} bulk and {len(seed_slice)} seed responses from {workdir}")
+    else:
+        with locked():
+            engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
+            try:
+                bulk = world.sample(engine, make_problems(args.problems, seed=args.seed, split="bench"), bulk_path,
+                                    args.n, args.seed)
+                seed_slice = world.sample(engine, make_problems(args.seed_problems, seed=args.seed, split="seed"),
+                                          seed_path, args.n, args.seed)
+            finally:
+                engine.close()
+        truth = world.truth(bulk_path, gold)
+        log(f"sampled {len(bulk)} bulk and {len(seed_slice)} seed responses ({time.perf_counter() - started:.0f} s)")
 
-    # 2-3. the seed slice: judge, verify, consensus
+    # 2. the big judge on the seed slice and the bulk; the policy verifies the seed slice (its consensus:
+    # the first judge's training labels) and rolls out roads (a) and (b). One hold of the lock.
     with locked():
         engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
         try:
-            seed_judge, _, _ = judge_file(engine, seed_path, workdir / "seed.judged.jsonl", args.seed, world.judge_max_tokens)
+            seed_judge, _, _ = judge_file(engine, seed_path, workdir / "seed.judged.jsonl", args.seed,
+                                          world.judge_max_tokens)
+            judge_bill, _, _ = judge_file(engine, bulk_path, workdir / "judged.jsonl", args.seed, world.judge_max_tokens)
         finally:
             engine.close()
-    with locked():
         engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
         try:
-            seed_row = rollout_road(engine, seed_path, workdir / "seed.judged.jsonl", "seed slice: judge + verify", workdir,
-                                    args, world)
+            seed_row = rollout_road(engine, seed_path, workdir / "seed.judged.jsonl", "seed slice: judge + verify",
+                                    workdir, args, world)
+            rows = {"a": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(a) exhaustive + judge", workdir,
+                                      args, world, exhaustive=True),
+                    "b": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(b) judge + verify", workdir, args,
+                                      world)}
         finally:
             engine.close()
-    log(f"seed slice: {len(seed_row.kept)} of {len(seed_slice)} kept ({time.perf_counter() - started:.0f} s)")
+    log(f"judged {len(seed_slice) + len(bulk)}, rolled out the seed slice ({len(seed_row.kept)} of {len(seed_slice)} "
+        f"kept) and roads a, b ({time.perf_counter() - started:.0f} s)")
 
-    # 4. the first judge: a likelihood PRM on prm-base from the seed slice's consensus, scoring the bulk
+    # 3. the first judge: a likelihood PRM on prm-base from the seed slice's consensus, scoring the bulk
     prm_dir = workdir / "prm"
     cli("export", seed_row.extra["consensus"], "--format", "trl", "-o", str(workdir / "seed.trl.jsonl"))
     system = load_prompt(WORLD_SYSTEM_PROMPT, SYSTEM_PROMPTS).text.strip()
     trained = orjson.loads(cli("train", str(workdir / "seed.trl.jsonl"), "--base", str(PRM_BASE), "--head", "likelihood",
                                "-o", str(prm_dir), "--steps", str(args.train_steps), "--batch-size", "16", "--lr", "3e-3",
-                               "--eval-split", "0.1", "--eval-every", "50", "--save-every", "50", "--max-length", str(world.prm_max_length),
-                               "--system-prompt", system, "--seed", str(args.seed), "--overwrite", "--json"))
+                               "--eval-split", "0.1", "--eval-every", "50", "--save-every", "50", "--max-length",
+                               str(world.prm_max_length), "--system-prompt", system, "--seed", str(args.seed),
+                               "--overwrite", "--json"))
     cli("score", str(bulk_path), "-o", str(workdir / "prm.scored.jsonl"), "--model", str(prm_dir), "--quiet")
     prm_bill = manifest_bill(workdir / "prm.scored.jsonl")
     log(f"PRM: trained on {trained['examples']} responses ({trained['tokens']:,} tokens, threshold "
         f"{trained['threshold']}), scored the bulk ({time.perf_counter() - started:.0f} s)")
 
-    # 4b. a trained critic, when given: its verdicts on the bulk with their probabilities
+    # 4. [a trained critic's verdicts on the bulk,] the cascade at every budget from every first judge,
+    # the policy's verify on each. One hold of the lock.
     firsts = {"PRM": workdir / "prm.scored.jsonl"}
-    if args.critic is not None:
-        with locked():
+    cascades = {}
+    with locked():
+        if args.critic is not None:
             engine = VLLMEngine(str(args.critic), max_model_len=2048, start_timeout=300)
             try:
                 critic_bill, _, _ = judge_file(engine, bulk_path, workdir / "critic.first.jsonl", args.seed,
                                                world.judge_max_tokens, verdict_logprobs=True)
             finally:
                 engine.close()
-        firsts["critic"] = workdir / "critic.first.jsonl"
-        log(f"critic: judged the bulk ({time.perf_counter() - started:.0f} s)")
-
-    # 5. the big judge on the bulk, and the cascade at every budget from every first judge
-    with locked():
+            firsts["critic"] = workdir / "critic.first.jsonl"
         engine = VLLMEngine(str(JUDGE_DIR), max_model_len=2048, start_timeout=300)
-        cascades = {}
         try:
-            judge_bill, _, _ = judge_file(engine, bulk_path, workdir / "judged.jsonl", args.seed, world.judge_max_tokens)
             for first, first_path in firsts.items():
                 for budget in args.budgets:
                     out = workdir / f"cascade-{first}-{budget:g}.jsonl"
@@ -269,21 +277,14 @@ def main() -> None:
                                                                 escalate_from=str(first_path), budget=f"{budget:g}%"))
         finally:
             engine.close()
-    log(f"judged the bulk and {len(cascades)} cascades ({time.perf_counter() - started:.0f} s)")
-
-    # 6. rollouts and consensus of every road
-    with locked():
         engine = VLLMEngine(str(POLICY_DIR), max_model_len=2048, start_timeout=300)
         try:
-            rows = {"a": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(a) exhaustive + judge", workdir, args,
-                                      world, exhaustive=True),
-                    "b": rollout_road(engine, bulk_path, workdir / "judged.jsonl", "(b) judge + verify", workdir, args, world)}
             for (first, budget), (out, *_rest) in cascades.items():
                 rows[first, budget] = rollout_road(engine, bulk_path, out, f"cascade {first} {budget:g}%", workdir, args,
                                                    world)
         finally:
             engine.close()
-    log(f"rolled out {len(rows)} roads ({time.perf_counter() - started:.0f} s)")
+    log(f"{len(cascades)} cascades judged and rolled out ({time.perf_counter() - started:.0f} s)")
 
     def rollout_part(row) -> Part:
         return Part("rollouts", row.rollout.bill, policy_p, COMPLETER_B)
