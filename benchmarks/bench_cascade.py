@@ -181,6 +181,9 @@ def main() -> None:
                         help="think: the shipped thinker's traces against the trace truth (corrected slips apart)")
     parser.add_argument("--engine-lock", type=Path, default=None,
                         help="a lock file each engine phase holds (flock), released between phases")
+    parser.add_argument("--one-hold", action="store_true",
+                        help="with --engine-lock: hold it once from the first judge to the last rollout (a shared "
+                             "machine's queue is then waited for once; keep the run small)")
     args = parser.parse_args()
 
     from prm_annotate.engines.bill import count_parameters
@@ -217,6 +220,11 @@ def main() -> None:
                 engine.close()
         truth = world.truth(bulk_path, gold)
         log(f"sampled {len(bulk)} bulk and {len(seed_slice)} seed responses ({time.perf_counter() - started:.0f} s)")
+
+    hold = locked() if args.one_hold else contextlib.nullcontext()
+    if args.one_hold:
+        locked = contextlib.nullcontext  # type: ignore[assignment]  # the phases below run under `hold`
+    hold.__enter__()
 
     # 2. the big judge on the seed slice and the bulk; the policy verifies the seed slice (its consensus:
     # the first judge's training labels) and rolls out roads (a) and (b). One hold of the lock.
@@ -285,6 +293,7 @@ def main() -> None:
         finally:
             engine.close()
     log(f"{len(cascades)} cascades judged and rolled out ({time.perf_counter() - started:.0f} s)")
+    hold.__exit__(None, None, None)
 
     def rollout_part(row) -> Part:
         return Part("rollouts", row.rollout.bill, policy_p, COMPLETER_B)
