@@ -2,7 +2,7 @@
 every road's kept share, kept step labels against the truth, F1, and labelling compute at the
 world's sizes and the paper's (testing/cascade_bench.py says what is billed and how).
 
-    .venv/bin/python benchmarks/bench_cascade.py [--problems 100 -n 4] [--seed-problems 50] [--budgets 0,2,5,10,20,40] [--engine-lock FILE]
+    .venv/bin/python benchmarks/bench_cascade.py [--problems 40 -n 4] [--seed-problems 50] [--budgets 0,2,5,10,20,40] [--engine-lock FILE]
 
 Phases (one engine at a time, each closed before the next starts; with `--engine-lock`, each of
 1, 2 and 4 holds the lock, released while the PRM trains):
@@ -162,7 +162,7 @@ def rollout_road(engine, src: Path, judged: Path, label: str, workdir: Path, arg
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problems", type=int, default=100, help="bulk problems (x -n responses)")
+    parser.add_argument("--problems", type=int, default=40, help="bulk problems (x -n responses)")
     parser.add_argument("--seed-problems", type=int, default=50, help="seed slice problems (x -n responses)")
     parser.add_argument("-n", type=int, default=4)
     parser.add_argument("-k", type=int, default=8)
