@@ -191,6 +191,15 @@ def test_a_budget_under_shards_escalates_what_the_whole_run_escalates(tmp_path):
     assert sharded == whole
     escalated = [r for r in whole.values() if r["judge"]["cascade"]["decided_by"] == "second"]
     assert sorted(r["id"] for r in escalated) == ["r0", "r4", "r8"]
+    # `merge` joins the shards as it joins any judge shards: every id once, the whole run's records
+    from typer.testing import CliRunner
+
+    from prm_annotate.cli import app
+
+    merged = CliRunner().invoke(app, ["merge", str(tmp_path / "shard0.jsonl"), str(tmp_path / "shard1.jsonl"),
+                                      "-o", str(tmp_path / "merged.jsonl"), "--input", str(src)])
+    assert merged.exit_code == 0, merged.output
+    assert {r["id"]: r for r in read_jsonl(tmp_path / "merged.jsonl")} == whole
 
 
 def test_a_resumed_cascade_must_keep_its_first_file_and_threshold(tmp_path):
