@@ -325,7 +325,7 @@ def run_stage(stage: Stage, opts: RunOptions, dispatch: Dispatch = local_dispatc
                 if outcome.error is None:
                     for record in outcome.records:
                         if record.id not in writer.done_ids:  # a partly finished input after a crash
-                            writer.write(record.dump())
+                            writer.write(record.plain())
                             summary.written += 1
                     done += 1
                     if outcome.records:
