@@ -10,9 +10,11 @@ the world report, run a stage with `run_and_close`.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -169,21 +171,25 @@ class DropRejects:
 
 
 def read_validated(path: str, model: type[Record], opts: RunOptions,
-                   rejects: RejectsWriter | DropRejects | None) -> Iterator[Record]:
-    """Validated records of `path`; duplicate ids are bad input. Stops at `opts.limit` records.
-    Holds the ids only: where a duplicate was first seen is found again by reading a file anew
-    (a stream, read once, keeps each id's place)."""
+                   rejects: RejectsWriter | DropRejects | None, *, unique: bool = True) -> Iterator[Record]:
+    """Validated records of `path`; with `unique`, duplicate ids are bad input. Stops at
+    `opts.limit` records. A file read whole holds 8 bytes an id (a hash of it) and checks them once
+    it is read (a duplicate named by its line and its first's, found by reading the file again); a
+    stream, or a file whose bad lines are set aside, holds the ids themselves and meets a duplicate
+    where it is."""
     stream = is_stream(path)
+    inline = stream or rejects is not None
     seen: set[str] = set()
     places: dict[str, str] = {}
+    hashes = array("q")
 
     count = 0
     for where, obj in read_records(path, opts.format, opts.fields, _on_error(path, rejects)):
         if opts.limit is not None and count >= opts.limit:
-            return
+            break
         try:
             record = model.model_validate(obj)
-            if record.id in seen:
+            if unique and inline and record.id in seen:
                 first = places[record.id] if stream else _first_place(path, model, opts, record.id)
                 raise InputError(path, where, f"duplicate id {record.id!r} (first seen at {first})")
         except (ValidationError, InputError) as exc:
@@ -192,11 +198,39 @@ def read_validated(path: str, model: type[Record], opts: RunOptions,
                 raise error from None
             rejects.write(path, where, error.message, obj)
             continue
-        seen.add(record.id)
-        if stream:
-            places[record.id] = where
+        if unique and inline:
+            seen.add(record.id)
+            if stream:
+                places[record.id] = where
+        elif unique:
+            hashes.append(_id_hash(record.id))
         count += 1
         yield record
+    if unique and not inline:
+        _check_unique(path, opts, hashes)
+
+
+def _id_hash(rid: str) -> int:
+    return int.from_bytes(hashlib.blake2b(rid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
+def _check_unique(path: str, opts: RunOptions, hashes: array) -> None:
+    """Raise on the first duplicate id of a file whose ids' `hashes` were kept (two ids of one hash
+    that differ are no duplicate)."""
+    ordered = sorted(hashes)
+    clashes = {a for a, b in zip(ordered, ordered[1:]) if a == b}
+    del ordered
+    if not clashes:
+        return
+    places: dict[str, str] = {}
+    for count, (where, obj) in enumerate(read_records(path, opts.format, opts.fields)):
+        if opts.limit is not None and count >= opts.limit:
+            return
+        rid = obj.get("id")
+        if isinstance(rid, str) and _id_hash(rid) in clashes:
+            if rid in places:
+                raise InputError(path, where, f"duplicate id {rid!r} (first seen at {places[rid]})")
+            places[rid] = where
 
 
 def _on_error(path: str, rejects: RejectsWriter | DropRejects | None) -> Callable[[InputError, Any], None] | None:
@@ -301,7 +335,9 @@ def run_stage(stage: Stage, opts: RunOptions, dispatch: Dispatch = local_dispatc
         source = read_validated(opts.input, stage.input_model, opts, rejects)
     else:
         total = _first_pass(stage, opts, rejects)
-        source = read_validated(opts.input, stage.input_model, opts, DropRejects() if rejects is not None else None)
+        # Checked whole above: only a file whose bad lines are set aside meets its duplicates again.
+        source = read_validated(opts.input, stage.input_model, opts, DropRejects() if rejects is not None else None,
+                                unique=rejects is not None)
     writer = ResumableWriter(opts.output)
     # Finished before this run: what is written in it never makes a later record look done.
     done_before = frozenset(writer.done_ids)
