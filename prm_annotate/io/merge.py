@@ -163,25 +163,31 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
         if stray is not None:
             raise UsageError(f"{stray[0]}: record {stray[1]!r} belongs to no id of {input} "
                              f"({strays} such records); is --input the file these shards were made from?")
-        report.inputs = len(input_ids)
-        if expect_per_input is not None:
-            for rid in input_ids:
-                have = sum(f"{rid}/{i}" in seen for i in range(expect_per_input))
-                if have < expect_per_input:
-                    report.missing.append(rid)
-                    if have:
-                        report.incomplete[rid] = have
-        else:
-            report.missing = [rid for rid in input_ids if rid not in found]
-            counts = Counter(found.values())
-            if len(counts) > 1:
-                report.uneven = dict(sorted(counts.items()))
+        _completeness(report, input_ids, seen, found, expect_per_input)
         del seen, found
         # The input's order, as one unsharded run would write it (a shard's records in its order).
         keys.sort()
 
     _write(output, _in_order(shards, keys) if input_ids is not None else _concatenated(shards))
     return report
+
+
+def _completeness(report: MergeReport, input_ids: dict[str, int], seen: set[str], found: Counter,
+                  expect_per_input: int | None) -> None:
+    """The input ids without (all their) output, and uneven counts per input id."""
+    report.inputs = len(input_ids)
+    if expect_per_input is not None:
+        for rid in input_ids:
+            have = sum(f"{rid}/{i}" in seen for i in range(expect_per_input))
+            if have < expect_per_input:
+                report.missing.append(rid)
+                if have:
+                    report.incomplete[rid] = have
+    else:
+        report.missing = [rid for rid in input_ids if rid not in found]
+        counts = Counter(found.values())
+        if len(counts) > 1:
+            report.uneven = dict(sorted(counts.items()))
 
 
 def _id_hash(rid: str) -> int:

@@ -9,11 +9,14 @@ wrong, the steps while a slip is uncorrected wrong, a correction and what follow
 (`Recovery.step_labels`), with `recovery` and `first_error` its first slip. A rollout without
 `mc.recovery` or a judged record without `judge.recovery` is bad usage for this rule.
 
-It runs through the shared runner (`run_stage`) like every stage: the rollouts are its input, the
-judged records are read beside them into a dict by id. Both inputs are validated whole before
-anything is written (a bad line or a duplicate id in either is bad input, exit 2; with
+It runs through the shared runner (`run_stage`) like every stage: the rollouts are its input,
+streamed; the judged file is read first into an index (`stages/judged_file.JudgedIndex`: per id
+its line's offset, the judge's first error and a digest of its steps, never the records), and a
+judged record is read again from its offset when a pair needs it whole. Both inputs are validated
+whole before anything is written (a bad line or a duplicate id in either is bad input, exit 2; with
 --skip-invalid, bad rollout lines are set aside as in every stage); so is the join for a file
-input: a pair holding different steps is bad usage. Records are joined by id; a record is kept
+input (the runner's first pass shows the stage every rollout): a pair holding different steps is
+bad usage. Records are joined by id; a record is kept
 when `mc.first_error == judge.first_error` (both -1 agrees; a null judge verdict never agrees).
 The kept record is the rollout record plus the judge's fields, with the steps truncated after the
 first error and one label per kept step (True before the first error, False at it; all True when
