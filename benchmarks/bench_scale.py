@@ -6,7 +6,7 @@
 Two record sets, copied with new ids to each size: today's world (`make demo`'s files, kept in
 benchmarks/data/world: 160 responses of 40 problems with their rollouts, judgements and truth), and
 long traces built from the 30 real thinking traces of tests/data/long_traces.jsonl (20-60 KB
-records, cut into steps by `segment`, with a made-up MC and judge verdict each). Each command runs
+records, cut into steps at their blank lines, with a made-up MC and judge verdict each). Each command runs
 in a child process (`python -m prm_annotate ...`, or for sample, rollout --judged and judge a small
 driver here with a scripted engine: the driver's own cost, testing/scripted_engine.py); its peak
 resident memory is read from the operating system (`wait4`'s rusage of that child) and its wall
@@ -105,14 +105,11 @@ def _read(path: Path) -> list[dict]:
         return [orjson.loads(line) for line in fh if line.strip()]
 
 
-def long_seed(folder: Path) -> dict[str, list[dict]]:
-    """The 30 long traces cut into steps by `segment` (once), with made-up verdicts."""
+def long_seed() -> dict[str, list[dict]]:
+    """The 30 long traces cut into steps at their blank lines, with made-up verdicts."""
     raw = [{k: v for k, v in obj.items() if k != "source"} for obj in _read(LONG)]
-    folder.mkdir(parents=True, exist_ok=True)
-    _write(folder / "raw.jsonl", iter(raw))
-    subprocess.run([PY, "-m", "prm_annotate", "segment", str(folder / "raw.jsonl"), "-o", str(folder / "cut.jsonl"),
-                    "--quiet"], check=True, stderr=subprocess.DEVNULL, env=_env())
-    responses = [{**obj, "problem_id": obj["id"]} for obj in _read(folder / "cut.jsonl")]
+    responses = [{**obj, "problem_id": obj["id"],
+                  "steps": [p.strip() for p in obj["response"].split("\n\n") if p.strip()]} for obj in raw]
     rollouts, judged, gold = [], [], []
     for i, obj in enumerate(responses):
         n = len(obj["steps"])
@@ -128,15 +125,11 @@ def long_seed(folder: Path) -> dict[str, list[dict]]:
         gold.append({"id": obj["id"], "problem_id": obj["id"], "steps": obj["steps"], "label": mc_error,
                      "final_answer_correct": bool(obj.get("correct"))})
     problems = [{"id": obj["id"], "problem": obj["problem"], "answer": obj["answer"]} for obj in raw]
-    return {"problems": problems, "raw": raw, "responses": responses, "rollouts": rollouts, "judged": judged,
-            "gold": gold}
+    return {"problems": problems, "responses": responses, "rollouts": rollouts, "judged": judged, "gold": gold}
 
 
 def world_seed() -> dict[str, list[dict]]:
-    seed = {name: _read(SEED / f"{name}.jsonl.gz") for name in ("problems", "responses", "rollouts", "judged", "gold")}
-    seed["raw"] = [{"id": r["id"], "problem": r["problem"], "answer": r["answer"], "response": "\n\n".join(r["steps"])}
-                   for r in seed["responses"]]
-    return seed
+    return {name: _read(SEED / f"{name}.jsonl.gz") for name in ("problems", "responses", "rollouts", "judged", "gold")}
 
 
 def build(seed: dict[str, list[dict]], n: int, folder: Path) -> dict[str, Path]:
@@ -171,7 +164,7 @@ class Command:
     argv: Callable[[dict[str, Path], Path], list[str]]  # (files, output) -> the child's argv
     inputs: tuple[str, ...]  # the files its plain pass reads
     plain: str = "copy"
-    records: str = "responses"  # what its size counts
+    world_only: bool = False  # needs what the made-up long-trace verdicts lack (the judge's prompt file)
 
 
 def cli(*args: str) -> list[str]:
@@ -188,7 +181,8 @@ COMMANDS = (
     Command("export trl", lambda f, o: cli("export", str(f["consensus"]), "--format", "trl", "-o", str(o)),
             ("consensus",)),
     Command("export critic", lambda f, o: cli("export", str(f["consensus"]), "--format", "critic", "--judged",
-                                              str(f["judged"]), "-o", str(o)), ("consensus", "judged")),
+                                              str(f["judged"]), "-o", str(o)), ("consensus", "judged"),
+            world_only=True),
     Command("merge", lambda f, o: cli("merge", *(str(f[f"shard{i}"]) for i in range(4)), "--input",
                                       str(f["responses"]), "-o", str(o)),
             ("shard0", "shard1", "shard2", "shard3", "responses")),
@@ -199,7 +193,7 @@ COMMANDS = (
                                         "--gold", str(f["gold"])), ("rollouts", "judged", "consensus", "gold")),
     Command("evaluate", lambda f, o: cli("evaluate", str(f["judged"]), "--gold", str(f["gold"])),
             ("judged", "gold")),
-    Command("segment", lambda f, o: cli("segment", str(f["raw"]), "-o", str(o)), ("raw",)),
+    Command("segment", lambda f, o: cli("segment", str(f["responses"]), "-o", str(o)), ("responses",)),
     Command("grade", lambda f, o: cli("grade", str(f["responses"]), "-o", str(o), "-q"), ("responses",)),
     Command("sample (scripted)", lambda f, o: driver("sample", str(f["problems"]), str(o)), ("problems",)),
     Command("rollout --judged (scripted)", lambda f, o: driver("rollout", str(f["responses"]), str(o),
@@ -250,6 +244,8 @@ def run_set(name: str, seed: dict[str, list[dict]], sizes: list[int], folder: Pa
         files["consensus"] = out / "consensus.jsonl"
         for command in COMMANDS:
             if only and command.name.split()[0] not in only and command.name != "consensus":
+                continue
+            if command.world_only and name != "world":
                 continue
             target = out / (command.name.split()[0] + ("-" + command.name.split()[1] if " " in command.name and
                                                        not command.name.endswith(")") else "") + ".jsonl")
@@ -331,13 +327,13 @@ def main() -> int:
     args, rest = parser.parse_known_args()
     if args.child:
         return child(args.child, rest)
-    sizes = [int(float(s)) for s in args.sizes.split(",")] + ([1_000_000] if args.full else [])
+    sizes = [int(float(s)) for s in args.sizes.split(",") if s] + ([1_000_000] if args.full else [])
     long_sizes = [int(float(s)) for s in args.long_sizes.split(",")] + ([100_000] if args.full else [])
     only = set(args.only.split(",")) if args.only else None
     folder = Path(args.workdir)
     rows = run_set("world", world_seed(), sizes, folder, only, args.keep)
     if long_sizes and long_sizes != [0]:
-        rows += run_set("long", long_seed(folder / "long-seed"), [1_000, *long_sizes] if len(long_sizes) == 1
+        rows += run_set("long", long_seed(), [1_000, *long_sizes] if len(long_sizes) == 1
                         else long_sizes, folder, only, args.keep)
     print("\n".join(verdicts(rows)))
     return 0
