@@ -11,7 +11,8 @@ in a child process (`python -m prm_annotate ...`, or for sample, rollout --judge
 driver here with a scripted engine: the driver's own cost, testing/scripted_engine.py); its peak
 resident memory is read from the operating system (`wait4`'s rusage of that child) and its wall
 time beside a plain orjson pass over the same files in the same run (read every input, write the
-first input's records back; for consensus: read both files, join on id, write the kept pairs).
+first input's records back; for consensus: read both files, join on id, write the kept pairs, the
+judged records found by id through their offsets, as a join that holds no records would).
 
 Targets, printed met / not met: at each size above the smallest, peak memory at most 1 GB and at
 most 300 bytes a record above the smallest size's figure (the growth per record added); consensus
@@ -49,15 +50,18 @@ PLAIN = r"""
 import sys, orjson
 mode, out, *inputs = sys.argv[1:]
 if mode == "join":
-    judged = {}
+    offsets, at = {}, 0
     with open(inputs[1], "rb") as fh:
         for line in fh:
-            obj = orjson.loads(line); judged[obj["id"]] = obj
-    with open(inputs[0], "rb") as fh, open(out, "wb") as w:
+            offsets[orjson.loads(line)["id"]] = at
+            at += len(line)
+    with open(inputs[0], "rb") as fh, open(inputs[1], "rb") as jh, open(out, "wb") as w:
         for line in fh:
-            r = orjson.loads(line); j = judged.get(r["id"])
-            if j is not None and r["mc"]["first_error"] == j["judge"]["first_error"]:
-                w.write(orjson.dumps({**j, **r}) + b"\n")
+            r = orjson.loads(line); at = offsets.get(r["id"])
+            if at is not None:
+                jh.seek(at); j = orjson.loads(jh.readline())
+                if r["mc"]["first_error"] == j["judge"]["first_error"]:
+                    w.write(orjson.dumps({**j, **r}) + b"\n")
 else:
     with open(out, "wb") as w:
         for i, path in enumerate(inputs):

@@ -126,7 +126,7 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
     # else 8 bytes each (a hash), checked once every shard is read.
     seen: set[str] = set()
     hashes = array("q")
-    found: Counter = Counter()  # input id -> its output records
+    found = array("I", bytes(4 * len(input_ids))) if input_ids is not None else array("I")  # by input position
     keys: list[int] = []  # ((input position * shards) + shard) << 48 | byte offset
     stray: tuple[str, str] | None = None
     strays = 0
@@ -149,7 +149,7 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
                 strays += 1
                 stray = stray or (f"{path}:{lineno}", rid)
                 continue
-            found[owner] += 1
+            found[position] += 1
             keys.append(((position * len(shards) + index) << 48) | offset)
         report.per_file[path] = count
         report.records += count
@@ -172,7 +172,7 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
     return report
 
 
-def _completeness(report: MergeReport, input_ids: dict[str, int], seen: set[str], found: Counter,
+def _completeness(report: MergeReport, input_ids: dict[str, int], seen: set[str], found: array,
                   expect_per_input: int | None) -> None:
     """The input ids without (all their) output, and uneven counts per input id."""
     report.inputs = len(input_ids)
@@ -184,8 +184,8 @@ def _completeness(report: MergeReport, input_ids: dict[str, int], seen: set[str]
                 if have:
                     report.incomplete[rid] = have
     else:
-        report.missing = [rid for rid in input_ids if rid not in found]
-        counts = Counter(found.values())
+        report.missing = [rid for rid, position in input_ids.items() if not found[position]]
+        counts = Counter(n for n in found if n)
         if len(counts) > 1:
             report.uneven = dict(sorted(counts.items()))
 
