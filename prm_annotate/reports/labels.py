@@ -44,8 +44,10 @@ _BULK = frozenset(("steps", "problem", "response", "step_joins", "labels", "mc",
                    "outputs", "segmenter"))
 
 
-def _slim(obj: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in obj.items() if k not in _BULK}
+def _slim(obj: dict[str, Any], top: bool = True) -> dict[str, Any]:
+    """A split is a name: what a dotted path can reach of it (objects and their scalars, no lists)."""
+    return {k: _slim(v, False) if isinstance(v, dict) else v for k, v in obj.items()
+            if not (top and k in _BULK) and not isinstance(v, list)}
 
 
 def get_path(obj: Any, dotted: str) -> Any:
@@ -135,7 +137,7 @@ def step_count(obj: dict[str, Any]) -> int | None:
     return len(steps) if isinstance(steps, list) else None
 
 
-@dataclass
+@dataclass(slots=True)
 class Gold:
     id: str
     label: int
@@ -208,7 +210,7 @@ def load_gold_files(given: list[str], label_field: str = "label") -> dict[str, G
     return gold
 
 
-@dataclass
+@dataclass(slots=True)
 class Prediction:
     id: str
     first_error: int | None  # None: no prediction (missing field, null, or unparsed judgement)
