@@ -7,7 +7,8 @@ PRMs (prm/train.py: folders, resume, devices, schedule; prm/trainer.py: the samp
   trained on: a `--votes all` export's disagreeing critiques are wrong answers, counted and left out.
 - Text: the base's own chat template renders the conversation; the prompt is the template's
   rendering of the user turn with the generation prompt, and the loss is on every token after it
-  (the critique and the template's end-of-turn, so the critic learns to stop). A template that
+  (the critique and the template's end of turn, so the critic learns to stop; a template that
+  leaves the last turn open gets the tokenizer's eos token after the critique). A template that
   renders the user turn differently once the answer follows is refused (no assistant tokens to
   tell apart).
 - Loss: next-token cross-entropy on the assistant tokens, each weighted (`--key-weight W` on the
@@ -109,6 +110,13 @@ def encode_row(row: CriticRow, tokenizer: Any, key: re.Pattern[str] | None, key_
     rendering split at the generation prompt."""
     prompt = tokenizer.apply_chat_template(row.messages[:-1], tokenize=False, add_generation_prompt=True)
     full = tokenizer.apply_chat_template(row.messages, tokenize=False)
+    if full.rstrip().endswith(row.messages[-1]["content"].rstrip()):
+        # A template that leaves the last assistant turn open (for continue_final_message) writes no
+        # end of turn: the critic learns the token generation stops at, or it would never stop.
+        if not tokenizer.eos_token:
+            raise UsageError("the base's chat template leaves the critique's turn open and its tokenizer has no "
+                             "eos token: the critic could not learn to stop")
+        full += tokenizer.eos_token
     if not full.startswith(prompt):
         raise UsageError("the base's chat template renders the user turn differently once the critique follows: "
                          "the critique's tokens cannot be told from the prompt's")
