@@ -31,6 +31,8 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
         if threshold is not None and tune_threshold_on is not None:
             raise UsageError("--threshold and --tune-threshold-on: give one (a threshold, or the split to choose it on)")
         scores = threshold is not None or tune_threshold_on is not None
+        if scores and options.min_f1 is not None:
+            raise UsageError("--min-f1 checks first-error predictions (a judge's, a critic's): give no threshold")
         gold_labels = load_gold_files(gold, label_field)
         used, preds = load_prediction_files(predictions, pred_field, scores=scores)
         if not preds.keys() & gold_labels.keys():
@@ -51,8 +53,6 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
         if options.min_f1 is not None:
             from prm_annotate.reports.critic_check import check
 
-            if scores:
-                raise UsageError("--min-f1 checks first-error predictions (a judge's, a critic's): give no threshold")
             checked = check(gold_labels, preds, options.min_f1)
     if as_json:
         out = report.to_dict()
