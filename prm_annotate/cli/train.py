@@ -28,7 +28,8 @@ def train(*, config: TrainConfig, as_json: JsonOpt = False) -> None:
         typer.echo(orjson.dumps(asdict(result), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode())
         return
     if config.head == "critic":
-        best = f"; best eval loss {result.eval['loss']:.4f} at step {result.best_step}" if result.eval else ""
+        best = f"; best eval token loss {result.eval['token_loss']:.4f} at step {result.best_step}" \
+            if result.eval else ""
         what, made = f"{result.examples} critiques, {result.labels} assistant tokens", "critic"
     else:
         best = f"; best eval F1 {result.eval['f1']:.1f} at step {result.best_step}, threshold " \

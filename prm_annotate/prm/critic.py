@@ -15,9 +15,10 @@ PRMs (prm/train.py: folders, resume, devices, schedule; prm/trainer.py: the samp
   tokens inside matches of `--key-pattern`, by default the verdict `\\boxed{...}`; 1 elsewhere),
   summed over the global batch and divided by its count of assistant tokens, so one process and N
   processes at the same global batch take the same step.
-- Best checkpoint: by the eval loss (the same weighted loss on the eval rows), the cheap measure a
-  run can take every `--eval-every` steps; the verdicts themselves are read by `judge --model` and
-  checked with `evaluate --min-f1` (docs/training.md).
+- Best checkpoint: by the eval token loss (the same weighted loss over all the eval rows' assistant
+  tokens), the cheap measure a run can take every `--eval-every` steps; beside it the share of the
+  key tokens (the verdict) predicted exactly under teacher forcing. The verdicts themselves are
+  decoded by `judge --model` and checked with `evaluate --min-f1` (docs/training.md).
 
 The output is the base's causal LM, fine-tuned (float32 safetensors), with its tokenizer and chat
 template: `judge --model OUTPUT --prompt <the rows' judge prompt> --protocol strict` runs it in
@@ -191,6 +192,40 @@ def weighted_token_loss(logits: Any, labels: Any, weights: Any, num_items: Any =
                          reduction="none").view(labels.shape)
     count = num_items if num_items is not None else (labels != IGNORE).sum().clamp(min=1)
     return (ce * weights * (labels != IGNORE)).sum() / count
+
+
+def token_losses(logits: Any, labels: Any) -> Any:
+    """`preprocess_logits_for_metrics`: per token, the cross-entropy of its label and whether the
+    model's top token is it, placed at the label's position ([batch, length, 2]; 0 at the first)."""
+    import torch
+    import torch.nn.functional as F
+
+    labels = labels[0]  # (labels, loss_weights)
+    shifted = labels[:, 1:]
+    ce = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)).float(), shifted.reshape(-1),
+                         ignore_index=IGNORE, reduction="none").view(shifted.shape)
+    right = (logits[:, :-1].argmax(-1) == shifted).float()
+    out = torch.zeros((*labels.shape, 2), dtype=torch.float32, device=logits.device)
+    out[:, 1:, 0], out[:, 1:, 1] = ce, right
+    return out
+
+
+def critic_metrics(eval_pred: Any) -> dict[str, float]:
+    """`compute_metrics`: the weighted token loss over the whole eval set (the training loss's
+    definition, so the best checkpoint's measure does not depend on the eval batches or devices),
+    and the share of the --key-pattern tokens (the verdict's) predicted exactly under teacher forcing."""
+    import numpy as np
+
+    per_token = np.asarray(eval_pred.predictions)
+    labels, weights = (np.asarray(x) for x in eval_pred.label_ids)
+    mask = labels != IGNORE
+    mask[:, 0] = False  # nothing predicts the first token
+    ce, right = per_token[..., 0], per_token[..., 1]
+    out = {"token_loss": float((ce * weights * mask).sum() / max(1, mask.sum()))}
+    key = mask & (weights != 1.0)
+    if key.any():
+        out["key_accuracy"] = float(right[key].mean())
+    return out
 
 
 def load_critic_base(base: str) -> tuple[Any, Any]:

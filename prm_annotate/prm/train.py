@@ -265,12 +265,12 @@ def _device_settings(cfg: TrainConfig) -> dict[str, Any]:
 
 def training_arguments(cfg: TrainConfig, paths: Paths, has_eval: bool) -> Any:
     """The Trainer's arguments; built before the model so DeepSpeed ZeRO-3 can shard its loading.
-    A PRM's best checkpoint has the best eval F1; a critic's the lowest eval loss (its verdicts
-    need decoding: `judge` and `evaluate --min-f1` read them)."""
+    A PRM's best checkpoint has the best eval F1; a critic's the lowest eval token loss (its
+    verdicts need decoding: `judge` and `evaluate --min-f1` read them)."""
     from transformers import TrainingArguments
 
     critic = HEADS[cfg.head].critic
-    best = {"metric_for_best_model": "loss" if critic else "f1", "greater_is_better": not critic} if has_eval \
+    best = {"metric_for_best_model": "token_loss" if critic else "f1", "greater_is_better": not critic} if has_eval \
         else {"metric_for_best_model": None, "greater_is_better": None}
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -288,8 +288,8 @@ def training_arguments(cfg: TrainConfig, paths: Paths, has_eval: bool) -> Any:
         save_steps=cfg.save_every, save_total_limit=cfg.save_total_limit, load_best_model_at_end=has_eval, **best,
         logging_steps=logging_steps, logging_first_step=True,
         report_to=[] if cfg.report_to == "none" else [cfg.report_to], seed=cfg.seed, data_seed=cfg.seed,
-        disable_tqdm=cfg.quiet, label_names=["labels"] if critic else ["labels", "step_labels"],
-        prediction_loss_only=critic, ddp_find_unused_parameters=False,
+        disable_tqdm=cfg.quiet, label_names=["labels", "loss_weights" if critic else "step_labels"],
+        ddp_find_unused_parameters=False,
         # The features are the collator's (positions, targets), not the forward's arguments.
         remove_unused_columns=False, **_device_settings(cfg))
 
@@ -432,7 +432,8 @@ def train(cfg: TrainConfig, readings: Any = None) -> TrainResult:
     from accelerate import PartialState
     from transformers import set_seed
 
-    from prm_annotate.prm.critic import CriticCollator, critic_data, critic_trainer_class
+    from prm_annotate.prm.critic import (CriticCollator, critic_data, critic_metrics, critic_trainer_class,
+                                         token_losses)
     from prm_annotate.prm.trainer import build_trainer, run_trainer
 
     started = time.monotonic()
@@ -458,7 +459,8 @@ def train(cfg: TrainConfig, readings: Any = None) -> TrainResult:
     state.wait_for_everyone()
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     collator = CriticCollator(pad_id) if critic else StepCollator(pad_id)
-    trainer = build_trainer(cfg, args, model, tokenizer, data, collator, critic_trainer_class() if critic else None)
+    trainer = build_trainer(cfg, args, model, tokenizer, data, collator, *(
+        (critic_trainer_class(), (critic_metrics, token_losses)) if critic else ()))
     result = TrainResult(**run_trainer(trainer, cfg, data, collator, resume_from, started), cache_seconds=cache_seconds)
     save_final(trainer, cfg, paths, data.fmt, result, state)
     return result

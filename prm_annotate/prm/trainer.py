@@ -116,7 +116,7 @@ class TerminalLog(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs:
             return
-        evaluated = "eval_f1" in logs or "eval_loss" in logs  # a critic's evaluation is its loss alone
+        evaluated = "eval_f1" in logs or "eval_token_loss" in logs  # a PRM's evaluation or a critic's
         if evaluated:
             # The first evaluation at a step is the training one; the final re-evaluation comes later.
             self.eval_seconds.setdefault(state.global_step, time.monotonic() - self.started)
@@ -126,7 +126,7 @@ class TerminalLog(TrainerCallback):
         if evaluated:
             shown = [f"{k.removeprefix('eval_')} {logs[k]:.4g}" for k in
                      ("eval_step_loss", "eval_step_accuracy", "eval_step_auc", "eval_f1", "eval_threshold",
-                      "eval_f1_at_0.5") if k in logs] or [f"loss {logs['eval_loss']:.4g}"]
+                      "eval_f1_at_0.5", "eval_token_loss", "eval_key_accuracy") if k in logs]
             _write(f"eval: {where} " + ", ".join(shown))
         elif "loss" in logs:
             _write(f"train: {where} loss {logs['loss']:.4f} lr {logs.get('learning_rate', 0):.3g}")
@@ -139,17 +139,17 @@ def _write(line: str) -> None:
 
 
 def build_trainer(cfg: Any, args: Any, model: Any, tokenizer: Any, data: Any, collator: Any,
-                  trainer_class: Any = None) -> PRMTrainer:
-    """A PRMTrainer, or `trainer_class` (a subclass with its own loss: the critic's), which is
-    evaluated by its loss alone."""
+                  trainer_class: Any = PRMTrainer, metrics: tuple[Any, Any] = (trainer_metrics, log_odds)) -> PRMTrainer:
+    """A PRMTrainer, or `trainer_class` (a subclass with its own loss: the critic's) with its
+    `metrics` (compute_metrics, preprocess_logits_for_metrics)."""
     callbacks: list[Any] = [TerminalLog(cfg.quiet)]
     if data.eval and cfg.patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.patience))
-    metrics = data.eval and trainer_class is None
-    trainer = (trainer_class or PRMTrainer)(
+    compute, preprocess = metrics if data.eval else (None, None)
+    trainer = trainer_class(
         model=model, args=args, train_dataset=data.train, eval_dataset=data.eval or None, data_collator=collator,
-        processing_class=tokenizer, callbacks=callbacks, compute_metrics=trainer_metrics if metrics else None,
-        preprocess_logits_for_metrics=log_odds if metrics else None, group_by_length=cfg.group_by_length,
+        processing_class=tokenizer, callbacks=callbacks, compute_metrics=compute,
+        preprocess_logits_for_metrics=preprocess, group_by_length=cfg.group_by_length,
         eval_collator=type(collator)(collator.pad_id))
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)

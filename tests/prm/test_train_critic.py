@@ -104,19 +104,21 @@ def test_options_that_do_not_apply_are_refused(tmp_path, args, message):
 
 
 def test_a_critic_learns_the_world_judge_s_critiques(tmp_path):
-    """On the world policy, 30 steps: the weighted eval loss falls, the best checkpoint is the lowest
+    """On the world policy, 20 steps: the weighted eval loss falls, the best checkpoint is the lowest
     eval loss, and the saved model is a causal LM with the base's chat template and its record."""
     result = runner.invoke(app, [
         "train", str(ROWS), "--head", "critic", "--base", str(POLICY_DIR), "-o", str(tmp_path / "critic"),
-        "--steps", "30", "--batch-size", "8", "--lr", "3e-3", "--eval-split", "0.25", "--save-every", "10",
+        "--steps", "20", "--batch-size", "8", "--lr", "3e-3", "--eval-split", "0.25", "--save-every", "10",
         "--key-weight", "3", "--key-pattern", KEY, "--quiet", "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    history = json.loads(next((tmp_path / "critic.checkpoints").glob("checkpoint-30/trainer_state.json"))
+    history = json.loads(next((tmp_path / "critic.checkpoints").glob("checkpoint-20/trainer_state.json"))
                          .read_text())["log_history"]
-    evals = {e["step"]: e["eval_loss"] for e in history if "eval_loss" in e}
-    assert sorted(evals) == [10, 20, 30] and evals[30] < evals[10]
-    assert out["best_step"] == min(evals, key=evals.get) and out["eval"]["loss"] == pytest.approx(min(evals.values()))
+    evals = {e["step"]: e["eval_token_loss"] for e in history if "eval_token_loss" in e}
+    assert sorted(evals) == [10, 20] and evals[20] < evals[10]
+    assert out["best_step"] == min(evals, key=evals.get)
+    assert out["eval"]["token_loss"] == pytest.approx(min(evals.values()))
+    assert 0 <= out["eval"]["key_accuracy"] <= 1
     config = json.loads((tmp_path / "critic" / "config.json").read_text())
     assert config["architectures"] == ["Qwen2ForCausalLM"]
     assert config["prm_annotate"]["critic"]["judge_prompts"] == ["processbench"]

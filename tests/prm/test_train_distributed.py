@@ -42,7 +42,7 @@ def _args(tmp: Path, out: str, steps: int, data: str = "train.jsonl", eval_data:
             "--log-every", "1", "--json", *extra]
 
 
-# The critic's runs (--head critic): the world pipeline's critic rows, their first two problems held out.
+# The critic's runs (--head critic): the world pipeline's critic rows, the first 8 for evaluation.
 CRITIC = ("critic-train.jsonl", "critic-eval.jsonl", "--head", "critic", "--key-weight", "3")
 
 
@@ -68,9 +68,8 @@ def data(tmp_path_factory):
     write_jsonl(tmp / "train.jsonl", trl_rows(world_responses(8, seed=1)))  # 16 responses: 2 full batches
     write_jsonl(tmp / "eval.jsonl", trl_rows(world_responses(4, seed=3, split="test")))
     rows = read_jsonl(CRITIC_ROWS)
-    held = {r["id"].rsplit("/", 1)[0] for r in rows[:6]}
-    write_jsonl(tmp / CRITIC[0], [r for r in rows if r["id"].rsplit("/", 1)[0] not in held])
-    write_jsonl(tmp / CRITIC[1], [r for r in rows if r["id"].rsplit("/", 1)[0] in held])
+    write_jsonl(tmp / CRITIC[0], rows[8:24])  # 16 rows: 2 full batches (a short one is evened out over processes)
+    write_jsonl(tmp / CRITIC[1], rows[:8])
     return tmp
 
 
@@ -120,8 +119,8 @@ def test_two_processes_train_a_critic_as_one(data):
     two, _ = _run([*TORCHRUN, "-m", "prm_annotate", *_args(data, "critic-two", 10, *CRITIC), "--quiet"])
     assert (one["processes"], two["processes"]) == (1, 2) and one["steps"] == two["steps"] == 10
     h1, h2 = _history(data / "critic-one.checkpoints"), _history(data / "critic-two.checkpoints")
-    evals1 = {e["step"]: e["eval_loss"] for e in h1 if "eval_loss" in e}
-    evals2 = {e["step"]: e["eval_loss"] for e in h2 if "eval_loss" in e}
+    evals1 = {e["step"]: e["eval_token_loss"] for e in h1 if "eval_token_loss" in e}
+    evals2 = {e["step"]: e["eval_token_loss"] for e in h2 if "eval_token_loss" in e}
     assert sorted(evals1) == sorted(evals2) == [5, 10] and evals1[10] < evals1[5]
     assert all(abs(evals1[s] - evals2[s]) < 1e-4 for s in evals1), (evals1, evals2)
     assert _max_weight_diff(data / "critic-one", data / "critic-two") < 1e-4
@@ -170,7 +169,7 @@ def test_a_killed_critic_run_resumes_from_its_last_checkpoint(data):
     killed_at, result, stderr, reference = kill_and_resume(data, "critic-killed", *CRITIC)
     assert 5 <= killed_at < 20 and result["resumed_from"].endswith(f"checkpoint-{killed_at}")
     assert min(int(s) for s in re.findall(r"train: step (\d+)/20", stderr)) == killed_at + 1
-    assert abs(result["eval"]["loss"] - reference["eval"]["loss"]) < 1e-4
+    assert abs(result["eval"]["token_loss"] - reference["eval"]["token_loss"]) < 1e-4
     assert _max_weight_diff(data / "critic-killed", data / "critic-killed-whole") < 1e-4
 
 
