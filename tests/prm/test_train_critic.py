@@ -130,31 +130,36 @@ def test_a_critic_learns_the_world_judge_s_critiques(tmp_path):
 # ---------------------------------------------------------------- the critic as a judge (real vLLM)
 
 LEARNT = [-1, 0, 1, 2]  # the verdict learnt for each of four responses
+# A short judge prompt in the processbench answer style: the tiny model learns four critiques in it
+# in seconds (the built-in prompt's instructions are ~600 of its tokens).
+SHORT_PROMPT = "---\nstyle: processbench\n---\n{problem}\n\n{paragraphs}\n\nThe first wrong paragraph, in \\boxed{}:"
 
 
 @pytest.fixture(scope="module")
 def learnt_critic(tmp_path_factory, tiny_model_dir) -> dict:
-    """The tiny random model trained until it writes, for each of four world responses in the
-    processbench prompt, the critique it was given: a line, then `\\boxed{verdict}`."""
+    """The tiny random model trained until it writes, for each of four world responses in a short
+    judge prompt, the critique it was given: a line, then `\\boxed{verdict}`."""
     from prm_annotate.prm.train import TrainConfig, train
 
     tmp = tmp_path_factory.mktemp("learnt-critic")
-    prompt = load_judge_prompt("processbench")
+    (tmp / "prompt.txt").write_text(SHORT_PROMPT)
+    prompt = load_judge_prompt(str(tmp / "prompt.txt"))
     responses = [r for r in world_responses(4, seed=11, split="test") if r["id"].endswith("/0")]
-    rows = [{"id": r["id"], "vote": 0, "agrees": True, "judge_prompt": "processbench", "messages": [
+    rows = [{"id": r["id"], "vote": 0, "agrees": True, "judge_prompt": str(tmp / "prompt.txt"), "messages": [
         {"role": "user", "content": render_judge_prompt(prompt.file.text, r["problem"], r["steps"])},
-        {"role": "assistant", "content": f"I checked every paragraph.\n\n\\boxed{{{verdict}}}"}]}
+        {"role": "assistant", "content": f"Checked.\n\n\\boxed{{{verdict}}}"}]}
         for r, verdict in zip(responses, LEARNT)]
     train(TrainConfig(data=str(write_jsonl(tmp / "rows.jsonl", rows)), base=str(tiny_model_dir),
-                      output=str(tmp / "critic"), head="critic", steps=60, batch_size=4, lr=1e-2, warmup=5,
-                      save_every=60, quiet=True))
+                      output=str(tmp / "critic"), head="critic", steps=80, batch_size=4, lr=1e-2, warmup=5,
+                      save_every=80, quiet=True))
     write_jsonl(tmp / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in responses])
-    return {"dir": tmp / "critic", "responses": tmp / "responses.jsonl", "ids": [r["id"] for r in responses]}
+    return {"dir": tmp / "critic", "responses": tmp / "responses.jsonl", "ids": [r["id"] for r in responses],
+            "prompt": tmp / "prompt.txt"}
 
 
 def _judge(critic: dict, out: Path, *engine: str) -> dict[str, list]:
     cmd = [sys.executable, "-m", "prm_annotate", "judge", str(critic["responses"]), "-o", str(out), "--prompt",
-           "processbench", "--protocol", "strict", "--max-tokens", "32", "--quiet", *engine]
+           str(critic["prompt"]), "--protocol", "strict", "--max-tokens", "32", "--quiet", *engine]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     return {r["id"]: r["judge"]["votes"] for r in read_jsonl(out)}
