@@ -129,7 +129,6 @@ def test_a_critic_learns_the_world_judge_s_critiques(tmp_path):
 
 # ---------------------------------------------------------------- the critic as a judge (real vLLM)
 
-LEARNT = [-1, 0, 1, 2]  # the verdict learnt for each of four responses
 # A short judge prompt in the processbench answer style: the tiny model learns four critiques in it
 # in seconds (the built-in prompt's instructions are ~600 of its tokens).
 SHORT_PROMPT = "---\nstyle: processbench\n---\n{problem}\n\n{paragraphs}\n\nThe first wrong paragraph, in \\boxed{}:"
@@ -145,16 +144,19 @@ def learnt_critic(tmp_path_factory, tiny_model_dir) -> dict:
     (tmp / "prompt.txt").write_text(SHORT_PROMPT)
     prompt = load_judge_prompt(str(tmp / "prompt.txt"))
     responses = [r for r in world_responses(4, seed=11, split="test") if r["id"].endswith("/0")]
+    # A verdict per response, each a paragraph it has (the parser refuses an index past the last).
+    learnt = [-1, 0, 1, len(responses[3]["steps"]) - 1]
+    assert all(v < len(r["steps"]) for r, v in zip(responses, learnt))
     rows = [{"id": r["id"], "vote": 0, "agrees": True, "judge_prompt": str(tmp / "prompt.txt"), "messages": [
         {"role": "user", "content": render_judge_prompt(prompt.file.text, r["problem"], r["steps"])},
         {"role": "assistant", "content": f"Checked.\n\n\\boxed{{{verdict}}}"}]}
-        for r, verdict in zip(responses, LEARNT)]
+        for r, verdict in zip(responses, learnt)]
     train(TrainConfig(data=str(write_jsonl(tmp / "rows.jsonl", rows)), base=str(tiny_model_dir),
                       output=str(tmp / "critic"), head="critic", steps=80, batch_size=4, lr=1e-2, warmup=5,
                       save_every=80, quiet=True))
     write_jsonl(tmp / "responses.jsonl", [{k: v for k, v in r.items() if k != "label"} for r in responses])
-    return {"dir": tmp / "critic", "responses": tmp / "responses.jsonl", "ids": [r["id"] for r in responses],
-            "prompt": tmp / "prompt.txt"}
+    return {"dir": tmp / "critic", "responses": tmp / "responses.jsonl", "prompt": tmp / "prompt.txt",
+            "learnt": {r["id"]: [v] for r, v in zip(responses, learnt)}}
 
 
 def _judge(critic: dict, out: Path, *engine: str) -> dict[str, list]:
@@ -170,7 +172,7 @@ def test_judge_reads_the_critic_s_verdicts_in_process_and_served(learnt_critic, 
     from testing.heavy import start_server
 
     heavy.release()  # the in-process judge is a child process with its own engine
-    expected = {rid: [v] for rid, v in zip(learnt_critic["ids"], LEARNT)}
+    expected = learnt_critic["learnt"]
     assert _judge(learnt_critic, tmp_path / "in-process.jsonl", "--model", str(learnt_critic["dir"]),
                   "--dtype", "float32") == expected
     server = heavy.get("server:critic", lambda: start_server(learnt_critic["dir"], "critic", tmp_path,
