@@ -137,7 +137,10 @@ def main(argv: list[str] | None = None) -> None:
                                     "base": str(args.base), "slice_seeds": args.slice_seed,
                                     "problems_per_slice": args.problems, "steps": args.steps,
                                     "batch": args.batch_size, "lr": args.lr, "key_weight": args.key_weight,
-                                    "key_pattern": KEY_PATTERN}, indent=2) + "\n")
+                                    "key_pattern": KEY_PATTERN,
+                                    # the tokens training read (3 x params x tokens: the roads benchmark's bill)
+                                    "train_tokens": json.loads((args.workdir / "train.json").read_text())["tokens"]},
+                                   indent=2) + "\n")
         for sub in critic.parent.glob("seed-critic.checkpoints"):
             shutil.rmtree(sub)  # the run's checkpoints do not ship
     print(json.dumps(measure(critic, args.workdir, args.held_problems, args.held_seed), indent=2))
