@@ -19,26 +19,16 @@ billion-parameter-tokens) at the world's sizes and at the paper's (7B completer,
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prm_annotate.engines.bill import Bill
+from prm_annotate.reports.metrics import wilson_interval
 from testing.consensus_bench import read_jsonl
 
 COMPLETER_B, JUDGE_B, PRM_B, SMALL_CRITIC_B = 7.0, 72.0, 7.0, 1.5
 AMORTISED_OVER = (10**5, 10**6)
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson score interval of k successes in n, in percent."""
-    if n == 0:
-        return (float("nan"), float("nan"))
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (100 * (centre - half), 100 * (centre + half))
 
 
 def critic_paper_b(critic_params: int, judge_params: int) -> float:
@@ -121,7 +111,7 @@ def score_road(road: Road, gold_path: Path) -> None:
     right = round((kept["step_label_precision"] or 0) * n / 100)
     road.quality.update({
         "kept": road.kept, "share": 100.0 * road.kept / road.responses,
-        "truth": kept["step_label_precision"], "truth_ci": wilson(right, n), "steps": n,
+        "truth": kept["step_label_precision"], "truth_ci": tuple(100 * x for x in wilson_interval(right, n)), "steps": n,
         "f1_kept": kept["kept"]["overall"]["f1"], "f1_source_all": source["all"]["overall"]["f1"],
     })
 
