@@ -85,6 +85,7 @@ def judge_file(engine, src: Path, out: Path, seed: int, max_tokens: int, **casca
 
     stage = JudgeStage(engine, prompt=WORLD_JUDGE_PROMPT, max_tokens=max_tokens, seed=seed, **cascade)
     reset_prefix_cache(engine)
+    out.unlink(missing_ok=True)  # a reused --workdir's file would be resumed: its records unbilled
     try:
         run_stage(stage, RunOptions(str(src), str(out), batch_size=1024, quiet=True))
     finally:
@@ -321,7 +322,8 @@ def main() -> None:
                   n, str(workdir / "judged.jsonl"), rows["b"].extra["consensus"])]
     for (first, budget), (out, second, _first, escalated) in cascades.items():
         road = "(e)" if first == "PRM" else "(d)"
-        label = (f"(c) {first} alone + verify" if budget == 0 else
+        # at 0% the records without a verdict still go to the big judge: "alone" only when none did
+        label = (f"(c) {first} alone + verify" if budget == 0 and not escalated else
                  f"{road} {first} -> judge cascade, budget {budget:g}% + verify")
         part, training = first_parts[first]
         parts = [rollout_part(rows[first, budget]), part]
