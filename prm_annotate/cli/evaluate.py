@@ -65,9 +65,9 @@ def _other_benchmark(options: Options, as_json: bool) -> None:
 
     name = options.benchmark
     with handled():
-        bench = BENCHMARKS.get(name)
-        if bench is None or bench.run is None:
-            raise UsageError(f"--benchmark {name}: not a benchmark (choose from {', '.join(BENCHMARKS)})")
+        bench = BENCHMARKS.named(name)
+        if bench.run is None:  # processbench: evaluate's own path
+            raise UsageError(f"--benchmark {name}: scored by evaluate itself")
         for option, value in (("--tune-threshold-on", options.tune_threshold_on), ("--split-field", options.split_field),
                               ("--label-field", None if options.label_field == "label" else options.label_field)):
             if value is not None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import typer
 
 from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, StepSepOpt, app, handled
+from prm_annotate.io.inputs import AUTO
 from prm_annotate.cli.executor_options import GraderExecutorOptions
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.stages.grade import GradeConfig
@@ -11,7 +12,7 @@ from prm_annotate.steps import decode_sep
 
 @app.command()
 @option_groups
-def grade(input: InputArg, output: OutputOpt = "-", format: FormatOpt = "auto", step_sep: StepSepOpt = r"\n\n", *,
+def grade(input: InputArg, output: OutputOpt = "-", format: FormatOpt = AUTO, step_sep: StepSepOpt = r"\n\n", *,
           config: GradeConfig, run_opts: CommonRunOptions = CommonRunOptions(batch_size=256),
           executor_opts: GraderExecutorOptions) -> None:
     """Re-grade the final answers of existing responses (sets final_answer and correct)."""

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from prm_annotate.cli.app import FormatOpt, IdFieldOpt, OutputOpt, app, handled
+from prm_annotate.io.inputs import AUTO, FieldMap
 
 
 @app.command()
@@ -17,11 +18,10 @@ def merge(
     expect_per_input: Annotated[Optional[int], typer.Option(
         "--expect-per-input", min=1,
         help="Outputs per input id, named <id>/0..N-1 (sample's -n): a problem with fewer counts as missing.")] = None,
-    format: FormatOpt = "auto",
-    id_field: IdFieldOpt = "id",
+    format: FormatOpt = AUTO,
+    id_field: IdFieldOpt = FieldMap.id,
 ) -> None:
     """Join shard outputs; every id exactly once (a duplicate is an error), missing input ids listed."""
-    from prm_annotate.io.inputs import FieldMap
     from prm_annotate.io.merge import merge as merge_files
 
     with handled():

@@ -4,6 +4,7 @@ from dataclasses import replace
 from typing import Annotated
 
 from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, app, handled
+from prm_annotate.io.inputs import AUTO
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.engines import EngineConfig
 from prm_annotate.prm.scorers import PRM_ENGINE
@@ -15,7 +16,7 @@ from prm_annotate.stages.score import ScoreConfig, ScoreStage
 def score(
     input: InputArg,
     output: OutputOpt = "-",
-    format: FormatOpt = "auto",
+    format: FormatOpt = AUTO,
     *,
     config: ScoreConfig,
     engine: Annotated[EngineConfig, PRM_ENGINE],

@@ -232,5 +232,5 @@ class CriticHF(Critic):
 
 
 _SOFT = "--soft: critic rows are critiques with a verdict, not step labels"
-FORMAT = Critic("critic", consumer=CONSUMER, critiques=True, hard_only=_SOFT)
-HF_FORMAT = CriticHF("critic-hf", consumer=CONSUMER, critiques=True, hard_only=_SOFT, directory=True)
+FORMAT = Critic("critic", summary="the judge's critiques as chat rows for a critic's SFT", consumer=CONSUMER, critiques=True, hard_only=_SOFT)
+HF_FORMAT = CriticHF("critic-hf", summary="the critic rows as a Hugging Face dataset directory", consumer=CONSUMER, critiques=True, hard_only=_SOFT, directory=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from prm_annotate.errors import UsageError
+from prm_annotate.registry import Registry
 from prm_annotate.settings import setting
 from prm_annotate.steps import decode_optional_sep
 from prm_annotate.export.placement import TokenCheck
@@ -35,6 +36,7 @@ class Provenance:
 class ExportFormat:
     name: str
     consumer: str  # who reads the labels, named in errors
+    summary: str = ""  # one line, for the docs' table of formats
     lead: str = ""  # between the problem and the first step
     step_sep: str = "\n"  # between steps, unless --step-sep
     default_tag: str | None = None  # the step tag --placeholder replaces; None: the format has no tag
@@ -77,22 +79,19 @@ class ExportFormat:
         write_rows(rows, output)
 
 
-EXPORT_FORMATS: dict[str, ExportFormat] = {}
+EXPORT_FORMATS: Registry[ExportFormat] = Registry("--format", "The trainer's format", "docs/export.md", listing="names")
 
 
 def register(fmt: ExportFormat) -> ExportFormat:
     """Add a format to `EXPORT_FORMATS` (in the order `--format` lists them)."""
     if not isinstance(fmt, ExportFormat):
         raise TypeError(f"not an ExportFormat: {fmt!r}")
-    if fmt.name in EXPORT_FORMATS:
-        raise ValueError(f"export format {fmt.name!r} is registered already")
-    EXPORT_FORMATS[fmt.name] = fmt
-    return fmt
+    return EXPORT_FORMATS.register(fmt)
 
 
 def format_names(where: Callable[[ExportFormat], bool], sep: str = " or ") -> str:
     """The registered formats for which `where` holds, for messages and help."""
-    return sep.join(name for name, fmt in EXPORT_FORMATS.items() if where(fmt))
+    return EXPORT_FORMATS.where(where, sep)
 
 
 LABEL_CHOICES = ("first-error", "recovery")
@@ -118,7 +117,7 @@ class ExportOptions:
             again from its correction on; records without one are skipped, counted).
     """
 
-    format: str = setting(flags="--format", help=lambda: " | ".join(EXPORT_FORMATS))
+    format: str = setting(flags="--format", help=EXPORT_FORMATS.help)
     soft: bool = setting(False, flags="--soft/--no-soft", help=lambda: (
         f"MC scores as labels instead of hard labels ({format_names(lambda f: f.soft, ', ')})."))
     keep_scores: bool = setting(False, flags="--keep-scores/--no-keep-scores",

@@ -231,4 +231,4 @@ class HF(Stepwise):
         write_hf(splits, output, dataset_card(splits, source.input, source.read, list(source.argv)))
 
 
-FORMAT = HF("hf", consumer=TRL_CONSUMER, test_split=True, directory=True)
+FORMAT = HF("hf", summary="a Hugging Face dataset directory of TRL rows with its dataset card", consumer=TRL_CONSUMER, test_split=True, directory=True)

@@ -42,7 +42,7 @@ class Reading:
 @dataclass(frozen=True)
 class JudgeProtocol:
     name: str
-    description: str  # for --help
+    summary: str  # one line, for --help
     prompt: str  # the built-in judge prompt when --prompt is not given
     sampling: Callable[[Any, str], Sampling]  # (the judge's options, the model as named) -> sampling
     # (verdict texts, steps, style, cut=flags of the votes cut at max_tokens) -> reading

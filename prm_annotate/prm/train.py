@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from prm_annotate.errors import UsageError
+from prm_annotate.registry import Registry
 from prm_annotate.pipeline.runner import QUIET
 from prm_annotate.settings import declare, setting
 from prm_annotate.prm.checkpoint import PRMFormat, step_tag_id
@@ -84,9 +85,7 @@ class TrainConfig:
         "Token written after each step (added to the tokenizer if needed)."))
     system_prompt: Optional[str] = setting(PRMFormat.system_prompt, flags="--system-prompt", parse=_none_if_empty,
                                            help="System turn of the PRM's input ('' for none).")
-    head: str = setting("qwen", flags="--head", help=(
-        "qwen (the base fine-tuned as Qwen2ForProcessRewardModel), likelihood or likelihood-tokens (heads on the "
-        "frozen base's token log-probabilities; docs/training.md)."))
+    head: str = setting("qwen", flags="--head", help=lambda: PRM_HEADS.help())
     format: str = setting("auto", flags="--format", help="auto, trl, tokens or hf.")
     eval: Optional[str] = setting(None, flags="--eval", panel=EVAL, help="Eval set (same formats as DATA).")
     eval_split: float = setting(0.0, flags="--eval-split", min=0.0, max=0.99, panel=EVAL, help=(
@@ -145,9 +144,7 @@ def check_config(cfg: TrainConfig) -> None:
         raise UsageError(f"--eval-split must be in [0, 1), got {cfg.eval_split}")
     if cfg.precision not in ("auto", "bf16", "fp32"):
         raise UsageError(f"--precision {cfg.precision}: choose auto, bf16 or fp32")
-    if cfg.head not in HEADS:
-        raise UsageError(f"--head {cfg.head}: choose from {', '.join(HEADS)}")
-    if HEADS[cfg.head].response_start and cfg.gradient_checkpointing:
+    if PRM_HEADS.named(cfg.head).response_start and cfg.gradient_checkpointing:
         raise UsageError(f"--head {cfg.head} trains no LM weights: --gradient-checkpointing does not apply")
     if cfg.report_to not in REPORTERS:
         raise UsageError(f"--report-to {cfg.report_to}: choose from {', '.join(REPORTERS)}")
@@ -323,26 +320,28 @@ class Head:
     """A kind of PRM `train` makes.
 
     Attributes:
-        name: the `--head` choice.
         load: (base, format) -> (model, tokenizer).
         separator: written between a step and its tag (PRMFormat.separator).
         response_start: the features carry where the response begins (the likelihood head's first step).
     """
     name: str
+    summary: str
     load: Any
     separator: str = ""
     response_start: bool = False
 
 
-HEADS = {h.name: h for h in (
-    Head("qwen", load_base),
+PRM_HEADS: Registry[Head] = Registry("--head", "The kind of PRM", "docs/training.md", (
+    Head("qwen", "the base fine-tuned as Qwen2ForProcessRewardModel", load_base),
     # The steps' own separator stays in the text, so the LM reads the response as it was written.
-    Head("likelihood", load_likelihood_base, separator=DEFAULT_SEP, response_start=True),
+    Head("likelihood", "a step head on the frozen base's token log-probabilities", load_likelihood_base,
+         separator=DEFAULT_SEP, response_start=True),
     # The per-token scorer (prm/likelihood.py "token-score"): not shown better than "step-stats" at
     # ordering responses on the world, worse at locating the first error (docs/world-prm.md).
-    Head("likelihood-tokens", functools.partial(load_likelihood_base, head_type="token-score"), separator=DEFAULT_SEP,
+    Head("likelihood-tokens", "a per-token scorer pooled over each step, on the frozen base's log-probabilities",
+         functools.partial(load_likelihood_base, head_type="token-score"), separator=DEFAULT_SEP,
          response_start=True),
-)}
+))
 
 
 @dataclass
@@ -367,7 +366,7 @@ def _sources(cfg: TrainConfig) -> tuple[list[Example], list[Example]]:
 def load_data(cfg: TrainConfig, model_of: Any = None) -> tuple[Data, Any, Any]:
     """The encoded train and eval sets, with the model and tokenizer they were encoded for (a
     tokens export names its own step tag and has no system turn)."""
-    head = HEADS[cfg.head]
+    head = PRM_HEADS[cfg.head]
     model_of = model_of or head.load
     train_rows, eval_rows = _sources(cfg)
     fmt = PRMFormat(step_tag=cfg.step_tag, system_prompt=cfg.system_prompt, separator=head.separator)
@@ -437,7 +436,7 @@ def read_once(cfg: TrainConfig, model: Any, data: Data, state: Any, readings: An
     Trainer trains the head on what it read (prm/likelihood.py cache_token_logprobs), instead of
     reading each text again at every epoch and evaluation; `readings` (likelihood.LMReadings) keeps
     them for the next PRM on the same LM. Seconds taken (0 for other heads)."""
-    if not HEADS[cfg.head].response_start:
+    if not PRM_HEADS[cfg.head].response_start:
         return 0.0
     from prm_annotate.prm.likelihood import cache_token_logprobs
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from prm_annotate.errors import UsageError
+from prm_annotate.registry import Registry
 from prm_annotate.reports import deltabench, hard2verify, prmbench
 from prm_annotate.reports.labels import LABEL_FIELD, SPLIT_FIELD, load_prediction_files
 from prm_annotate.settings import declare, setting
@@ -52,8 +53,7 @@ class Options:
         "Tune the threshold for the best F1 on SPLIT and apply it to the others (SPLIT reported apart)."))
     split_field: Optional[str] = declare(SPLIT_FIELD, None)
     label_field: str = declare(LABEL_FIELD, "label")
-    benchmark: str = setting("processbench", flags="--benchmark", help=lambda: (
-        f"The benchmark whose metric to compute: {', '.join(BENCHMARKS)} (docs/scoring.md)."))
+    benchmark: str = setting("processbench", flags="--benchmark", help=lambda: BENCHMARKS.help())
 
 
 @dataclass(frozen=True)
@@ -62,14 +62,13 @@ class Benchmark:
 
     Attributes:
         name: its `--benchmark` name.
-        description: one line for the help.
         dataset: the Hugging Face dataset its release is (the hub id `--gold` may name).
         threshold_rule: how the benchmark turns a PRM's step scores into verdicts.
         run: scores predictions against gold -> a report with `to_dict()`.
         table: the report as a rich renderable.
     """
     name: str
-    description: str
+    summary: str
     dataset: str
     threshold_rule: str
     run: Callable[[Options], Any] | None
@@ -143,7 +142,7 @@ def _check_overlap(opts: Options, preds: dict, gold: dict) -> None:
                          "score the benchmark's file as published (score FILE --format NAME) so the ids match")
 
 
-BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
+BENCHMARKS: Registry[Benchmark] = Registry("--benchmark", "The benchmark whose metric to compute", "docs/scoring.md", (
     # ProcessBench's path is `evaluate`'s own (first errors or step scores, splits, tuning on a split).
     Benchmark("processbench", "ProcessBench: first-error F1 per split (the default)", "Qwen/ProcessBench",
               "given (--threshold) or tuned on one split (--tune-threshold-on gsm8k, as ProcessBench's authors did)",
@@ -155,4 +154,4 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("deltabench", "DeltaBench: error-section recall, precision and F1 of a critic's critiques or a PRM's "
               "section scores on long traces", "OpenStellarTeam/DeltaBench", deltabench.THRESHOLD_RULE, _deltabench,
               deltabench.table),
-)}
+))

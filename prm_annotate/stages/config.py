@@ -21,15 +21,15 @@ from typing import Any, Optional
 from prm_annotate.engines.sampling import Sampling, SamplingOverrides, sampling_fields
 from prm_annotate.errors import UsageError
 from prm_annotate.engines.reasoning import reasoning_parsers
-from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
+from prm_annotate.judging import JUDGE_PROMPTS, JUDGE_PROTOCOLS, JUDGE_STYLES
 from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
 from prm_annotate.segmenting import SEGMENTERS
 from prm_annotate.settings import Setting, declare, group, setting
 from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
 from prm_annotate.strategies import STRATEGIES
-from prm_annotate.strategies.recovery_rules import RecoveryRule, make_recovery_rule, recovery_rules_help
-from prm_annotate.strategies.zero_rules import ALL_K, DEFAULT_TOLERANCE, ZeroRule, make_zero_rule, zero_rules_help
+from prm_annotate.strategies.recovery_rules import RECOVERY_RULES, RecoveryRule, make_recovery_rule
+from prm_annotate.strategies.zero_rules import ALL_K, DEFAULT_TOLERANCE, ZERO_RULES, ZeroRule, make_zero_rule
 
 POLICY_MAX_TOKENS = 2048
 # A thinking policy's response and completion: a thought of thousands of tokens comes before the
@@ -41,24 +41,8 @@ CUT_COMPLETIONS = ("graded", "wrong", "right")
 REASONING_MODES = ("auto", "think", "off")
 
 
-def _system_prompts_help() -> str:
-    names = ", ".join(SYSTEM_PROMPTS)
-    return (f"System prompt: built-in {names} (prompts/), a FILE, or none (default: {DEFAULT_SYSTEM_PROMPT}, "
-            "the paper's policies' prompt).")
-
-
-def _protocols_help() -> str:
-    return "How the judge is sampled and read: " + "; ".join(
-        f"{name}: {p.description}" for name, p in JUDGE_PROTOCOLS.items()) + "."
-
-
-def _styles_help() -> str:
-    listed = " or ".join(f"{name} ({s.description})" for name, s in JUDGE_STYLES.items())
-    return f"Answer style of a --prompt FILE that declares none in its header: {listed}."
-
-
 def _speculate_help() -> str:
-    named = ", ".join(name for name, s in STRATEGIES.items() if s.speculates)
+    named = STRATEGIES.where(lambda s: s.speculates)
     return (f"Probes the strategies that speculate ({named}) may start before a round asks for them (0: off; "
             "default: 256 in process, 0 over HTTP).")
 
@@ -132,7 +116,8 @@ class SampleConfig:
     sampling: Sampling = group(Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0),
                                words={"output": "response", "request": "response"})
     step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
-    system_prompt: Optional[str] = setting(None, flags="--system-prompt", help=_system_prompts_help)
+    system_prompt: Optional[str] = setting(None, flags="--system-prompt", show_default=DEFAULT_SYSTEM_PROMPT,
+                                           help=SYSTEM_PROMPTS.help)
     reasoning: Optional[str] = declare(REASONING, None)
     segment: str = setting("paragraphs", flags="--segment", help=SEGMENTERS.help)
     segment_options: Optional[list[str]] = setting(None, flags="--segment-option", show_default=False, help=(
@@ -201,7 +186,7 @@ class RolloutConfig:
         "With --strategy verify: the judge's output on these responses, whose first errors MC checks."))
     threshold: float = setting(0.0, flags="--threshold", min=0.0, max=1.0,
                                help="Hard label = score > threshold (0: any right completion).")
-    zero_rule: str = setting("all-k", flags="--zero-rule", help=zero_rules_help)
+    zero_rule: str = setting("all-k", flags="--zero-rule", help=ZERO_RULES.help)
     zero_tolerance: Optional[float] = setting(None, flags="--zero-tolerance", show_default=str(DEFAULT_TOLERANCE), help=(
         "With --zero-rule beta-binomial: the largest chance, under its prior, that the rest of the K would "
         "have made a step it calls 0 a 1."))
@@ -219,7 +204,7 @@ class RolloutConfig:
     speculate: Optional[int] = setting(None, flags="--speculate", min=0, show_default=False, help=_speculate_help)
     keep_completions: int = setting(0, flags="--keep-completions", min=0, help=(
         "Keep up to this many completion texts per probed step in mc.kept_completions (0: none)."))
-    recovery_rule: Optional[str] = setting(None, flags="--recovery-rule", show_default=False, help=recovery_rules_help)
+    recovery_rule: Optional[str] = setting(None, flags="--recovery-rule", show_default=False, help=RECOVERY_RULES.help)
     recovery_drop: Optional[float] = setting(None, flags="--recovery-drop", show_default="0.25", help=(
         "With --recovery-rule soft-drop: the drop in the soft score that makes a step a slip (and the rise a correction)."))
 
@@ -251,7 +236,7 @@ class RolloutConfig:
         if rule != ALL_K and self.strategy in STRATEGIES and not STRATEGIES[self.strategy].takes_zero_rule:
             raise UsageError(f"--zero-rule {rule.name}: --strategy {self.strategy} samples all K at once, so no rule "
                              f"can stop it sooner (use a strategy that samples in rounds: "
-                             f"{', '.join(n for n, s in STRATEGIES.items() if s.takes_zero_rule)})")
+                             f"{STRATEGIES.where(lambda s: s.takes_zero_rule)})")
 
     @property
     def recovery_rule_object(self) -> RecoveryRule | None:
@@ -282,11 +267,9 @@ class JudgeConfig:
         keep_reasoning: keep each vote's thought in the record (its token count is always kept).
     """
 
-    prompt: Optional[str] = setting(None, flags="--prompt", show_default="paper", help=(
-        "paper (the paper's protocol) | processbench (ProcessBench's critic template) | slips (every slip and its "
-        "correction: --protocol recovery's) | deltabench (DeltaBench's critic task) | a template FILE."))
-    style: Optional[str] = setting(None, flags="--style", help=_styles_help)
-    protocol: str = setting("strict", flags="--protocol", help=_protocols_help)
+    prompt: Optional[str] = setting(None, flags="--prompt", show_default="paper", help=JUDGE_PROMPTS.help)
+    style: Optional[str] = setting(None, flags="--style", help=JUDGE_STYLES.help)
+    protocol: str = setting("strict", flags="--protocol", help=JUDGE_PROTOCOLS.help)
     votes: int = setting(1, flags="--votes", min=1, help="Verdicts per response, made one first error as --protocol says.")
     # None where not given (the protocol's value); the defaults shown are the strict protocol's.
     sampling: SamplingOverrides = group(SamplingOverrides(), words={"output": "verdict", "request": "vote"}, changes={
@@ -300,9 +283,7 @@ class JudgeConfig:
                                    help="Keep each vote's thought in judge.reasoning (long).")
 
     def __post_init__(self) -> None:
-        if self.protocol not in JUDGE_PROTOCOLS:
-            raise UsageError(f"--protocol {self.protocol}: choose {' or '.join(JUDGE_PROTOCOLS)}")
-        JUDGE_PROTOCOLS[self.protocol].check(self)
+        JUDGE_PROTOCOLS.named(self.protocol).check(self)
         check_reasoning(self.reasoning)
         if self.constrained and self.reasoning not in (None, "auto", "off"):
             raise UsageError("--constrained stops the free text at the answer lead, which a thought may write: "

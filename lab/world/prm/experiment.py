@@ -185,9 +185,9 @@ def run_prm(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]],
 def likelihood_readings(cfg: ExperimentConfig) -> Any:
     """One store of the frozen LM's readings for every PRM of the run (a likelihood head's LM is
     the base, unchanged): each training and held-out text is read once, not once per PRM."""
-    from prm_annotate.prm.train import HEADS
+    from prm_annotate.prm.train import PRM_HEADS
 
-    if not HEADS[cfg.head].response_start:
+    if not PRM_HEADS[cfg.head].response_start:
         return None
     from prm_annotate.prm.likelihood import LMReadings
 
