@@ -111,7 +111,7 @@ def _shepherd(checkpoint: Checkpoint, config: EngineConfig) -> Scorer:
 
 
 # Not chosen by a flag: `score` takes the first kind that reads the checkpoint (`scorer_for`).
-SCORERS: Registry[ScorerKind] = Registry("score", "What reads a PRM checkpoint", "docs/scoring.md", (
+SCORERS: Registry[ScorerKind] = Registry("prm.scorer", "What reads a PRM checkpoint", "docs/scoring.md", (
     ScorerKind("qwen-prm", f"{ARCHITECTURE} in process (vLLM pooling runner)", False, _is_prm, _in_process),
     ScorerKind("qwen-prm-served", f"{ARCHITECTURE} behind `vllm serve --runner pooling` (--base-url)", True,
                _is_prm, _served),

@@ -44,7 +44,8 @@ from prm_annotate.registry import Registry
 from prm_annotate.pipeline.runner import QUIET
 from prm_annotate.settings import declare, setting
 from prm_annotate.prm.checkpoint import PRMFormat, step_tag_id
-from prm_annotate.prm.data import Example, StepCollator, encode, marker_tag, read_examples, split_by_problem
+from prm_annotate.io.inputs import AUTO
+from prm_annotate.prm.data import READERS, Example, StepCollator, encode, marker_tag, read_examples, split_by_problem
 from prm_annotate.steps import DEFAULT_SEP
 
 DEFAULT_STEPS = 200  # neither --steps nor --epochs
@@ -86,7 +87,7 @@ class TrainConfig:
     system_prompt: Optional[str] = setting(PRMFormat.system_prompt, flags="--system-prompt", parse=_none_if_empty,
                                            help="System turn of the PRM's input ('' for none).")
     head: str = setting("qwen", flags="--head", help=lambda: PRM_HEADS.help())
-    format: str = setting("auto", flags="--format", help="auto, trl, tokens or hf.")
+    format: str = setting(AUTO, flags="--format", help=lambda: READERS.help())
     eval: Optional[str] = setting(None, flags="--eval", panel=EVAL, help="Eval set (same formats as DATA).")
     eval_split: float = setting(0.0, flags="--eval-split", min=0.0, max=0.99, panel=EVAL, help=(
         "Hold out this share of DATA's problems for evaluation."))
