@@ -66,7 +66,7 @@ def stale(docs: list[Path] = DOCS) -> list[str]:
     """What the marked tables say against their registries: each difference, in words."""
     found = []
     for doc, kind, dotted, table in doc_tables(docs):
-        where = f"{doc.relative_to(REPO)}: {dotted}"
+        where = f"{doc.name}: {dotted}"
         registry = load(dotted)
         if kind == "table":
             if table.strip() != registry.table():
