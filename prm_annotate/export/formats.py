@@ -104,13 +104,10 @@ class ExportOptions:
     Attributes:
         format: a name in EXPORT_FORMATS.
         soft: MC scores as labels (the formats that take soft labels).
-        keep_scores: add a `scores` column with the MC scores of the kept steps.
         step_sep: the text between tagged steps; None: the format's own.
         placeholder: the step tag; None: the format's own.
         step_end: tokens: the marker carrying each step's label; None: one that is one token.
-        test_split: hf: the share of problems held out.
         votes: critic: which critiques (VOTES; None: agreeing).
-        judged: critic: the judged file the consensus records were made from.
         labels: which step labels (LABEL_CHOICES): "first-error" (the paper's: right before the
             first error, wrong at it, the steps after it left out) or "recovery" (every step,
             from the record's recovery: a slip wrong, wrong while a slip is uncorrected, right
@@ -197,9 +194,6 @@ class ExportRun:
         options: the rows' format and what goes in them.
         output: JSONL, Parquet (a name ending in .parquet), "-", or a directory (hf).
         tokenizer: a local tokenizer to check label positions with; needed by tokens and max_length.
-        max_length: the trainer's length in tokens: count the labels it would cut off.
-        max_completion_length: trl: PRMConfig.max_completion_length for the length check.
-        drop_truncated: leave out the rows that would lose labels at max_length.
     """
 
     options: ExportOptions

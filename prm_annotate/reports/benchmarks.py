@@ -30,11 +30,8 @@ class Options:
         gold: the gold as given (files, folders, or a hub id in the local cache).
         pred_field: the dotted path of the step scores (None: prm.scores).
         threshold: a given threshold (None: the benchmark's own rule).
-        tune_sample: Hard2Verify: how many random responses the threshold is tuned on.
-        seed: Hard2Verify: the seed of that draw.
         tune_threshold_on: ProcessBench: the split a threshold is tuned on (None: none).
         split_field: ProcessBench: the dotted path of the split (None: the gold's, else the id prefix).
-        label_field: the dotted path of the gold first error.
         benchmark: the benchmark whose metric to compute (BENCHMARKS).
     """
     predictions: list[str] = setting(argument=True, flags=(), help=(

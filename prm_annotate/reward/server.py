@@ -50,14 +50,9 @@ class ServerConfig:
     """How the reward server listens and what it takes.
 
     Attributes:
-        host: the address to bind (127.0.0.1: this machine only).
         port: the port (0: any free one).
         aggregate: the reward of a response from its step rewards, unless a request names one.
-        key_env: the environment variable whose value, when set, every request must bear.
-        max_batch: the most responses in one request, and in one engine call.
-        max_request_mb: the largest body taken, in MiB (`max_request_bytes`).
-        max_clients: requests handled at once.
-        request_timeout: seconds a client may take to send its request.
+        max_request_mb: read in bytes as `max_request_bytes`.
         fallback_reward: the reward of a response the PRM cannot read.
         rules: how a response's text becomes steps.
     """

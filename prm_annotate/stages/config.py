@@ -18,11 +18,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from prm_annotate.engines.sampling import Sampling, SamplingOverrides, sampling_fields
+from prm_annotate.engines.sampling import JUDGE_BUDGET, POLICY_BUDGET, Sampling, SamplingOverrides, sampling_fields
 from prm_annotate.errors import UsageError
 from prm_annotate.engines.reasoning import reasoning_parsers
 from prm_annotate.judging import JUDGE_PROMPTS, JUDGE_PROTOCOLS, JUDGE_STYLES
-from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
 from prm_annotate.segmenting import SEGMENTERS
 from prm_annotate.settings import Setting, declare, group, setting
@@ -31,11 +30,6 @@ from prm_annotate.strategies import STRATEGIES
 from prm_annotate.strategies.recovery_rules import RECOVERY_RULES, RecoveryRule, make_recovery_rule
 from prm_annotate.strategies.zero_rules import ALL_K, DEFAULT_TOLERANCE, ZERO_RULES, ZeroRule, make_zero_rule
 
-POLICY_MAX_TOKENS = 2048
-# A thinking policy's response and completion: a thought of thousands of tokens comes before the
-# answer. 32,768 is what DeepSeek-R1's and Qwen3's own evaluations give them (and what ProcessBench
-# gives a reasoning critic: the judge's REASONING_MAX_TOKENS); 2,048 would cut most thoughts.
-REASONING_POLICY_MAX_TOKENS = 32768
 LABELS = ("hard", "soft")
 CUT_COMPLETIONS = ("graded", "wrong", "right")
 REASONING_MODES = ("auto", "think", "off")
@@ -85,8 +79,8 @@ def check_reasoning(choice: Optional[str]) -> None:
 
 def reasoning_budget(sampling: Sampling) -> Sampling:
     """A thinking policy's sampling: max tokens left at the default rise to the reasoning budget."""
-    if sampling.max_tokens == POLICY_MAX_TOKENS:
-        return dataclasses.replace(sampling, max_tokens=REASONING_POLICY_MAX_TOKENS)
+    if sampling.max_tokens == POLICY_BUDGET.answer:
+        return dataclasses.replace(sampling, max_tokens=POLICY_BUDGET.thinking)
     return sampling
 
 
@@ -95,7 +89,6 @@ class SampleConfig:
     """How `sample` samples.
 
     Attributes:
-        n: responses per problem.
         sampling: temperature, top-p, top-k, max tokens per response, and the run seed each
             response's seed derives from.
         step_sep: the separator a response is split into steps at (the segmenters' `sep` unless
@@ -104,7 +97,7 @@ class SampleConfig:
             "none"; None: the default (Qwen2.5-Math-Instruct's chain-of-thought prompt).
         reasoning: how a thinking policy's thought is told from its answer: "auto" (None: the
             same), "think", "off", or a vLLM reasoning parser (stages/thinking.py). With a thought,
-            max tokens left at 2,048 rise to REASONING_POLICY_MAX_TOKENS.
+            max tokens left at the policy's budget rise to its thinking one (POLICY_BUDGET).
         segment: how a response is cut into steps (segmenting.SEGMENTERS; docs/pipeline.md).
         segment_options: the segmenter's settings as "KEY=VALUE" texts (its dataclass fields).
         keep_logprobs: keep the sampled tokens' log-probabilities in each record
@@ -113,7 +106,7 @@ class SampleConfig:
     """
 
     n: int = setting(8, flags=("-n", "--num-samples"), min=1, help="Responses per problem.")
-    sampling: Sampling = group(Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0),
+    sampling: Sampling = group(Sampling(max_tokens=POLICY_BUDGET.answer, seed=0),
                                words={"output": "response", "request": "response"})
     step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
     system_prompt: Optional[str] = setting(None, flags="--system-prompt", show_default=DEFAULT_SYSTEM_PROMPT,
@@ -143,35 +136,25 @@ class RolloutConfig:
     """How `rollout` estimates each step's Monte Carlo score (docs/pipeline.md).
 
     Attributes:
-        k: completions per step.
         label: "hard" or "soft", recorded as `mc.label`; soft needs every step's score (the
             exhaustive strategy). `first_error` is always hard.
         strategy: the rollout strategy (strategies.STRATEGIES).
         judged: with a strategy that checks the judge's verdicts (verify), the judged file of
             these responses; its `judge.first_error` is what MC confirms or refutes.
-        threshold: a step's hard label is score > threshold (0: any right completion).
         zero_rule: when a step sampled in rounds is called 0 (strategies.zero_rules.ZERO_RULES):
             "all-k" (the paper's: all K could not make it a 1) or a sequential rule that stops
             sooner ("beta-binomial"); not for exhaustive.
-        zero_tolerance: the sequential rule's tolerance (None: its default): the largest chance,
-            under its prior, that the rest of the K would have made a step called 0 a 1.
         sampling: temperature, top-p, top-k, max tokens per completion, and the run seed each
             completion's seed derives from.
         step_sep: the step separator.
-        system_prompt: the system prompt to continue under (a built-in name, a file, or "none");
-            None: the one each response was sampled under (its `generator.system_prompt`).
-        force_system_prompt: continue under `system_prompt` even where a response was sampled
-            under another (refused otherwise).
-        cut_completions: what a completion cut at max tokens counts as: "graded" (on its text),
-            "wrong" or "right".
-        share_prefixes: roll out identical step prefixes of one problem's responses once (seeds
-            from the prefix, not the response id); with binary/scan also take prefixes of right
-            solutions as 1 without sampling.
+        system_prompt: None: the one each response was sampled under (its `generator.system_prompt`).
+        force_system_prompt: without it a response sampled under another prompt is refused.
+        share_prefixes: seeds come from the prefix, not the response id; with binary/scan,
+            prefixes of right solutions are taken as 1 without sampling.
         speculate: with early-stop, binary or scan, start probes ahead of the round that may ask
             for them while fewer than this many requests are in flight; 0: off. None: the
             command's default (256 in process, 0 over HTTP), 0 for the stage.
-        keep_completions: keep up to this many completion texts of each probed step in
-            `mc.kept_completions` (with their verdicts), so a reviewer sees what made a step 0; 0: none.
+        keep_completions: with their verdicts, so a reviewer sees what made a step 0.
         recovery_rule: MC's reading of slips and their corrections, written as `mc.recovery`
             (strategies/recovery_rules.py: "soft-drop"); None: none written (the default).
         recovery_drop: the soft-drop rule's drop (None: its default, 0.25).
@@ -190,7 +173,7 @@ class RolloutConfig:
     zero_tolerance: Optional[float] = setting(None, flags="--zero-tolerance", show_default=str(DEFAULT_TOLERANCE), help=(
         "With --zero-rule beta-binomial: the largest chance, under its prior, that the rest of the K would "
         "have made a step it calls 0 a 1."))
-    sampling: Sampling = group(Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0),
+    sampling: Sampling = group(Sampling(max_tokens=POLICY_BUDGET.answer, seed=0),
                                words={"output": "completion", "request": "completion"})
     step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
     system_prompt: Optional[str] = setting(None, flags="--system-prompt", help=(
@@ -259,9 +242,7 @@ class JudgeConfig:
             slips under recovery).
         style: the answer style of a prompt file that declares none (judging.JUDGE_STYLES).
         protocol: how the judge is sampled and read (judging.JUDGE_PROTOCOLS).
-        votes: verdicts per response, made one first error as the protocol says.
         sampling: the sampling given (None where not).
-        constrained: force the verdict's answer (vLLM structured outputs).
         reasoning: how a reasoning judge's thought is split off before its answer is parsed: "auto"
             (None: the same), "think", "off", or a vLLM reasoning parser (engines/reasoning.py).
         keep_reasoning: keep each vote's thought in the record (its token count is always kept).
@@ -275,7 +256,7 @@ class JudgeConfig:
     sampling: SamplingOverrides = group(SamplingOverrides(), words={"output": "verdict", "request": "vote"}, changes={
         "temperature": {"help": "Softmax temperature; default: 0 with one vote, 0.7 with several."},
         "top_p": {"show_default": "1.0"}, "top_k": {"show_default": "0"},
-        "max_tokens": {"show_default": str(JUDGE_MAX_TOKENS)}, "seed": {"show_default": "0"}})
+        "max_tokens": {"show_default": str(JUDGE_BUDGET.answer)}, "seed": {"show_default": "0"}})
     constrained: bool = setting(False, flags="--constrained/--no-constrained",
                                 help="Force the verdict's answer (vLLM structured outputs).")
     reasoning: Optional[str] = declare(REASONING, None)

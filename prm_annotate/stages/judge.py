@@ -48,8 +48,7 @@ from typing import Any
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.engines.bill import charge, record_bill
 from prm_annotate.engines.reasoning import THINK
-from prm_annotate.engines.sampling import sampling_record
-from prm_annotate.judging.protocols import REASONING_MAX_TOKENS
+from prm_annotate.engines.sampling import JUDGE_BUDGET, sampling_record
 from prm_annotate.judging import (JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, reason_kind,
                                   render_judge_prompt)
 from prm_annotate.records import Judged, Response
@@ -110,7 +109,7 @@ class JudgeStage(ModelStage):
         self.sampling = self.protocol.sampling(self.config, self.engine_info.get("model", ""))
         self.reasoning = self._reasoning_split()
         if self.reasoning is not None and self.config.sampling.max_tokens is None:
-            self.sampling = replace(self.sampling, max_tokens=REASONING_MAX_TOKENS)
+            self.sampling = replace(self.sampling, max_tokens=JUDGE_BUDGET.thinking)
         self.context = ContextCheck(engine)
         self.stats: Counter = Counter()
         self.reasons: Counter = Counter()  # why votes were not read, by kind (the summary's tally)
@@ -118,7 +117,7 @@ class JudgeStage(ModelStage):
         self.probe = (self.reasoning is None and (self.config.reasoning or AUTO) == AUTO and on_server(engine)
                       and "reasoning" not in self.protocol.fixed and not self.config.constrained)
         if self.probe and self.config.sampling.max_tokens is None:
-            self.sampling = replace(self.sampling, max_tokens=REASONING_MAX_TOKENS)
+            self.sampling = replace(self.sampling, max_tokens=JUDGE_BUDGET.thinking)
         self.probe_answer: ProbeAnswer | None = None  # its request's answer, for the job that asks it
 
     def stream(self, records, window):

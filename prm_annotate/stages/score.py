@@ -27,10 +27,6 @@ from prm_annotate.settings import setting
 @dataclass(frozen=True)
 class ScoreConfig:
     """How `score` reads a PRM's step scores (its engine is `EngineConfig`, as `prm.scorers.PRM_ENGINE` says).
-
-    Attributes:
-        threshold: a step scoring below it is an error (`prm.first_error`); None: the checkpoint's
-            eval-tuned threshold, else 0.5.
     """
 
     threshold: Optional[float] = setting(None, flags="--threshold", min=0.0, max=1.0, help=(

@@ -64,19 +64,9 @@ class ReportConfig:
     declarations, with the world's defaults, where they mean the same).
 
     Attributes:
-        workdir: folder of the stage files (emptied of an earlier report's unless `resume`).
         policy: the policy model (sample, rollout); the shipped one by default.
         judge: the judge model; the shipped one by default.
-        problems: problems to generate.
-        n: responses per problem.
-        k: rollouts per step.
-        seed: seed of the problems and of every stage.
-        dtype: vLLM dtype of both models (None: the engines' default, float32 on CPU).
-        max_tokens: tokens per response and per completion.
-        judge_max_tokens: tokens per verdict.
-        start_timeout: seconds to wait for each engine.
         quiet: the stages' progress lines off (their summaries stay).
-        verbose: the libraries' own warnings, logs and progress bars shown.
         resume: keep the files of an unfinished report with the same settings.
     """
     workdir: Path = setting(Path("runs/world"), flags="--workdir",

@@ -47,19 +47,12 @@ class ThinkConfig:
     the stages' declarations, with the thinking world's defaults).
 
     Attributes:
-        workdir: folder of the stage files (emptied of an earlier run's unless `resume`).
+        workdir: kept when `resume`.
         thinker: the thinking policy (sample, rollout); the shipped one by default.
         judge: the judge model; the shipped world judge by default.
-        problems: problems to generate.
-        n: traces per problem.
         k: rollouts per probed step.
-        seed: seed of the problems and of every stage.
-        dtype: vLLM dtype of both models (None: the engines' default, float32 on CPU).
-        max_tokens: tokens per trace and per completion.
-        judge_max_tokens: tokens per verdict (the judge copies the paragraphs it reads).
-        start_timeout: seconds to wait for each engine.
+        judge_max_tokens: the judge copies the paragraphs it reads.
         quiet: the stages' progress lines off (their summaries stay).
-        verbose: the libraries' own warnings, logs and progress bars shown.
         resume: keep the files of an unfinished run with the same settings.
     """
     workdir: Path = declare(setting_of(ReportConfig, "workdir"), Path("runs/world-think"))
