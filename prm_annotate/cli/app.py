@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import inspect
 import signal
 import sys
 import threading
@@ -28,13 +29,51 @@ from prm_annotate.settings import borrow, setting_of
 from prm_annotate.steps import STEP_SEP
 from prm_annotate.io.sharding import parse_shard
 
-app = typer.Typer(
+def as_paragraphs(text: str | None) -> str | None:
+    """A docstring as the help shows it: paragraphs (split at blank lines) whose lines are joined, so
+    the terminal wraps them at its width; a line of a list (`- `) or an indented line keeps its break."""
+    if text is None:
+        return None
+    paragraphs = []
+    for paragraph in inspect.cleandoc(text).split("\n\n"):
+        lines = paragraph.split("\n")
+        joined = [lines[0]]
+        for line in lines[1:]:
+            if line.startswith(("- ", "* ", " ")):
+                joined.append(line)
+            else:
+                joined[-1] += " " + line
+        paragraphs.append("\n".join(joined))
+    return "\n\n".join(paragraphs)
+
+
+class App(typer.Typer):
+    """The Typer app of prm-annotate and its sub-commands: a command's docstring is its help, as
+    paragraphs (`as_paragraphs`)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        register = super().command(*args, **kwargs)
+
+        def decorator(f: Any) -> Any:
+            registered = register(f)
+            info = self.registered_commands[-1]
+            info.help = as_paragraphs(info.help if info.help is not None else inspect.getdoc(f))
+            return registered
+        return decorator
+
+
+app = App(
     name="prm-annotate",
     help="Step-level training data for Process Reward Models: sample, MC rollout, judge, consensus.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+# The --help panels of the commands, in the order --help shows them (a command names its own:
+# `@app.command(rich_help_panel=PANEL_LABEL)`).
+PANEL_LABEL, PANEL_TRAIN, PANEL_EVALUATE, PANEL_INSPECT, PANEL_TOOLS = PANELS = (
+    "Label", "Train and score", "Evaluate", "Inspect", "Tools")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 

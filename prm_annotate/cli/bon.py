@@ -5,10 +5,10 @@ from typing import Annotated
 import orjson
 import typer
 
-from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, app, handled
+from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, PANEL_EVALUATE, app, handled
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_EVALUATE)
 def bon(
     scored: Annotated[str, typer.Argument(help="Responses with `prm.scores` (one per step: `score` output, or any tool's) and the gold `answer`, or -.")],
     gold: GoldFileOpt = None,

@@ -5,10 +5,10 @@ from typing import Annotated, List, Optional
 import orjson
 import typer
 
-from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, SplitFieldOpt, app, handled
+from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, PANEL_EVALUATE, SplitFieldOpt, app, handled
 
 
-@app.command("compare")
+@app.command("compare", rich_help_panel=PANEL_EVALUATE)
 def compare_command(
     files: Annotated[List[str], typer.Argument(help="Label sources: rollout, judged, consensus or any file with a first error.")],
     gold: GoldFileOpt,

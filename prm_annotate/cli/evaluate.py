@@ -3,12 +3,12 @@ from __future__ import annotations
 import orjson
 import typer
 
-from prm_annotate.cli.app import JsonOpt, app, handled
+from prm_annotate.cli.app import JsonOpt, PANEL_EVALUATE, app, handled
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.reports.benchmarks import BENCHMARKS, Options
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_EVALUATE)
 @option_groups
 def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
     """A benchmark's metric of first-error predictions or of a PRM's step scores (ProcessBench by default).

@@ -5,11 +5,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from prm_annotate.cli.app import FormatOpt, IdFieldOpt, OutputOpt, app, handled
+from prm_annotate.cli.app import FormatOpt, IdFieldOpt, OutputOpt, PANEL_TOOLS, app, handled
 from prm_annotate.io.inputs import AUTO, FieldMap
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TOOLS)
 def merge(
     shards: Annotated[list[str], typer.Argument(help="Shard outputs (of --shard I/N runs) to join.")],
     output: OutputOpt = "-",

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from prm_annotate.cli.app import AnswerFieldOpt, FormatOpt, IdFieldOpt, InputArg, OutputOpt, ProblemFieldOpt, app, handled
+from prm_annotate.cli.app import AnswerFieldOpt, FormatOpt, IdFieldOpt, InputArg, OutputOpt, PANEL_LABEL, ProblemFieldOpt, app, handled
 from prm_annotate.io.inputs import AUTO, FieldMap
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.stages.config import SampleConfig
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_LABEL)
 @option_groups
 def sample(input: InputArg, output: OutputOpt = "-", format: FormatOpt = AUTO, id_field: IdFieldOpt = FieldMap.id,
            problem_field: ProblemFieldOpt = FieldMap.problem, answer_field: AnswerFieldOpt = FieldMap.answer, *,

@@ -3,7 +3,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated
 
-from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, app, handled
+from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, PANEL_TRAIN, app, handled
 from prm_annotate.io.inputs import AUTO
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.engines import EngineConfig
@@ -11,7 +11,7 @@ from prm_annotate.prm.scorers import PRM_ENGINE
 from prm_annotate.stages.score import ScoreConfig, ScoreStage
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TRAIN)
 @option_groups
 def score(
     input: InputArg,
