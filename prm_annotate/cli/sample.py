@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from prm_annotate.cli.app import AnswerFieldOpt, FormatOpt, IdFieldOpt, InputArg, OutputOpt, PANEL_LABEL, ProblemFieldOpt, app, handled
+from prm_annotate.cli.app import (PANEL_LABEL, AnswerFieldOpt, FormatOpt, IdFieldOpt, InputArg, OutputOpt, ProblemFieldOpt, app,
+                                  handled)
 from prm_annotate.io.inputs import AUTO, FieldMap
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups

@@ -8,6 +8,7 @@ validated by asking the format (`ExportOptions`), so no other code names a forma
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -49,6 +50,7 @@ class ExportFormat:
     completion_limit: bool = False  # its trainer cuts completions first (--max-completion-length)
     directory: bool = False  # writes a directory, not a file
     critiques: bool = False  # its rows are the judge's critiques, not step labels (--votes, --judged)
+    card: bool = False  # writes a dataset card for the Hub (--license)
 
     def own_rows(self, path: str, opts: ExportOptions,
                  tokenizer: Any) -> tuple[list[dict[str, Any]], ExportSummary] | None:
@@ -95,6 +97,7 @@ def format_names(where: Callable[[ExportFormat], bool], sep: str = " or ") -> st
 
 
 LABEL_CHOICES = ("first-error", "recovery")
+LICENSE = re.compile(r"[a-z0-9][a-z0-9.+-]*")  # the Hub's licence ids: apache-2.0, cc-by-nc-sa-4.0, llama3.1, other
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,9 @@ class ExportOptions:
     judged: str | None = setting(None, flags="--judged", help=lambda: (
         f"{format_names(lambda f: f.critiques, ', ')}: the judged file the consensus input was made from "
         "(the steps the judge saw)."))
+    license: str | None = setting(None, flags="--license", metavar="ID", help=lambda: (
+        f"{format_names(lambda f: f.card, ', ')}: the dataset's licence, as the Hub names it (apache-2.0, mit, "
+        "cc-by-4.0, ...); without it the dataset card says the licence is missing."))
     labels: str = setting("first-error", flags="--labels", metavar="first-error|recovery", help=(
         "Step labels: first-error (the paper's cut at the first error) or recovery (every step: a slip wrong, "
         "wrong until corrected, right again from its correction; from the record's recovery)."))
@@ -169,6 +175,11 @@ class ExportOptions:
         if self.labels == "recovery" and (self.soft or fmt.critiques):
             raise UsageError("--labels recovery writes step labels: " + (
                 "--soft writes MC scores instead" if self.soft else f"--format {self.format} writes critiques"))
+        if self.license is not None and not fmt.card:
+            raise UsageError(f"--license goes with --format {format_names(lambda f: f.card)}")
+        if self.license is not None and not LICENSE.fullmatch(self.license):
+            raise UsageError(f"--license {self.license!r}: a licence id as the Hub names it, e.g. apache-2.0, mit, "
+                             "cc-by-4.0 (lower case, no spaces)")
         if self.votes is not None and self.votes not in VOTES:
             raise UsageError(f"--votes {self.votes}: choose {' or '.join(VOTES)}")
 

@@ -133,7 +133,8 @@ def read_tokens(path: str, soft: bool) -> dict[str, list[Example]]:
     return {"train": examples}
 
 
-READERS: Registry[Named] = Registry("--format", "Training data's format (auto: detected from the file)", "docs/training.md", (
+READERS: Registry[Named] = Registry("--format", "Training data's format (auto: detected from the file)",
+                                   "docs/training.md", (
     Named("trl", "export --format trl rows: prompt, completions, labels", read_trl),
     Named("tokens", "export --format tokens rows: token ids with a label on each step end", read_tokens),
     Named("hf", "an export --format hf dataset directory, its test split kept", read_hf),

@@ -36,7 +36,8 @@ class Aggregate:
         return self.of(scores)
 
 
-AGGREGATES: Registry[Aggregate] = Registry("--aggregate", "A response's reward from its step rewards", "docs/rl-reward.md", (
+AGGREGATES: Registry[Aggregate] = Registry(
+    "--aggregate", "A response's reward from its step rewards", "docs/rl-reward.md", (
     Aggregate("min", "the weakest step", min),
     Aggregate("prod", "the product of the step scores (every step right at once)", math.prod),
     Aggregate("last", "the final step's score", lambda scores: scores[-1]),

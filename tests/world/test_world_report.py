@@ -386,3 +386,19 @@ def test_hf_export_of_the_world_loads_by_its_card_and_names_every_setting(world_
     rollout = next(r for r in runs if r["stage"] == "rollout")
     cost = next(line for line in card.splitlines() if line.startswith("| rollout |"))
     assert f"| {rollout['stats']['generated_tokens']} |" in cost and f"| {rollout['seconds']} |" in cost
+
+
+@pytest.mark.engine
+@pytest.mark.xdist_group("world-report")
+def test_the_world_exports_card_is_the_hubs(world_run, tmp_path):
+    """The world demo's `export --format hf --license`: the YAML header as huggingface_hub reads it."""
+    from huggingface_hub import DatasetCard
+
+    out = tmp_path / "ds"
+    run = subprocess.run([*CLI, "export", str(world_run.workdir / "consensus.jsonl"), "-o", str(out), "--format", "hf",
+                          "--license", "apache-2.0"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    card = DatasetCard.load(out / "README.md")
+    assert (card.data.license, card.data.task_categories) == ("apache-2.0", ["token-classification"])
+    assert "https://arxiv.org/abs/2501.07301" in card.text and "@article{zhang2025lessons" in card.text
+    assert "PRMTrainer" in card.text and "load_dataset(" in card.text
