@@ -3,8 +3,9 @@ source, and the docs' tables of their names.
 
 A doc's table of a registry's names is marked by an HTML comment on the line before it:
 
-    <!-- names: prm_annotate.segmenting.SEGMENTERS -->     a table written by hand: its first
-    | name | ... |                                          column's `names` are the registry's
+    <!-- names: prm_annotate.segmenting.SEGMENTERS -->     a table (or a list) written by hand:
+    | name | ... |                                          its first column's `names` are the
+                                                            registry's
     <!-- table: prm_annotate.strategies.zero_rules.ZERO_RULES -->   a table made from the
     | name | what it is | settings |                               registry (`Registry.table()`),
     <!-- /table -->                                                rewritten by this tool
@@ -25,7 +26,7 @@ from testing.paths import REPO
 
 PACKAGE = REPO / "prm_annotate"
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-NAMES = re.compile(r"^<!-- names: ([\w.]+) -->\n((?:\|.*\n)+)", re.M)
+NAMES = re.compile(r"^<!-- names: ([\w.]+) -->\n((?:(?:\||- |  ).*\n)+)", re.M)
 TABLE = re.compile(r"^<!-- table: ([\w.]+) -->\n(.*?)^<!-- /table -->\n", re.M | re.S)
 
 
@@ -48,7 +49,10 @@ def load(dotted: str) -> Any:
 
 
 def first_column_names(table: str) -> list[str]:
-    """The first backticked name of each row of a Markdown table (header and rule left out)."""
+    """The first backticked name of each row of a Markdown table (header and rule left out), or of
+    each item of a list (`- `name` ...`)."""
+    if table.startswith("- "):
+        return [m.group(1) for row in table.splitlines() if (m := re.match(r"- `([^`]+)`", row))]
     rows = table.strip().splitlines()[2:]
     return [m.group(1) for row in rows if (m := re.match(r"\|\s*`([^`]+)`", row))]
 

@@ -538,7 +538,8 @@ def test_a_new_judge_protocol_is_one_module_and_its_registration(copy):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "[-1,", "1,", "2]", "earliest"]
     before, after = copy.docs_check()
-    assert any("names.md" in line and "JUDGE_PROTOCOLS" in line for line in before) and after == []
+    assert any("names.md" in line and "JUDGE_PROTOCOLS" in line for line in before)
+    assert len(after) == 1 and "pipeline.md" in after[0] and "earliest" in after[0]  # its hand list's item
 
 
 def test_a_new_export_format_is_one_module_and_its_registration(copy):
