@@ -297,20 +297,31 @@ def plan_against_bill(paths: dict[str, Path], configs: dict[str, Any], models: d
     return out
 
 
-def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
-    """Score the files in `cfg.workdir` against the truth; everything the table prints."""
+def run_settings(cfg: Any) -> dict[str, Any]:
+    """What a world run's report says of its settings first (the world report's and the thinking
+    world's)."""
     from prm_annotate.engines import resolve_dtype
 
+    return {"problems": cfg.problems, "n": cfg.n, "k": cfg.k, "seed": cfg.seed, "dtype": resolve_dtype(cfg.dtype),
+            "workdir": str(cfg.workdir)}
+
+
+def truth_counts(gold: list[dict[str, Any]]) -> dict[str, int]:
+    """The truth's counts every world report starts with."""
+    return {"with_error": sum(g["label"] != -1 for g in gold),
+            "answer_correct": sum(g["final_answer_correct"] is True for g in gold)}
+
+
+def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
+    """Score the files in `cfg.workdir` against the truth; everything the table prints."""
     paths = cfg.paths()
     gold_records = write_gold(paths["problems"], paths["responses"], paths["gold"])
     scores, sources = scored(paths, len(gold_records))
     return {
-        "settings": {"problems": cfg.problems, "n": cfg.n, "k": cfg.k, "seed": cfg.seed, "dtype": resolve_dtype(cfg.dtype),
-                     "workdir": str(cfg.workdir), "policy": str(cfg.policy), "judge": str(cfg.judge)},
+        "settings": {**run_settings(cfg), "policy": str(cfg.policy), "judge": str(cfg.judge)},
         **scores,
         "truth": {
-            "with_error": sum(g["label"] != -1 for g in gold_records),
-            "answer_correct": sum(g["final_answer_correct"] is True for g in gold_records),
+            **truth_counts(gold_records),
             "right_answer_flawed_process": sum(g["final_answer_correct"] is True and g["label"] != -1
                                                for g in gold_records),
         },
