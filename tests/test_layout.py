@@ -22,8 +22,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prm_annotate"
 # Rooms of prm_annotate, lowest layer first. "" is the package's own __init__ (its version).
 LAYERS: list[set[str]] = [
     {"", "errors", "settings", "recovery"},
-    {"records", "steps", "seeds", "boxed", "registry"},
-    {"io", "engines", "traces", "prompt_files"},
+    {"records", "steps", "seeds", "boxed", "registry", "traces"},
+    {"io", "engines", "prompt_files"},
     {"grading", "judging", "strategies", "segmenting"},
     {"reports", "pipeline"},
     {"export"},

@@ -13,6 +13,7 @@ from prm_annotate.cli.app import EXIT_USAGE, CommonRunOptions, handled
 from prm_annotate.cli.executor_options import ExecutorOptions
 from prm_annotate.engines import EngineConfig, exit_process, make_engine
 from prm_annotate.engines.base import Engine
+from prm_annotate.errors import UsageError
 from prm_annotate.pipeline.executors import LocalExecutor, StageExecutor
 from prm_annotate.pipeline.runner import RunOptions, RunSummary, Stage, preflight
 from prm_annotate.records import Record
@@ -62,6 +63,8 @@ def run_model_stage(config: EngineConfig, build: Callable[[Engine], Stage], opts
         nonlocal started
         try:
             engine = make(config)
+        except UsageError:  # it says the cause and the fix itself (a server not up, a name it does not serve)
+            raise
         except Exception as exc:  # a bad model path or an engine that did not come up
             print(f"prm-annotate: error: cannot start the engine for {config.model}: {exc}", file=sys.stderr)
             raise typer.Exit(EXIT_USAGE) from None

@@ -98,11 +98,12 @@ class EngineConfig(defaults.VLLMSettings):
 
 
 def make_engine(config: EngineConfig) -> Engine:
-    """The OpenAI-compatible engine when `base_url` is set, else in-process vLLM."""
+    """The OpenAI-compatible engine when `base_url` is set (the server checked: `OpenAIEngine.check`),
+    else in-process vLLM."""
     if config.base_url:
         from prm_annotate.engines.openai_engine import OpenAIEngine
 
-        return OpenAIEngine(
+        engine = OpenAIEngine(
             config.base_url,
             config.model,
             api_key_env=config.api_key_env,
@@ -111,6 +112,8 @@ def make_engine(config: EngineConfig) -> Engine:
             max_attempts=config.max_attempts,
             max_model_len=config.max_model_len,
         )
+        engine.check()  # before any request: the server answers, and serves --model (UsageError: exit 2)
+        return engine
     from prm_annotate.engines.vllm_engine import VLLMEngine
 
     return VLLMEngine(config.model, start_timeout=config.start_timeout, **config.vllm_settings())

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Protocol, Sequence
 
-from prm_annotate.engines.reasoning import split_think
+from prm_annotate.engines.reasoning import END, split_think
 from prm_annotate.engines.sampling import Sampling, TokenLogprob
 
 
@@ -73,11 +73,19 @@ class GenerationResult:
     def ok(self) -> bool:
         return self.error is None
 
-    def split_here(self) -> "GenerationResult":
+    def split_here(self, counts: Sequence[int | None] = ()) -> "GenerationResult":
         """The texts' `<think>…</think>` split off into `reasonings`: what a request whose `reasoning`
-        is `think` gets back from a server that did not split (the thought's tokens are not told)."""
+        is `think` gets back from a server that did not split. `counts`: the tokens of each text's
+        `thought_span`, where the caller could count them (the thought's tokens are told when all are)."""
         parts = [split_think(t) for t in self.texts]
-        return replace(self, texts=[p.answer or "" for p in parts], reasonings=[p.reasoning for p in parts])
+        told = len(counts) == len(self.texts) and None not in counts
+        return replace(self, texts=[p.answer or "" for p in parts], reasonings=[p.reasoning for p in parts],
+                       reasoning_tokens=sum(counts) if told else None)  # type: ignore[arg-type]
+
+    def thought_spans(self) -> list[str]:
+        """What of each text the thought's tokens are: up to the end of `</think>`, all of a thought
+        that never ended (as the in-process engine counts them: engines/reasoning.py)."""
+        return [t[:t.index(END) + len(END)] if END in t else t for t in self.texts]
 
 
 class Engine(Protocol):

@@ -75,6 +75,11 @@ class PermanentError(Exception):
     """A failure another attempt would repeat (4xx other than 429)."""
 
 
+class Unreachable(RetryableError):
+    """The server refused the connection: retried like any connection error; after the last attempt
+    the server is taken for gone, and the engine fails (not the one request: every other would too)."""
+
+
 class OpenAIEngine(Streaming):
     """`Engine` over an OpenAI-compatible `/v1/chat/completions` endpoint."""
 
@@ -124,6 +129,7 @@ class OpenAIEngine(Streaming):
         self._failure: Exception | None = None
         self.max_model_len = max_model_len  # the context as given (--max-model-len); None: the server's
         self._context: tuple[Context | None] | None = None  # asked once
+        self._served: list[dict[str, Any]] | None = None  # /v1/models, asked once
 
     # -- the context (engines/context.py) -----------------------------------------------------
 
@@ -131,6 +137,51 @@ class OpenAIEngine(Streaming):
     def root(self) -> str:
         """The server's address without `/v1` (vLLM serves /tokenize there)."""
         return self.base_url.removesuffix("/v1")
+
+    def served(self) -> list[dict[str, Any]]:
+        """The models the server lists (/v1/models), asked once: the one place this engine asks, for
+        `check` and the context. UsageError (exit 2) when the server cannot be reached or gives no
+        such list: the URL, what went wrong, and what to check."""
+        if self._served is None:
+            with httpx.Client(**self._client_args()) as client:
+                self._served = self._ask_served(client)
+        return self._served
+
+    def _ask_served(self, client: httpx.Client) -> list[dict[str, Any]]:
+        url = self.root + "/v1/models"
+        try:
+            resp = client.get(url)
+        except httpx.HTTPError as exc:
+            raise UsageError(f"cannot reach the server at {self.base_url} ({_said(exc)}): is the server up at "
+                             "this address?") from None
+        if resp.status_code in (401, 403):
+            raise UsageError(f"the server at {self.base_url} refused the request (HTTP {resp.status_code}): "
+                             "give its API key with --api-key-env NAME, the environment variable holding it")
+        try:
+            models = resp.json().get("data") if resp.status_code == 200 else None
+        except (ValueError, AttributeError):
+            models = None
+        if not isinstance(models, list):
+            raise UsageError(f"the server at {self.base_url} gives no list of models at {url} (HTTP "
+                             f"{resp.status_code}: {printable(self._redact(_snippet(resp.text, 120)))}): is "
+                             "--base-url an OpenAI-compatible address (http://HOST:PORT/v1)?")
+        return [m for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+    def check(self) -> None:
+        """Before the first request: the server answers and serves `model` under that name; else
+        UsageError (exit 2) naming the names it serves and how to serve the model under another.
+        Every stage over HTTP is checked here (`engines.make_engine`), before anything is sent."""
+        names = [m["id"] for m in self.served()]
+        if self.model in names:
+            return
+        served = ", ".join(repr(n) for n in names) or "no model"
+        paths = {m.get("root") for m in self.served()} - {None}
+        path = next(iter(paths)) if len(paths) == 1 else "MODEL"
+        raise UsageError(
+            f"the server at {self.base_url} serves {served}, not {self.model!r}: give --model "
+            f"{names[0] if len(names) == 1 else 'NAME'} (a name it serves), or start the server with "
+            f"--served-model-name {self.model} (python -m vllm.entrypoints.openai.api_server --model {path} "
+            f"--served-model-name {self.model} ...)")
 
     def context(self) -> Context | None:
         """The served model's context: `max_model_len` as given, else what the server's /v1/models
@@ -141,19 +192,18 @@ class OpenAIEngine(Streaming):
         return self._context[0]
 
     def _ask_context(self) -> Context | None:
+        length, source = self.max_model_len, "option"
+        if length is None:
+            source = SERVER
+            try:
+                length = next((m.get("max_model_len") for m in self.served() if m["id"] == self.model), None)
+            except UsageError as exc:  # an engine not `check`ed (a library's): no context known, as before
+                log.warning("the server did not say its context: %s", exc)
+                return None
+            if not isinstance(length, int) or length < 1:
+                return None
+        probe = GenerationRequest(key="", messages=({"role": "user", "content": "1"},))
         with httpx.Client(**self._client_args()) as client:
-            length, source = self.max_model_len, "option"
-            if length is None:
-                source = SERVER
-                try:
-                    models = client.get(self.root + "/v1/models").json().get("data") or []
-                    length = next((m.get("max_model_len") for m in models
-                                   if isinstance(m, dict) and m.get("id") == self.model), None)
-                except (httpx.HTTPError, ValueError, AttributeError) as exc:
-                    log.warning("the server did not say its context (/v1/models): %s", printable(self._redact(str(exc))))
-                if not isinstance(length, int) or length < 1:
-                    return None
-            probe = GenerationRequest(key="", messages=({"role": "user", "content": "1"},))
             counter = SERVER if self._tokenize(client, probe) is not None else ESTIMATE
         return Context(length, source=source, counter=counter)
 
@@ -166,15 +216,35 @@ class OpenAIEngine(Streaming):
         with httpx.Client(**self._client_args()) as client:
             return self._tokenize(client, request)
 
+    def count_tokens(self, text: str) -> int | None:
+        """The tokens of `text` by the served model's tokenizer (/tokenize, no special tokens added),
+        as the in-process engine counts a thought it splits; None where the server cannot count."""
+        with httpx.Client(**self._client_args()) as client:
+            try:
+                return _count(client.post(self.root + "/tokenize", json=self._count_body(text)))
+            except httpx.HTTPError:
+                return None
+
+    def _count_body(self, text: str) -> dict[str, Any]:
+        return {"model": self.model, "prompt": text, "add_special_tokens": False}
+
+    async def _split_here(self, client: httpx.AsyncClient, result: GenerationResult) -> GenerationResult:
+        """`<think>…</think>` split off here (the server did not split), each thought's tokens counted
+        by the server's /tokenize as the in-process engine counts them; not told where it cannot count."""
+        try:
+            counts = [_count(await client.post(self.root + "/tokenize", json=self._count_body(t)))
+                      for t in result.thought_spans()]
+        except httpx.HTTPError:
+            counts = []
+        return result.split_here(counts)
+
     def _tokenize(self, client: httpx.Client, r: GenerationRequest) -> int | None:
         body = {"model": self.model, "messages": [dict(m) for m in r.messages],
                 "add_generation_prompt": not r.continue_final, "continue_final_message": r.continue_final}
         try:
-            resp = client.post(self.root + "/tokenize", json=body)
-            count = resp.json().get("count") if resp.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
+            return _count(client.post(self.root + "/tokenize", json=body))
+        except httpx.HTTPError:
             return None
-        return count if isinstance(count, int) else None
 
     # -- the protocol -------------------------------------------------------------------------
 
@@ -329,10 +399,18 @@ class OpenAIEngine(Streaming):
                     attempts += 1
                     async with semaphore:
                         data = await self._post(client, body, *self.route(r))
-                    return self._parse(r, data)
+                        result = self._parse(r, data)
+                        if getattr(r, "reasoning", None) == THINK and not result.reasonings:
+                            result = await self._split_here(client, result)  # the server did not split
+                    return result
+        except Unreachable as exc:
+            raise UsageError(f"the server at {self.base_url} stopped answering ({exc}, {attempts} attempt(s)): is the "
+                             "server up at this address? Finished records are kept: rerun the same command once it "
+                             "is") from None
         except (RetryableError, PermanentError) as exc:
             msg = printable(self._redact(str(exc)))
-            log.warning("request %s failed after %d attempt(s): %s", r.key, attempts, msg)
+            # The stage says which record failed, and why, once (its failure lines); here only for a debug log.
+            log.debug("request %s failed after %d attempt(s): %s", readable_key(r.key), attempts, msg)
             return self.failed(r, f"failed after {attempts} attempt(s): {msg}")
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -361,8 +439,10 @@ class OpenAIEngine(Streaming):
             resp = await client.request(method, url, json=body)
         except httpx.TimeoutException as exc:
             raise RetryableError(f"timeout ({type(exc).__name__})") from None
+        except httpx.ConnectError as exc:
+            raise Unreachable(f"connection error ({_said(exc)})") from None
         except httpx.TransportError as exc:
-            raise RetryableError(f"connection error ({type(exc).__name__}: {exc})") from None
+            raise RetryableError(f"connection error ({_said(exc)})") from None
         if resp.status_code == 429 or resp.status_code >= 500:
             raise RetryableError(
                 f"HTTP {resp.status_code}: {_snippet(resp.text)}", retry_after=_retry_after(resp)
@@ -421,8 +501,6 @@ class OpenAIEngine(Streaming):
         result.token_logprobs = tokens
         if any(x is not None for x in reasonings):
             result.reasonings = reasonings
-        elif r.reasoning == THINK:  # the server did not split: split here
-            result = result.split_here()
         return result
 
     def _redact(self, text: str) -> str:
@@ -502,6 +580,27 @@ class _LoopThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join()
             self.loop.close()
+
+
+def _count(resp: httpx.Response) -> int | None:
+    """The token count of a /tokenize answer; None when it gives none."""
+    try:
+        count = resp.json().get("count") if resp.status_code == 200 else None
+    except (ValueError, AttributeError):
+        return None
+    return count if isinstance(count, int) else None
+
+
+def _said(exc: Exception) -> str:
+    return printable(f"{type(exc).__name__}: {exc}")
+
+
+def readable_key(key: str) -> str:
+    """A stage's request key as a person reads it: its record's id, then the request's place in
+    the record (the NULs a stage joins them with shown as spaces), without the scheduler's job
+    number before a \\x1f (pipeline/scheduler.py)."""
+    head, _, rest = key.rpartition("\x1f")[2].partition("\x00")
+    return printable(head) + (f" ({printable(rest.replace(chr(0), ' '))})" if rest else "")
 
 
 def _snippet(text: str, limit: int = 300) -> str:

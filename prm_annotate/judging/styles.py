@@ -22,8 +22,9 @@ class ParseFailure(ValueError):
 
 
 def reason_kind(error: str) -> str:
-    """A parse error without its particulars (indices, quoted text, tags): to tally reasons by kind."""
-    return re.sub(r"\d+", "N", re.sub(r"'[^']*'|\"[^\"]*\"|<[^<>]*>", "…", error.split(":")[0]))
+    """A parse error without its particulars (numbers, quoted text; what follows a colon) to tally
+    reasons by kind; the tags it names are kept (`no <conclusion>`): they say what was missing."""
+    return re.sub(r"\d+", "N", re.sub(r"'[^']*'|\"[^\"]*\"", "…", error.split(":")[0]))
 
 
 _THOUGHT = re.compile(r"</?think>", re.I)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generator, Iterable, Iterator, TypeVar
 
 from prm_annotate.engines.base import BatchEngine, Engine, GenerationRequest, GenerationResult, check_keys
-from prm_annotate.errors import InputError
+from prm_annotate.errors import InputError, UsageError
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.pipeline.speculation import Guesses, Speculation
 
@@ -220,6 +220,8 @@ class Scheduler:
             self.outstanding[s.key] = (slot, r)
         try:
             self.engine.submit(sent)
+        except UsageError:  # the engine's failure says its cause and fix (a server gone): the run stops there
+            raise
         except Exception as exc:  # the engine's own failure: these requests fail, their records are left for a rerun
             for s in sent:
                 self.deliver(GenerationResult(key=s.key, error=f"engine failed: {type(exc).__name__}: {exc}"))
@@ -259,6 +261,8 @@ class Scheduler:
         self.clock.set(self.engine.in_flight(), polling=True)
         try:
             results = self.engine.poll()
+        except UsageError:
+            raise
         except Exception as exc:
             message = f"engine failed: {type(exc).__name__}: {exc}"
             results = [GenerationResult(key=k, error=message) for k in list(self.outstanding)]

@@ -147,7 +147,7 @@ class ServedPRMScorer:
         """What the server is and pools, checked once before scoring: its model, its tokenizer's
         reading of the tag, and the rows a probe gets back."""
         root, tag, tag_id = self.client.root, self.format.step_tag, self.step_tag_id
-        served = self._served_model(self.client.call("GET", "/v1/models"))
+        served = self._served_model(self.client.served())
         version = self.client.call("GET", "/version").get("version")
         said = self.client.call("POST", "/tokenize", {"model": served["id"], "prompt": tag,
                                                       "add_special_tokens": False}).get("tokens")
@@ -164,9 +164,8 @@ class ServedPRMScorer:
                 "max_model_len": served["max_model_len"], "vllm_version": version, "tag_tokens": said,
                 "rows": rows, "step_tag_id": tag_id}
 
-    def _served_model(self, listing: dict[str, Any]) -> dict[str, Any]:
+    def _served_model(self, models: list[dict[str, Any]]) -> dict[str, Any]:
         """The served model that is this checkpoint: by name, by path on the server, or the only one."""
-        models = [m for m in listing.get("data") or [] if isinstance(m, dict) and m.get("id")]
         for match in (lambda m: m["id"] == self.model, lambda m: m.get("root") == str(self.checkpoint.path)):
             found = [m for m in models if match(m)]
             if len(found) == 1:
@@ -174,7 +173,8 @@ class ServedPRMScorer:
         if len(models) == 1:
             return models[0]
         raise UsageError(f"the PRM server at {self.client.root} serves {[m['id'] for m in models]}: none is "
-                         f"{self.model} (by name or path), so which to ask is unclear")
+                         f"{self.model} (by name or path), so which to ask is unclear: serve it alone, or under "
+                         f"the name {self.model} (--served-model-name {self.model})")
 
     def token_ids(self, problem: str, steps: list[str]) -> list[int]:
         return prm_token_ids(self.tokenizer, self.format, problem, steps)

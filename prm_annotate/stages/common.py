@@ -6,6 +6,7 @@ from typing import Any, Iterable, Iterator
 
 from prm_annotate.engines.base import Engine
 from prm_annotate.engines.bill import Bill, model_params
+from prm_annotate.errors import UsageError
 from prm_annotate.grading.grader import Grader
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Record
@@ -34,8 +35,17 @@ class ModelStage(StageBase):
     def stream(self, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
         if self.grader is not None:
             self.grader.start(wait=False)  # math-verify loads while the first requests generate
-        return run_jobs(self.engine, self.units(records), self.job, window=window,
-                        speculate=self.speculate, stats=self.stats)
+        return self._stopping(run_jobs(self.engine, self.units(records), self.job, window=window,
+                                       speculate=self.speculate, stats=self.stats))
+
+    def _stopping(self, outcomes: Iterator[list[Outcome]]) -> Iterator[list[Outcome]]:
+        """The outcomes; a run the engine stops (a server gone: UsageError) says so in its manifest's
+        stats, beside the counts of what it finished."""
+        try:
+            yield from outcomes
+        except UsageError as exc:
+            self.stats[f"stopped: {exc}"] += 1
+            raise
 
     def bill(self) -> Bill:
         """What the run cost so far (engines/bill.py): its tokens at its model's size."""

@@ -49,7 +49,7 @@ from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResul
 from prm_annotate.engines.bill import charge, record_bill
 from prm_annotate.engines.reasoning import THINK
 from prm_annotate.engines.sampling import JUDGE_BUDGET, sampling_record
-from prm_annotate.judging import (JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, reason_kind,
+from prm_annotate.judging import (JUDGE_PROMPTS, JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, reason_kind,
                                   render_judge_prompt)
 from prm_annotate.records import Judged, Response
 from prm_annotate.pipeline.runner import Outcome, RunSummary
@@ -59,7 +59,7 @@ from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
 from prm_annotate.stages.context_check import ContextCheck, clamp
 from prm_annotate.stages.config import JudgeConfig, configured, entry
-from prm_annotate.stages.thinking import AUTO, ProbeAnswer, asked, on_server, probed, template_state
+from prm_annotate.stages.thinking import AUTO, UNANSWERED, ProbeAnswer, asked, on_server, probed, template_state
 from prm_annotate.judging.styles import one_verdict
 from prm_annotate.traces import CLOSED, answer_parts, thinks_again
 
@@ -113,6 +113,7 @@ class JudgeStage(ModelStage):
         self.context = ContextCheck(engine)
         self.stats: Counter = Counter()
         self.reasons: Counter = Counter()  # why votes were not read, by kind (the summary's tally)
+        self.examples: dict[str, str] = {}  # each kind's first reason, whole
         # auto over HTTP: whether the thought comes inside the content is asked of the first answer
         self.probe = (self.reasoning is None and (self.config.reasoning or AUTO) == AUTO and on_server(engine)
                       and "reasoning" not in self.protocol.fixed and not self.config.constrained)
@@ -123,7 +124,7 @@ class JudgeStage(ModelStage):
     def stream(self, records, window):
         if self.probe:
             found, records, self.probe_answer = probed(self.engine, iter(records), self._probe_request, self.name)
-            self.reasoning, self.probe = found.split, False
+            self.reasoning, self.probe = found.split, not found.answered
             if found.split is None and not found.server_splits and self.config.sampling.max_tokens is None:
                 self.sampling = self.protocol.sampling(self.config, self.engine_info.get("model", ""))
             self.stats[f"reasoning auto: {found.said}"] += 1
@@ -160,7 +161,7 @@ class JudgeStage(ModelStage):
             elif key == "style":
                 out["style"] = self.style.name
             elif key == "reasoning":
-                out["reasoning"] = self.reasoning if not self.probe else "auto: found from the first answer"
+                out["reasoning"] = self.reasoning if not self.probe else UNANSWERED
             else:
                 out[key] = sampling.get(key, value)
         out["one_request"] = self.protocol.one_request
@@ -241,7 +242,9 @@ class JudgeStage(ModelStage):
         cut = sum(v.cut for v in votes)
         if cut:
             self.stats["cut_votes"] += cut
-        self.reasons.update(reason_kind(e) for e in reading.errors)
+        for error in reading.errors:
+            self.reasons[reason_kind(error)] += 1
+            self.examples.setdefault(reason_kind(error), error)
         return [Outcome.one(self._judged(record, reading, votes, cost, clamped))]
 
     def _judged(self, record: Response, reading: Reading, votes: list[Vote], cost: Counter,
@@ -282,8 +285,12 @@ class JudgeStage(ModelStage):
 
         lines = [f"judge: {stats['parse_failures']} of {votes} verdicts could not be parsed "
                  f"({share(stats['parse_failures'])}); {stats['no_verdict']} responses have no verdict"]
-        if self.reasons:
-            lines.append("judge: not parsed: " + ", ".join(f"{n} {kind}" for kind, n in self.reasons.most_common()))
+        if self.reasons:  # by kind, each with its first reason whole where the kind shortened it
+            lines.append("judge: not parsed: " + "; ".join(
+                f"{n} {kind}" + (f" (the first: {self.examples[kind]})" if self.examples[kind] != kind else "")
+                for kind, n in self.reasons.most_common()))
+        if stats["parse_failures"] == votes > stats["cut_votes"]:
+            lines.append(self._unread_advice())
         cut = f"judge: {stats['cut_votes']} of {votes} votes cut at --max-tokens ({share(stats['cut_votes'])})"
         if stats["reasoning_untold"]:
             cut += f"; the reasoning's share of the generated tokens untold for {stats['reasoning_untold']} requests"
@@ -292,6 +299,13 @@ class JudgeStage(ModelStage):
                     f"{stats['generated_tokens'] - stats['reasoning_tokens']:,} of answer")
         lines.append(cut)
         return lines
+
+    def _unread_advice(self) -> str:
+        """What a run none of whose verdicts was read says: what it asked for, and what else to ask."""
+        choices = ", ".join(f"{name} ({load_judge_prompt(name).style.summary})" for name in JUDGE_PROMPTS)
+        return (f"judge: no verdict was read: this run asked for the {self.prompt.name} prompt's answer "
+                f"({self.style.description}) under --protocol {self.protocol.name}; the model may answer "
+                f"another prompt's: --prompt {choices}, or a file of your own")
 
     def _forced_answer(self, record: Response, vote: int, request: GenerationRequest,
                        analysis: str) -> GenerationRequest:

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from prm_annotate.errors import UsageError
 from prm_annotate.prm.checkpoint import tag_in_text
 from prm_annotate.prm.scorers import Scorer
 from prm_annotate.records import Response, Scored
@@ -67,6 +68,8 @@ class ScoreStage(StageBase):
             return
         try:
             probabilities = scorer.step_probabilities([ids for _, ids in ready])
+        except UsageError:  # a failure that says its cause and fix (a PRM server gone): the run stops there
+            raise
         except Exception as exc:  # the engine's own failure: no record of this batch is finished
             for r, _ in ready:
                 yield Outcome(r.id, error=f"engine failed: {type(exc).__name__}: {exc}", reason=ENGINE_FAILED)

@@ -22,7 +22,7 @@ request, the answer still serves when it could not have come out otherwise: a bu
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Generator, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.engines.reasoning import THINK, template_thinks
@@ -61,13 +61,20 @@ class Found:
     state: str
     said: str
     server_splits: bool = False
+    answered: bool = True  # False: no request was sent (no record to send), nothing was found
 
 
-def probe_result(result: GenerationResult, stage: str) -> Found:
-    """What one answer of an `auto` run over HTTP says (module docstring); UsageError when it cannot tell."""
-    if not result.ok:
-        raise UsageError(f"{stage} --reasoning auto: the first requests failed ({result.error}), so whether the "
-                         "server returns the thought inside the content is unknown: give --reasoning think or off")
+# What a manifest says of `--reasoning auto` over HTTP while no answer has told it (the probe not
+# answered, or nothing sent): never a split or a thought state it did not see.
+UNANSWERED = "auto: not known (no answer came back)"
+
+
+def probe_result(result: GenerationResult, stage: str, tries: int = 1) -> Found:
+    """What one answer of an `auto` run over HTTP says (module docstring); UsageError when it cannot
+    tell. `tries`: the requests sent, this one the last."""
+    if not result.ok:  # nothing was answered: nothing to say of reasoning, only of the failure
+        raise UsageError(f"{stage}: the first {tries} request(s) failed (the last: {result.error}); the run "
+                         "stopped there: fix what the error names and rerun the same command")
     if result.reasonings:
         return Found(None, MODEL, "the server splits the thought (its reasoning parser)", server_splits=True)
     text = result.texts[0]
@@ -89,6 +96,8 @@ class ProbeAnswer:
     request: GenerationRequest
     result: GenerationResult
     used: bool = False
+    # The engine's token count, for a thought split here from the answer (its tokens billed apart).
+    count: Callable[[str], int | None] | None = None
 
     def serves(self, request: GenerationRequest) -> GenerationResult | None:
         """The answer `request` would have got, where the probe's answer is that; else None."""
@@ -102,7 +111,10 @@ class ProbeAnswer:
             return None  # a lower budget could have cut it
         if request.reasoning == asked.reasoning:
             return result
-        return result.split_here() if (asked.reasoning, request.reasoning) == (None, THINK) else None
+        if (asked.reasoning, request.reasoning) != (None, THINK):
+            return None
+        count = self.count or (lambda text: None)
+        return result.split_here([count(t) for t in result.thought_spans()])
 
     def take(self, requests: list[GenerationRequest]) -> dict[str, GenerationResult]:
         """{key: answer} for the one of `requests` the probe answered (at most once a run)."""
@@ -134,22 +146,25 @@ def probed(engine: Engine, records: Iterator[Any], first_request,
     taken: list[Any] = []
     result: GenerationResult | None = None
     sent: GenerationRequest | None = None
+    tries = 0
     for record in records:
         taken.append(record)
         request: GenerationRequest | None = first_request(record)
         if request is None:  # it sends nothing (its prompt does not fit the context): the next one
             continue
         sent, result = request, engine.generate([request])[request.key]
+        tries += 1
         if result.ok or len(taken) >= PROBE_TRIES:
             break
     if result is None or sent is None:  # no record sent anything: all of them are given back
-        return Found(None, MODEL, "no records"), iter(taken), None
+        return Found(None, MODEL, "no records", answered=False), iter(taken), None
 
     def again() -> Iterator[Any]:
         yield from taken
         yield from records
 
-    return probe_result(result, stage), again(), ProbeAnswer(sent, result)
+    count = getattr(engine, "count_tokens", None)
+    return probe_result(result, stage, tries), again(), ProbeAnswer(sent, result, count=count)
 
 
 def trace_of(result: GenerationResult, index: int, state: str, split: str | None) -> Trace:
@@ -185,5 +200,5 @@ def thought_tokens(engine: Engine, trace: Trace, result: GenerationResult) -> in
     return count(trace.text[:end])
 
 
-__all__ = ["AUTO", "OFF", "Found", "ProbeAnswer", "asked", "engine_thinks", "on_server", "probe_result", "probed",
+__all__ = ["AUTO", "OFF", "UNANSWERED", "Found", "ProbeAnswer", "asked", "engine_thinks", "on_server", "probe_result", "probed",
            "template_state", "template_thinks", "thought_tokens", "trace_of"]

@@ -251,8 +251,12 @@ def test_unreachable_server_fails_cleanly():
 
     engine = OpenAIEngine(f"http://127.0.0.1:{free_port()}", "m", max_attempts=2, backoff_initial=0.01,
                           backoff_max=0.02, timeout=2)
-    g = engine.generate([chat("u")])["u"]
-    assert not g.ok and "connection error" in g.error and "after 2 attempt(s)" in g.error
+    # A refused connection after every attempt is the server gone, not one request failing: the
+    # engine fails (UsageError, exit 2), naming the address and what to check.
+    with pytest.raises(UsageError, match=r"stopped answering \(connection error .*2 attempt\(s\)\): is the server up"):
+        engine.generate([chat("u")])
+    with pytest.raises(UsageError, match="cannot reach the server at .*: is the server up at this address"):
+        engine.check()
 
 
 def test_continuation_body_uses_vllm_chat_extension():
@@ -290,3 +294,12 @@ def test_logprobs_are_asked_only_when_wanted_and_read_into_offsets():
     assert engine._parse(chat("p"), {"choices": [choice], "usage": usage}).token_logprobs == []
     with pytest.raises(RetryableError, match="logprobs"):  # asked for and missing: malformed, retried
         engine._parse(wanted, {"choices": [{**choice, "logprobs": None}], "usage": usage})
+
+
+def test_a_request_key_is_read_as_its_record_id_once():
+    """The scheduler's job number and the stage's NUL-joined parts were glued to the id in the log
+    ("request 0arith-test-0/0 0 failed"): the id once, the request's place after it."""
+    from prm_annotate.engines.openai_engine import readable_key
+
+    assert readable_key("12\x1farith-test-0/0\x000\x001") == "arith-test-0/0 (0 1)"
+    assert readable_key("r/1\x00votes") == "r/1 (votes)" and readable_key("plain") == "plain"
