@@ -253,19 +253,25 @@ class CapturingServer:
             def log_message(self, *args):
                 pass
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.bodies.append(body)
-                judge = "<paragraph_" in body["messages"][0]["content"]
-                text = "\\boxed{-1}" if judge else "Two and three.\n\nSo \\boxed{5}"
-                data = json.dumps({"choices": [{"index": i, "message": {"content": text}, "finish_reason": "stop"}
-                                               for i in range(body["n"])],
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode()
+            def send_json(self, obj):
+                data = json.dumps(obj).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def do_GET(self):  # the model list the engine checks before its first request
+                self.send_json({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.bodies.append(body)
+                judge = "<paragraph_" in body["messages"][0]["content"]
+                text = "\\boxed{-1}" if judge else "Two and three.\n\nSo \\boxed{5}"
+                self.send_json({"choices": [{"index": i, "message": {"content": text}, "finish_reason": "stop"}
+                                            for i in range(body["n"])],
+                                "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
