@@ -23,10 +23,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prm_annotate"
 LAYERS: list[set[str]] = [
     {"", "errors", "settings", "recovery"},
     {"records", "steps", "seeds", "boxed", "registry", "traces"},
-    {"io", "engines", "prompt_files"},
+    {"io", "engines"},
     {"grading", "judging", "strategies", "segmenting"},
-    {"reports", "pipeline"},
-    {"export"},
+    {"evaluation", "pipeline"},
+    {"reports", "export"},
     {"prm"},
     {"stages"},
     {"world", "reward"},

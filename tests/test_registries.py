@@ -17,7 +17,7 @@ from testing.registries import PACKAGE, doc_tables, load, registry_names, stale
 KINDS = {
     "prm_annotate.io.inputs.INPUT_FORMATS",
     "prm_annotate.segmenting.SEGMENTERS",
-    "prm_annotate.prompt_files.SYSTEM_PROMPTS",
+    "prm_annotate.io.prompt_files.SYSTEM_PROMPTS",
     "prm_annotate.strategies.STRATEGIES",
     "prm_annotate.strategies.zero_rules.ZERO_RULES",
     "prm_annotate.strategies.recovery_rules.RECOVERY_RULES",
@@ -30,7 +30,7 @@ KINDS = {
     "prm_annotate.prm.train.PRM_HEADS",
     "prm_annotate.prm.likelihood.LIKELIHOOD_HEADS",
     "prm_annotate.prm.scorers.SCORERS",
-    "prm_annotate.reports.benchmarks.BENCHMARKS",
+    "prm_annotate.evaluation.benchmarks.BENCHMARKS",
     "prm_annotate.reports.aggregates.AGGREGATES",
     "prm_annotate.pipeline.executors.EXECUTORS",
 }

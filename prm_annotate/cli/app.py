@@ -24,7 +24,7 @@ from prm_annotate.errors import EnvironmentFailure, UsageError, printable
 from prm_annotate.io.inputs import AUTO, INPUT_FORMAT, FieldMap
 from prm_annotate.cli.declared import typer_option
 from prm_annotate.pipeline.runner import QUIET, RunOptions
-from prm_annotate.reports.labels import LABEL_FIELD, SPLIT_FIELD
+from prm_annotate.evaluation.labels import LABEL_FIELD, SPLIT_FIELD
 from prm_annotate.settings import borrow, setting_of
 from prm_annotate.steps import STEP_SEP
 from prm_annotate.io.sharding import parse_shard

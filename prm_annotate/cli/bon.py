@@ -17,7 +17,7 @@ def bon(
 ) -> None:
     """Best-of-N accuracy of PRM aggregations (min, last, prod, mean) against majority vote and pass@N."""
     from prm_annotate.reports.bon import best_of_n, read_scored
-    from prm_annotate.reports.labels import load_gold
+    from prm_annotate.evaluation.labels import load_gold
 
     with handled():
         truth = load_gold(gold, label_field) if gold else None

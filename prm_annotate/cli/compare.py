@@ -19,7 +19,7 @@ def compare_command(
 ) -> None:
     """Agreement matrix of first errors across label sources, and each source's metric against the gold."""
     from prm_annotate.reports.compare import compare_recoveries, compare_sources, load_sources, parse_fields
-    from prm_annotate.reports.labels import load_gold
+    from prm_annotate.evaluation.labels import load_gold
 
     with handled():
         sources = load_sources(files, parse_fields(field or []))

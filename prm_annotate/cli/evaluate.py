@@ -5,7 +5,7 @@ import typer
 
 from prm_annotate.cli.app import JsonOpt, PANEL_EVALUATE, app, handled
 from prm_annotate.cli.option_groups import option_groups
-from prm_annotate.reports.benchmarks import BENCHMARKS, Options
+from prm_annotate.evaluation.benchmarks import BENCHMARKS, Options
 
 
 @app.command(rich_help_panel=PANEL_EVALUATE)
@@ -18,9 +18,9 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
     metrics; DeltaBench: error-section recall, precision and F1 of critiques or section scores; each as
     its own script computes it (docs/scoring.md)."""
     from prm_annotate.errors import UsageError
-    from prm_annotate.reports.evaluate import evaluate as run
-    from prm_annotate.reports.evaluate import evaluate_scores
-    from prm_annotate.reports.labels import load_gold_files, load_prediction_files
+    from prm_annotate.evaluation.evaluate import evaluate as run
+    from prm_annotate.evaluation.evaluate import evaluate_scores
+    from prm_annotate.evaluation.labels import load_gold_files, load_prediction_files
 
     predictions, gold, pred_field, threshold = options.predictions, options.gold, options.pred_field, options.threshold
     tune_threshold_on, split_field, label_field = options.tune_threshold_on, options.split_field, options.label_field

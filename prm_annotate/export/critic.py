@@ -35,7 +35,7 @@ from prm_annotate.export.formats import ExportFormat, ExportOptions, Provenance
 from prm_annotate.export.hf import card_footer, card_header, source_run_lines, write_hf
 from prm_annotate.judging import JudgePrompt, load_judge_prompt, render_judge_prompt
 from prm_annotate.records import Consensus, Judged, describe_validation_error
-from prm_annotate.reports.labels import read_raw
+from prm_annotate.evaluation.labels import read_raw
 
 CONSUMER = "a chat SFT trainer (messages: user = the judge prompt, assistant = the critique)"
 UNPARSED = "critiques without a parsed verdict"  # never a row

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from prm_annotate.errors import UsageError
 from prm_annotate.judging.styles import JudgeStyle
-from prm_annotate.prompt_files import BuiltinPrompt, PromptFile, load_prompt
+from prm_annotate.io.prompt_files import BuiltinPrompt, PromptFile, load_prompt
 from prm_annotate.registry import Registry
 
 

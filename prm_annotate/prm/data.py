@@ -28,7 +28,7 @@ from prm_annotate.export.examples import not_mc_labels
 from prm_annotate.io.inputs import AUTO
 from prm_annotate.prm.checkpoint import PRMFormat, prm_token_ids, response_start, step_tag_id, tag_in_text
 from prm_annotate.registry import Named, Registry
-from prm_annotate.reports.labels import read_raw
+from prm_annotate.evaluation.labels import read_raw
 
 IGNORE = -100
 

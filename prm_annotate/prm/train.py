@@ -17,7 +17,7 @@ in 16 bits.
 
 With an eval set (`--eval FILE`, `--eval-split FRACTION` by problem, or an hf export's `test`
 split) every `--eval-every` steps logs the loss per step label, step accuracy and AUC, and the
-ProcessBench F1 of the first error at the threshold that maximises it (reports/metrics.py); the saved
+ProcessBench F1 of the first error at the threshold that maximises it (evaluation/metrics.py); the saved
 model is the checkpoint with the best F1, and its threshold goes into the config, where `score`
 reads it. `--patience N` stops after N evaluations without a better F1.
 

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from prm_annotate.errors import InputError
 from prm_annotate.grading.grader import Grader
 from prm_annotate.reports.aggregates import AGGREGATES, BON_AGGREGATES
-from prm_annotate.reports.labels import Gold, get_path, read_raw, step_scores_value
+from prm_annotate.evaluation.labels import Gold, get_path, read_raw, step_scores_value
 from prm_annotate.records import Response, describe_validation_error
 from prm_annotate.steps import join_record
 

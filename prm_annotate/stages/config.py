@@ -22,7 +22,7 @@ from prm_annotate.engines.sampling import JUDGE_BUDGET, POLICY_BUDGET, Sampling,
 from prm_annotate.errors import UsageError
 from prm_annotate.engines.reasoning import reasoning_parsers
 from prm_annotate.judging import JUDGE_PROMPTS, JUDGE_PROTOCOLS, JUDGE_STYLES
-from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
+from prm_annotate.io.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
 from prm_annotate.segmenting import SEGMENTERS
 from prm_annotate.settings import Setting, declare, group, setting
 from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
@@ -93,7 +93,7 @@ class SampleConfig:
             response's seed derives from.
         step_sep: the separator a response is split into steps at (the segmenters' `sep` unless
             `segment_options` sets it).
-        system_prompt: a built-in name (prm_annotate.prompt_files.SYSTEM_PROMPTS), a file, or
+        system_prompt: a built-in name (prm_annotate.io.prompt_files.SYSTEM_PROMPTS), a file, or
             "none"; None: the default (Qwen2.5-Math-Instruct's chain-of-thought prompt).
         reasoning: how a thinking policy's thought is told from its answer: "auto" (None: the
             same), "think", "off", or a vLLM reasoning parser (stages/thinking.py). With a thought,

@@ -21,7 +21,7 @@ from prm_annotate.prm.scorers import Scorer
 from prm_annotate.records import Response, Scored
 from prm_annotate.pipeline.runner import Outcome, StageBase
 from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
-from prm_annotate.reports.metrics import first_below
+from prm_annotate.evaluation.metrics import first_below
 from prm_annotate.settings import setting
 
 

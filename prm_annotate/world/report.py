@@ -339,7 +339,7 @@ def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: l
 def score_sources(paths: dict[str, Path]) -> tuple[dict[str, Any], list[Any]]:
     """Every label source (MC, judge, consensus) against `paths["gold"]` (`compare.compare_sources`)."""
     from prm_annotate.reports.compare import Source, compare_sources
-    from prm_annotate.reports.labels import load_gold, load_predictions
+    from prm_annotate.evaluation.labels import load_gold, load_predictions
 
     gold = load_gold(str(paths["gold"]))
     sources = []

@@ -31,7 +31,7 @@ TIMEOUT = ENGINE_START_TIMEOUT + 120
 
 
 def processbench(truth: dict[str, int], preds: dict[str, int | None]) -> dict[str, float | None]:
-    """Error acc, correct acc, F1 (percent), written out independently of prm_annotate.reports.evaluate."""
+    """Error acc, correct acc, F1 (percent), written out independently of prm_annotate.evaluation.evaluate."""
     err = [rid for rid, t in truth.items() if t != -1]
     ok = [rid for rid, t in truth.items() if t == -1]
     error_acc = 100.0 * sum(preds.get(r) == truth[r] for r in err) / len(err) if err else None
@@ -224,7 +224,7 @@ def _hostile_copy(workdir: Path, into: Path) -> tuple[str, str]:
 @pytest.mark.xdist_group("world-report")
 def test_report_in_chromium_shows_the_stats_and_compare_figures_and_model_text_as_text(world_run, tmp_path):
     from prm_annotate.reports.compare import compare_sources, load_sources
-    from prm_annotate.reports.labels import load_gold, confusion_row
+    from prm_annotate.evaluation.labels import load_gold, confusion_row
     from prm_annotate.reports.stats import file_stats
     from testing.browser import chromium_page, skip_without_browser
 

@@ -14,8 +14,8 @@ from typing import Any, Callable, Optional
 
 from prm_annotate.errors import UsageError
 from prm_annotate.registry import Registry
-from prm_annotate.reports import deltabench, hard2verify, prmbench
-from prm_annotate.reports.labels import LABEL_FIELD, SPLIT_FIELD, load_prediction_files
+from prm_annotate.evaluation import deltabench, hard2verify, prmbench
+from prm_annotate.evaluation.labels import LABEL_FIELD, SPLIT_FIELD, load_prediction_files
 from prm_annotate.settings import declare, setting
 
 DATA_SUFFIXES = (".jsonl", ".json")

@@ -16,7 +16,7 @@ from prm_annotate.errors import UsageError
 from prm_annotate.registry import Registry
 
 # prm_annotate/prompts links to the top-level prompts/ folder, so wheels carry the prompt files too.
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 
 # Built-in prompts by name, per use (the file names are in prompts/; their sources: prompts/SOURCES.md).
 # The policy's system prompt (sample, and rollout's completer): Qwen2.5-Math-Instruct's own
