@@ -24,6 +24,7 @@ KINDS = {
     "prm_annotate.judging.prompts.JUDGE_PROMPTS",
     "prm_annotate.judging.JUDGE_STYLES",
     "prm_annotate.judging.JUDGE_PROTOCOLS",
+    "prm_annotate.judging.cascade.CONFIDENCES",
     "prm_annotate.stages.consensus.CONSENSUS_RULES",
     "prm_annotate.export.formats.EXPORT_FORMATS",
     "prm_annotate.prm.data.READERS",
