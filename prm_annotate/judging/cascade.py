@@ -71,9 +71,9 @@ class VoteAgreement(Confidence):
 
 class PRMMargin(Confidence):
     name = "prm-margin"
-    # The steps that decide its first error: every step up to it; every step when it finds none.
-    summary = "a PRM's smallest distance from its threshold over the steps that decide its first error"
     reads = "prm"
+    summary = ("a PRM's smallest distance from its threshold over the steps deciding its first error (those up to "
+               "it, or all)")
 
     @staticmethod
     def of(block: Mapping[str, Any]) -> float | None:
