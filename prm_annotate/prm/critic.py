@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.prm.data import IGNORE, split_by_problem
-from prm_annotate.reports.labels import read_rows
+from prm_annotate.prm.data import IGNORE, Data, split_by_problem
+from prm_annotate.evaluation.labels import read_rows
 
 # The verdict a strict judge prompt asks for (`\boxed{index}`): the tokens `--key-weight` weighs by default.
 VERDICT_PATTERN = r"\\boxed\{[^{}]*\}"
@@ -249,8 +249,6 @@ def load_critic_base(base: str) -> tuple[Any, Any]:
 
 def critic_data(cfg: Any) -> tuple[Any, Any, Any]:
     """The encoded train and eval sets (prm.train.Data), the model and the tokenizer."""
-    from prm_annotate.prm.train import Data
-
     skipped: dict[str, int] = {}
     train_rows, eval_rows = critic_sources(cfg, skipped)
     model, tokenizer = load_critic_base(cfg.base)

@@ -25,10 +25,21 @@ from typing import Any, Callable, Iterator
 
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.export.examples import not_mc_labels
+from prm_annotate.io.inputs import AUTO
 from prm_annotate.prm.checkpoint import PRMFormat, prm_token_ids, response_start, step_tag_id, tag_in_text
-from prm_annotate.reports.labels import read_raw
+from prm_annotate.registry import Named, Registry
+from prm_annotate.evaluation.labels import read_raw
 
 IGNORE = -100
+
+
+@dataclass
+class Data:
+    """A training run's encoded sets, what was skipped and why, and the PRM format (None for a critic)."""
+    train: list[dict[str, Any]]
+    eval: list[dict[str, Any]]
+    fmt: PRMFormat | None
+    skipped: dict[str, int]
 
 
 @dataclass
@@ -131,8 +142,12 @@ def read_tokens(path: str, soft: bool) -> dict[str, list[Example]]:
     return {"train": examples}
 
 
-READERS: dict[str, Callable[[str, bool], dict[str, list[Example]]]] = {
-    "trl": read_trl, "tokens": read_tokens, "hf": read_hf}
+READERS: Registry[Named] = Registry("--format", "Training data's format (auto: detected from the file)",
+                                   "docs/training.md", (
+    Named("trl", "export --format trl rows: prompt, completions, labels", read_trl),
+    Named("tokens", "export --format tokens rows: token ids with a label on each step end", read_tokens),
+    Named("hf", "an export --format hf dataset directory, its test split kept", read_hf),
+), extra=(AUTO,))
 
 
 def detect_format(path: str) -> str:
@@ -151,9 +166,9 @@ def read_examples(path: str, fmt: str, soft: bool) -> dict[str, list[Example]]:
     """The file's splits (`train`, and `test` for an hf export that has one), never empty."""
     if not Path(path).exists():
         raise UsageError(f"{path}: no such file or directory")
-    fmt = detect_format(path) if fmt == "auto" else fmt
+    fmt = detect_format(path) if fmt == AUTO else fmt
     if fmt not in READERS:
-        raise UsageError(f"--format {fmt}: choose from auto, {', '.join(READERS)}")
+        raise UsageError(f"--format {fmt}: choose from {', '.join(READERS.choices())}")
     splits = READERS[fmt](path, soft)
     if not splits.get("train"):
         raise InputError(path, "line 0", "no training rows")
