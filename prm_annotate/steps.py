@@ -1,4 +1,4 @@
-"""Splitting a response into steps and joining steps back into text.
+"""Joining a record's steps back into text (segmenting/ cuts them, and is the only place that does).
 
 A record's steps come with their joins (`step_joins`, the exact text between steps[i] and
 steps[i+1]; absent when every join is the separator): `join_steps(steps, joins)` gives back the
@@ -13,15 +13,6 @@ from typing import Any, Sequence
 from prm_annotate.settings import Setting
 
 DEFAULT_SEP = "\n\n"
-
-
-def split_steps(text: str, sep: str = DEFAULT_SEP) -> list[str]:
-    """Split on `sep`, dropping empty (or whitespace-only) pieces.
-
-    Pieces are kept verbatim, so `join_steps(split_steps(t)) == t` for any text without empty
-    pieces — the prefix a rollout continues is then exactly the text the model wrote.
-    """
-    return [piece for piece in text.split(sep) if piece.strip()]
 
 
 def join_steps(steps: Sequence[str], joins: Sequence[str] | None = None, sep: str = DEFAULT_SEP) -> str:

@@ -5,7 +5,9 @@ import codecs
 
 import pytest
 
-from prm_annotate.steps import decode_sep, join_steps, split_steps
+from testing.paragraph_steps import split_steps
+
+from prm_annotate.steps import decode_sep, join_steps
 
 
 @pytest.mark.parametrize(("typed", "meant"), [
@@ -28,11 +30,12 @@ def test_a_decoded_separator_splits_what_it_joined():
 def test_a_trace_is_read_back_by_the_one_join_rule():
     """traces.py joins a record's steps with steps.join_steps (it had its own copy, which zipped a
     short list of joins away and lost a step): a record's joins either give its text back or fail."""
-    from prm_annotate.traces import record_trace, trace_steps, Trace
+    from prm_annotate.segmenting import record_trace, segment_text
+    from prm_annotate.segmenting.paragraphs import Paragraphs
 
-    made = trace_steps(Trace("A\n\nB\nC", None, "A\n\nB\nC"), cut=lambda text: ["A", "B", "C"])
-    assert made.joins == ["\n\n", "\n"]
+    made = segment_text("A\n\nB\nC", Paragraphs(sep="\n"))
+    assert made.joins == made.record_joins == ["\n\n", "\n"]
     assert record_trace(made.steps, made.joins, None, None).text == "A\n\nB\nC"
-    assert trace_steps(Trace("A\n\nB", None, "A\n\nB")).joins is None  # every join the separator
+    assert segment_text("A\n\nB", Paragraphs()).record_joins is None  # every join the separator
     with pytest.raises(ValueError, match="1 joins for 3 steps"):
         record_trace(["A", "B", "C"], ["\n"], None, None)  # the old copy gave "A\nC"

@@ -33,5 +33,6 @@ def score(
         engine_config = replace(engine, load_progress=not run_opts.quiet)
         checkpoint = locate(engine_config.model)
         kind = scorer_for(checkpoint, served=engine_config.base_url is not None)
+    # A bad line is said before the scorer starts (seconds), as the other model stages say it.
     run_model_stage(engine_config, lambda scorer: ScoreStage(scorer, config.threshold), opts,
-                    make=lambda c: kind.start(checkpoint, c))
+                    input_model=ScoreStage.input_model, make=lambda c: kind.start(checkpoint, c))

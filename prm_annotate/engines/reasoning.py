@@ -12,10 +12,18 @@ output is split, the same way in process and over HTTP:
 - `think`: the plain split below, with DeepSeek-R1's rule (what vLLM's `deepseek_r1` parser
   does, without needing a tokenizer whose vocabulary holds the tags).
 
-`split_think`'s rule: anything up to a first `<think>` is dropped, the reasoning runs to the first
-`</think>`, the answer is what follows. An output with no `</think>` is reasoning with no answer
-(a template may open the thought in the prompt, so a missing `<think>` says nothing): it is never
-read as an answer, since a draft in an unfinished thought would then pass for the verdict.
+Where they differ, an answer that thinks again after a thought the template opened
+(`…</think>A<think>…</think>B`), the plain split is taken in process: vLLM's parsers begin the
+reasoning at the later `<think>` and drop the first answer. Over HTTP a server's parser has split
+it already, and the first answer is lost before the engine sees it: serve such a model without
+`--reasoning-parser` and read it with `--reasoning think` (split here) to have it refused.
+
+`split_think` is traces.py's one reading of the tags under a prompt that may have opened the
+thought (`read_trace(text, OPEN)`): anything before a first `<think>` is no part of the reasoning,
+the reasoning runs to the first `</think>`, the answer is what follows. An output with no
+`</think>` is reasoning with no answer (a template may open the thought in the prompt, so a missing
+`<think>` says nothing): it is never read as an answer, since a draft in an unfinished thought would
+then pass for the verdict.
 
 Nothing here imports vLLM at module level.
 """
@@ -24,8 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from prm_annotate.traces import END, OPEN, START, read_trace, thinks_again
+
 THINK = "think"
-START, END = "<think>", "</think>"
 
 
 @dataclass(frozen=True)
@@ -37,12 +46,8 @@ class Split:
 
 def split_think(text: str) -> Split:
     """The plain `<think>…</think>` split (DeepSeek-R1's rule, as vLLM's parser applies it)."""
-    before, opened, rest = text.partition(START)
-    body = rest if opened else before
-    reasoning, ended, answer = body.partition(END)
-    if not ended:
-        return Split(body, None)
-    return Split(reasoning, answer or None)
+    trace = read_trace(text, OPEN)
+    return Split(trace.thought, (trace.answer or None) if trace.finished else None)
 
 
 def template_thinks(chat_template: str | None) -> bool:
@@ -68,10 +73,13 @@ class TokenSplitter:
             self._request = ChatCompletionRequest(messages=[{"role": "user", "content": ""}], model="")
 
     def split(self, text: str, token_ids: Sequence[int]) -> Split:
-        if self._parser is not None:
+        split = split_think(text)
+        if self._parser is not None and not (split.answer is not None and thinks_again(split.answer)):
             reasoning, answer = self._parser.extract_reasoning(text, self._request)
             return Split(reasoning, answer, int(self._parser.count_reasoning_tokens(list(token_ids))))
-        split = split_think(text)
+        # An answer that thinks again under a thought the template opened ("…</think>A<think>…</think>B"):
+        # vLLM's parsers start the reasoning at the second `<think>` and drop the first answer, so the
+        # plain split is kept instead: both answers, for the reader to refuse when they differ.
         return Split(split.reasoning, split.answer, self._thought_tokens(text, list(token_ids), split))
 
     def _thought_tokens(self, text: str, ids: list[int], split: Split) -> int:

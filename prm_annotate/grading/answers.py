@@ -626,8 +626,39 @@ def _superseded(text: str, found: str) -> str | None:
     return closing
 
 
-def extract_final_answer(text: str) -> str | None:
-    """The final answer a response states, exactly as written, or None when it gives none."""
+# Where a sentence ends: a stop, "!" or "?" before white space, or a line break.
+_CLOSED_SENTENCE_RE = re.compile(r"[.!?](?=\s)|\n")
+
+
+def _before_the_last_sentence(text: str) -> str:
+    """`text` up to the end of its last sentence that more text follows: what a text cut at its
+    budget had closed before the cut ("The answer is 1" may have been cut before its "8")."""
+    ends = [m.end() for m in _CLOSED_SENTENCE_RE.finditer(text)]
+    return text[:next((e for e in reversed(ends) if text[e:].strip()), 0)]
+
+
+def _closed_answer(text: str) -> str | None:
+    """Rule: a text cut at its budget has a final answer only where it closed one before the cut:
+    a whole `\\boxed{...}`, or an answer phrase ("the answer is", "####", "Answer:", bold) whose
+    sentence more text follows. Its final paragraph, read by the last rule of a finished text, may
+    be a sentence the cut left half written or one that only restates the problem's data ("Tom has
+    3 apples and"): it is no answer."""
+    found = _last_boxed(text)
+    if found:
+        return _restated(found)
+    closed = _before_the_last_sentence(text)
+    for rule in (_last_answer_is, _last_hashes, _last_answer_colon, _last_bold):
+        found = rule(closed)
+        if found:
+            return _restated(found)
+    return None
+
+
+def extract_final_answer(text: str, cut: bool = False) -> str | None:
+    """The final answer a response states, exactly as written, or None when it gives none; `cut`:
+    the text was cut at its token budget (`_closed_answer`)."""
+    if cut:
+        return _closed_answer(text)
     for rule in (_last_boxed, _last_answer_is, _last_hashes, _last_answer_colon, _last_bold,
                  _from_final_paragraph):
         found = rule(text)

@@ -271,10 +271,12 @@ class Grader:
         """Grade one response (whole text, or just its answer) against the gold answer."""
         return self.grade_many([(gold, text)])[0]
 
-    def grade_many(self, pairs: Iterable[tuple[str, str]]) -> list[Verdict]:
-        """Grade (gold, response text) pairs; the result is in input order."""
+    def grade_many(self, pairs: Iterable[tuple[str, str]], cut: Sequence[bool] | None = None) -> list[Verdict]:
+        """Grade (gold, response text) pairs; the result is in input order. `cut`: per pair, whether
+        its text was cut at its token budget (then only an answer it closed before the cut counts:
+        answers.extract_final_answer)."""
         pairs = list(pairs)
-        answers = [extract_final_answer(text) for _, text in pairs]
+        answers = [extract_final_answer(text, bool(cut and cut[i])) for i, (_, text) in enumerate(pairs)]
         keys: list[tuple[str, str] | None] = []
         decided: dict[tuple[str, str], tuple[bool | None, str | None]] = {}
         pending: dict[tuple[str, str], list[tuple[str, str]]] = {}  # key -> its comparison forms

@@ -10,7 +10,7 @@
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from prm_annotate.grading.answers import extract_final_answer
 from prm_annotate.grading.grader import Grader, Verdict
@@ -20,8 +20,11 @@ UNFINISHED = "unfinished thought: no </think> before the completion ended"
 TWO_ANSWERS = "two different answers"
 
 
-def _answers(trace: Trace) -> list[str]:
-    return [a for a in (extract_final_answer(p) for p in answer_parts(trace.answer)) if a is not None]
+def _answers(trace: Trace, cut: bool = False) -> list[str]:
+    """The answers of its parts; a cut completion's last part only as far as it closed one."""
+    parts = answer_parts(trace.answer)
+    found = (extract_final_answer(p, cut and i == len(parts) - 1) for i, p in enumerate(parts))
+    return [a for a in found if a is not None]
 
 
 def answer_text(trace: Trace) -> str:
@@ -29,12 +32,12 @@ def answer_text(trace: Trace) -> str:
     return "\n\n".join(answer_parts(trace.answer)) if trace.thinks and thinks_again(trace.answer) else trace.answer
 
 
-def conflicting_answers(grader: Grader, traces: Sequence[Trace]) -> list[str | None]:
+def conflicting_answers(grader: Grader, traces: Sequence[Trace], cut: Sequence[bool] | None = None) -> list[str | None]:
     """Per trace, why its answers do not make one answer (None: they do, or it has at most one)."""
     pairs, owners = [], []
     for i, trace in enumerate(traces):
         if trace.thinks and trace.finished and thinks_again(trace.answer):
-            answers = _answers(trace)
+            answers = _answers(trace, bool(cut and cut[i]))
             for other in answers[:-1]:
                 pairs.append((answers[-1], other))  # the last answer as the reference
                 owners.append(i)
@@ -46,11 +49,20 @@ def conflicting_answers(grader: Grader, traces: Sequence[Trace]) -> list[str | N
     return reasons
 
 
-def grade_traces(grader: Grader, golds: Sequence[str], traces: Sequence[Trace]) -> list[Verdict]:
-    """Each trace's verdict against its gold answer (module docstring)."""
-    refusals = conflicting_answers(grader, traces)
+def finished_by_length(record: Any) -> bool:
+    """A record `sample` wrote whose completion was cut at its token budget (`generator.finish_reason`)."""
+    extra = record.get("generator") if isinstance(record, dict) else (getattr(record, "model_extra", None) or {}).get("generator")
+    return isinstance(extra, dict) and extra.get("finish_reason") == "length"
+
+
+def grade_traces(grader: Grader, golds: Sequence[str], traces: Sequence[Trace],
+                 cut: Sequence[bool] | None = None) -> list[Verdict]:
+    """Each trace's verdict against its gold answer (module docstring); `cut`: per trace, whether it
+    was cut at its token budget (Grader.grade_many)."""
+    refusals = conflicting_answers(grader, traces, cut)
     todo = [i for i, (t, r) in enumerate(zip(traces, refusals)) if t.finished and r is None]
-    graded = dict(zip(todo, grader.grade_many([(golds[i], answer_text(traces[i])) for i in todo])))
+    graded = dict(zip(todo, grader.grade_many([(golds[i], answer_text(traces[i])) for i in todo],
+                                              [bool(cut and cut[i]) for i in todo])))
     out = []
     for i, (trace, refusal) in enumerate(zip(traces, refusals)):
         if not trace.finished:

@@ -283,7 +283,9 @@ class Answers(Tally):
 
     def see(self, obj: dict[str, Any]) -> None:
         if "correct" in obj:
-            self.counts[{True: "correct", False: "incorrect", None: "ungraded"}.get(obj["correct"], "other")] += 1
+            value = obj["correct"]  # any JSON value: only true, false and null have a name
+            known = value is None or isinstance(value, bool)
+            self.counts[{True: "correct", False: "incorrect", None: "ungraded"}[value] if known else "other"] += 1
         if isinstance(obj.get("final_answer_correct"), bool):  # ProcessBench's human verdict
             self.counts["final_answer_correct" if obj["final_answer_correct"] else "final_answer_incorrect"] += 1
         if "final_answer" in obj and obj["final_answer"] is None:

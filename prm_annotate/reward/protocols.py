@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prm_annotate.reward.scoring import AGGREGATES, Item, Reward
-from prm_annotate.segmenting import get_segmenter
+from prm_annotate.segmenting import get_segmenter, segment_text
 from prm_annotate.settings import declare
 from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
 
@@ -52,8 +52,9 @@ class TextRules:
         text = response.rstrip()
         while any(text.endswith(t) for t in self.end_tokens):
             text = next(text[: -len(t)] for t in self.end_tokens if text.endswith(t)).rstrip()
-        # Bare text from an RL client: the one place left that segments, by the named default rule.
-        return get_segmenter("paragraphs", {"sep": self.step_sep}).segment(text)[0]
+        # Bare text from an RL client, cut as sample cuts a completion (segmenting/texts.py: a thinking
+        # policy's `<think>` tags fall between steps, never in one), by the named default rule.
+        return segment_text(text, get_segmenter("paragraphs", {"sep": self.step_sep})).steps
 
 
 def problem_of_prompt(prompt: str) -> str:

@@ -2,8 +2,11 @@
 `Segmenter` subclass (its settings are its dataclass fields), and one entry in SEGMENTERS;
 `--segment` lists it with its `summary` and `--segment-option KEY=VALUE` sets its fields.
 
-Every later stage reads a record's steps (and `step_joins`) and never splits again; only the
-reward server, which gets bare text from RL clients, segments (by name, `paragraphs`).
+Every text becomes steps by `segment_text` (texts.py: the cuts from spans, a thought's `<think>`
+tags always between steps, `thought_steps` counted): `sample` on its completions, `segment` on a
+record's text (`segment_record`), the reward server on an RL client's bare text (by name,
+`paragraphs`). Every later stage reads a record's steps (and `step_joins`) and never splits again;
+rollout and judge read them back as a thought and an answer with `record_trace`.
 """
 from __future__ import annotations
 
@@ -13,11 +16,12 @@ from typing import Any, Mapping, Sequence
 
 from prm_annotate.errors import UsageError
 from prm_annotate.registry import Registry
-from prm_annotate.segmenting.base import Segmentation, SegmentError, Segmenter, paragraph_spans
+from prm_annotate.segmenting.base import Segmentation, Segmented, SegmentError, Segmenter, segment_text
 from prm_annotate.segmenting.confidence import Confidence
 from prm_annotate.segmenting.merge import Merge
 from prm_annotate.segmenting.paragraphs import Paragraphs
 from prm_annotate.segmenting.reflection import Reflection
+from prm_annotate.segmenting.texts import record_trace, segment_record, segment_trace
 
 DEFAULT_SEGMENTER = "paragraphs"
 
@@ -82,10 +86,6 @@ def from_record(data: Mapping[str, Any] | None) -> Segmenter:
     return get_segmenter(str(data.get("name")), settings)
 
 
-def paragraphs(text: str, sep: str = "\n\n") -> list[str]:
-    """Steps by the paragraphs rule (what `split_steps` always did)."""
-    return [text[s:e] for s, e in paragraph_spans(text, sep)]
-
-
-__all__ = ["DEFAULT_SEGMENTER", "SEGMENTERS", "SegmentError", "Segmentation", "Segmenter", "from_record",
-           "get_segmenter", "paragraphs", "parse_options"]
+__all__ = ["DEFAULT_SEGMENTER", "SEGMENTERS", "SegmentError", "Segmentation", "Segmented", "Segmenter", "from_record",
+           "get_segmenter", "parse_options", "record_trace", "segment_record", "segment_text",
+           "segment_trace"]

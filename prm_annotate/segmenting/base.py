@@ -1,10 +1,12 @@
-"""What every segmenter shares: the (steps, joins) it returns and cuts turned into steps (the join
-that gives the text back is `steps.join_steps`).
+"""What every segmenter shares: the (steps, joins) it returns, cuts turned into steps (the join that
+gives the text back is `steps.join_steps`), and `segment_text`, the one function that cuts any text,
+a thought's tags kept between steps (texts.py says how).
 
 A segmentation of a text is `steps` (each with something besides white space in it) and `joins`, the
 exact text between steps[i] and steps[i+1] (len(steps) - 1 of them): `join_steps(steps, joins)` is the
 text from the first step's first character to the last step's last, and what lies outside it is white
-space only (the paragraphs rule's dropped pieces at either end). Nothing else is ever lost.
+space only (the paragraphs rule's dropped pieces at either end) and `<think>` tags. Nothing else is
+ever lost.
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import dataclasses
 from typing import Any, ClassVar, NamedTuple, Sequence
 
 from prm_annotate.engines.sampling import TokenLogprob
+from prm_annotate.steps import record_joins
+from prm_annotate.traces import END, tag_spans
 
 Segmentation = tuple[list[str], list[str]]
 
@@ -29,7 +33,8 @@ class Span(NamedTuple):
 class Segmenter:
     """A named way to cut a text into steps; its dataclass fields are its settings (recorded).
 
-    Subclasses set `name`, `summary` and `needs_logprobs`, and implement `spans`.
+    Subclasses set `name`, `summary` and `needs_logprobs`, and implement `spans` (the cuts of a text
+    with no `<think>` tag in it: texts.segment_text hands them the text between tags).
     """
 
     name: ClassVar[str] = ""
@@ -40,10 +45,10 @@ class Segmenter:
         raise NotImplementedError
 
     def segment(self, text: str, tokens: Sequence[TokenLogprob] | None = None) -> Segmentation:
-        """(steps, joins) of `text`; `tokens` are the sampled tokens' (offset, logprob), where known."""
-        if self.needs_logprobs and tokens is None:
-            raise SegmentError(f"segmenter {self.name} needs the sampled tokens' log-probabilities")
-        return from_spans(text, self.spans(text, tokens))
+        """(steps, joins) of `text` (no thought in it; `segment_text`, which never cuts across a
+        `<think>` tag); `tokens` are the sampled tokens' (offset, logprob), where known."""
+        cut = segment_text(text, self, tokens)
+        return cut.steps, cut.joins
 
     def record(self) -> dict[str, Any]:
         """What records and manifests write: the name, then every setting."""
@@ -54,10 +59,73 @@ class Segmenter:
         return out
 
 
-def from_spans(text: str, spans: Sequence[Span]) -> Segmentation:
-    steps = [text[s:e] for s, e in spans]
-    joins = [text[a.end:b.start] for a, b in zip(spans, spans[1:])]
-    return steps, joins
+@dataclasses.dataclass(frozen=True)
+class Segmented:
+    """A text cut into steps: their spans in `text`, and how many of them are the thought's."""
+
+    text: str
+    spans: tuple[Span, ...]
+    thought_steps: int
+
+    @property
+    def steps(self) -> list[str]:
+        return [self.text[s:e] for s, e in self.spans]
+
+    @property
+    def joins(self) -> list[str]:
+        return [self.text[a.end:b.start] for a, b in zip(self.spans, self.spans[1:])]
+
+    @property
+    def record_joins(self) -> list[str] | None:
+        """The joins as a record keeps them (`step_joins`; None: every one is the separator)."""
+        return record_joins(self.joins)
+
+    def record_tokens(self, tokens: Sequence[TokenLogprob]) -> list[list[Any]]:
+        """Tokens as a record keeps them: offsets into the text its steps join to, which starts at the
+        first step (what lies before it, white space or the thought's `<think>`, is not part of it)."""
+        shift = self.spans[0].start if self.spans else 0
+        return [[None if t.offset is None or t.offset < shift else t.offset - shift, t.logprob] for t in tokens]
+
+
+def _regions(text: str, thinks: bool) -> list[Span]:
+    """The parts of `text` cut apart: whole when it has no tag and no thought, else the text between
+    tags, each stripped of its edge white space (empty ones left out)."""
+    tags = tag_spans(text)
+    if not tags and not thinks:
+        return [Span(0, len(text))]
+    out, pos = [], 0
+    for start, end in [*tags, (len(text), len(text))]:
+        part = text[pos:start]
+        if part.strip():
+            lead = len(part) - len(part.lstrip())
+            out.append(Span(pos + lead, pos + lead + len(part.strip())))
+        pos = end
+    return out
+
+
+def _moved(tokens: Sequence[TokenLogprob] | None, region: Span) -> list[TokenLogprob] | None:
+    """`tokens` with offsets into `region` (None for a token that starts outside it)."""
+    if tokens is None:
+        return None
+    return [TokenLogprob(t.offset - region.start if t.offset is not None and region.start <= t.offset <= region.end
+                         else None, t.logprob) for t in tokens]
+
+
+def segment_text(text: str, segmenter: Segmenter, tokens: Sequence[TokenLogprob] | None = None,
+                 thinks: bool = False) -> Segmented:
+    """`text` cut by `segmenter` (module docstring); `tokens` the sampled tokens' offsets into `text`
+    and log-probabilities, where known; `thinks`: the text holds a thought (traces.read_trace)."""
+    if segmenter.needs_logprobs and tokens is None:
+        raise SegmentError(f"segmenter {segmenter.name} needs the sampled tokens' log-probabilities")
+    spans: list[Span] = []
+    for region in _regions(text, thinks):
+        part = text[region.start:region.end]
+        spans += [Span(region.start + s, region.start + e) for s, e in segmenter.spans(part, _moved(tokens, region))]
+    if not thinks:
+        return Segmented(text, tuple(spans), 0)
+    end = text.find(END)
+    thought = len(spans) if end < 0 else sum(span.end <= end for span in spans)
+    return Segmented(text, tuple(spans), thought)
 
 
 def paragraph_spans(text: str, sep: str = "\n\n") -> list[Span]:

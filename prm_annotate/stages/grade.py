@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from prm_annotate.grading.grader import Agreement, Grader
-from prm_annotate.grading.thinking import grade_traces
+from prm_annotate.grading.thinking import finished_by_length, grade_traces
 from prm_annotate.records import GradeInput, Graded
 from prm_annotate.pipeline.runner import Outcome, RunSummary, StageBase
 from prm_annotate.pipeline.summary import Nouns
 from prm_annotate.settings import setting
 from prm_annotate.steps import DEFAULT_SEP, join_steps
-from prm_annotate.traces import Trace, record_trace
+from prm_annotate.segmenting.texts import record_trace
+from prm_annotate.traces import Trace
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ class GradeStage(StageBase):
     def process(self, batch: list[GradeInput]) -> Iterable[Outcome]:
         # The text as written: a record's steps with its own joins (`step_joins`), else the separator.
         texts = [r.response if r.steps is None else join_steps(r.steps, _joins(r), self.step_sep) for r in batch]
-        verdicts = grade_traces(self.grader, [r.answer for r in batch], [self._trace(r, t) for r, t in zip(batch, texts)])
+        verdicts = grade_traces(self.grader, [r.answer for r in batch], [self._trace(r, t) for r, t in zip(batch, texts)],
+                                [finished_by_length(r) for r in batch])
         outs = [record.dump() for record in batch]
         # A human verdict beside the response (ProcessBench's final_answer_correct): the summary
         # reports how often the grader agrees with it, and plain math-verify beside it.

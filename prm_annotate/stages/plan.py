@@ -227,7 +227,7 @@ def _read(path: str, model: type) -> list[Any]:
         try:
             out.append(model.model_validate(row))
         except ValidationError as exc:
-            raise InputError(f"{where}: {describe_validation_error(exc)}") from None
+            raise InputError(path, where, describe_validation_error(exc)) from None
     return out
 
 

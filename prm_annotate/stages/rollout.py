@@ -42,9 +42,10 @@ Decisions:
   `mc.shared_completions` how many of them another response paid for; the stage's
   `engine_completions` and `generated_tokens` count what the engine did.
   With a strategy that `uses_witnesses` (binary, scan), sharing also uses witnesses: a prefix
-  that begins a solution known to reach the gold answer (every prefix of a correct response of
-  the problem, and of prefix + a right completion) is answered as a 1 without sampling; the
-  record's `mc.witnessed` lists those steps.
+  whose exact text (the text the completion would continue, the join after the step included)
+  begins a solution known to reach the gold answer (a correct response of the problem, a prefix
+  + a right completion) is answered as a 1 without sampling (`Witnesses`: no text is cut into
+  steps again); the record's `mc.witnessed` lists those steps.
 - A strategy that `needs_judged` (verify) reads `--judged` whole before any work (`JudgedFile`:
   a bad line is exit 2; a judged record holding other steps for a response's id is bad input at
   the response's line) and plans each response from its judge verdict; the record says what MC
@@ -77,6 +78,7 @@ Decisions:
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -99,13 +101,14 @@ from prm_annotate.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job, Round, one_unit_each
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
 from prm_annotate.grading.grader import Verdict
-from prm_annotate.grading.thinking import TWO_ANSWERS, UNFINISHED, grade_traces
+from prm_annotate.grading.thinking import TWO_ANSWERS, UNFINISHED, finished_by_length, grade_traces
 from prm_annotate.stages.config import RolloutConfig, configured, reasoning_budget
 from prm_annotate.stages.context_check import ContextCheck
 from prm_annotate.stages.thinking import template_state
-from prm_annotate.traces import MODEL, OPEN, continuation_opening, read_trace, record_trace
+from prm_annotate.segmenting.texts import record_trace
+from prm_annotate.traces import MODEL, OPEN, continuation_opening, read_trace
 from prm_annotate.stages.judged_file import JudgedFile
-from prm_annotate.steps import join_steps, prefix_text, split_steps
+from prm_annotate.steps import join_steps, prefix_text
 from prm_annotate.strategies import Plan, Probe, ProbeResult, get_strategy
 from prm_annotate.strategies.verify import OUTCOMES
 from prm_annotate.strategies.zero_rules import ALL_K
@@ -282,7 +285,8 @@ class RolloutStage(ModelStage):
     def _prefix(self, record: RolloutInput, step: int, system_prompt: PromptFile) -> str:
         if record.thought_steps is None:
             return prefix_text(record.steps, record.step_joins, step, self.config.step_sep)
-        opening = continuation_opening(self._state(system_prompt, record.problem), record.thought_steps)
+        opening = continuation_opening(self._state(system_prompt, record.problem), record.thought_steps,
+                                       join_steps(record.steps, record.step_joins, self.config.step_sep))
         return opening + prefix_text(record.steps, record.step_joins, step, self.config.step_sep)
 
     def _request(self, record: RolloutInput, probe: Probe, max_tokens: int | None = None) -> GenerationRequest:
@@ -341,22 +345,25 @@ class RolloutStage(ModelStage):
         return record_trace(record.steps, record.step_joins, record.thought_steps, record.thought_finished,
                             self.config.step_sep)
 
-    def _grade_completions(self, pairs: list[tuple[str, str, bool]]) -> list[Verdict]:
-        """(gold, prefix + completion, thinking) -> verdicts; a thinking completion by its answer only,
-        one that never closed its thought has none (wrong)."""
-        plain = [i for i, (_, _, thinking) in enumerate(pairs) if not thinking]
-        out: dict[int, Verdict] = dict(zip(plain, self.grader.grade_many([pairs[i][:2] for i in plain])))
+    def _grade_completions(self, pairs: list[tuple[str, str, bool, bool]]) -> list[Verdict]:
+        """(gold, prefix + completion, thinking, cut) -> verdicts; a thinking completion by its answer
+        only, one that never closed its thought has none (wrong); a cut one by an answer it closed
+        before the cut only (answers.extract_final_answer)."""
+        plain = [i for i, (_, _, thinking, _) in enumerate(pairs) if not thinking]
+        out: dict[int, Verdict] = dict(zip(plain, self.grader.grade_many([pairs[i][:2] for i in plain],
+                                                                         [pairs[i][3] for i in plain])))
         thinking = [i for i in range(len(pairs)) if i not in out]
         traces = [read_trace(pairs[i][1], OPEN if not pairs[i][1].lstrip().startswith("<think>") else MODEL)
                   for i in thinking]
         for i, trace, verdict in zip(thinking, traces, grade_traces(self.grader, [pairs[i][0] for i in thinking],
-                                                                    traces)):
+                                                                    traces, [pairs[i][3] for i in thinking])):
             out[i] = Verdict(None, False, UNFINISHED) if not trace.finished else verdict
         return [out[i] for i in range(len(pairs))]
 
     def _last_correct(self, batch: list[RolloutInput]) -> list[bool]:
         ungraded = [r for r in batch if r.correct is None]
-        verdicts = grade_traces(self.grader, [r.answer for r in ungraded], [self._trace(r) for r in ungraded])
+        verdicts = grade_traces(self.grader, [r.answer for r in ungraded], [self._trace(r) for r in ungraded],
+                                [finished_by_length(r) for r in ungraded])
         graded = {r.id: v.correct is True for r, v in zip(ungraded, verdicts)}
         self.stats["responses_graded_here"] += len(ungraded)
         return [r.correct if r.correct is not None else graded[r.id] for r in batch]
@@ -384,16 +391,15 @@ class RolloutStage(ModelStage):
         work = [self._fit(_Work(r, self._plan(r, last), last)) for r, last in zip(unit, self._last_correct(unit))]
         # Completed (and graded) requests of this unit by key, for sharing across rounds.
         done: dict[str, tuple[GenerationResult, Any]] = {}
-        # Witness keys join steps by the separator, which a thinking response's joins are not (one
-        # holds `</think>`): two responses with the same steps and the thought ending elsewhere would
-        # share a key. Thinking responses share completions (keyed by exact prefix text), not witnesses.
+        # Thinking responses share completions (keyed by exact prefix text), not witnesses: a witness
+        # inside a thought has not been measured against the thinking world's truth (docs/pipeline.md).
         use_witnesses = (self.config.share_prefixes and self.strategy.uses_witnesses
                          and all(w.record.thought_steps is None for w in work))
-        witnesses: set[tuple[str, str, str]] = set()
+        witnesses = Witnesses()
         if use_witnesses:
             for w in work:
                 if w.last_correct:
-                    self._add_witnesses(witnesses, w.record, w.record.steps)
+                    witnesses.add(join_steps(w.record.steps, w.record.step_joins, self.config.step_sep))
         while True:
             asks: dict[str, list[tuple[_Work, Probe]]] = {}
             requests: dict[str, GenerationRequest] = {}
@@ -401,8 +407,8 @@ class RolloutStage(ModelStage):
             for w in work:
                 if w.error is None:
                     for probe in w.plan.next_round():
-                        if use_witnesses and w.plan.takes_witness(probe.step) and self._witness_key(
-                                w.record, w.record.steps[: probe.step + 1]) in witnesses:
+                        if use_witnesses and w.plan.takes_witness(probe.step) and self._witnessed(
+                                witnesses, w.record, probe.step):
                             by_work.setdefault(id(w), []).append(ProbeResult(probe, True, 0, witness=True))
                             continue
                         request = self._request(w.record, probe, w.max_tokens)
@@ -426,14 +432,13 @@ class RolloutStage(ModelStage):
                     ok_keys.append(key)
             verdicts = self._grade_completions(
                 [(asks[key][0][0].record.answer, requests[key].messages[-1]["content"] + results[key].texts[0],
-                  asks[key][0][0].record.thought_steps is not None) for key in ok_keys])
+                  asks[key][0][0].record.thought_steps is not None, _cut(results[key])) for key in ok_keys])
             for key, verdict in zip(ok_keys, verdicts):
                 done[key] = (results[key], verdict)
                 # A witness is a solution that reached the answer by its own text (a cut one too, unless
                 # --cut-completions wrong), never a cut text only counted right.
                 if use_witnesses and verdict.correct is True and self._counted(verdict, _cut(results[key])) is True:
-                    text = requests[key].messages[-1]["content"] + results[key].texts[0]
-                    self._add_witnesses(witnesses, asks[key][0][0].record, split_steps(text, self.config.step_sep))
+                    witnesses.add(requests[key].messages[-1]["content"] + results[key].texts[0])
             for key, askers in asks.items():
                 for n, (w, probe) in enumerate(askers):
                     if key not in done:
@@ -487,7 +492,7 @@ class RolloutStage(ModelStage):
         return self.strategy.plan(len(record.steps), self.config.k, self.config.threshold, last_correct, **extra)
 
     def _guesses(self, work: list[_Work], requests: dict[str, GenerationRequest], done: dict[str, Any],
-                 witnesses: set | None) -> tuple[list[GenerationRequest], list[GenerationRequest]]:
+                 witnesses: "Witnesses | None") -> tuple[list[GenerationRequest], list[GenerationRequest]]:
         """Requests the plans may ask for in later rounds, for the scheduler to start early while
         the engine has room (`speculate`): their `ahead` probes, and their `spare` ones not
         already among those."""
@@ -496,8 +501,8 @@ class RolloutStage(ModelStage):
             if w.error is None:
                 for kind, probes in zip(found, (w.plan.ahead(), w.plan.spare())):
                     for probe in probes:
-                        if witnesses is not None and w.plan.takes_witness(probe.step) and self._witness_key(
-                                w.record, w.record.steps[: probe.step + 1]) in witnesses:
+                        if witnesses is not None and w.plan.takes_witness(probe.step) and self._witnessed(
+                                witnesses, w.record, probe.step):
                             continue
                         request = self._request(w.record, probe, w.max_tokens)
                         if request.key not in requests and request.key not in done:
@@ -505,13 +510,8 @@ class RolloutStage(ModelStage):
         ahead, spare = found
         return list(ahead.values()), [r for key, r in spare.items() if key not in ahead]
 
-    def _witness_key(self, record: RolloutInput, steps: list[str]) -> tuple[str, str, str]:
-        return record.problem, record.answer, join_steps(steps, sep=self.config.step_sep)
-
-    def _add_witnesses(self, witnesses: set, record: RolloutInput, solution_steps: list[str]) -> None:
-        """Every proper step prefix of a solution that reached the gold answer."""
-        for i in range(len(solution_steps) - 1):
-            witnesses.add(self._witness_key(record, solution_steps[: i + 1]))
+    def _witnessed(self, witnesses: "Witnesses", record: RolloutInput, step: int) -> bool:
+        return self._prefix(record, step, self.prompts.for_record(record)) in witnesses
 
     def close(self) -> None:
         self.grader.close()
@@ -587,6 +587,23 @@ class RolloutStage(ModelStage):
             "share_prefixes": self.config.share_prefixes, **extra_mc,
         }
         return Rollout.make(out)
+
+
+class Witnesses:
+    """The texts of one unit (a problem's responses, one gold answer) known to reach the gold answer:
+    a right response's own text, a prefix with a right completion. A step's prefix is witnessed when
+    one of them starts with exactly the text a rollout continues from it (its steps, their joins and
+    the join after it): no text is cut into steps again to find it."""
+
+    def __init__(self) -> None:
+        self._texts: list[str] = []  # sorted: the texts a prefix begins are the run from its place
+
+    def add(self, text: str) -> None:
+        bisect.insort(self._texts, text)
+
+    def __contains__(self, prefix: str) -> bool:
+        at = bisect.bisect_left(self._texts, prefix)
+        return at < len(self._texts) and self._texts[at].startswith(prefix)
 
 
 def _cut(result: GenerationResult) -> bool:

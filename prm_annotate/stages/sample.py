@@ -43,9 +43,9 @@ from prm_annotate.stages.config import SampleConfig, configured, reasoning_budge
 from prm_annotate.stages.context_check import ContextCheck, clamp
 from prm_annotate.stages.thinking import (AUTO, OFF, UNANSWERED, ProbeAnswer, asked, engine_thinks, on_server, probed,
                                           template_state, thought_tokens, trace_of)
-from prm_annotate.traces import CLOSED, MODEL, Trace, trace_steps
+from prm_annotate.segmenting import Segmented, segment_trace
+from prm_annotate.traces import CLOSED, MODEL, Trace
 from prm_annotate.errors import UsageError
-from prm_annotate.stages.segment import kept_logprobs
 
 
 def response_id(problem_id: str, index: int) -> str:
@@ -172,7 +172,8 @@ class SampleStage(ModelStage):
             return [Outcome(problem.id, error=f"sample {todo[0]}: blank text in all {self.empty_retries + 1} attempts",
                             reason="blank in every attempt")]
         traces = [self._trace(got[i][0]) for i in range(self.config.n)]
-        verdicts = grade_traces(self.grader, [problem.answer] * len(traces), traces)
+        cut = [got[i][0].finish_reasons[:1] == ["length"] for i in range(self.config.n)]
+        verdicts = grade_traces(self.grader, [problem.answer] * len(traces), traces, cut)
         return [Outcome(problem.id, [self._response(problem, i, trace, verdict, *got[i], clamped, paid=paid[i])
                                      for i, (trace, verdict) in enumerate(zip(traces, verdicts))])]
 
@@ -222,31 +223,22 @@ class SampleStage(ModelStage):
         if self.split is not None or trace.thinks:
             out["thought_steps"] = made.thought_steps
             out["thought_finished"] = trace.finished if trace.thinks else None
-        if made.joins is not None:
-            out["step_joins"] = made.joins
+        if made.record_joins is not None:
+            out["step_joins"] = made.record_joins
         out["segmenter"] = self.segmenter.record()
         if self.logprobs:
-            out["token_logprobs"] = (kept_logprobs(trace.text, made.steps[0], result.token_logprobs[0])
-                                     if result.token_logprobs and made.steps else None)
+            out["token_logprobs"] = (made.record_tokens(result.token_logprobs[0])
+                                     if result.token_logprobs and made.spans else None)
         return out
 
-    def _made(self, trace: Trace, result: GenerationResult):
-        """The trace's steps by the run's segmenter; `confidence` reads each part's tokens, their
-        offsets moved to where the part starts in the completion."""
+    def _made(self, trace: Trace, result: GenerationResult) -> Segmented:
+        """The trace's steps by the run's segmenter (segmenting/texts.py); `confidence` reads the
+        tokens' offsets into the completion's text."""
         tokens = result.token_logprobs[0] if result.token_logprobs else None
         if tokens is None and self.segmenter.needs_logprobs:
             raise UsageError(f"--segment {self.segmenter.name} needs the sampled tokens' log-probabilities, and "
                              f"the engine ({self.engine_info.get('model')}) returned none")
-
-        def cut(part: str) -> list[str]:
-            if tokens is None:
-                return self.segmenter.segment(part)[0]
-            at = trace.text.find(part) if part else 0  # -1: a text the engine rebuilt; no offset then holds
-            moved = [type(t)(None if t.offset is None or at < 0 or t.offset < at else t.offset - at, t.logprob)
-                     for t in tokens]
-            return self.segmenter.segment(part, moved)[0]
-
-        return trace_steps(trace, self.config.step_sep, cut)
+        return segment_trace(trace, self.segmenter, tokens)
 
     def close(self) -> None:
         self.grader.close()

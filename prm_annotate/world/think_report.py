@@ -164,7 +164,7 @@ def trace_gold(problems_path: Path, responses_path: Path, gold_path: Path) -> li
 
 def segmenter_steps(responses_path: Path) -> dict[str, dict[str, Any]]:
     """Steps per response under each segmenter of the registry, as `prm-annotate segment` cuts the
-    records (their whole text, the thought and the answer together)."""
+    records (the thought cut apart from the answer, segmenting/texts.py)."""
     from prm_annotate.errors import UsageError
     from prm_annotate.segmenting import SEGMENTERS, get_segmenter
     from prm_annotate.stages.segment import Resegmented, resegment

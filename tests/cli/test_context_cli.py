@@ -14,6 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from testing.paragraph_steps import split_steps
+
 from prm_annotate.engines.base import GenerationRequest
 from prm_annotate.engines.context import MIN_ROOM, Context
 from prm_annotate.engines.openai_engine import OpenAIEngine
@@ -21,7 +23,7 @@ from prm_annotate.engines.sampling import Sampling
 from prm_annotate.records import Response
 from prm_annotate.stages.common import chat
 from prm_annotate.stages.judge import JudgeStage
-from prm_annotate.steps import split_steps
+
 from testing.heavy import TINY_SERVED_NAME
 from testing.jsonl_files import read_jsonl, write_jsonl
 

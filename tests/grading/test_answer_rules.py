@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from prm_annotate.boxed import find_boxes
 from prm_annotate.grading.answers import (
     comparison_forms,
     extract_final_answer,
@@ -769,3 +770,66 @@ def test_held_out_prose_endings(grader, kind):
         assert (v.final_answer, v.correct) == (read, human), rid
         if other_gold is not None:
             assert human and grader.grade(other_gold, text).correct is False, rid
+
+
+# --- a text cut at its budget: an answer only where it closed one ------------------------------
+
+# (cut text, the answer it closed before the cut, or None)
+CUT_TEXTS = [
+    ("Step 3: 4 - 1 = 3.\n\nThe", None),  # the world policy's cut completion graded right for gold 3
+    ("Step 2: 10 + 1 = 11", None),  # an equation the cut may have left half written ("= 112")
+    ("The answer is 1", None),  # cut before its "8"
+    ("The answer is 18.", None),  # "18." may go on as "18.5"
+    ("The answer is 18.5", None),
+    ("Tom has 3 apples and gets 5 more.\n\nSo Tom", None),  # restated data is no result
+    ("Tom has 3 apples and gets 5 more.", None),
+    ("So the total is \\boxed{1", None),  # a box the cut left open
+    ("So the total is \\boxed{18}", "18"),  # a whole box
+    ("So \\boxed{18}.\n\nLet me check: 9 + 9 = 1", "18"),
+    ("The answer is 18. Let me check", "18"),  # the answer sentence, more text after it
+    ("The answer is $\\frac{1}{2}$.\n\nWait", "$\\frac{1}{2}$"),
+    ("#### 18\n\nThe", "18"),
+    ("**Answer: 18**\n\nCheck", "18"),
+    ("The answer is at most 1", None),
+]
+
+
+@pytest.mark.parametrize("text,closed", CUT_TEXTS)
+def test_a_cut_text_has_an_answer_only_where_it_closed_one(text, closed):
+    found = extract_final_answer(text, cut=True)
+    assert (found if found is None else normalize_answer(found)) == (closed if closed is None else normalize_answer(closed))
+
+
+def test_a_cut_completion_counts_right_only_with_a_closed_answer_equal_to_the_gold(grader):
+    cut = [("3", "Step 3: 4 - 1 = 3.\n\nThe"), ("18", "So \\boxed{18}.\n\nWait"), ("18", "The answer is 1"),
+           ("18", "The answer is 18. Done"), ("18", "The answer is 18")]
+    assert [v.correct for v in grader.grade_many(cut, [True] * len(cut))] == [False, True, False, True, False]
+    # the same texts finished (not cut): read as before
+    assert [v.correct for v in grader.grade_many(cut)] == [True, True, False, True, True]
+
+
+def cut_points(text: str, start: int, end: int, n: int = 4) -> list[int]:
+    step = max((end - start) // n, 1)
+    return list(range(start + 1, end, step))
+
+
+def test_processbench_responses_cut_inside_their_last_box_or_answer_sentence_have_no_answer_from_it():
+    """On data the rule was not written from: every ProcessBench GSM8K and MATH response whose answer
+    is its last box, cut inside that box, has the answer it had closed before the box (most: none),
+    never a piece of the box; cut after the box closed (and more text written), the finished text's."""
+    checked = 0
+    for name, rows in verdict_files().items():
+        if "gsm8k" not in name and "math" not in name:
+            continue
+        for _, _, text, _ in rows:
+            boxes = [b for b in find_boxes(text) if b.closed and b.braced]
+            whole = extract_final_answer(text)
+            if not boxes or whole is None or whole.strip() != boxes[-1].content.strip():
+                continue
+            last = boxes[-1]
+            before = extract_final_answer(text[:last.first], cut=True)  # what it had closed before the box
+            for at in cut_points(text, last.first, last.last):
+                assert extract_final_answer(text[:at], cut=True) == before, text[:at][-80:]
+            assert extract_final_answer(text[:last.end] + "\n\nLet me", cut=True) == whole
+            checked += 1
+    assert checked > 300

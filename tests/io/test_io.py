@@ -10,6 +10,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+
+from testing.paragraph_steps import split_steps
 from pydantic import ValidationError
 
 from prm_annotate.errors import InputError
@@ -19,7 +21,7 @@ from prm_annotate.io.output import OutputLocked, ResumableWriter
 from prm_annotate.io.sharding import shard_of
 from prm_annotate.pipeline.runner import RunOptions, read_validated
 from prm_annotate.records import Problem, Response, Rollout
-from prm_annotate.steps import join_steps, split_steps
+from prm_annotate.steps import join_steps
 from testing.paths import TEST_DATA
 
 SHARED = TEST_DATA

@@ -8,15 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
+
+from testing.paragraph_steps import split_steps
 from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 from prm_annotate.cli import app
 from prm_annotate.engines.sampling import TokenLogprob, align_tokens
-from prm_annotate.segmenting import SEGMENTERS, SegmentError, Segmenter, get_segmenter
+from prm_annotate.segmenting import SEGMENTERS, SegmentError, Segmenter, get_segmenter, segment_text
 from prm_annotate.segmenting.base import Span
 from prm_annotate.segmenting.merge import DEFAULT_BUDGET
-from prm_annotate.steps import join_record, join_steps, prefix_text, record_joins, split_steps
+from prm_annotate.steps import join_record, join_steps, prefix_text, record_joins
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "long_traces.jsonl"
 
@@ -36,11 +38,18 @@ def tokens_of(text: str, seed: int) -> list[TokenLogprob]:
     return out
 
 
+def untagged(text: str) -> str:
+    return text.replace("</think>", "").replace("<think>", "")
+
+
 def check_round_trip(text: str, steps: list[str], joins: list[str]) -> None:
+    """The steps and joins give the text back but for white space and tags at either end; no step
+    holds a tag or is blank."""
     joined = join_steps(steps, joins)
     at = text.find(joined)
-    assert at >= 0 and not text[:at].strip() and not text[at + len(joined):].strip(), "text lost"
+    assert at >= 0 and not untagged(text[:at]).strip() and not untagged(text[at + len(joined):]).strip(), "text lost"
     assert all(s.strip() for s in steps), "a blank step"
+    assert not any("<think>" in s or "</think>" in s for s in steps), "a tag in a step"
     assert len(joins) == max(len(steps) - 1, 0)
 
 
@@ -48,7 +57,7 @@ ALL = [("paragraphs", {}), ("merge", {"budget": "40"}), ("merge", {}), ("reflect
        ("reflection", {"at": "sentence"}), ("confidence", {"cuts": "5"}), ("confidence", {"threshold": "-5"})]
 
 pieces = st.sampled_from(["Wait", "Hmm, no.", " ", "\n", "\n\n", "x = 2.", "Alternatively", "é", "𝑥", "\t", "But wait",
-                          ". ", "Let me check", "**Wait**", "a"])
+                          ". ", "Let me check", "**Wait**", "a", "<think>", "</think>"])
 
 
 @settings(max_examples=150, deadline=None)
@@ -63,11 +72,16 @@ def test_steps_and_joins_give_generated_text_back(name, options, text, seed):
 
 @pytest.mark.parametrize("name,options", ALL)
 def test_steps_and_joins_give_real_traces_back(name, options):
+    """The 30 real traces open their thought with `<think>\n`: the steps start after it, the thought's
+    end at `</think>`, and the text from the first step on comes back byte for byte."""
     for r in real_traces():
         text = r["response"]
-        steps, joins = get_segmenter(name, options).segment(text, tokens_of(text, 7))
-        check_round_trip(text, steps, joins)
-        assert join_steps(steps, joins) == text.strip()  # these traces start and end with text
+        made = segment_text(text, get_segmenter(name, options), tokens_of(text, 7), thinks=True)
+        check_round_trip(text, made.steps, made.joins)
+        assert text.startswith("<think>\n") and join_steps(made.steps, made.joins) == text[len("<think>\n"):].rstrip()
+        assert 0 < made.thought_steps < len(made.steps)
+        assert "</think>" in made.joins[made.thought_steps - 1]
+        assert "</think>" not in join_steps(made.steps[:made.thought_steps], made.joins[:made.thought_steps - 1])
 
 
 def test_paragraphs_is_todays_rule_with_the_dropped_pieces_in_the_joins():
@@ -181,7 +195,7 @@ def test_segment_command_recuts_and_refuses_confidence_without_logprobs(tmp_path
 
     res = CliRunner().invoke(app, ["segment", str(src), "-o", str(tmp_path / "c.jsonl"), "--segment", "confidence"])
     assert res.exit_code == 2
-    assert f"{src}: line 1" in res.output and "token_logprobs" in res.output
+    assert f"{src}:1:" in res.output and "token_logprobs" in res.output
     assert not (tmp_path / "c.jsonl").exists()
     res = CliRunner().invoke(app, ["segment", str(src), "--segment", "merge", "--segment-option", "budgt=3"])
     assert res.exit_code == 2 and "budgt" in res.output

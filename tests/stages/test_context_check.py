@@ -16,13 +16,15 @@ from typing import Any, Sequence
 import orjson
 import pytest
 
+from testing.paragraph_steps import split_steps
+
 from prm_annotate.engines.base import GenerationRequest
 from prm_annotate.engines.context import MIN_ROOM
 from prm_annotate.pipeline.runner import Outcome, RunOptions, StageBase, failure_advice, run_and_close
 from prm_annotate.records import Response
 from prm_annotate.stages.judge import JudgeStage
 from prm_annotate.stages.rollout import RolloutStage
-from prm_annotate.steps import split_steps
+
 from testing.jsonl_files import read_jsonl, write_jsonl
 
 TRACES = Path(__file__).parents[1] / "data" / "long_traces.jsonl"

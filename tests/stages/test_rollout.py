@@ -133,7 +133,7 @@ def test_grader_errors_count_as_not_correct():
         def start(self, wait=True):
             pass
 
-        def grade_many(self, pairs):
+        def grade_many(self, pairs, cut=None):
             from types import SimpleNamespace as V
             return [V(final_answer=None, correct=None, error="timeout") if "TIMEOUT" in t
                     else V(final_answer="16", correct=True, error=None) for _, t in pairs]

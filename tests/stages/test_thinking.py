@@ -24,8 +24,9 @@ from prm_annotate.stages.rollout import RolloutStage
 from prm_annotate.stages.sample import SampleStage
 from prm_annotate.stages.thinking import UNANSWERED
 from prm_annotate.steps import join_steps, prefix_text
-from prm_annotate.traces import (CLOSED, MODEL, OPEN, prompt_thought, read_trace,
-                                 trace_steps)
+from prm_annotate.segmenting import segment_trace
+from prm_annotate.segmenting.paragraphs import Paragraphs
+from prm_annotate.traces import CLOSED, MODEL, OPEN, prompt_thought, read_trace
 from testing.scripted_engine import ScriptedEngine
 from testing.thinking_models import TEMPLATES
 
@@ -81,15 +82,15 @@ def test_a_trace_is_read_by_where_the_template_leaves_the_thought():
 
 def test_steps_keep_the_thought_and_the_answer_apart_and_give_the_text_back():
     for text, state in ((QWEN3_TEXT, MODEL), (R1_TEXT, OPEN)):
-        made = trace_steps(read_trace(text, state))
+        made = segment_trace(read_trace(text, state), Paragraphs())
         assert made.thought_steps == 3 and len(made.steps) == 5
         assert not any("think>" in s for s in made.steps)
         assert made.joins[2] == "\n</think>\n\n" and made.joins[:2] == ["\n\n", "\n\n"]
         assert join_steps(made.steps, made.joins) == R1_TEXT  # the text as written, from its first step
         assert prefix_text(made.steps, made.joins, 2) == THOUGHT + "\n</think>\n\n"
         assert prefix_text(made.steps, made.joins, 1) == "Let me add 3 and 5.\n\n3 + 5 = 8.\n\n"
-    plain = trace_steps(read_trace("a\n\nb", CLOSED))
-    assert plain.joins is None and plain.thought_steps == 0  # the old rule, the old record
+    plain = segment_trace(read_trace("a\n\nb", CLOSED), Paragraphs())
+    assert plain.record_joins is None and plain.thought_steps == 0  # the old rule, the old record
 
 
 @pytest.mark.parametrize("name,state", [("qwen3", MODEL), ("r1", OPEN), ("no-think", CLOSED)])
@@ -109,7 +110,7 @@ def test_a_prefix_inside_or_after_the_thought_is_continued_as_written(tokenizer,
     from prm_annotate.strategies import Probe
 
     text = "<think>\nLet me add 3 and 5.\n\n3 + 5 = 8.\n\n</think>\n\nThe sum is 8.\n\nSo \\boxed{8}."
-    made = trace_steps(read_trace(text, MODEL))
+    made = segment_trace(read_trace(text, MODEL), Paragraphs())
     assert made.joins == ["\n\n", "\n\n</think>\n\n", "\n\n"]
     response = Response.model_validate({"id": "p/0", "problem": "What is 3 + 5?", "answer": "8", "steps": made.steps,
                                         "thought_steps": made.thought_steps, "thought_finished": True,
@@ -197,6 +198,39 @@ def test_two_different_answers_in_one_completion_are_refused_equal_ones_are_one_
     assert stage.stats["two_answers"] == 2
 
 
+def test_under_a_template_that_opened_the_thought_two_answers_are_refused_and_no_step_holds_a_tag(tokenizer):
+    """The R1 template opens the thought in the prompt: the completion closes it, answers, thinks
+    again and answers differently. Neither answer is graded; the steps keep the tags in their joins."""
+    again = "Add.\n</think>\n\nThe answer is \\boxed{{{0}}}.\n\n<think>\nWait, redo it.\n</think>\n\nThe answer is \\boxed{{{1}}}."
+    stage, records = sample(tokenizer, TEMPLATES["r1"], {0: again.format("8", "9"), 1: again.format("8", "8")})
+    refused, same = records
+    assert refused["correct"] is None and refused["grade_error"].startswith(TWO_ANSWERS)
+    assert same["correct"] is True and stage.stats["two_answers"] == 1
+    for r, text in zip(records, (again.format("8", "9"), again.format("8", "8"))):
+        assert r["thought_steps"] == 1 and not any("think>" in step for step in r["steps"])
+        assert join_steps(r["steps"], r["step_joins"]) == text
+        assert r["step_joins"] == ["\n</think>\n\n", "\n\n<think>\n", "\n</think>\n\n"]
+
+
+def test_a_preamble_before_the_models_own_think_counts_with_the_thought_and_is_continued_as_written(tokenizer):
+    """Decided: text the model writes before its own `<think>` is no part of the thought's text
+    (DeepSeek-R1's rule) but its steps count with the thought's (they come before `</think>`), the
+    `<think>` in their join; a rollout writes no second `<think>` before them."""
+    from prm_annotate.strategies import Probe
+
+    text = "Let me think.\n\n<think>\n3 + 5 = 8.\n</think>\n\nSo the answer is \\boxed{8}."
+    trace = read_trace(text, MODEL)
+    assert trace.thought == "\n3 + 5 = 8.\n" and trace.answer == "\n\nSo the answer is \\boxed{8}."
+    stage, [rec] = sample(tokenizer, TEMPLATES["qwen3"], {0: text})
+    assert rec["steps"] == ["Let me think.", "3 + 5 = 8.", "So the answer is \\boxed{8}."]
+    assert rec["thought_steps"] == 2 and rec["step_joins"] == ["\n\n<think>\n", "\n</think>\n\n"]
+    assert rec["correct"] is True
+    engine = TemplateEngine(lambda r: "", tokenizer, TEMPLATES["qwen3"])
+    rollout = RolloutStage(engine, k=1, system_prompt="none")
+    response = Response.model_validate({**rec, "answer": "8"})
+    assert rollout._request(response, Probe(1, 0)).messages[-1]["content"] == text[:text.index("</think>") + len("</think>\n\n")]
+
+
 def test_grade_and_export_never_treat_an_unfinished_thought_as_answered(tokenizer):
     _, [unfinished, done] = sample(tokenizer, TEMPLATES["qwen3"], {
         0: cut("<think>\nSo \\boxed{8}"), 1: QWEN3_TEXT})
@@ -276,6 +310,29 @@ def judged(texts: list[str], **settings):
                        reasoning="think", votes=len(texts), **settings)
     [outcome] = stage.process([record])
     return outcome.records[0].dump()["judge"]
+
+
+@pytest.mark.parametrize("splitter", ["think", "deepseek_r1"])
+def test_a_judge_whose_template_opened_the_thought_answering_twice_is_refused(tokenizer, splitter):
+    """No `<think>` in the completion (the prompt opened it): vLLM's parsers would start the
+    reasoning at the second `<think>` and read only the last verdict; the in-process split keeps both."""
+    from prm_annotate.engines.reasoning import TokenSplitter
+
+    again = "Check.\n</think>\n\n\\boxed{{{0}}}\n\n<think>\nHm, again.\n</think>\n\n\\boxed{{{1}}}"
+    splitter_ = TokenSplitter(splitter, tokenizer)
+
+    def result(text: str) -> GenerationResult:
+        parts = splitter_.split(text, tokenizer.encode(text, add_special_tokens=False))
+        return GenerationResult(key="", texts=[parts.answer or ""], reasonings=[parts.reasoning],
+                                finish_reasons=["stop"], generated_tokens=len(text), reasoning_tokens=parts.reasoning_tokens)
+
+    record = Response.model_validate({"id": "r/0", "problem": "Double 3 + 5.", "answer": "16", "steps": STEPS})
+    texts = [again.format(1, 0), again.format(1, 1)]
+    stage = JudgeStage(ScriptedEngine(lambda r: result(texts[int(r.key.split("\x00")[-1])])), prompt="processbench",
+                       reasoning="think", votes=2, temperature=0.7)
+    [outcome] = stage.process([record])
+    j = outcome.records[0].dump()["judge"]
+    assert j["votes"] == [None, 1] and j["parse_errors"][0].startswith("two different verdicts in one answer")
 
 
 def test_a_judge_that_answers_thinks_again_and_answers_differently_is_refused():
