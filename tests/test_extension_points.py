@@ -226,14 +226,19 @@ class CapturingServer:
             def log_message(self, *args):
                 pass
 
+            def do_GET(self):  # the models it serves: the stage's server check before any request
+                self.reply(json.dumps({"data": [{"id": "m"}]}).encode())
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.bodies.append(body)
                 judge = "<paragraph_" in body["messages"][0]["content"]
                 text = "\\boxed{-1}" if judge else "Two and three.\n\nSo \\boxed{5}"
-                data = json.dumps({"choices": [{"index": i, "message": {"content": text}, "finish_reason": "stop"}
-                                               for i in range(body["n"])],
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode()
+                self.reply(json.dumps({"choices": [{"index": i, "message": {"content": text}, "finish_reason": "stop"}
+                                                   for i in range(body["n"])],
+                                       "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode())
+
+            def reply(self, data: bytes) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
