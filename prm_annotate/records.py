@@ -57,6 +57,25 @@ class Record(BaseModel):
         data = self.model_dump(mode="json")
         return data if self._order is None else _in_order(data, self._order)
 
+    def plain(self) -> dict[str, Any]:
+        """`dump()` without its copy, for a caller that serialises it at once (the runner's writer,
+        consensus's join): the same dict, sharing the record's values (a tenth of the time)."""
+        data = plain_dump(self)
+        return data if self._order is None else _in_order(data, self._order)
+
+
+def plain_dump(model: BaseModel) -> dict[str, Any]:
+    """What `model_dump(mode="json")` gives for the models here, whose fields hold JSON values
+    (strings, numbers, lists, nested models) and whose extras came from JSON or a stage's dicts:
+    declared fields in the model's order, then the extras in theirs; values shared, not copied."""
+    out: dict[str, Any] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        out[name] = plain_dump(value) if isinstance(value, BaseModel) else value
+    if model.__pydantic_extra__:
+        out.update(model.__pydantic_extra__)
+    return out
+
 
 def _key_order(data: dict[str, Any]) -> dict[str, Any]:
     return {k: _key_order(v) if isinstance(v, dict) else None for k, v in data.items()}

@@ -6,6 +6,7 @@ holds what the demo runs).
     corrupt.py    wrong responses with a known first error (the judge's training data)
     prm/          the PRM experiment (`python -m lab.world.prm`, docs/world-prm.md)
     prm_heads.py  world PRMs compared on one split (docs/world-prm.md, "The PRM: one that checks steps")
+    seed_critic.py  the first judge distilled from the pipeline's own seed slice (`train --head critic`), measured
     models/       the model only the experiment uses: `prm-base`, the PRMs' base (models/README.md)
 """
 from pathlib import Path

@@ -31,6 +31,8 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
         if threshold is not None and tune_threshold_on is not None:
             raise UsageError("--threshold and --tune-threshold-on: give one (a threshold, or the split to choose it on)")
         scores = threshold is not None or tune_threshold_on is not None
+        if scores and options.min_f1 is not None:
+            raise UsageError("--min-f1 checks first-error predictions (a judge's, a critic's): give no threshold")
         gold_labels = load_gold_files(gold, label_field)
         used, preds = load_prediction_files(predictions, pred_field, scores=scores)
         if not preds.keys() & gold_labels.keys():
@@ -47,10 +49,17 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
         from prm_annotate.reports.recovery import recovery_report
 
         recovery = None if scores else recovery_report(predictions, gold)
+        checked = None
+        if options.min_f1 is not None:
+            from prm_annotate.reports.critic_check import check
+
+            checked = check(gold_labels, preds, options.min_f1)
     if as_json:
         out = report.to_dict()
         if recovery is not None:
             out["recovery"] = recovery
+        if checked is not None:
+            out["check"] = checked.to_dict()
         typer.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
     else:
         from prm_annotate.reports.tables import evaluate_table, recovery_rows_table, show
@@ -58,6 +67,11 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
         show(evaluate_table(report))
         if recovery is not None:
             show(recovery_rows_table("Slips and corrections against the gold's (%)", {"predictions": recovery}))
+    if checked is not None:
+        if not as_json:
+            typer.echo("\n".join(checked.lines()))
+        if not checked.passed:
+            raise typer.Exit(1)
 
 
 def _other_benchmark(options: Options, as_json: bool) -> None:
@@ -69,6 +83,7 @@ def _other_benchmark(options: Options, as_json: bool) -> None:
         if bench is None or bench.run is None:
             raise UsageError(f"--benchmark {name}: not a benchmark (choose from {', '.join(BENCHMARKS)})")
         for option, value in (("--tune-threshold-on", options.tune_threshold_on), ("--split-field", options.split_field),
+                              ("--min-f1", options.min_f1),
                               ("--label-field", None if options.label_field == "label" else options.label_field)):
             if value is not None:
                 raise UsageError(f"{option} is ProcessBench's; {name}'s threshold rule: {bench.threshold_rule}")

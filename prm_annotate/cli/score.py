@@ -34,5 +34,5 @@ def score(
         checkpoint = locate(engine_config.model)
         kind = scorer_for(checkpoint, served=engine_config.base_url is not None)
     # A bad line is said before the scorer starts (seconds), as the other model stages say it.
-    run_model_stage(engine_config, lambda scorer: ScoreStage(scorer, config.threshold), opts,
+    run_model_stage(engine_config, lambda scorer: ScoreStage(scorer, config.threshold, engine_config.describe()), opts,
                     input_model=ScoreStage.input_model, make=lambda c: kind.start(checkpoint, c))

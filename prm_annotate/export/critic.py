@@ -7,7 +7,9 @@ critiques whose verdicts agree with step labels. The judge stage keeps every cri
 parse), and consensus keeps the responses where MC and the judge agree on the first error. So for
 each consensus record there is one row per critique whose verdict is the consensus first error
 (`--votes agreeing`, the default), or per parsed critique (`--votes all`: the others are negatives,
-marked by `verdict` and `agrees`). An unparsed critique is never a row.
+marked by `verdict` and `agrees`). An unparsed critique is never a row. On a cascaded file
+(`judge --escalate-from`), only the second judge's critiques are rows: a record the first judge
+decided (`judge.cascade.decided_by` first) gives none, so a critic never trains on its own.
 
 The user turn is the exact text the judge saw: the prompt named in `judge.prompt` (its sha256 must
 be `judge.prompt_sha256`) rendered by `render_judge_prompt`, as the judge stage renders it, over
@@ -34,11 +36,13 @@ from prm_annotate.export.examples import ExportSummary
 from prm_annotate.export.formats import ExportFormat, ExportOptions, Provenance
 from prm_annotate.export.hf import source_run_lines, write_hf
 from prm_annotate.judging import JudgePrompt, load_judge_prompt, render_judge_prompt
+from prm_annotate.judging.cascade import FIRST
 from prm_annotate.records import Consensus, Judged, describe_validation_error
 from prm_annotate.reports.labels import read_raw
 
 CONSUMER = "a chat SFT trainer (messages: user = the judge prompt, assistant = the critique)"
 UNPARSED = "critiques without a parsed verdict"  # never a row
+FIRST_DECIDED = "responses a cascade's first judge decided (only the second judge's critiques train)"
 DISAGREEING = "critiques whose verdict is not the consensus first error (kept by --votes all)"
 
 
@@ -187,6 +191,9 @@ class Critic(ExportFormat):
         rows: list[dict[str, Any]] = []
         for source in sources:
             rid = source.record.id
+            if (source.judge.get("cascade") or {}).get("decided_by") == FIRST:
+                summary.skipped[FIRST_DECIDED] += 1
+                continue
             prompt = mismatch(source, opts.judged) or prompts.get(source.judge)
             if isinstance(prompt, str):
                 raise InputError(path, source.where, f"{rid}: {prompt}")

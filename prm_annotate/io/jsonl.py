@@ -78,6 +78,28 @@ def iter_jsonl(path: str | Path, on_error: OnError | None = None) -> Iterator[tu
                 on_error(exc, raw.rstrip(b"\r\n"))  # bytes: the rejects file keeps them exactly
 
 
+def iter_jsonl_at(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """As `iter_jsonl` (a bad line raises), with each line's byte offset: `line_at` reads it again."""
+    name = str(path)
+    offset = 0
+    with _closing(open_input(path)) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if raw.strip():
+                yield f"line {lineno}", offset, parse_line(raw, name, lineno)
+            offset += len(raw)
+
+
+def line_at(fh: BinaryIO, path: str, offset: int) -> dict[str, Any]:
+    """The object of the line at `offset` of a file `iter_jsonl_at` read (named by its offset in an
+    error: the file changed since)."""
+    fh.seek(offset)
+    raw = fh.readline()
+    try:
+        return parse_line(raw, path, 0)
+    except InputError as exc:
+        raise InputError(path, f"byte {offset}", f"{exc.message} (the file changed while it was read)") from None
+
+
 def iter_json_array(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """A JSON array of objects (ProcessBench's format): yield ("record N", object), 0-based."""
     name = str(path)

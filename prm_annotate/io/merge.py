@@ -10,21 +10,27 @@ Which input id an output record belongs to: its own id when that is an input id 
 grade keep ids), else its `problem_id`, else the part of its id before the last `/` (sample writes
 `<problem id>/<i>`). Sample writes n records per problem and a crashed run can leave a problem
 with only some of them, so `expect_per_input=n` checks for exactly the ids `<problem id>/0..n-1`.
+
+Memory: the input's ids, and per output record an 8-byte hash of its id and one sort key (the
+input position, the shard, the byte offset); the records are read again from their offsets as the
+merged file is written, never held.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import orjson
 
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.io.inputs import FieldMap, read_records
-from prm_annotate.io.jsonl import STDIO, check_input, open_input
+from prm_annotate.io.jsonl import STDIO, _closing, check_input, is_stream, open_input
 from prm_annotate.io.output import check_output
 
 
@@ -51,15 +57,6 @@ class MergeReport:
         return text
 
 
-@dataclass
-class _Line:
-    raw: bytes
-    id: str
-    owner: str  # the input id it belongs to
-    source: str  # "file:line", for messages
-    position: tuple[int, int]  # (file index, line number): the order without an input
-
-
 def _owner(record: dict[str, Any], input_ids: dict[str, int] | None) -> str:
     rid = record["id"]
     if input_ids is not None and rid in input_ids:
@@ -70,30 +67,23 @@ def _owner(record: dict[str, Any], input_ids: dict[str, int] | None) -> str:
     return rid.rsplit("/", 1)[0] if "/" in rid else rid
 
 
-def read_shard(path: str, index: int, input_ids: dict[str, int] | None) -> list[_Line]:
-    """The records of one shard output as raw lines (written back byte for byte)."""
-    lines: list[_Line] = []
-    fh = open_input(path)
-    try:
-        data = fh.read()
-    finally:
-        if fh is not sys.stdin.buffer:
-            fh.close()
-    if data and not data.endswith(b"\n"):
-        last = data.count(b"\n") + 1
-        raise InputError(path, f"line {last}", "torn last line (the run writing it was interrupted); "
-                         "rerun that shard's command to repair and finish it, then merge")
-    for lineno, raw in enumerate(data.splitlines(keepends=True), start=1):
-        if not raw.strip():
-            continue
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(path, f"line {lineno}", f"invalid JSON: {exc}") from None
-        if not isinstance(record, dict) or not isinstance(record.get("id"), str) or not record["id"]:
-            raise InputError(path, f"line {lineno}", "not a record with a string id")
-        lines.append(_Line(raw, record["id"], _owner(record, input_ids), f"{path}:{lineno}", (index, lineno)))
-    return lines
+def read_shard(path: str) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(line number, byte offset, record) of one shard output, streaming; a torn last line is refused."""
+    offset = 0
+    with _closing(open_input(path)) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.endswith(b"\n"):
+                raise InputError(path, f"line {lineno}", "torn last line (the run writing it was interrupted); "
+                                 "rerun that shard's command to repair and finish it, then merge")
+            if raw.strip():
+                try:
+                    record = orjson.loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    raise InputError(path, f"line {lineno}", f"invalid JSON: {exc}") from None
+                if not isinstance(record, dict) or not isinstance(record.get("id"), str) or not record["id"]:
+                    raise InputError(path, f"line {lineno}", "not a record with a string id")
+                yield lineno, offset, record
+            offset += len(raw)
 
 
 def read_input_ids(path: str, fmt: str = "auto", fields: FieldMap = FieldMap()) -> dict[str, int]:
@@ -113,7 +103,12 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
           fields: FieldMap = FieldMap(), expect_per_input: int | None = None) -> MergeReport:
     """Merge `shards` into `output`. Raises UsageError (exit 2) on a duplicate id, a bad line, or
     output records that belong to no input id; otherwise writes `output` and returns the report
-    (its `missing` lists input ids without complete output)."""
+    (its `missing` lists input ids without complete output).
+
+    Streaming: a first pass over the shards checks them and keeps, per record, its id and one sort
+    key (its input id's position, its shard, its byte offset there); the output is then written by
+    reading each record again at its offset, in the input's order (without --input: the shards'),
+    into a file beside the output that replaces it whole."""
     if not shards:
         raise UsageError("merge needs at least one shard output")
     if expect_per_input is not None and input is None:
@@ -123,50 +118,120 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
     check_output(output, [*shards, input])
     input_ids = read_input_ids(input, input_format, fields) if input is not None else None
 
+    for path in shards:
+        if is_stream(path):
+            raise UsageError(f"{path}: a shard must be a file (merge reads it twice: to check, then to write in order)")
     report = MergeReport(files=len(shards))
-    seen: dict[str, str] = {}
-    lines: list[_Line] = []
+    # Ids, to check none is in two places: themselves when --expect-per-input asks for ids by name,
+    # else 8 bytes each (a hash), checked once every shard is read.
+    seen: set[str] = set()
+    hashes = array("q")
+    found = array("I", bytes(4 * len(input_ids))) if input_ids is not None else array("I")  # by input position
+    keys: list[int] = []  # ((input position * shards) + shard) << 48 | byte offset
+    stray: tuple[str, str] | None = None
+    strays = 0
     for index, path in enumerate(shards):
-        shard_lines = read_shard(path, index, input_ids)
-        for line in shard_lines:
-            if line.id in seen:
-                raise UsageError(f"duplicate id {line.id!r}: in {seen[line.id]} and {line.source} "
-                                 "(do the shards overlap? each I/N must be run once, into its own file)")
-            seen[line.id] = line.source
-        report.per_file[path] = len(shard_lines)
-        lines.extend(shard_lines)
-    report.records = len(lines)
+        count = 0
+        for lineno, offset, record in read_shard(path):
+            rid = record["id"]
+            if expect_per_input is not None:
+                if rid in seen:
+                    _duplicate(shards, {rid})
+                seen.add(rid)
+            else:
+                hashes.append(_id_hash(rid))
+            count += 1
+            if input_ids is None:
+                continue
+            owner = _owner(record, input_ids)
+            position = input_ids.get(owner)
+            if position is None:
+                strays += 1
+                stray = stray or (f"{path}:{lineno}", rid)
+                continue
+            found[position] += 1
+            keys.append(((position * len(shards) + index) << 48) | offset)
+        report.per_file[path] = count
+        report.records += count
+    ordered = sorted(hashes)
+    clashes = {a for a, b in zip(ordered, ordered[1:]) if a == b}
+    del ordered, hashes
+    if clashes:
+        _duplicate(shards, clashes)
 
     if input_ids is not None:
-        stray = [ln for ln in lines if ln.owner not in input_ids]
-        if stray:
-            raise UsageError(f"{stray[0].source}: record {stray[0].id!r} belongs to no id of {input} "
-                             f"({len(stray)} such records); is --input the file these shards were made from?")
-        report.inputs = len(input_ids)
-        found = Counter(ln.owner for ln in lines)
-        if expect_per_input is not None:
-            for rid in input_ids:
-                have = sum(f"{rid}/{i}" in seen for i in range(expect_per_input))
-                if have < expect_per_input:
-                    report.missing.append(rid)
-                    if have:
-                        report.incomplete[rid] = have
-        else:
-            report.missing = [rid for rid in input_ids if rid not in found]
-            counts = Counter(found.values())
-            if len(counts) > 1:
-                report.uneven = dict(sorted(counts.items()))
-        # The input's order, as one unsharded run would write it.
-        lines.sort(key=lambda ln: (input_ids[ln.owner], ln.position))
+        if stray is not None:
+            raise UsageError(f"{stray[0]}: record {stray[1]!r} belongs to no id of {input} "
+                             f"({strays} such records); is --input the file these shards were made from?")
+        _completeness(report, input_ids, seen, found, expect_per_input)
+        del seen, found
+        # The input's order, as one unsharded run would write it (a shard's records in its order).
+        keys.sort()
 
-    _write(output, lines)
+    _write(output, _in_order(shards, keys) if input_ids is not None else _concatenated(shards))
     return report
 
 
-def _write(output: str, lines: list[_Line]) -> None:
-    data = b"".join(ln.raw if ln.raw.endswith(b"\n") else ln.raw + b"\n" for ln in lines)
+def _completeness(report: MergeReport, input_ids: dict[str, int], seen: set[str], found: array,
+                  expect_per_input: int | None) -> None:
+    """The input ids without (all their) output, and uneven counts per input id."""
+    report.inputs = len(input_ids)
+    if expect_per_input is not None:
+        for rid in input_ids:
+            have = sum(f"{rid}/{i}" in seen for i in range(expect_per_input))
+            if have < expect_per_input:
+                report.missing.append(rid)
+                if have:
+                    report.incomplete[rid] = have
+    else:
+        report.missing = [rid for rid, position in input_ids.items() if not found[position]]
+        counts = Counter(n for n in found if n)
+        if len(counts) > 1:
+            report.uneven = dict(sorted(counts.items()))
+
+
+def _id_hash(rid: str) -> int:
+    return int.from_bytes(hashlib.blake2b(rid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
+def _duplicate(shards: list[str], suspects: set) -> None:
+    """Raise on the first id found twice among those whose hash (or id) is in `suspects` (two ids
+    of one hash that differ are no duplicate), naming both places: read again, as it is rare."""
+    places: dict[str, str] = {}
+    for path in shards:
+        for lineno, _, record in read_shard(path):
+            rid = record["id"]
+            if rid in suspects or _id_hash(rid) in suspects:
+                if rid in places:
+                    raise UsageError(f"duplicate id {rid!r}: in {places[rid]} and {path}:{lineno} (do the shards "
+                                     "overlap? each I/N must be run once, into its own file)")
+                places[rid] = f"{path}:{lineno}"
+
+
+def _in_order(shards: list[str], keys: list[int]) -> Iterator[bytes]:
+    handles = [open(path, "rb") for path in shards]
+    try:
+        for key in keys:
+            fh = handles[(key >> 48) % len(shards)]
+            fh.seek(key & ((1 << 48) - 1))
+            yield fh.readline()
+    finally:
+        for fh in handles:
+            fh.close()
+
+
+def _concatenated(shards: list[str]) -> Iterator[bytes]:
+    for path in shards:
+        with open(path, "rb") as fh:
+            for raw in fh:
+                if raw.strip():
+                    yield raw
+
+
+def _write(output: str, lines: Iterable[bytes]) -> None:
     if output == STDIO:
-        sys.stdout.buffer.write(data)
+        for raw in lines:
+            sys.stdout.buffer.write(raw)
         sys.stdout.buffer.flush()
         return
     path = Path(output)
@@ -175,7 +240,8 @@ def _write(output: str, lines: list[_Line]) -> None:
     tmp = path.with_name(f".{path.name}.merge-tmp")
     try:
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            for raw in lines:
+                fh.write(raw)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -98,7 +98,8 @@ class ResumableWriter:
         self.done_ids: set[str] = set()
         self.torn_bytes = 0
         self._buffer: list[bytes] = []
-        self._last_flush = time.monotonic()
+        self._last_flush = self._last_sync = time.monotonic()
+        self._unsynced = False
         self.written = 0
         self._broken = False
         self._fh: BinaryIO
@@ -148,13 +149,16 @@ class ResumableWriter:
         if len(self._buffer) >= self.flush_every or time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()
 
-    def flush(self) -> None:
+    def flush(self, sync: bool = False) -> None:
+        """Hand the buffered records to the OS (a process killed after it loses none of them), and
+        to the disk (fsync) every `flush_seconds` or with `sync`: an fsync a batch would cost a fast
+        stage more than its work, and only a machine that stops loses what the OS held."""
         if self.path == STDIO:
             if self._buffer:
                 self._fh.write(b"".join(self._buffer))
                 self._buffer.clear()
             self._fh.flush()
-        elif self._buffer:
+        elif self._buffer or (sync and self._unsynced):
             data = b"".join(self._buffer)
             self._buffer.clear()
             fd = self._fh.fileno()
@@ -163,7 +167,10 @@ class ResumableWriter:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
-                os.fsync(fd)
+                self._unsynced = True
+                if sync or time.monotonic() - self._last_sync >= self.flush_seconds:
+                    os.fsync(fd)
+                    self._last_sync, self._unsynced = time.monotonic(), False
             except OSError:
                 # Disk full or an I/O error: cut back to the last whole record (truncating frees
                 # space, so this works on a full disk) and stop writing; a rerun resumes from there.
@@ -178,7 +185,7 @@ class ResumableWriter:
     def close(self) -> None:
         try:
             if not self._broken:
-                self.flush()
+                self.flush(sync=True)
         finally:
             if self.path != STDIO:
                 self._fh.close()

@@ -10,13 +10,17 @@ the world report, run a stage with `run_and_close`.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import sys
 import time
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
+import orjson
 from pydantic import ValidationError
 
 from prm_annotate import __version__
@@ -88,6 +92,11 @@ class Stage(Protocol):
         """Every input file by role, for a stage that reads more than its `input` (consensus)."""
         ...
 
+    def check(self, record: Record) -> None:
+        """Each record of an input file, in the pass that validates it whole before any work: raise
+        to refuse the run (consensus checks its join here)."""
+        ...
+
     def notes(self, summary: "RunSummary") -> list[str]:
         """Lines of the stage's own said before the summary sentence (what the judge's parse lost...)."""
         ...
@@ -116,6 +125,9 @@ class StageBase:
 
     def inputs(self) -> dict[str, str]:
         return {}
+
+    def check(self, record: Record) -> None:
+        pass
 
     def stream(self, records: Iterator[Record], window: int) -> Iterator[list[Outcome]]:
         """Outcomes of `records` in input order, in pieces as they are finished."""
@@ -151,32 +163,95 @@ class RunOptions:
     shard: tuple[int, int] | None = None  # (index, count), 0-based index
 
 
-def read_validated(path: str, model: type[Record], opts: RunOptions,
-                   rejects: RejectsWriter | None) -> Iterator[Record]:
-    """Validated records of `path`; duplicate ids are bad input. Stops at `opts.limit` records."""
-    seen: dict[str, str] = {}
+class DropRejects:
+    """Rejects of a pass that only repeats one already done: the first pass set them aside."""
 
-    def reject(exc: InputError, raw: Any) -> None:
-        assert rejects is not None
-        rejects.write(path, exc.where, exc.message, raw)
+    def write(self, *args: Any) -> None:
+        pass
+
+
+def read_validated(path: str, model: type[Record], opts: RunOptions,
+                   rejects: RejectsWriter | DropRejects | None, *, unique: bool = True) -> Iterator[Record]:
+    """Validated records of `path`; with `unique`, duplicate ids are bad input. Stops at
+    `opts.limit` records. A file read whole holds 8 bytes an id (a hash of it) and checks them once
+    it is read (a duplicate named by its line and its first's, found by reading the file again); a
+    stream, or a file whose bad lines are set aside, holds the ids themselves and meets a duplicate
+    where it is."""
+    stream = is_stream(path)
+    inline = stream or rejects is not None
+    seen: set[str] = set()
+    places: dict[str, str] = {}
+    hashes = array("q")
 
     count = 0
-    for where, obj in read_records(path, opts.format, opts.fields, reject if rejects else None):
+    for where, obj in read_records(path, opts.format, opts.fields, _on_error(path, rejects)):
         if opts.limit is not None and count >= opts.limit:
-            return
+            break
         try:
             record = model.model_validate(obj)
-            if record.id in seen:
-                raise InputError(path, where, f"duplicate id {record.id!r} (first seen at {seen[record.id]})")
+            if unique and inline and record.id in seen:
+                first = places[record.id] if stream else _first_place(path, model, opts, record.id)
+                raise InputError(path, where, f"duplicate id {record.id!r} (first seen at {first})")
         except (ValidationError, InputError) as exc:
             error = exc if isinstance(exc, InputError) else InputError(path, where, describe_validation_error(exc))
             if rejects is None:
                 raise error from None
             rejects.write(path, where, error.message, obj)
             continue
-        seen[record.id] = where
+        if unique and inline:
+            seen.add(record.id)
+            if stream:
+                places[record.id] = where
+        elif unique:
+            hashes.append(_id_hash(record.id))
         count += 1
         yield record
+    if unique and not inline:
+        _check_unique(path, opts, hashes)
+
+
+def _id_hash(rid: str) -> int:
+    return int.from_bytes(hashlib.blake2b(rid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
+def _check_unique(path: str, opts: RunOptions, hashes: array) -> None:
+    """Raise on the first duplicate id of a file whose ids' `hashes` were kept (two ids of one hash
+    that differ are no duplicate)."""
+    ordered = sorted(hashes)
+    clashes = {a for a, b in zip(ordered, ordered[1:]) if a == b}
+    del ordered
+    if not clashes:
+        return
+    places: dict[str, str] = {}
+    for count, (where, obj) in enumerate(read_records(path, opts.format, opts.fields)):
+        if opts.limit is not None and count >= opts.limit:
+            return
+        rid = obj.get("id")
+        if isinstance(rid, str) and _id_hash(rid) in clashes:
+            if rid in places:
+                raise InputError(path, where, f"duplicate id {rid!r} (first seen at {places[rid]})")
+            places[rid] = where
+
+
+def _on_error(path: str, rejects: RejectsWriter | DropRejects | None) -> Callable[[InputError, Any], None] | None:
+    if rejects is None:
+        return None
+
+    def reject(exc: InputError, raw: Any) -> None:
+        rejects.write(path, exc.where, exc.message, raw)
+    return reject
+
+
+def _first_place(path: str, model: type[Record], opts: RunOptions, rid: str) -> str:
+    """Where the first valid record of id `rid` is in the file `path` (a duplicate's message)."""
+    for where, obj in read_records(path, opts.format, opts.fields, lambda *_: None):
+        if obj.get("id") == rid:
+            try:
+                model.model_validate(obj)
+            except ValidationError:
+                continue
+            return where
+    return "an earlier line"
 
 
 def batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
@@ -244,36 +319,41 @@ def preflight(opts: RunOptions, model: type[Record] | None) -> None:
 
 
 def run_stage(stage: Stage, opts: RunOptions, dispatch: Dispatch = local_dispatch) -> RunSummary:
-    """Run `stage` over `opts.input` into `opts.output`. Raises InputError on bad input (exit 2)."""
+    """Run `stage` over `opts.input` into `opts.output`. Raises InputError on bad input (exit 2).
+
+    A file is read twice, streaming: a first pass validates it whole before any work starts (a bad
+    line changes nothing; the stage's `check` sees every record) and counts the work, holding ids
+    only; the second reads the records again as the work takes them, a batch at a time. A stream
+    is read once, validated as it is read."""
     started = time.monotonic()
     summary = RunSummary(stage=stage.name, nouns=getattr(stage, "nouns", Nouns()))
     preflight(opts, None)  # the input is validated below, as it is read
     rejects = RejectsWriter(opts.output) if opts.skip_invalid else None
-    records: Iterable[Record] = read_validated(opts.input, stage.input_model, opts, rejects)
     total: int | None = None
-    if not is_stream(opts.input):
-        # A file is validated whole before any work starts: a bad line changes nothing.
-        records = list(records)
-        total = len(records)
+    source: Iterable[Record]
+    if is_stream(opts.input):
+        source = read_validated(opts.input, stage.input_model, opts, rejects)
+    else:
+        total = _first_pass(stage, opts, rejects)
+        # Checked whole above: only a file whose bad lines are set aside meets its duplicates again.
+        source = read_validated(opts.input, stage.input_model, opts, DropRejects() if rejects is not None else None,
+                                unique=rejects is not None)
     writer = ResumableWriter(opts.output)
+    # Finished before this run: what is written in it never makes a later record look done.
+    done_before = frozenset(writer.done_ids)
     progress: Progress | None = None
     try:
         def todo() -> Iterator[Record]:
-            for record in records:
+            for record in source:
                 summary.read += 1
                 if opts.shard and shard_of(record.id, opts.shard[1]) != opts.shard[0]:
                     summary.out_of_shard += 1
-                elif all(i in writer.done_ids for i in stage.output_ids(record)):
+                elif all(i in done_before for i in stage.output_ids(record)):
                     summary.skipped += 1
                 else:
                     yield record
 
-        if total is not None:
-            records = list(todo())
-            total = len(records)
-            pending: Iterator[Record] = iter(records)
-        else:
-            pending = todo()
+        pending = todo()
         progress = Progress(stage.name, total, opts.quiet)
         for outcomes in dispatch(stage, pending, opts.batch_size):
             done = failed = 0
@@ -281,7 +361,7 @@ def run_stage(stage: Stage, opts: RunOptions, dispatch: Dispatch = local_dispatc
                 if outcome.error is None:
                     for record in outcome.records:
                         if record.id not in writer.done_ids:  # a partly finished input after a crash
-                            writer.write(record.dump())
+                            writer.write(record.plain())
                             summary.written += 1
                     done += 1
                     if outcome.records:
@@ -381,3 +461,38 @@ def failure_advice(failed: int, permanent: int) -> list[str]:
         lines.append(f"rerun the same command to retry {them}; finished records are kept")
     return lines
 
+
+def finished_ids(output: str) -> set[str]:
+    """Ids in an existing output, read without touching it (the writer cuts a torn line and locks
+    the file later, once the input is known good): a line that is not a record is the writer's to refuse."""
+    ids: set[str] = set()
+    if output == STDIO or not os.path.isfile(output):
+        return ids
+    with open(output, "rb") as fh:
+        for line in fh:
+            if not line.endswith(b"\n"):
+                break  # a torn last line: never a finished record
+            try:
+                rid = orjson.loads(line).get("id")
+            except (orjson.JSONDecodeError, AttributeError):
+                continue
+            if isinstance(rid, str):
+                ids.add(rid)
+    return ids
+
+
+def _first_pass(stage: Stage, opts: RunOptions, rejects: RejectsWriter | None) -> int:
+    """Validate the input file whole (bad lines raise, or go to `rejects`), show the stage each
+    record (`check`: a join checked before anything is written) and count the records this run will
+    send: in its shard and not finished before. Holds ids only."""
+    done = finished_ids(opts.output)
+    check = getattr(stage, "check", None)
+    total = 0
+    for record in read_validated(opts.input, stage.input_model, opts, rejects):
+        if check is not None:
+            check(record)
+        if opts.shard and shard_of(record.id, opts.shard[1]) != opts.shard[0]:
+            continue
+        if not all(i in done for i in stage.output_ids(record)):
+            total += 1
+    return total

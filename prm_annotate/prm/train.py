@@ -33,6 +33,7 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -43,6 +44,7 @@ from prm_annotate.errors import UsageError
 from prm_annotate.pipeline.runner import QUIET
 from prm_annotate.settings import declare, setting
 from prm_annotate.prm.checkpoint import PRMFormat, step_tag_id
+from prm_annotate.prm.critic import VERDICT_PATTERN
 from prm_annotate.prm.data import Example, StepCollator, encode, marker_tag, read_examples, split_by_problem
 from prm_annotate.steps import DEFAULT_SEP
 
@@ -86,7 +88,12 @@ class TrainConfig:
                                            help="System turn of the PRM's input ('' for none).")
     head: str = setting("qwen", flags="--head", help=(
         "qwen (the base fine-tuned as Qwen2ForProcessRewardModel), likelihood or likelihood-tokens (heads on the "
-        "frozen base's token log-probabilities; docs/training.md)."))
+        "frozen base's token log-probabilities), or critic (the base causal LM fine-tuned on `export --format "
+        "critic` rows: a judge; docs/training.md)."))
+    key_weight: float = setting(1.0, flags="--key-weight", min=0.0, help=(
+        "--head critic: loss weight of the critique's tokens inside --key-pattern matches (the verdict)."))
+    key_pattern: str = setting(VERDICT_PATTERN, flags="--key-pattern", help=(
+        "--head critic: regular expression over the critique marking the tokens --key-weight weighs."))
     format: str = setting("auto", flags="--format", help="auto, trl, tokens or hf.")
     eval: Optional[str] = setting(None, flags="--eval", panel=EVAL, help="Eval set (same formats as DATA).")
     eval_split: float = setting(0.0, flags="--eval-split", min=0.0, max=0.99, panel=EVAL, help=(
@@ -147,6 +154,19 @@ def check_config(cfg: TrainConfig) -> None:
         raise UsageError(f"--precision {cfg.precision}: choose auto, bf16 or fp32")
     if cfg.head not in HEADS:
         raise UsageError(f"--head {cfg.head}: choose from {', '.join(HEADS)}")
+    if HEADS[cfg.head].critic:
+        for flag, given in (("--soft", cfg.soft), ("--format", cfg.format != "auto"),
+                            ("--step-tag", cfg.step_tag != PRMFormat.step_tag),
+                            ("--system-prompt", cfg.system_prompt != PRMFormat.system_prompt)):
+            if given:
+                raise UsageError(f"{flag}: --head critic trains on critic rows in the base's chat template; it has "
+                                 "no step labels, tags or PRM system turn")
+        try:
+            re.compile(cfg.key_pattern)
+        except re.error as exc:
+            raise UsageError(f"--key-pattern {cfg.key_pattern!r}: not a regular expression ({exc})") from None
+    elif cfg.key_weight != 1.0 or cfg.key_pattern != VERDICT_PATTERN:
+        raise UsageError("--key-weight and --key-pattern weigh a critique's tokens: they need --head critic")
     if HEADS[cfg.head].response_start and cfg.gradient_checkpointing:
         raise UsageError(f"--head {cfg.head} trains no LM weights: --gradient-checkpointing does not apply")
     if cfg.report_to not in REPORTERS:
@@ -244,8 +264,14 @@ def _device_settings(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def training_arguments(cfg: TrainConfig, paths: Paths, has_eval: bool) -> Any:
-    """The Trainer's arguments; built before the model so DeepSpeed ZeRO-3 can shard its loading."""
+    """The Trainer's arguments; built before the model so DeepSpeed ZeRO-3 can shard its loading.
+    A PRM's best checkpoint has the best eval F1; a critic's the lowest eval token loss (its
+    verdicts need decoding: `judge` and `evaluate --min-f1` read them)."""
     from transformers import TrainingArguments
+
+    critic = HEADS[cfg.head].critic
+    best = {"metric_for_best_model": "token_loss" if critic else "f1", "greater_is_better": not critic} if has_eval \
+        else {"metric_for_best_model": None, "greater_is_better": None}
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     per_device = cfg.batch_size // (world * cfg.grad_accum)
@@ -259,11 +285,11 @@ def training_arguments(cfg: TrainConfig, paths: Paths, has_eval: bool) -> Any:
         warmup_steps=cfg.warmup, max_steps=steps, num_train_epochs=cfg.epochs or 1.0,
         gradient_checkpointing=cfg.gradient_checkpointing, gradient_checkpointing_kwargs={"use_reentrant": False},
         eval_strategy="steps" if has_eval else "no", eval_steps=eval_every, save_strategy="steps",
-        save_steps=cfg.save_every, save_total_limit=cfg.save_total_limit, load_best_model_at_end=has_eval,
-        metric_for_best_model="f1" if has_eval else None, greater_is_better=True if has_eval else None,
+        save_steps=cfg.save_every, save_total_limit=cfg.save_total_limit, load_best_model_at_end=has_eval, **best,
         logging_steps=logging_steps, logging_first_step=True,
         report_to=[] if cfg.report_to == "none" else [cfg.report_to], seed=cfg.seed, data_seed=cfg.seed,
-        disable_tqdm=cfg.quiet, label_names=["labels", "step_labels"], ddp_find_unused_parameters=False,
+        disable_tqdm=cfg.quiet, label_names=["labels", "loss_weights" if critic else "step_labels"],
+        ddp_find_unused_parameters=False,
         # The features are the collator's (positions, targets), not the forward's arguments.
         remove_unused_columns=False, **_device_settings(cfg))
 
@@ -327,11 +353,13 @@ class Head:
         load: (base, format) -> (model, tokenizer).
         separator: written between a step and its tag (PRMFormat.separator).
         response_start: the features carry where the response begins (the likelihood head's first step).
+        critic: not a PRM: the base causal LM fine-tuned on critic rows (prm/critic.py), a judge.
     """
     name: str
     load: Any
     separator: str = ""
     response_start: bool = False
+    critic: bool = False
 
 
 HEADS = {h.name: h for h in (
@@ -342,6 +370,7 @@ HEADS = {h.name: h for h in (
     # ordering responses on the world, worse at locating the first error (docs/world-prm.md).
     Head("likelihood-tokens", functools.partial(load_likelihood_base, head_type="token-score"), separator=DEFAULT_SEP,
          response_start=True),
+    Head("critic", None, critic=True),
 )}
 
 
@@ -349,7 +378,7 @@ HEADS = {h.name: h for h in (
 class Data:
     train: list[dict[str, Any]]
     eval: list[dict[str, Any]]
-    fmt: PRMFormat
+    fmt: PRMFormat | None  # None for a critic (its text is the chat template's)
     skipped: dict[str, int]
 
 
@@ -403,6 +432,8 @@ def train(cfg: TrainConfig, readings: Any = None) -> TrainResult:
     from accelerate import PartialState
     from transformers import set_seed
 
+    from prm_annotate.prm.critic import (CriticCollator, critic_data, critic_metrics, critic_trainer_class,
+                                         token_losses)
     from prm_annotate.prm.trainer import build_trainer, run_trainer
 
     started = time.monotonic()
@@ -418,15 +449,18 @@ def train(cfg: TrainConfig, readings: Any = None) -> TrainResult:
     state = PartialState()
     resume_from = check_folders(cfg, paths)
     set_seed(cfg.seed)  # the head's initialisation, the same on every process
-    data, model, tokenizer = load_data(cfg)
+    critic = HEADS[cfg.head].critic
+    data, model, tokenizer = critic_data(cfg) if critic else load_data(cfg)
     if has_eval and not data.eval:
         raise UsageError("the eval set is empty after encoding")
     cache_seconds = read_once(cfg, model, data, state, readings)
     if state.is_main_process:
         claim_folders(cfg, paths, resume_from)
     state.wait_for_everyone()
-    collator = StepCollator(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
-    trainer = build_trainer(cfg, args, model, tokenizer, data, collator)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    collator = CriticCollator(pad_id) if critic else StepCollator(pad_id)
+    trainer = build_trainer(cfg, args, model, tokenizer, data, collator, *(
+        (critic_trainer_class(), (critic_metrics, token_losses)) if critic else ()))
     result = TrainResult(**run_trainer(trainer, cfg, data, collator, resume_from, started), cache_seconds=cache_seconds)
     save_final(trainer, cfg, paths, data.fmt, result, state)
     return result
@@ -459,10 +493,12 @@ def save_final(trainer: Any, cfg: TrainConfig, paths: Paths, fmt: PRMFormat, res
     rows = model.get_input_embeddings().num_embeddings
     if cfg.head == "qwen" and model.config.vocab_size != rows:
         raise AssertionError(f"config vocab_size {model.config.vocab_size} != {rows} embedding rows")
-    model.config.prm_annotate = {
-        **model.config.prm_annotate, "threshold": result.threshold,
-        "train": {k: v for k, v in asdict(cfg).items() if k not in RESUME_FREE},
-        "result": {k: v for k, v in asdict(result).items() if k != "output"}}
+    trained = {"train": {k: v for k, v in asdict(cfg).items() if k not in RESUME_FREE},
+               "result": {k: v for k, v in asdict(result).items() if k != "output"}}
+    if HEADS[cfg.head].critic:
+        model.config.prm_annotate = {"critic": {**model.config.prm_annotate["critic"], **trained}}
+    else:
+        model.config.prm_annotate = {**model.config.prm_annotate, "threshold": result.threshold, **trained}
     if state.is_main_process:
         shutil.rmtree(paths.partial, ignore_errors=True)
     state.wait_for_everyone()

@@ -116,16 +116,17 @@ class TerminalLog(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or not logs:
             return
-        if "eval_f1" in logs:
+        evaluated = "eval_f1" in logs or "eval_token_loss" in logs  # a PRM's evaluation or a critic's
+        if evaluated:
             # The first evaluation at a step is the training one; the final re-evaluation comes later.
             self.eval_seconds.setdefault(state.global_step, time.monotonic() - self.started)
         if self.quiet:
             return
         where = f"step {state.global_step}/{state.max_steps}"
-        if "eval_f1" in logs:
+        if evaluated:
             shown = [f"{k.removeprefix('eval_')} {logs[k]:.4g}" for k in
                      ("eval_step_loss", "eval_step_accuracy", "eval_step_auc", "eval_f1", "eval_threshold",
-                      "eval_f1_at_0.5") if k in logs]
+                      "eval_f1_at_0.5", "eval_token_loss", "eval_key_accuracy") if k in logs]
             _write(f"eval: {where} " + ", ".join(shown))
         elif "loss" in logs:
             _write(f"train: {where} loss {logs['loss']:.4f} lr {logs.get('learning_rate', 0):.3g}")
@@ -137,17 +138,19 @@ def _write(line: str) -> None:
     tqdm.write(line, file=sys.stderr)  # above the progress bar, not through it
 
 
-def build_trainer(cfg: Any, args: Any, model: Any, tokenizer: Any, data: Any, collator: Any) -> PRMTrainer:
-    from prm_annotate.prm.data import StepCollator
-
+def build_trainer(cfg: Any, args: Any, model: Any, tokenizer: Any, data: Any, collator: Any,
+                  trainer_class: Any = PRMTrainer, metrics: tuple[Any, Any] = (trainer_metrics, log_odds)) -> PRMTrainer:
+    """A PRMTrainer, or `trainer_class` (a subclass with its own loss: the critic's) with its
+    `metrics` (compute_metrics, preprocess_logits_for_metrics)."""
     callbacks: list[Any] = [TerminalLog(cfg.quiet)]
     if data.eval and cfg.patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.patience))
-    trainer = PRMTrainer(model=model, args=args, train_dataset=data.train, eval_dataset=data.eval or None,
-                         data_collator=collator, processing_class=tokenizer, callbacks=callbacks,
-                         compute_metrics=trainer_metrics if data.eval else None,
-                         preprocess_logits_for_metrics=log_odds if data.eval else None,
-                         group_by_length=cfg.group_by_length, eval_collator=StepCollator(collator.pad_id))
+    compute, preprocess = metrics if data.eval else (None, None)
+    trainer = trainer_class(
+        model=model, args=args, train_dataset=data.train, eval_dataset=data.eval or None, data_collator=collator,
+        processing_class=tokenizer, callbacks=callbacks, compute_metrics=compute,
+        preprocess_logits_for_metrics=preprocess, group_by_length=cfg.group_by_length,
+        eval_collator=type(collator)(collator.pad_id))
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
     if not cfg.quiet:
@@ -167,7 +170,8 @@ def run_trainer(trainer: PRMTrainer, cfg: Any, data: Any, collator: Any, resume_
     loop_seconds = log.last_step - log.first_step if log.first_step is not None else 0.0
     losses = [e["loss"] for e in state.log_history if "loss" in e]
     result: dict[str, Any] = dict(
-        output=cfg.output, examples=len(data.train), labels=sum(len(f["hard"]) for f in data.train),
+        output=cfg.output, examples=len(data.train),
+        labels=sum(len(f["hard"]) if "hard" in f else sum(x != IGNORE for x in f["labels"]) for f in data.train),
         skipped=data.skipped, steps=state.global_step, first_loss=losses[0] if losses else 0.0,
         last_loss=losses[-1] if losses else 0.0, eval_examples=len(data.eval), resumed_from=resume_from,
         pad_share=round(collator.pad_share, 4), tokens=collator.tokens, train_seconds=round(loop_seconds, 3),

@@ -34,6 +34,7 @@ class Options:
         tune_threshold_on: ProcessBench: the split a threshold is tuned on (None: none).
         split_field: ProcessBench: the dotted path of the split (None: the gold's, else the id prefix).
         label_field: the dotted path of the gold first error.
+        min_f1: ProcessBench: the F1 a first judge must reach against the gold (reports/critic_check.py).
         benchmark: the benchmark whose metric to compute (BENCHMARKS).
     """
     predictions: list[str] = setting(argument=True, flags=(), help=(
@@ -52,6 +53,9 @@ class Options:
         "Tune the threshold for the best F1 on SPLIT and apply it to the others (SPLIT reported apart)."))
     split_field: Optional[str] = declare(SPLIT_FIELD, None)
     label_field: str = declare(LABEL_FIELD, "label")
+    min_f1: Optional[float] = setting(None, flags="--min-f1", min=0.0, max=100.0, help=(
+        "ProcessBench: check a first judge (a critic) against GOLD (the big judge's verdicts): first-error agreement "
+        "and F1 with intervals; F1 below this says not to use it, exit 1 (docs/pipeline.md)."))
     benchmark: str = setting("processbench", flags="--benchmark", help=lambda: (
         f"The benchmark whose metric to compute: {', '.join(BENCHMARKS)} (docs/scoring.md)."))
 

@@ -37,6 +37,19 @@ SPLIT_FIELD = Setting(flags=("--split-field",), help=(
     "Dotted path of the split (default: the id prefix before the first '-'; evaluate first tries the gold file's split)."))
 
 
+# What a record read for its first error keeps for a later `--split-field`: all but the response's
+# texts and its verdict blocks, which a split is never read from and which are most of a record's
+# size (a labelled set of a million records is otherwise held whole).
+_BULK = frozenset(("steps", "problem", "response", "step_joins", "labels", "mc", "judge", "prm", "generator",
+                   "outputs", "segmenter"))
+
+
+def _slim(obj: dict[str, Any], top: bool = True) -> dict[str, Any]:
+    """A split is a name: what a dotted path can reach of it (objects and their scalars, no lists)."""
+    return {k: _slim(v, False) if isinstance(v, dict) else v for k, v in obj.items()
+            if not (top and k in _BULK) and not isinstance(v, list)}
+
+
 def get_path(obj: Any, dotted: str) -> Any:
     """`obj["a"]["b"]` for `"a.b"`; MISSING when any part is absent."""
     for part in dotted.split("."):
@@ -124,7 +137,7 @@ def step_count(obj: dict[str, Any]) -> int | None:
     return len(steps) if isinstance(steps, list) else None
 
 
-@dataclass
+@dataclass(slots=True)
 class Gold:
     id: str
     label: int
@@ -167,7 +180,7 @@ def load_gold(path: str, label_field: str = "label", split: str | None = None,
                 check_first_error(label, n_steps, label_field)
             except ValueError as exc:
                 raise InputError(path, where, str(exc)) from None
-        gold[rid] = Gold(rid, label, n_steps, obj, split)
+        gold[rid] = Gold(rid, label, n_steps, _slim(obj), split)
     if not gold:
         raise InputError(path, "line 0", "the gold file has no records")
     return gold
@@ -197,7 +210,7 @@ def load_gold_files(given: list[str], label_field: str = "label") -> dict[str, G
     return gold
 
 
-@dataclass
+@dataclass(slots=True)
 class Prediction:
     id: str
     first_error: int | None  # None: no prediction (missing field, null, or unparsed judgement)
@@ -245,9 +258,10 @@ def load_predictions(path: str, field: str | None, *, scores: bool = False,
         present = present or value is not MISSING
         n_steps = step_count(obj)
         if scores:
-            preds[rid] = Prediction(rid, None, n_steps, labels, obj, step_scores_value(value, path, where, field, n_steps))
+            preds[rid] = Prediction(rid, None, n_steps, labels, _slim(obj),
+                                    step_scores_value(value, path, where, field, n_steps))
         else:
-            preds[rid] = Prediction(rid, first_error_value(value, path, where, field), n_steps, labels, obj)
+            preds[rid] = Prediction(rid, first_error_value(value, path, where, field), n_steps, labels, _slim(obj))
     if preds and not present:
         raise InputError(path, "line 1", f"no record has the field {field!r}")
     return field or "first_error", preds

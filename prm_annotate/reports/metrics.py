@@ -41,6 +41,16 @@ def accuracy(hits: int, total: int) -> float | None:
     return hits / total * 100 if total else None
 
 
+def wilson_interval(hits: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a share (95% at z = 1.96), as shares; (0, 1) of nothing."""
+    if not total:
+        return 0.0, 1.0
+    p = hits / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def harmonic_mean(a: float | None, b: float | None) -> float | None:
     if a is None or b is None:
         return None

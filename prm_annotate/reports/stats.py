@@ -351,10 +351,12 @@ def stage_bills(paths: list[str], sizes: dict[str, int] | None = None) -> dict[s
     """The cost table of the model stages that wrote `paths` (engines/bill.py), read from each file's
     manifest: one row per file and stage (the runs of a resumed stage summed), each stage's share of
     the compute and the stage that dominates. `sizes` bills a stage at another parameter count
-    (stage name -> count: the paper's 7B completer and 72B judge). A manifest written before the
+    (stage name -> count: the paper's 7B completer and 72B judge; a cascade's first judge is the row
+    `first-judge`, billed at its own size beside the judge's). A manifest written before the
     bill existed is billed from its token counters and its model's config. No manifest: no row."""
     from prm_annotate.engines.bill import UNIT, Bill, model_params
     from prm_annotate.io.manifest import own_runs
+    from prm_annotate.judging.cascade import FIRST_JUDGE, first_judge_bill
 
     sizes = sizes or {}
     rows: list[dict[str, Any]] = []
@@ -373,6 +375,10 @@ def stage_bills(paths: list[str], sizes: dict[str, int] | None = None) -> dict[s
                 continue  # a stage without a model (grade, consensus, score's own counters)
             billed[stage] = billed[stage] + bill if stage in billed else bill
             models[stage] = str(settings.get("model", ""))
+            first = first_judge_bill(run)  # a cascade's first judge, billed at its own size
+            if first is not None:
+                billed[FIRST_JUDGE] = billed[FIRST_JUDGE] + first if FIRST_JUDGE in billed else first
+                models[FIRST_JUDGE] = str(settings["cascade"].get("first_model", ""))
         for stage, bill in billed.items():
             if stage in sizes:
                 bill = bill.at(sizes[stage])
@@ -397,7 +403,8 @@ class StatsConfig:
     """
 
     params: Optional[list[str]] = setting(None, flags="--params", metavar="STAGE=SIZE", show_default=False, help=(
-        "Bill a stage at another model size, e.g. --params rollout=7B --params judge=72B (the paper's)."))
+        "Bill a stage at another model size, e.g. --params rollout=7B --params judge=72B (the paper's); a cascade's "
+        "first judge is first-judge."))
 
     def sizes(self) -> dict[str, int]:
         return stage_sizes(self.params or ())

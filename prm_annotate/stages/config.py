@@ -22,6 +22,7 @@ from prm_annotate.engines.sampling import Sampling, SamplingOverrides, sampling_
 from prm_annotate.errors import UsageError
 from prm_annotate.engines.reasoning import reasoning_parsers
 from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
+from prm_annotate.judging.cascade import CONFIDENCES
 from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
 from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
 from prm_annotate.segmenting import SEGMENTERS
@@ -280,6 +281,15 @@ class JudgeConfig:
         reasoning: how a reasoning judge's thought is split off before its answer is parsed: "auto"
             (None: the same), "think", "off", or a vLLM reasoning parser (engines/reasoning.py).
         keep_reasoning: keep each vote's thought in the record (its token count is always kept).
+        verdict_logprobs: ask for the sampled tokens' log-probabilities and keep each vote's verdict's
+            (`judge.verdict_logprobs`): a first judge's confidence (judging/cascade.py).
+        escalate_from: a cascade's first judge's file (a critic's `judge` output or a PRM's `score`
+            output): its verdict stands where it is sure, the rest is judged here (judging/cascade.py).
+        confidence: how sure the first judge is (judging.cascade.CONFIDENCES); None: prm-margin for
+            a PRM, verdict-prob for a critic that kept logprobs, else votes.
+        escalate_below: a response whose first-judge confidence is below this goes to this judge.
+        budget: instead of a threshold, the share of the first file (e.g. "10%") to escalate, the
+            least confident first: made a threshold over the whole first file.
     """
 
     prompt: Optional[str] = setting(None, flags="--prompt", show_default="paper", help=(
@@ -298,8 +308,28 @@ class JudgeConfig:
     reasoning: Optional[str] = declare(REASONING, None)
     keep_reasoning: bool = setting(False, flags="--keep-reasoning/--no-keep-reasoning",
                                    help="Keep each vote's thought in judge.reasoning (long).")
+    verdict_logprobs: bool = setting(False, flags="--verdict-logprobs/--no-verdict-logprobs", help=(
+        "Keep each vote's verdict log-probability in judge.verdict_logprobs (a cascade's first judge's confidence)."))
+    escalate_from: Optional[str] = setting(None, flags="--escalate-from", show_default=False, help=(
+        "A cascade: the first judge's file (a critic's judge output or a PRM's score output); its verdict stands "
+        "where it is sure, the rest is judged by --model (docs/cascade.md)."))
+    confidence: Optional[str] = setting(None, flags="--confidence", show_default=False, help=CONFIDENCES.help)
+    escalate_below: Optional[float] = setting(None, flags="--escalate-below", show_default=False, help=(
+        "With --escalate-from: a response whose first-judge confidence is below this is judged here."))
+    budget: Optional[str] = setting(None, flags="--budget", show_default=False, help=(
+        "With --escalate-from, instead of --escalate-below: the share to judge here, the least confident first "
+        "(e.g. 10%), made a threshold over the whole first file."))
 
     def __post_init__(self) -> None:
+        if self.escalate_from is None and any(
+                x is not None for x in (self.confidence, self.escalate_below, self.budget)):
+            raise UsageError("--confidence, --escalate-below and --budget are read with --escalate-from only")
+        if self.escalate_from is not None and (self.escalate_below is None) == (self.budget is None):
+            raise UsageError("--escalate-from needs one of --escalate-below THRESHOLD or --budget SHARE")
+        if self.confidence is not None:
+            CONFIDENCES.named(self.confidence)
+        if self.verdict_logprobs and self.constrained:
+            raise UsageError("--verdict-logprobs reads the verdict in the free answer: leave out --constrained")
         if self.protocol not in JUDGE_PROTOCOLS:
             raise UsageError(f"--protocol {self.protocol}: choose {' or '.join(JUDGE_PROTOCOLS)}")
         JUDGE_PROTOCOLS[self.protocol].check(self)

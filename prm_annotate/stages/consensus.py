@@ -9,11 +9,14 @@ wrong, the steps while a slip is uncorrected wrong, a correction and what follow
 (`Recovery.step_labels`), with `recovery` and `first_error` its first slip. A rollout without
 `mc.recovery` or a judged record without `judge.recovery` is bad usage for this rule.
 
-It runs through the shared runner (`run_stage`) like every stage: the rollouts are its input, the
-judged records are read beside them into a dict by id. Both inputs are validated whole before
-anything is written (a bad line or a duplicate id in either is bad input, exit 2; with
+It runs through the shared runner (`run_stage`) like every stage: the rollouts are its input,
+streamed; the judged file is read first into an index (`stages/judged_file.JudgedIndex`: per id
+its line's offset, the judge's first error and a digest of its steps, never the records), and a
+judged record is read again from its offset when a pair needs it whole. Both inputs are validated
+whole before anything is written (a bad line or a duplicate id in either is bad input, exit 2; with
 --skip-invalid, bad rollout lines are set aside as in every stage); so is the join for a file
-input: a pair holding different steps is bad usage. Records are joined by id; a record is kept
+input (the runner's first pass shows the stage every rollout): a pair holding different steps is
+bad usage. Records are joined by id; a record is kept
 when `mc.first_error == judge.first_error` (both -1 agrees; a null judge verdict never agrees).
 The kept record is the rollout record plus the judge's fields, with the steps truncated after the
 first error and one label per kept step (True before the first error, False at it; all True when
@@ -32,12 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from prm_annotate.errors import UsageError
-from prm_annotate.io.jsonl import STDIO, check_input, is_stream, iter_jsonl
+from prm_annotate.io.jsonl import check_input, is_stream
 from prm_annotate.io.output import check_output
-from prm_annotate.records import Consensus, Judged, Rollout, recovery_of
+from prm_annotate.records import Consensus, Judged, Rollout, plain_dump, recovery_of
 from prm_annotate.registry import Registry
 from prm_annotate.settings import Setting
-from prm_annotate.pipeline.runner import Outcome, RunOptions, RunSummary, StageBase, read_validated, run_stage
+from prm_annotate.stages.judged_file import JudgedIndex
+from prm_annotate.pipeline.runner import Outcome, RunOptions, RunSummary, StageBase, finished_ids, run_stage
 from prm_annotate.pipeline.summary import Nouns
 # The confusion table's rows live with the label readers: the report counts by them too.
 from prm_annotate.reports.labels import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, RECOVERY_ROWS, ROWS,  # noqa: F401
@@ -50,8 +54,8 @@ NO_JUDGED, NOT_ROLLED_OUT = "not in the judged file", "not rolled out by verify"
 def consensus_record(rollout: Rollout, judged: Judged) -> Consensus:
     """The kept record for an agreeing pair."""
     first_error = rollout.mc.first_error
-    out = {**judged.dump(), **rollout.dump()}  # the rollout's copy of shared fields wins; they are equal
-    out["judge"] = judged.judge.model_dump(mode="json")
+    out = {**judged.plain(), **rollout.plain()}  # the rollout's copy of shared fields wins; they are equal
+    out["judge"] = plain_dump(judged.judge)
     kept = len(rollout.steps) if first_error == -1 else first_error + 1
     out["steps"] = rollout.steps[:kept]
     if rollout.step_joins is not None:  # a thinking response's joins and thought, cut with its steps
@@ -69,8 +73,8 @@ def recovery_record(rollout: Rollout, judged: Judged) -> Consensus:
     """The kept record of the recovery rule: every step, labelled by the agreed slips."""
     recovery = recovery_of(rollout.mc, len(rollout.steps))
     assert recovery is not None
-    out = {**judged.dump(), **rollout.dump()}
-    out["judge"] = judged.judge.model_dump(mode="json")
+    out = {**judged.plain(), **rollout.plain()}
+    out["judge"] = plain_dump(judged.judge)
     out["labels"] = recovery.step_labels(len(rollout.steps))
     out["first_error"] = recovery.first_error()
     out["recovery"] = recovery.to_json()
@@ -78,13 +82,31 @@ def recovery_record(rollout: Rollout, judged: Judged) -> Consensus:
     return Consensus.model_validate(out)
 
 
-def _paper_row(rollout: Rollout, judged: Judged) -> str:
-    return confusion_row(rollout.mc.first_error, judged.judge.first_error)
+class JudgedView:
+    """A rollout's judged record in the index: its first error at hand, the record read when needed."""
+
+    def __init__(self, index: JudgedIndex, slot: int):
+        self.index, self.slot = index, slot
+        self._record: Judged | None = None
+
+    @property
+    def first_error(self) -> int | None:
+        return self.index.first_error(self.slot)
+
+    def record(self) -> Judged:
+        if self._record is None:
+            self._record = self.index.record(self.slot)
+        return self._record
 
 
-def _recovery_row(rollout: Rollout, judged: Judged) -> str:
+def _paper_row(rollout: Rollout, judged: JudgedView) -> str:
+    return confusion_row(rollout.mc.first_error, judged.first_error)
+
+
+def _recovery_row(rollout: Rollout, judged: JudgedView) -> str:
     n = len(rollout.steps)
-    return recovery_row(recovery_of(rollout.mc, n, "mc.recovery"), recovery_of(judged.judge, n, "judge.recovery"))
+    return recovery_row(recovery_of(rollout.mc, n, "mc.recovery"),
+                        recovery_of(judged.record().judge, n, "judge.recovery"))
 
 
 @dataclass(frozen=True)
@@ -96,7 +118,7 @@ class ConsensusRule:
         summary: what it keeps, for --help.
         title: its confusion table's title.
         rows: its table's rows, in order (SAME is kept).
-        row: the row of a joined pair.
+        row: the row of a joined pair (the judged record read only when the row needs it).
         kept: the record written for a pair in SAME.
         reads_recovery: it needs `mc.recovery` and `judge.recovery` in its inputs.
     """
@@ -105,17 +127,18 @@ class ConsensusRule:
     summary: str
     title: str
     rows: tuple[str, ...]
-    row: Callable[[Rollout, Judged], str]
+    row: Callable[[Rollout, JudgedView], str]
     kept: Callable[[Rollout, Judged], Consensus]
     reads_recovery: bool = False
 
-    def check(self, rollout: Rollout, judged: Judged | None, rollouts_path: str, judged_path: str) -> None:
+    def check(self, rollout: Rollout, judged_recovery: bool | None, rollouts_path: str, judged_path: str) -> None:
+        """`judged_recovery`: whether its judged record holds judge.recovery (None: no judged record)."""
         if not self.reads_recovery:
             return
         if "recovery" not in (rollout.mc.model_extra or {}):
             raise UsageError(f"{rollouts_path}: id {rollout.id!r} has no mc.recovery: --rule {self.name} reads MC's "
                              "slips (run rollout with --recovery-rule soft-drop)")
-        if judged is not None and "recovery" not in (judged.judge.model_extra or {}):
+        if judged_recovery is False:
             raise UsageError(f"{judged_path}: id {rollout.id!r} has no judge.recovery: --rule {self.name} reads the "
                              "judge's slips (run judge with --protocol recovery)")
 
@@ -166,18 +189,19 @@ class ConsensusSummary:
 
 
 class ConsensusStage(StageBase):
-    """The rollouts are the runner's input; each is joined with its judged record by id."""
+    """The rollouts are the runner's input; each is joined by id with its judged record, found in
+    the judged file's index (`JudgedIndex`) and read again from its offset only when the row or the
+    kept record needs it whole: the stage holds ids and a few bytes each, never the judged records."""
 
     name = "consensus"
     input_model = Rollout
     output_model = Consensus
     nouns = Nouns("rollout", "kept")
 
-    def __init__(self, judged: dict[str, Judged], rollouts_path: str, judged_path: str,
+    def __init__(self, judged: JudgedIndex, rollouts_path: str, judged_path: str,
                  rule: ConsensusRule = CONSENSUS_RULES["paper"]):
         self.judged, self.rollouts_path, self.judged_path = judged, rollouts_path, judged_path
         self.rule = rule
-        self.seen: set[str] = set()  # rollout ids this run joined or found alone
         self.only_rollouts: list[str] = []
         self.stats: Counter = Counter()  # pairs joined, the rows of the table, ids only in the rollouts
 
@@ -188,48 +212,51 @@ class ConsensusStage(StageBase):
     def inputs(self) -> dict[str, str]:
         return {"rollouts": self.rollouts_path, "judged": self.judged_path}
 
+    def close(self) -> None:
+        self.judged.close()
+
     def check(self, rollout: Rollout) -> None:
-        other = self.judged.get(rollout.id)
-        if other is not None and other.steps != rollout.steps:
-            raise UsageError(f"{self.rollouts_path} and {self.judged_path} hold different steps for id "
-                             f"{rollout.id!r}: they are not the same response")
-        mc = rollout.mc.model_extra or {}
-        if other is not None and "verified" in mc and mc.get("judge_first_error") != other.judge.first_error:
-            raise UsageError(f"{self.rollouts_path}: id {rollout.id!r} was verified against the judge's first error "
-                             f"{mc.get('judge_first_error')}, but {self.judged_path} says {other.judge.first_error}: "
-                             "run consensus with the judged file the rollout was verified against (its --judged)")
-        self.rule.check(rollout, other, self.rollouts_path, self.judged_path)
+        """The join of one rollout, before anything is written (the runner's first pass over a file;
+        `process` on a stream): the same response, checked against the same verdict. Marks its
+        judged id as met."""
+        slot = self.judged.slot(rollout.id)
+        if slot is not None:
+            self.judged.mark(slot)
+            if not self.judged.same_steps(slot, rollout.steps):
+                raise UsageError(f"{self.rollouts_path} and {self.judged_path} hold different steps for id "
+                                 f"{rollout.id!r}: they are not the same response")
+            mc = rollout.mc.model_extra or {}
+            if "verified" in mc and mc.get("judge_first_error") != self.judged.first_error(slot):
+                raise UsageError(f"{self.rollouts_path}: id {rollout.id!r} was verified against the judge's first "
+                                 f"error {mc.get('judge_first_error')}, but {self.judged_path} says "
+                                 f"{self.judged.first_error(slot)}: run consensus with the judged file the rollout "
+                                 "was verified against (its --judged)")
+        self.rule.check(rollout, None if slot is None else self.judged.has_recovery(slot),
+                        self.rollouts_path, self.judged_path)
 
     def process(self, batch: list[Rollout]) -> Iterable[Outcome]:
         for rollout in batch:
             self.check(rollout)
-            self.seen.add(rollout.id)
             not_rolled_out = str((rollout.mc.model_extra or {}).get("verified", "")).startswith("not rolled out")
             self.stats["not rolled out"] += not_rolled_out
-            other = self.judged.get(rollout.id)
+            slot = self.judged.slot(rollout.id)
             if rollout.unfinished_thought:  # no answer: never labelled (rollout sets them aside too)
                 self.stats["set aside: unfinished thought"] += 1
                 yield Outcome(rollout.id)
                 continue
-            if other is None:
+            if slot is None:
                 self.only_rollouts.append(rollout.id)
                 self.stats["only in rollouts"] += 1
                 yield Outcome(rollout.id, reason=NOT_ROLLED_OUT if not_rolled_out else NO_JUDGED)  # nothing to write
                 continue
-            row = self.rule.row(rollout, other)
+            judged = JudgedView(self.judged, slot)
+            row = self.rule.row(rollout, judged)
             self.stats["joined"] += 1
             self.stats[row] += 1
             if row == SAME:
-                yield Outcome.one(self.rule.kept(rollout, other))
+                yield Outcome.one(self.rule.kept(rollout, judged.record()))
             else:
                 yield Outcome(rollout.id, reason=NOT_ROLLED_OUT if not_rolled_out else row)
-
-
-class _Dropped:
-    """Rejects of a check that only looks: the runner's own read sets them aside."""
-
-    def write(self, *args: Any) -> None:
-        pass
 
 
 def run_consensus(rollouts_path: str, judged_path: str, output: str, *, limit: int | None = None,
@@ -239,21 +266,26 @@ def run_consensus(rollouts_path: str, judged_path: str, output: str, *, limit: i
         check_input(path)
     check_output(output, [rollouts_path, judged_path])
     opts = RunOptions(rollouts_path, output, limit=limit, skip_invalid=skip_invalid, quiet=quiet)
-    judged = {r.id: r for r in read_validated(judged_path, Judged, RunOptions(judged_path, output), None)}
+    judged = JudgedIndex.read(judged_path)
     stage = ConsensusStage(judged, rollouts_path, judged_path, chosen)
-    if not is_stream(rollouts_path):
-        # The join is checked whole before anything is written (a stream is checked as it is read).
-        for rollout in read_validated(rollouts_path, Rollout, opts, _Dropped() if skip_invalid else None):
-            stage.check(rollout)
-    run = run_stage(stage, opts)
+    # A file's join is checked whole (`stage.check`) in the runner's first pass, before anything is
+    # written; a stream's as it is read.
+    try:
+        run = run_stage(stage, opts)
+    finally:
+        stage.close()
     summary = ConsensusSummary(rollouts=run.read, judged=len(judged), joined=stage.stats["joined"],
                                written=run.written, skipped=run.skipped, rejects=run.rejects, seconds=run.seconds,
                                rows=Counter({r: stage.stats[r] for r in chosen.rows if stage.stats[r]}), rule=chosen,
                                only_rollouts=stage.only_rollouts, not_rolled_out=stage.stats["not rolled out"], run=run)
     if limit is None:  # with --limit, judged records past the limit are simply not looked at
-        # Ids skipped as already done were joined by an earlier run: they are in the output.
-        done = set() if output == STDIO else {obj["id"] for _, obj in iter_jsonl(output)}
-        summary.only_judged = [rid for rid in judged if rid not in stage.seen and rid not in done]
+        # Every rollout of a file was checked, so marked; a stream's finished in an earlier run were
+        # not read by this one's stage: they are in the output.
+        unmet = judged.unmarked()
+        if unmet and is_stream(rollouts_path):
+            done = finished_ids(output)
+            unmet = [rid for rid in unmet if rid not in done]
+        summary.only_judged = unmet
     return summary
 
 

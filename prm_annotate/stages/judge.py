@@ -38,6 +38,11 @@ is refused for good, with its reason, before any vote is paid for; the other rec
 answer, lead included, forced by a regular expression (vLLM structured outputs): a paragraph index
 of this response, or the paper's Correct|Incorrect. What it costs in quality is for the evaluation
 to show.
+
+A cascade (`--escalate-from FIRST.jsonl`, judging/cascade.py): before a record's first vote, the
+first judge's record of it decides whether its verdict stands (written with no request) or the
+record is judged here; `--verdict-logprobs` keeps each vote's verdict probability, a first judge's
+confidence.
 """
 from __future__ import annotations
 
@@ -49,6 +54,8 @@ from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResul
 from prm_annotate.engines.bill import charge, record_bill
 from prm_annotate.engines.reasoning import THINK
 from prm_annotate.engines.sampling import sampling_record
+from prm_annotate.judging.cascade import FIRST, Decision, verdict_logprob
+from prm_annotate.stages.cascade import Cascade
 from prm_annotate.judging.protocols import REASONING_MAX_TOKENS
 from prm_annotate.judging import (JUDGE_PROMPTS, JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, reason_kind,
                                   render_judge_prompt)
@@ -96,9 +103,10 @@ class JudgeStage(ModelStage):
     nouns = Nouns("response", "judged", details=(("no_verdict", "without a verdict"),))
 
     def __init__(self, engine: Engine | None, config: JudgeConfig | None = None, *, prompt: JudgePrompt | str | None = None,
-                 engine_info: dict[str, Any] | None = None, **settings: Any):
+                 engine_info: dict[str, Any] | None = None, cascade: Cascade | None = None, **settings: Any):
         """`settings` override fields of `config` (JudgeStage(engine, votes=3) is JudgeConfig(votes=3));
-        `prompt` is a loaded prompt, or a name or file like `config.prompt` (then loaded with `config.style`)."""
+        `prompt` is a loaded prompt, or a name or file like `config.prompt` (then loaded with `config.style`);
+        `cascade`: `config.escalate_from` already read (else it is read here)."""
         if isinstance(prompt, str):
             settings["prompt"], prompt = prompt, None
         self.engine = engine
@@ -121,6 +129,9 @@ class JudgeStage(ModelStage):
         if self.probe and self.config.sampling.max_tokens is None:
             self.sampling = replace(self.sampling, max_tokens=REASONING_MAX_TOKENS)
         self.probe_answer: ProbeAnswer | None = None  # its request's answer, for the job that asks it
+        c = self.config
+        self.cascade = cascade or (Cascade.make(c.escalate_from, c.confidence, c.escalate_below, c.budget)
+                                   if c.escalate_from is not None else None)
 
     def stream(self, records, window):
         if self.probe:
@@ -166,6 +177,8 @@ class JudgeStage(ModelStage):
             else:
                 out[key] = sampling.get(key, value)
         out["one_request"] = self.protocol.one_request
+        if self.cascade is not None:
+            out["cascade"] = self.cascade.settings()
         out.update(self.context.settings())
         return out
 
@@ -181,7 +194,7 @@ class JudgeStage(ModelStage):
         else:
             key, seed = f"{record.id}\x00{vote}", derive_seed("judge", record.id, vote, s.seed)
         return GenerationRequest(key=key, messages=self._messages(record), sampling=replace(s, seed=seed),
-                                 reasoning=self.reasoning, **extra)
+                                 reasoning=self.reasoning, logprobs=self.config.verdict_logprobs, **extra)
 
     def _count(self, result: GenerationResult, cost: Counter) -> None:
         charge(self.stats, result)
@@ -199,6 +212,16 @@ class JudgeStage(ModelStage):
         """One response: its votes (one request each, or one request of n), each constrained vote
         followed by a forced answer, then read by the protocol."""
         (record,) = unit
+        escalation = None
+        if self.cascade is not None:
+            try:
+                escalation = self.cascade.decide(record.id, record.steps)
+            except ValueError as exc:
+                return [Outcome.refused(record.id, str(exc), reason="not in the first judge's file")]
+            self.stats[f"cascade: decided by the {escalation[1].by} judge"] += 1
+            if escalation[1].by == FIRST:
+                self._charge_first(escalation[0])
+                return [Outcome.one(Judged.make(self.cascade.stood(record.dump(), *escalation)))]
         stop = (self.style.answer_lead,) if self.config.constrained else ()
         requests = [self._request(record, v, stop=stop)
                     for v in range(1 if self.protocol.one_request else self.config.votes)]
@@ -212,6 +235,7 @@ class JudgeStage(ModelStage):
         requests = [clamp(r, clamped) for r in requests]
         results = yield from asked(requests, self.probe_answer)
         votes: list[Vote] = []
+        logprobs: list[float | None] = []
         cost: Counter = Counter()
         for vote, request in enumerate(requests):
             result = results[request.key]
@@ -219,6 +243,10 @@ class JudgeStage(ModelStage):
             if not result.ok:
                 return [Outcome(record.id, error=f"vote {vote}: {result.error}", reason=ENGINE_FAILED)]
             votes += Vote.of(result, whole="reasoning" in self.protocol.fixed)
+            if self.config.verdict_logprobs:  # the thought split off: offsets no longer place the answer
+                logprobs += [None if result.reasonings and result.reasonings[i] is not None else
+                             verdict_logprob(text, self.style.answer_lead, tokens) for i, (text, tokens) in
+                             enumerate(zip(result.texts, result.token_logprobs or [[]] * len(result.texts)))]
         if self.config.constrained:  # every analysis, cut or not, is continued by its forced answer
             follow = [(i, self._forced_answer(record, i, requests[i], v.text)) for i, v in enumerate(votes)]
             results = yield [request for _, request in follow]
@@ -246,10 +274,17 @@ class JudgeStage(ModelStage):
         for error in reading.errors:
             self.reasons[reason_kind(error)] += 1
             self.examples.setdefault(reason_kind(error), error)
-        return [Outcome.one(self._judged(record, reading, votes, cost, clamped))]
+        return [Outcome.one(self._judged(record, reading, votes, cost, clamped,
+                                         logprobs if self.config.verdict_logprobs else None, escalation))]
+
+    def _charge_first(self, block: dict[str, Any]) -> None:
+        """The first judge's bill of a record this run wrote, beside this judge's (`first: ...` counters)."""
+        for key, value in (block.get("bill") or {}).items():
+            self.stats[f"first: {key}"] += value
 
     def _judged(self, record: Response, reading: Reading, votes: list[Vote], cost: Counter,
-                clamped: int | None = None) -> Judged:
+                clamped: int | None = None, logprobs: list[float | None] | None = None,
+                escalation: tuple[dict[str, Any], Decision] | None = None) -> Judged:
         out = record.dump()
         out["judge"] = {
             "first_error": reading.first_error, "votes": reading.votes, "parse_failures": len(reading.errors),
@@ -267,19 +302,25 @@ class JudgeStage(ModelStage):
             out["judge"]["answer_tokens"] = None if thought is None else cost["generated_tokens"] - thought
         out["judge"]["cut"] = sum(v.cut for v in votes)
         out["judge"]["outputs"] = [v.text for v in votes]
+        if logprobs is not None:
+            out["judge"]["verdict_logprobs"] = logprobs
         if self.config.keep_reasoning and cost["split"]:
             out["judge"]["reasoning"] = [v.reasoning for v in votes]
         out["judge"].update(reading.extra)
         if reading.errors:
             out["judge"]["parse_errors"] = reading.errors
+        if escalation is not None and self.cascade is not None:  # the first judge's block kept beside
+            self._charge_first(escalation[0])
+            self.cascade.escalated(out["judge"], *escalation)
         self.stats["no_verdict"] += out["judge"]["first_error"] is None
         return Judged.make(out)
 
     def notes(self, summary: RunSummary) -> list[str]:
         """How much of what the judge wrote was read, and why not: the lines before the sentence."""
         stats, votes = self.stats, self.stats["votes"]
+        cascade = [] if self.cascade is None else [self.cascade.note(stats)]
         if not votes:
-            return []
+            return cascade
 
         def share(n: int) -> str:
             return f"{100.0 * n / votes:.1f}%"
@@ -299,7 +340,7 @@ class JudgeStage(ModelStage):
             cut += (f"; {stats['reasoning_tokens']:,} generated tokens of reasoning, "
                     f"{stats['generated_tokens'] - stats['reasoning_tokens']:,} of answer")
         lines.append(cut)
-        return lines
+        return cascade + lines
 
     def _unread_advice(self) -> str:
         """What a run none of whose verdicts was read says: what it asked for, and what else to ask."""

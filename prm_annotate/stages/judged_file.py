@@ -1,5 +1,8 @@
-"""The judged file a `rollout --strategy verify` run checks (`--judged`): read whole and validated
-before any work (a bad line is exit 2 naming file and line), identified by its sha256.
+"""The judged file, read as an index: what `consensus` joins its rollouts with and what a `rollout
+--strategy verify` run checks (`--judged`). Validated whole before any work (a bad line or a
+duplicate id is exit 2 naming file and line), and held compactly: per id the byte offset of its
+line, the judge's first error, whether it holds `judge.recovery`, and a digest of its steps — never
+the records; a join that needs a record whole reads it again from its offset.
 
 Every verify record carries the judge's first error it was checked against and the file's sha256
 (`mc.judge_first_error`, `mc.judged_sha256`), so a resumed run can tell that its output was
@@ -8,38 +11,172 @@ verified against another judged file, even after a SIGKILL left no manifest entr
 from __future__ import annotations
 
 import hashlib
+from array import array
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import orjson
+from pydantic import ValidationError
 
-from prm_annotate.errors import UsageError
-from prm_annotate.io.jsonl import STDIO, check_input
+from prm_annotate.errors import InputError, UsageError
+from prm_annotate.io.inputs import RecordAt, read_records_at
+from prm_annotate.io.jsonl import STDIO, check_input, is_stream
 from prm_annotate.pipeline.runner import RunOptions, read_validated
-from prm_annotate.records import Judged, Response
+from prm_annotate.records import Judged, Response, describe_validation_error
 from prm_annotate.strategies import JudgeClaim
+
+_NO_VERDICT = -2  # a null first error (below every valid one, -1..n-1)
+_RECOVERY, _MATCHED = 1, 2  # flags: the verdict holds judge.recovery; a rollout of its id was read
+
+
+def steps_digest(steps: list[str]) -> bytes:
+    """Two responses hold the same steps exactly when these agree (128 bits)."""
+    return hashlib.blake2b(orjson.dumps(steps), digest_size=16).digest()
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class JudgedIndex:
+    """A judged file by id, about 60 bytes an id besides the id itself (`read`). A stream or a JSON
+    array has no offsets to read again: its records are held (`held`), as they are for a caller that
+    built them in memory."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.slots: dict[str, int] = {}  # id -> its slot in the arrays (file order)
+        self.offsets = array("q")
+        self.first_errors = array("i")
+        self.flags = bytearray()
+        self.digests = bytearray()
+        self._again: RecordAt | None = None
+        self._held: list[Judged] | None = None
+        self._fh: BinaryIO | None = None
+
+    @classmethod
+    def read(cls, path: str) -> "JudgedIndex":
+        if is_stream(path) or _is_json_array(path):
+            records = read_validated(path, Judged, RunOptions(path), None)
+            return cls.held(path, {r.id: r for r in records})
+        index = cls(path)
+        rows, index._again = read_records_at(path)
+        for where, offset, obj in rows:
+            try:
+                judged = Judged.model_validate(obj)
+            except ValidationError as exc:
+                raise InputError(path, where, describe_validation_error(exc)) from None
+            if judged.id in index.slots:
+                first = _line_of(path, index.offsets[index.slots[judged.id]])
+                raise InputError(path, where, f"duplicate id {judged.id!r} (first seen at line {first})")
+            index._add(judged, offset)
+        return index
+
+    @classmethod
+    def held(cls, path: str, records: dict[str, Judged]) -> "JudgedIndex":
+        index = cls(path)
+        index._held = list(records.values())
+        for judged in index._held:
+            index._add(judged, -1)
+        return index
+
+    def _add(self, judged: Judged, offset: int) -> None:
+        self.slots[judged.id] = len(self.offsets)
+        self.offsets.append(offset)
+        first_error = judged.judge.first_error
+        self.first_errors.append(_NO_VERDICT if first_error is None else first_error)
+        self.flags.append(_RECOVERY if "recovery" in (judged.judge.model_extra or {}) else 0)
+        self.digests += steps_digest(judged.steps)
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def slot(self, rid: str) -> int | None:
+        return self.slots.get(rid)
+
+    def first_error(self, slot: int) -> int | None:
+        value = self.first_errors[slot]
+        return None if value == _NO_VERDICT else value
+
+    def same_steps(self, slot: int, steps: list[str]) -> bool:
+        return self.digests[16 * slot: 16 * slot + 16] == steps_digest(steps)
+
+    def has_recovery(self, slot: int) -> bool:
+        return bool(self.flags[slot] & _RECOVERY)
+
+    def mark(self, slot: int) -> None:
+        self.flags[slot] |= _MATCHED
+
+    def unmarked(self) -> list[str]:
+        """Ids, in file order, that no `mark` reached."""
+        return [rid for rid, slot in self.slots.items() if not self.flags[slot] & _MATCHED]
+
+    def record(self, slot: int) -> Judged:
+        """The judged record, read again from its offset (validated again: the file may have changed)."""
+        if self._held is not None:
+            return self._held[slot]
+        assert self._again is not None
+        if self._fh is None:
+            self._fh = open(self.path, "rb")
+        obj = self._again.read(self._fh, self.offsets[slot], slot)
+        try:
+            return Judged.model_validate(obj)
+        except ValidationError as exc:
+            raise InputError(self.path, f"byte {self.offsets[slot]}", describe_validation_error(exc)) from None
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Sent to Ray actors inside a stage factory: the open file is reopened where it is read.
+        return {**self.__dict__, "_fh": None}
+
+
+def _is_json_array(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(64).lstrip()[:1] == b"["
+
+
+def _line_of(path: str, offset: int) -> int:
+    """The line number of the line starting at `offset` (a duplicate's message: rare, so counted then)."""
+    with open(path, "rb") as fh:
+        return fh.read(offset).count(b"\n") + 1
 
 
 class JudgedFile:
-    def __init__(self, path: str, sha256: str, records: dict[str, Judged]):
-        self.path, self.sha256, self.records = path, sha256, records
+    """`rollout --judged`: the judged file's index and its sha256, both taken streaming."""
+
+    def __init__(self, path: str, sha256: str, records: "dict[str, Judged] | JudgedIndex"):
+        self.path, self.sha256 = path, sha256
+        self.index = records if isinstance(records, JudgedIndex) else JudgedIndex.held(path, records)
 
     @classmethod
     def load(cls, path: str) -> "JudgedFile":
         if path == STDIO:
             raise UsageError("--judged must be a file (its sha256 goes into every record and the manifest)")
         check_input(path)
-        sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        records = {r.id: r for r in read_validated(path, Judged, RunOptions(path), None)}
-        return cls(path, sha256, records)
+        index = JudgedIndex.read(path)
+        return cls(path, file_sha256(path), index)
+
+    @property
+    def records(self) -> dict[str, Judged]:
+        """Every judged record, read again (for a caller that wants them whole: tests, small files)."""
+        return {rid: self.index.record(slot) for rid, slot in self.index.slots.items()}
 
     def claim(self, rid: str) -> JudgeClaim:
-        judged = self.records.get(rid)
-        return JudgeClaim(None, missing=True) if judged is None else JudgeClaim(judged.judge.first_error)
+        slot = self.index.slot(rid)
+        return JudgeClaim(None, missing=True) if slot is None else JudgeClaim(self.index.first_error(slot))
 
     def check(self, record: Response) -> None:
         """ValueError when the judged record of this id is another response (other steps)."""
-        judged = self.records.get(record.id)
-        if judged is not None and judged.steps != record.steps:
+        slot = self.index.slot(record.id)
+        if slot is not None and not self.index.same_steps(slot, record.steps):
             raise ValueError(f"{self.path} holds other steps for id {record.id!r}: the judge saw another response")
 
     def settings(self) -> dict[str, str]:

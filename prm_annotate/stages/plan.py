@@ -485,6 +485,9 @@ def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estim
 
     stage = JudgeStage(None, config, engine_info=engine_info)
     records = _read(path, Response)
+    cascaded = None
+    if stage.cascade is not None:  # only the escalated records are this judge's
+        records, cascaded = stage.cascade.plan(records)
     count, counted_by = prompt_counter(str(engine_info.get("model", "")))
     votes = config.votes
     first = 1 if stage.protocol.one_request else votes
@@ -524,7 +527,7 @@ def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estim
     params, params_from = model_params(engine_info)
     said = ("the budget (a thinking judge's thought is not modelled)" if thinks
             else "each verdict as long as the paragraphs it reads, then its answer")
-    notes = [f"judge: the modelled decode is {said}: a model of the judge, not a bound"]
+    notes = [f"judge: the modelled decode is {said}: a model of the judge, not a bound"] + ([cascaded] if cascaded else [])
     notes += context_notes(counted_by, judge_prompts, budget, engine_info, "judge prompts")
     return _with_compute(Estimate("judge", len(records), figures, params, params_from, counted_by, notes))
 

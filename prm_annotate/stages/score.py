@@ -8,6 +8,11 @@ from the checkpoint and `--base-url`. The threshold is the one given, else the o
 on its eval set and wrote into the checkpoint, else 0.5. A response the PRM cannot read (too long,
 the step tag inside its text, an answer without one score per step) fails alone and is left for a
 rerun, never given invented scores.
+
+Its bill is a model stage's (engines/bill.py): one request and its prompt tokens per response, no
+decode (a PRM reads a response in one forward pass), at the PRM's size (`--model-params`, else
+counted from its config); each record carries its own as `prm.bill`, so a cascade that takes a
+PRM as its first judge bills it (judging/cascade.py).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from prm_annotate.engines.bill import Bill, model_params, record_bill
 from prm_annotate.errors import UsageError
 from prm_annotate.prm.checkpoint import tag_in_text
 from prm_annotate.prm.scorers import Scorer
@@ -45,8 +51,10 @@ class ScoreStage(StageBase):
     output_model = Scored
     nouns = Nouns("response", "scored")
 
-    def __init__(self, scorer: Scorer, threshold: float | None = None):
+    def __init__(self, scorer: Scorer, threshold: float | None = None, engine_info: dict[str, Any] | None = None):
+        """`engine_info`: the engine's description (`--model-params` in it bills the run at that size)."""
         self.scorer = scorer
+        self.engine_info = {"model": scorer.model, **(engine_info or {})}
         self.threshold_source = "given" if threshold is not None else "checkpoint"
         self.threshold = threshold if threshold is not None else scorer.format.threshold
         self.stats: Counter = Counter()
@@ -54,6 +62,10 @@ class ScoreStage(StageBase):
     def settings(self) -> dict[str, Any]:
         return {"scorer": self.scorer.kind, **self.scorer.settings(), "threshold": self.threshold,
                 "threshold_source": self.threshold_source}
+
+    def bill(self) -> Bill:
+        """What the run cost so far: its prompt tokens at the PRM's size."""
+        return Bill.of(self.stats, *model_params(self.engine_info))
 
     def process(self, batch: list[Response]) -> Iterable[Outcome]:
         scorer, tag = self.scorer, self.scorer.format.step_tag
@@ -86,8 +98,10 @@ class ScoreStage(StageBase):
                 yield Outcome(r.id, error=f"the PRM returned {len(scores)} scores for {len(r.steps)} steps",
                               reason="not one score per step")
                 continue
-            self.stats["prompt_tokens"] += len(ids)
+            cost = Counter(requests=1, prompt_tokens=len(ids))
+            self.stats.update(cost)
             out = r.dump()
             out["prm"] = {"scores": scores, "first_error": first_below(scores, self.threshold),
-                          "threshold": self.threshold, "model": scorer.model, **scorer.record()}
+                          "threshold": self.threshold, "model": scorer.model, **scorer.record(),
+                          "bill": record_bill(cost)}
             yield Outcome.one(Scored.make(out))

@@ -383,3 +383,32 @@ def test_rollout_command_with_executor_ray_writes_the_local_records(tmp_path, ti
     assert line and line[-1] in remote.stderr.decode().splitlines()
     assert not line[-1].startswith("rollout: 0 completions")
     assert not vllm_processes_after(started), "vLLM processes left after the Ray run"
+
+
+def test_a_cascade_on_ray_gives_the_local_records(tmp_path, no_ray_left):
+    """`judge --escalate-from` on Ray actors: the first file and its budget's threshold travel with the
+    stage, so the actors escalate what a local run escalates (scripted judges: the logic, not an engine)."""
+    from prm_annotate.pipeline.executors import RayOptions
+    from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
+    from prm_annotate.pipeline.runner import RunOptions, run_stage
+    from prm_annotate.stages.judge import JudgeStage
+    from testing.scripted_engine import ScriptedEngine
+
+    items = [{"id": f"r{i}", "problem": f"What is {i} + 1?", "steps": [f"{i} + 1 = {i + 1}.", f"\\boxed{{{i + 1}}}"]}
+             for i in range(24)]
+    src = write_jsonl(tmp_path / "in.jsonl", items)
+    first = write_jsonl(tmp_path / "first.jsonl", [
+        {**r, "judge": {"first_error": 0, "votes": [0] * (1 + i % 4) + [None] * (3 - i % 4), "parse_failures": 3 - i % 4,
+                        "model": "critic", "prompt": "processbench"}} for i, r in enumerate(items)])
+
+    def build(_engine):
+        return JudgeStage(ScriptedEngine(lambda r: "\\boxed{-1}", model="big"), prompt="processbench",
+                          escalate_from=str(first), budget="25%")
+
+    local, remote = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    run_stage(build(None), RunOptions(str(src), str(local), batch_size=4, quiet=True))
+    _, summary = run_stage_on_ray(build, None, RunOptions(str(src), str(remote), batch_size=4, quiet=True),
+                                  RayOptions(actors=2, cpus_per_actor=1))
+    assert summary.failed == 0
+    assert sorted(remote.read_bytes().splitlines()) == sorted(local.read_bytes().splitlines())
+    assert sum(r["judge"]["cascade"]["decided_by"] == "second" for r in read_jsonl(remote)) == 6

@@ -23,20 +23,27 @@ from safetensors.torch import load_file
 
 from prm_annotate.prm.train import complete_checkpoints
 from prm_annotate.world import POLICY_DIR
-from testing.jsonl_files import write_jsonl
+from testing.jsonl_files import read_jsonl, write_jsonl
+from testing.paths import REPO
 from testing.prm_fixtures import (padded_tag_base, score_with_vllm, trl_rows, vllm_vs_transformers,
                                   world_responses)
 
 CLI = [sys.executable, "-m", "prm_annotate"]
+CRITIC_ROWS = REPO / "tests" / "data" / "critic" / "world_critic_rows.jsonl"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 TIMEOUT = 900
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def _args(tmp: Path, out: str, steps: int) -> list[str]:
-    return ["train", str(tmp / "train.jsonl"), "--base", str(POLICY_DIR), "-o", str(tmp / out), "--steps", str(steps),
-            "--batch-size", "8", "--lr", "3e-3", "--eval", str(tmp / "eval.jsonl"), "--save-every", "5",
-            "--log-every", "1", "--json"]
+def _args(tmp: Path, out: str, steps: int, data: str = "train.jsonl", eval_data: str = "eval.jsonl",
+          *extra: str) -> list[str]:
+    return ["train", str(tmp / data), "--base", str(POLICY_DIR), "-o", str(tmp / out), "--steps", str(steps),
+            "--batch-size", "8", "--lr", "3e-3", "--eval", str(tmp / eval_data), "--save-every", "5",
+            "--log-every", "1", "--json", *extra]
+
+
+# The critic's runs (--head critic): the world pipeline's critic rows, the first 8 for evaluation.
+CRITIC = ("critic-train.jsonl", "critic-eval.jsonl", "--head", "critic", "--key-weight", "3")
 
 
 def _run(cmd: list[str]) -> tuple[dict, str]:
@@ -60,6 +67,9 @@ def data(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dist")
     write_jsonl(tmp / "train.jsonl", trl_rows(world_responses(8, seed=1)))  # 16 responses: 2 full batches
     write_jsonl(tmp / "eval.jsonl", trl_rows(world_responses(4, seed=3, split="test")))
+    rows = read_jsonl(CRITIC_ROWS)
+    write_jsonl(tmp / CRITIC[0], rows[8:24])  # 16 rows: 2 full batches (a short one is evened out over processes)
+    write_jsonl(tmp / CRITIC[1], rows[:8])
     return tmp
 
 
@@ -102,13 +112,26 @@ def test_two_processes_train_as_one(data, two_processes):
                                                                              "train_config.json"]
 
 
-@pytest.fixture(scope="module")
-def resumed(data):
+def test_two_processes_train_a_critic_as_one(data):
+    """--head critic on the same stack: its weighted token loss is normalised by the global batch's
+    assistant tokens, so two processes take one process's steps."""
+    one, _ = _run([*CLI, *_args(data, "critic-one", 10, *CRITIC), "--quiet"])
+    two, _ = _run([*TORCHRUN, "-m", "prm_annotate", *_args(data, "critic-two", 10, *CRITIC), "--quiet"])
+    assert (one["processes"], two["processes"]) == (1, 2) and one["steps"] == two["steps"] == 10
+    h1, h2 = _history(data / "critic-one.checkpoints"), _history(data / "critic-two.checkpoints")
+    evals1 = {e["step"]: e["eval_token_loss"] for e in h1 if "eval_token_loss" in e}
+    evals2 = {e["step"]: e["eval_token_loss"] for e in h2 if "eval_token_loss" in e}
+    assert sorted(evals1) == sorted(evals2) == [5, 10] and evals1[10] < evals1[5]
+    assert all(abs(evals1[s] - evals2[s]) < 1e-4 for s in evals1), (evals1, evals2)
+    assert _max_weight_diff(data / "critic-one", data / "critic-two") < 1e-4
+
+
+def kill_and_resume(data: Path, name: str, *critic: str) -> tuple[int, dict, str, dict]:
     """A run SIGKILLed once its first checkpoint is complete, then resumed; and the same run
     uninterrupted, for reference."""
-    out, ckpts = data / "killed", data / "killed.checkpoints"
-    log = (data / "killed.log").open("w")
-    proc = subprocess.Popen([*CLI, *_args(data, "killed", 20), "--quiet"], stdout=log, stderr=log, env=ENV)
+    out, ckpts = data / name, data / f"{name}.checkpoints"
+    log = (data / f"{name}.log").open("w")
+    proc = subprocess.Popen([*CLI, *_args(data, name, 20, *critic), "--quiet"], stdout=log, stderr=log, env=ENV)
     deadline = time.monotonic() + TIMEOUT
     while not complete_checkpoints(ckpts) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -117,9 +140,14 @@ def resumed(data):
     proc.wait()
     killed_at = int(complete_checkpoints(ckpts)[-1].name.split("-")[1])
     assert not out.exists()  # the output appears only when complete
-    result, stderr = _run([*CLI, *_args(data, "killed", 20), "--resume"])
-    reference, _ = _run([*CLI, *_args(data, "whole", 20), "--quiet"])
+    result, stderr = _run([*CLI, *_args(data, name, 20, *critic), "--resume"])
+    reference, _ = _run([*CLI, *_args(data, f"{name}-whole", 20, *critic), "--quiet"])
     return killed_at, result, stderr, reference
+
+
+@pytest.fixture(scope="module")
+def resumed(data):
+    return kill_and_resume(data, "killed")
 
 
 def test_a_killed_run_resumes_from_its_last_checkpoint(data, resumed):
@@ -132,9 +160,17 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(data, resumed):
     assert logged and min(logged) == killed_at + 1 and max(logged) == 20  # not from step 0
     assert result["steps"] == reference["steps"] == 20
     assert abs(result["eval"]["step_loss"] - reference["eval"]["step_loss"]) < 1e-4
-    assert _max_weight_diff(data / "killed", data / "whole") < 1e-4
+    assert _max_weight_diff(data / "killed", data / "killed-whole") < 1e-4
     model, _, fmt = load_model(data / "killed")  # transformers loads it, every weight matched
     assert fmt.threshold == result["threshold"]
+
+
+def test_a_killed_critic_run_resumes_from_its_last_checkpoint(data):
+    killed_at, result, stderr, reference = kill_and_resume(data, "critic-killed", *CRITIC)
+    assert 5 <= killed_at < 20 and result["resumed_from"].endswith(f"checkpoint-{killed_at}")
+    assert min(int(s) for s in re.findall(r"train: step (\d+)/20", stderr)) == killed_at + 1
+    assert abs(result["eval"]["token_loss"] - reference["eval"]["token_loss"]) < 1e-4
+    assert _max_weight_diff(data / "critic-killed", data / "critic-killed-whole") < 1e-4
 
 
 @pytest.mark.engine

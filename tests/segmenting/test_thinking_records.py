@@ -87,52 +87,56 @@ def test_every_segmenter_keeps_the_thought_of_real_traces_and_plan_accepts_it(tm
     assert [r["steps"] for r in segment_all(src, tmp_path)["paragraphs"]] == [r["steps"] for r in records]
 
 
-@pytest.mark.engine
-def test_every_segmenter_on_the_thinkers_own_traces_then_plan_judge_and_rollout(world_thinker, world_judge,
-                                                                              tmp_path):
-    """`make demo-think`'s sample stage on 4 problems (its settings: reasoning think, the tokens'
-    log-probabilities kept), each segmenter's output planned, judged and rolled out."""
-    from prm_annotate.stages.judge import JudgeStage
-    from prm_annotate.stages.rollout import RolloutInput, RolloutStage
-    from prm_annotate.stages.sample import SampleStage
-    from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT
-    from prm_annotate.world.problems import make_problems
-    from prm_annotate.records import Problem, Response
+def run(stage, src: Path, dest: Path) -> list[dict]:
+    """A stage over a file as its command runs it; every record taken, none failed."""
+    from prm_annotate.pipeline.runner import RunOptions, run_and_close
 
-    problems = [Problem.model_validate(p) for p in make_problems(4, seed=0, split="test")]
-    stage = SampleStage(world_thinker, n=2, temperature=0.7, max_tokens=384, seed=0, system_prompt=WORLD_SYSTEM_PROMPT,
-                        reasoning="think", keep_logprobs=True)
-    try:
-        responses = [r.dump() for o in stage.process(problems) for r in o.records]
-    finally:
-        stage.close()
-    assert len(responses) == 8 and all(r["thought_finished"] for r in responses)
+    summary = run_and_close(stage, RunOptions(input=str(src), output=str(dest), quiet=True))
+    assert not summary.failures, summary.failures
+    return [json.loads(line) for line in dest.read_text().splitlines()]
+
+
+@pytest.mark.engine
+def test_every_segmenter_on_the_thinkers_own_traces_then_plan_judge_and_rollout(world_thinker, request, tmp_path):
+    """`make demo-think`'s sample stage on 4 problems (its settings: reasoning think, the tokens'
+    log-probabilities kept), each segmenter's output planned, rolled out and judged (2 records each)."""
+    from prm_annotate.stages.judge import JudgeStage
+    from prm_annotate.stages.rollout import RolloutStage
+    from prm_annotate.stages.sample import SampleStage
+    from prm_annotate.world import THINKER_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT
+    from prm_annotate.world.problems import make_problems
+
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text("".join(json.dumps(p) + "\n" for p in make_problems(4, seed=0, split="test")))
+    responses = run(SampleStage(world_thinker, n=2, temperature=0.7, max_tokens=384, seed=0,
+                                system_prompt=WORLD_SYSTEM_PROMPT, reasoning="think", keep_logprobs=True),
+                    problems, tmp_path / "responses.jsonl")
+    assert len(responses) == 8 and sum(r["thought_finished"] for r in responses) >= 6
     texts = [join_steps(r["steps"], r.get("step_joins")) for r in responses]
     check_thinking_records(responses, texts)
-    src = tmp_path / "responses.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in responses))
-    segmented = segment_all(src, tmp_path)
+    segmented = segment_all(tmp_path / "responses.jsonl", tmp_path)
     for name, out in segmented.items():
         check_thinking_records(out, texts)
         plan_accepts(tmp_path / f"{name}.jsonl", "--model", str(THINKER_DIR))
+        labelled = [r for r in out if r["thought_finished"]][:2]  # an unfinished thought is set aside
+        (tmp_path / f"{name}-two.jsonl").write_text("".join(json.dumps(r) + "\n" for r in labelled))
+    for name in segmented:
+        rolled = run(RolloutStage(world_thinker, k=2, max_tokens=64, seed=0), tmp_path / f"{name}-two.jsonl",
+                     tmp_path / f"{name}-rollouts.jsonl")
+        assert len(rolled) == 2 and all(len(r["mc"]["scores"]) == len(r["steps"]) for r in rolled), name
+    world_judge = request.getfixturevalue("world_judge")  # the heavy slot's next engine: the thinker closes
+    for name in segmented:
+        judged = run(JudgeStage(world_judge, prompt=WORLD_JUDGE_PROMPT, max_tokens=256, seed=0),
+                     tmp_path / f"{name}-two.jsonl", tmp_path / f"{name}-judged.jsonl")
+        assert len(judged) == 2 and all(r["judge"]["first_error"] is None or -1 <= r["judge"]["first_error"]
+                                        < len(r["steps"]) for r in judged), name
 
-    rollout = RolloutStage(world_thinker, k=2, max_tokens=64, seed=0)
-    try:
-        for name, out in segmented.items():
-            done = rollout.process([RolloutInput.model_validate(r) for r in out[:2]])
-            rolled = [r.dump() for o in done for r in o.records]
-            assert len(rolled) == 2 and all(o.error is None for o in done), name
-            assert all(len(r["mc"]["scores"]) == len(r["steps"]) for r in rolled)
-    finally:
-        rollout.close()
-    judge = JudgeStage(world_judge, prompt=WORLD_JUDGE_PROMPT, max_tokens=256, seed=0,
-                       engine_info={"model": str(JUDGE_DIR)})
-    try:
-        for name, out in segmented.items():
-            done = judge.process([Response.model_validate(r) for r in out[:2]])
-            judged = [r.dump() for o in done for r in o.records]
-            assert len(judged) == 2 and all(o.error is None for o in done), name
-            assert all(r["judge"]["first_error"] is None or -1 <= r["judge"]["first_error"] < len(r["steps"])
-                       for r in judged)
-    finally:
-        judge.close()
+
+def test_the_reward_server_cuts_a_thinking_policys_text_as_sample_does():
+    """An RL client's bare text with a thought: the same steps as `sample` records, no tag in one."""
+    from prm_annotate.reward.protocols import TextRules
+
+    text = "<think>\nLet me add.\n\n3 + 5 = 8.\n</think>\n\nSo \\boxed{8}.<|im_end|>"
+    assert TextRules().steps(text) == ["Let me add.", "3 + 5 = 8.", "So \\boxed{8}."]
+    made = segment_trace(read_trace(text.removesuffix("<|im_end|>"), MODEL), Paragraphs())
+    assert made.steps == TextRules().steps(text) and made.thought_steps == 2

@@ -54,15 +54,21 @@ class StubScorer:
         return {"scorer": self.kind}
 
 
+# one forward pass: its prompt tokens, nothing generated (score's bill, engines/bill.py)
+BILL = {"requests": 1, "prompt_tokens": 5, "generated_tokens": 0, "thought_tokens": 0}
+
+
 def test_stage_outcomes_without_an_engine():
     records = [Response(id="ok", problem="p", steps=["a", "b"]),
                Response(id="tagged", problem="p", steps=["a<extra_0>", "b"]),
                Response(id="long", problem="p", steps=["word " * 50]),
                Response(id="three", problem="p", steps=["a", "b", "c"]),
                Response(id="refused", problem="refused", steps=["a"])]
-    out = {o.id: o for o in ScoreStage(StubScorer(), threshold=0.5).process(records)}
+    stage = ScoreStage(StubScorer(), threshold=0.5, engine_info={"model_params": 7_000_000})
+    out = {o.id: o for o in stage.process(records)}
+    assert stage.bill().record()["compute"] == 5 * 7e6 / 1e9  # only the scored record's tokens, at the given size
     assert out["ok"].records[0].dump()["prm"] == {"scores": [0.9, 0.3], "first_error": 1, "threshold": 0.5,
-                                                  "model": "stub", "scorer": "stub"}
+                                                  "model": "stub", "scorer": "stub", "bill": BILL}
     assert "step tag" in out["tagged"].error
     assert "max_model_len is 40" in out["long"].error
     assert out["three"].error == "the PRM returned 2 scores for 3 steps"  # never padded or invented
@@ -80,7 +86,7 @@ def test_threshold_defaults_to_the_checkpoints_tuned_one():
     assert tuned.settings()["threshold_source"] == "checkpoint"
     (given,) = ScoreStage(Tuned(), threshold=0.5).process([record])
     assert given.records[0].dump()["prm"] == {"scores": [0.9, 0.3], "first_error": 1, "threshold": 0.5,
-                                              "model": "stub", "scorer": "stub"}
+                                              "model": "stub", "scorer": "stub", "bill": BILL}
     assert tuned.settings() == {"scorer": "stub", "model": "stub", "threshold": 0.95, "threshold_source": "checkpoint"}
 
 

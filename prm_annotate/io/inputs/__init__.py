@@ -10,14 +10,15 @@ and its test; `--format` lists it and `--format auto` tries its `detect` in this
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from prm_annotate.errors import InputError
 from prm_annotate.io.inputs import generic, gsm8k, hard2verify, math, prmbench, processbench
 from prm_annotate.io.inputs import deltabench
 from prm_annotate.io.inputs.base import FieldMap, InputFormat
-from prm_annotate.io.jsonl import STDIO, OnError, iter_json_array, iter_jsonl
+from prm_annotate.io.jsonl import STDIO, OnError, iter_json_array, iter_jsonl, iter_jsonl_at, line_at
 
 # Detection order: the first format whose rule claims the first row; generic when none does.
 INPUT_FORMATS: dict[str, InputFormat] = {f.name: f for f in (
@@ -71,4 +72,36 @@ def read_records(path: str | Path, fmt: str = AUTO, fields: FieldMap = FieldMap(
         yield where, chosen.normalise(obj, stem, index, fields)
 
 
-__all__ = ["AUTO", "INPUT_FORMATS", "FieldMap", "InputFormat", "detect", "format_names", "read_records"]
+def read_records_at(path: str, fmt: str = AUTO, fields: FieldMap = FieldMap()
+                    ) -> tuple[Iterator[tuple[str, int, dict[str, Any]]], "RecordAt"]:
+    """As `read_records` for a JSONL file (a bad line raises), with each record's byte offset, and
+    what reads a record again from its offset (`RecordAt`): an index keeps offsets, not records."""
+    if fmt != AUTO and fmt not in INPUT_FORMATS:
+        raise InputError(path, "line 0", f"unknown format {fmt!r}; choose from {', '.join(format_names())}")
+    again = RecordAt(path, Path(path).stem, None if fmt == AUTO else fmt, fields)
+
+    def rows() -> Iterator[tuple[str, int, dict[str, Any]]]:
+        for index, (where, offset, obj) in enumerate(iter_jsonl_at(path)):
+            if again.format is None:
+                again.format = detect(obj)
+            yield where, offset, INPUT_FORMATS[again.format].normalise(obj, again.stem, index, fields)
+
+    return rows(), again
+
+
+@dataclass
+class RecordAt:
+    """A record of a JSONL file read again from its byte offset, normalised as it was first read
+    (`index`: its 0-based row, which a format without ids makes its id from)."""
+
+    path: str
+    stem: str
+    format: str | None
+    fields: FieldMap
+
+    def read(self, fh: BinaryIO, offset: int, index: int) -> dict[str, Any]:
+        assert self.format is not None
+        return INPUT_FORMATS[self.format].normalise(line_at(fh, self.path, offset), self.stem, index, self.fields)
+
+
+__all__ = ["RecordAt", "read_records_at", "AUTO", "INPUT_FORMATS", "FieldMap", "InputFormat", "detect", "format_names", "read_records"]

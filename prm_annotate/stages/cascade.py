@@ -1,0 +1,188 @@
+"""A judge run's cascade (`judge --escalate-from FIRST.jsonl`): the first judge's file read whole
+before any work and identified by its sha256, the confidence kind and the threshold (given, or a
+budget's over the whole first file), and the records it writes where the first judge decides. What
+a confidence is and who decides a response: prm_annotate/judging/cascade.py.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import orjson
+
+from prm_annotate.errors import InputError, UsageError
+from prm_annotate.io.jsonl import STDIO, check_input
+from prm_annotate.judging.cascade import (CONFIDENCES, SECOND, Confidence, Decision, PRMMargin, VerdictProbability,
+                                          VoteAgreement, decide, judge_block_of_prm, parse_budget, threshold_for_budget)
+from prm_annotate.pipeline.runner import RunOptions, read_validated
+from prm_annotate.records import Judged, Scored
+
+
+class FirstJudgeFile:
+    """The first judge's file, read whole before any work and identified by its sha256; every record
+    a critic's (`judge`) or every record a PRM's (`prm`)."""
+
+    def __init__(self, path: str, sha256: str, reads: str, blocks: dict[str, dict], steps: dict[str, list],
+                 model: str, params: int | None = None):
+        self.path, self.sha256, self.reads, self.blocks, self.steps = path, sha256, reads, blocks, steps
+        self.model, self.params = model, params
+
+    @classmethod
+    def load(cls, path: str) -> "FirstJudgeFile":
+        if path == STDIO:
+            raise UsageError("--escalate-from must be a file (its sha256 goes into every record and the manifest)")
+        check_input(path)
+        data = Path(path).read_bytes()
+        reads = None
+        for number, line in enumerate(data.splitlines(), 1):
+            if line.strip():
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    raise InputError(path, number, f"not JSON: {exc}") from None
+                reads = "prm" if isinstance(obj, dict) and "prm" in obj and "judge" not in obj else "judge"
+                break
+        if reads is None:
+            raise UsageError(f"--escalate-from {path}: no records")
+        model_cls = Scored if reads == "prm" else Judged
+        blocks: dict[str, dict] = {}
+        steps: dict[str, list] = {}
+        for record in read_validated(path, model_cls, RunOptions(path), None):
+            dumped = record.dump()
+            blocks[record.id], steps[record.id] = dumped[reads], record.steps
+        first = next(iter(blocks.values()))
+        return cls(path, hashlib.sha256(data).hexdigest(), reads, blocks, steps, str(first.get("model", "")),
+                   _params_from_manifest(path))
+
+    def check_kind(self, kind: type[Confidence]) -> None:
+        if kind.reads != self.reads:
+            what = "a PRM's (score's output)" if self.reads == "prm" else "a judge's (judge's output)"
+            raise UsageError(f"--confidence {kind.name} reads a {kind.reads} record, but {self.path} is {what}: "
+                             f"choose {', '.join(n for n, k in CONFIDENCES.items() if k.reads == self.reads)}")
+
+    def block(self, rid: str, steps: list[str]) -> dict[str, Any]:
+        """The first judge's block for this response; ValueError when it is missing or saw other steps."""
+        if rid not in self.blocks:
+            raise ValueError(f"{self.path} has no record with id {rid!r}: the first judge did not see this response")
+        if self.steps[rid] != steps:
+            raise ValueError(f"{self.path} holds other steps for id {rid!r}: the first judge saw another response")
+        return self.blocks[rid]
+
+    def confidences(self, kind: type[Confidence]) -> list[float | None]:
+        return [None if b.get("first_error") is None else kind.of(b) for b in self.blocks.values()]
+
+    def check_resume(self, output: str, threshold: float) -> None:
+        """Refuse to continue an output cascaded from another first file or at another threshold."""
+        if output == STDIO or not Path(output).is_file():
+            return
+        with open(output, "rb") as fh:
+            for number, line in enumerate(fh, 1):
+                try:
+                    cascade = orjson.loads(line)["judge"].get("cascade")
+                except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+                    continue  # a torn last line: the writer cuts it
+                said = (cascade or {}).get("first_sha256"), (cascade or {}).get("threshold")
+                if said != (self.sha256, threshold):
+                    raise UsageError(
+                        f"{output} line {number} was cascaded from first file sha256 {str(said[0])[:12]} at threshold "
+                        f"{said[1]}, this run from {self.path} ({self.sha256[:12]}) at {threshold}: a resumed cascade "
+                        "must keep its first file and threshold (or write a new output)")
+
+
+def _params_from_manifest(path: str) -> int | None:
+    """The first judge's model size as its run recorded it (`--model-params` or its config), if it did."""
+    from prm_annotate.engines.bill import model_params
+    from prm_annotate.io.manifest import own_runs
+
+    for run in reversed(list(own_runs(path))):
+        bill = run.get("bill")
+        if isinstance(bill, dict) and bill.get("params"):
+            return int(bill["params"])
+        settings = run.get("settings") or {}
+        if "model" in settings:
+            return model_params(settings)[0]
+    return None
+
+
+@dataclass
+class Cascade:
+    """A judge run's cascade: the first file, the confidence kind and the threshold (given, or the
+    budget's over the whole first file)."""
+
+    first: FirstJudgeFile
+    kind: type[Confidence]
+    threshold: float
+    budget: float | None = None
+
+    @classmethod
+    def make(cls, path: str, confidence: str | None, threshold: float | None, budget: str | None) -> "Cascade":
+        if (threshold is None) == (budget is None):
+            raise UsageError("--escalate-from needs one of --escalate-below THRESHOLD or --budget SHARE")
+        first = FirstJudgeFile.load(path)
+        kind = CONFIDENCES.named(confidence or default_confidence(first))
+        first.check_kind(kind)
+        share = parse_budget(budget) if budget is not None else None
+        if share is not None:
+            threshold = threshold_for_budget(first.confidences(kind), share)
+        assert threshold is not None
+        return cls(first, kind, float(threshold), share)
+
+    def decide(self, rid: str, steps: list[str]) -> tuple[dict[str, Any], Decision]:
+        block = self.first.block(rid, steps)
+        return block, decide(block, self.kind, self.threshold)
+
+    def stood(self, record: dict[str, Any], block: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
+        """The output record where the first judge's verdict stands."""
+        judge = judge_block_of_prm(block) if self.first.reads == "prm" else dict(block)
+        judge["cascade"] = decision.record(self.kind.name, self.threshold, self.first.sha256)
+        return {**record, "judge": judge}
+
+    def escalated(self, judge: dict[str, Any], block: Mapping[str, Any], decision: Decision) -> None:
+        """The second judge's block gets the cascade's account, the first judge's block in it."""
+        judge["cascade"] = decision.record(self.kind.name, self.threshold, self.first.sha256, first=block)
+
+    def plan(self, records: list[Any]) -> tuple[list[Any], str]:
+        """The records this judge would be asked (`plan judge`), and a note of the rest: what the first
+        judge decided and what it already cost, at its own size."""
+        from prm_annotate.engines.bill import Bill, amount
+
+        asked, spent = [], Bill(params=self.first.params, params_from="given" if self.first.params else "unknown")
+        for r in records:
+            block = self.first.blocks.get(r.id)
+            if block is None:
+                continue  # refused by the run: not in the first file
+            b = block.get("bill") or {}
+            spent = spent + Bill(requests=b.get("requests", 0), prompt_tokens=b.get("prompt_tokens", 0),
+                                 decode_tokens=b.get("generated_tokens", 0), thought_tokens=b.get("thought_tokens", 0),
+                                 params=spent.params, params_from=spent.params_from)
+            if decide(block, self.kind, self.threshold).by == SECOND:
+                asked.append(r)
+        compute = "at an unknown size" if spent.compute is None else f"{spent.compute:,.4g} billion-parameter-tokens"
+        return asked, (f"cascade: {len(asked):,} of {len(records):,} responses go to this judge ({self.kind.name} "
+                       f"below {self.threshold:.4g}); the first judge ({self.first.model}) already spent "
+                       f"{amount(spent.prefill_tokens)} prefill + {amount(spent.decode_tokens)} decode tokens, {compute}")
+
+    def note(self, stats: Mapping[str, int]) -> str:
+        """The summary's line: who decided this run's records."""
+        first, second = (stats.get(f"cascade: decided by the {who} judge", 0) for who in ("first", "second"))
+        budget = "" if self.budget is None else f" (--budget {100 * self.budget:g}%)"
+        return (f"judge: cascade: {first:,} decided by the first judge ({self.first.model}), {second:,} escalated "
+                f"here: {self.kind.name} below {self.threshold:.4g}{budget} or no verdict")
+
+    def settings(self) -> dict[str, Any]:
+        confidences = self.first.confidences(self.kind)
+        escalated = sum(c is None or c < self.threshold for c in confidences)
+        return {"first": self.first.path, "first_sha256": self.first.sha256, "first_reads": self.first.reads,
+                "first_model": self.first.model, "first_params": self.first.params, "confidence": self.kind.name,
+                "threshold": self.threshold, "budget": self.budget,
+                "escalated": escalated, "first_records": len(confidences)}
+
+
+def default_confidence(first: FirstJudgeFile) -> str:
+    """A PRM's margin; a critic's verdict probability when it recorded logprobs, else its votes."""
+    if first.reads == "prm":
+        return PRMMargin.name
+    block = next(iter(first.blocks.values()))
+    return VerdictProbability.name if "verdict_logprobs" in block else VoteAgreement.name
