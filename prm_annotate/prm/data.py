@@ -89,15 +89,20 @@ def read_trl(path: str, soft: bool) -> dict[str, list[Example]]:
     return {"train": examples}
 
 
-def read_hf(path: str, soft: bool) -> dict[str, list[Example]]:
+def dataset_splits(path: str, export_format: str) -> Any:
+    """The splits of a `datasets` directory written by `export --format EXPORT_FORMAT` (one split
+    alone is `train`)."""
     from datasets import load_from_disk
 
     try:
         splits = load_from_disk(path)
     except (OSError, ValueError, FileNotFoundError) as exc:
-        raise UsageError(f"{path}: not a dataset directory from `export --format hf` ({exc})") from None
-    if not hasattr(splits, "keys"):
-        splits = {"train": splits}
+        raise UsageError(f"{path}: not a dataset directory from `export --format {export_format}` ({exc})") from None
+    return splits if hasattr(splits, "keys") else {"train": splits}
+
+
+def read_hf(path: str, soft: bool) -> dict[str, list[Example]]:
+    splits = dataset_splits(path, "hf")
     out = {}
     for name in splits.keys():
         where = f"{name}"
@@ -247,32 +252,48 @@ def marker_tag(examples: list[Example], tokenizer: Any, path: str) -> str:
     return text
 
 
-class StepCollator:
-    """Right-padded batches: `input_ids`, `attention_mask`, `labels` (targets at the labelled
-    tokens, IGNORE elsewhere) and `step_labels` (hard labels, same places). Counts real and pad
-    tokens, for the pad share `train` reports."""
+class PaddedBatches:
+    """Right padding for a batch of encoded features (a tag's logits never see the padding), with
+    the count of real and pad tokens for the pad share `train` reports."""
 
     def __init__(self, pad_id: int) -> None:
         self.pad_id = pad_id
         self.tokens = 0
         self.padded = 0
 
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+    def pad(self, features: list[dict[str, Any]]) -> tuple[Any, Any, int]:
+        """`input_ids` and `attention_mask` of the batch, and its width."""
         import torch
 
         width = max(len(f["input_ids"]) for f in features)
         ids = torch.full((len(features), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(features), width), dtype=torch.long)
-        labels = torch.full((len(features), width), float(IGNORE))
-        hard = torch.full((len(features), width), IGNORE, dtype=torch.long)
         for b, f in enumerate(features):
             n = len(f["input_ids"])
             ids[b, :n] = torch.tensor(f["input_ids"])
-            mask[b, :n] = 1  # right padding: a tag's logits never see the padding
-            labels[b, f["positions"]] = torch.tensor(f["targets"])
-            hard[b, f["positions"]] = torch.tensor(f["hard"])
+            mask[b, :n] = 1
             self.tokens += n
         self.padded += len(features) * width
+        return ids, mask, width
+
+    @property
+    def pad_share(self) -> float:
+        return 1 - self.tokens / self.padded if self.padded else 0.0
+
+
+class StepCollator(PaddedBatches):
+    """Right-padded batches: `input_ids`, `attention_mask`, `labels` (targets at the labelled
+    tokens, IGNORE elsewhere) and `step_labels` (hard labels, same places)."""
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        ids, mask, width = self.pad(features)
+        labels = torch.full((len(features), width), float(IGNORE))
+        hard = torch.full((len(features), width), IGNORE, dtype=torch.long)
+        for b, f in enumerate(features):
+            labels[b, f["positions"]] = torch.tensor(f["targets"])
+            hard[b, f["positions"]] = torch.tensor(f["hard"])
         batch = {"input_ids": ids, "attention_mask": mask, "labels": labels, "step_labels": hard}
         if "response_start" in features[0]:
             batch["response_start"] = torch.tensor([f["response_start"] for f in features])
@@ -282,6 +303,3 @@ class StepCollator:
             batch["token_logprobs"] = padded_readings([f["token_logprobs"] for f in features], width)
         return batch
 
-    @property
-    def pad_share(self) -> float:
-        return 1 - self.tokens / self.padded if self.padded else 0.0

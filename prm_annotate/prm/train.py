@@ -44,7 +44,7 @@ from prm_annotate.errors import UsageError
 from prm_annotate.registry import Registry
 from prm_annotate.pipeline.runner import QUIET
 from prm_annotate.settings import declare, setting
-from prm_annotate.prm.checkpoint import PRMFormat, step_tag_id
+from prm_annotate.prm.checkpoint import PRMFormat, causal_lm_dir, step_tag_id
 from prm_annotate.io.inputs import AUTO
 from prm_annotate.prm.critic import VERDICT_PATTERN
 from prm_annotate.prm.data import READERS, Data, Example, StepCollator, encode, marker_tag, read_examples, split_by_problem
@@ -325,13 +325,7 @@ def load_likelihood_base(base: str, fmt: PRMFormat, head_type: str = "step-stats
 
     from prm_annotate.prm.likelihood import build
 
-    path = Path(base).expanduser()
-    if not (path / "config.json").is_file():
-        raise UsageError(f"--base {base}: no such checkpoint directory")
-    architectures = json.loads((path / "config.json").read_text()).get("architectures") or []
-    if not any(a.endswith("ForCausalLM") for a in architectures):
-        raise UsageError(f"--base {base}: --head likelihood reads a causal LM's log-probabilities; this is "
-                         f"{'/'.join(architectures) or 'a model without architectures'}")
+    path = causal_lm_dir(base, "--head likelihood reads a causal LM's log-probabilities")
     tokenizer = AutoTokenizer.from_pretrained(path)
     if len(tokenizer.encode(fmt.step_tag, add_special_tokens=False)) != 1:
         tokenizer.add_tokens([fmt.step_tag], special_tokens=True)
