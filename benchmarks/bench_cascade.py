@@ -189,7 +189,7 @@ def main() -> None:
 
     from prm_annotate.engines.bill import count_parameters
     from prm_annotate.engines.vllm_engine import VLLMEngine
-    from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
+    from prm_annotate.io.prompt_files import SYSTEM_PROMPTS, load_prompt
     from prm_annotate.world import JUDGE_DIR, WORLD_SYSTEM_PROMPT, make_problems
     from testing.consensus_bench import read_jsonl
     from testing.cascade_bench import (COMPLETER_B, JUDGE_B, PRM_B, Part, Road, Training, check_t1, critic_paper_b,

@@ -89,6 +89,13 @@ def setting_of(cls: type, name: str) -> Setting:
     return dataclasses.replace(made, origin=made.origin or field)
 
 
+def borrow(cls: type, name: str, **changes: Any) -> Any:
+    """A field that passes on `cls`'s setting `name` (its flags, help and default) from a group of
+    another room (cli/'s `CommonRunOptions` from `RunOptions`): declared once, where `cls` keeps it."""
+    field = {f.name: f for f in dataclasses.fields(cls)}[name]
+    return declare(setting_of(cls, name), field.default, **changes)
+
+
 def group(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **how: Any) -> Any:
     """A dataclass field holding a group of settings (see `Group` for `how`: words, changes, exclude)."""
     return dataclasses.field(default=default, default_factory=default_factory, metadata={KEY: Group(**how)})

@@ -100,7 +100,7 @@ class Road:
 def score_road(road: Road, gold_path: Path) -> None:
     """Kept share, kept step labels = truth (Wilson), F1 on the kept and the label source's F1 on all."""
     from prm_annotate.reports.compare import Source, compare_sources
-    from prm_annotate.reports.labels import load_gold, load_predictions
+    from prm_annotate.evaluation.labels import load_gold, load_predictions
 
     gold = load_gold(str(gold_path))
     fld, preds = load_predictions(road.consensus, "first_error")

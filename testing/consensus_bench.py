@@ -159,7 +159,7 @@ def run_road(engine: Engine, responses_path: Path, judged_path: Path, road: Road
 def score_roads(rows: list[RoadRow], gold_path: Path | None) -> None:
     """Each road's kept set against the truth (when there is one) and against the first road's."""
     from prm_annotate.reports.compare import Source, compare_sources
-    from prm_annotate.reports.labels import load_gold, load_predictions
+    from prm_annotate.evaluation.labels import load_gold, load_predictions
 
     gold = load_gold(str(gold_path)) if gold_path is not None else None
     base = set(rows[0].kept)

@@ -4,7 +4,7 @@ hold `evaluate --benchmark deltabench` to it: `process_line` (gold sections, the
 `parse_output`, a row whose parse raises written without metrics), `parse_output` and
 `calculate_accuracies_v2` over a pandas frame of the written rows, grouped by `task_l1` with an
 Overall row, as `get_metrics` does. The model call is left out: each row carries its critique.
-Kept apart from prm_annotate/reports/deltabench.py so each checks the other; written in the
+Kept apart from prm_annotate/evaluation/deltabench.py so each checks the other; written in the
 script's order of operations, pandas included (its mean skips a row written without metrics)."""
 from __future__ import annotations
 

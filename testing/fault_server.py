@@ -12,9 +12,11 @@ class FaultServer:
     "ok", "500", "429", "hang", "drop", "badjson", "nochoices", "badusage", "400", "flaky:N" (N
     failures, then success), "slow" (0.1 s, for the concurrency bound), "hold:NAME" (answers once
     the test calls `release(NAME)`: the test decides the order in which requests finish). Counts
-    attempts per message and the requests it is answering at once (`inflight`, `max_inflight`)."""
+    attempts per message and the requests it is answering at once (`inflight`, `max_inflight`).
+    GET /v1/models lists `models`."""
 
-    def __init__(self) -> None:
+    def __init__(self, models: tuple[str, ...] = ("m",)) -> None:
+        self.models = models  # what GET /v1/models lists (the engine's check before any request)
         self.attempts: dict[str, int] = {}
         self.auth: list[str | None] = []
         self.inflight = 0
@@ -27,6 +29,12 @@ class FaultServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # keep test output clean
                 pass
+
+            def do_GET(self):
+                self.answering = False  # not a request `inflight` counts
+                if self.path != "/v1/models":
+                    return self.send(404, '{"error": "not found"}')
+                return self.send(200, json.dumps({"object": "list", "data": [{"id": m} for m in outer.models]}))
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

@@ -5,7 +5,7 @@ that hold `evaluate --benchmark hard2verify` to it: the decryption of a row, `ca
 (ErrorID), `calculate_metrics` and `grade_step_level_responses` (step and response level), with
 sklearn's `recall_score` written out (binary, zero_division's default 0). A PRM's verdicts are the
 paper's rule: the first step below the threshold (-1 if none), each step right at or above it.
-Kept apart from prm_annotate/reports/hard2verify.py so each checks the other."""
+Kept apart from prm_annotate/evaluation/hard2verify.py so each checks the other."""
 from __future__ import annotations
 
 import base64

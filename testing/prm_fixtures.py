@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.world.corrupt import corrupt_solution
-from prm_annotate.reports.labels import step_labels
+from prm_annotate.evaluation.labels import step_labels
 from prm_annotate.world.problems import World, make_problems, solution_steps
 from prm_annotate.world.truth import true_first_error
 

@@ -4,7 +4,7 @@ project's own words for the tests that hold `evaluate --benchmark prmbench` to i
 `eval_on_hallucination_step`), the PRMs' labels (`mr_eval/models/qwen_prm.py`: a step is valid when
 its score is above `validity_threshold`, 0.5), and PRMScore as the paper's tables compute and print it
 (`get_prmscore_from_current_res_dict` in `mr_visualize/eval_res_view/form_latex_strs.ipynb`:
-`f"{score * 100:.1f}"`). Kept apart from prm_annotate/reports/prmbench.py so each checks the other;
+`f"{score * 100:.1f}"`). Kept apart from prm_annotate/evaluation/prmbench.py so each checks the other;
 written in the script's order of operations (its -1 sentinels included), not the package's."""
 from __future__ import annotations
 

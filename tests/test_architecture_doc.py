@@ -54,3 +54,40 @@ def test_each_routine_change_the_extension_test_makes_has_its_row():
     made = set(re.findall(r'routine_files\("([^"]+)"\)', source))
     assert {"a sampling parameter", "an engine option (a vLLM setting)", "a training option", "a stage"} <= made
     assert made <= rows
+
+
+def room_rows(text: str) -> dict[str, str]:
+    """room -> the text of its rows in the doc's table ("" for the root's modules)."""
+    rows: dict[str, str] = {}
+    for line in text.splitlines():
+        found = re.match(r"\| (\d+) \| (`(\w+)/`|root) \| (.*) \|$", line)
+        if found:
+            room = found.group(3) or ""
+            rows[room] = rows.get(room, "") + " " + found.group(4)
+    return rows
+
+
+def unnamed_modules(text: str, package=PACKAGE) -> list[str]:
+    """Every module of the package its room's row does not name (as `name.py`, `name`, or its path
+    inside the room, `inputs/gsm8k.py`); `__main__.py` may be named anywhere."""
+    rows = room_rows(text)
+    missing = []
+    for path in sorted(package.rglob("*.py")):
+        inside = path.relative_to(package)
+        if path.name == "__init__.py" or "models" in inside.parts[:-1]:
+            continue
+        room = inside.parts[0] if len(inside.parts) > 1 else ""
+        names = set(re.findall(r"`([^`]+)`", text if path.name == "__main__.py" else rows.get(room, "")))
+        if not names & {path.name, path.stem, "/".join(inside.parts[1:])}:
+            missing.append(str(inside))
+    return missing
+
+
+def test_the_doc_names_every_module_in_its_room():
+    assert unnamed_modules(DOC.read_text()) == []
+
+
+def test_the_module_check_sees_a_module_left_out():
+    text = DOC.read_text()
+    assert "`truncation.py`" in text
+    assert unnamed_modules(text.replace("`truncation.py`", "truncation")) == ["export/truncation.py"]

@@ -1,6 +1,8 @@
 """The extension points and routine changes, each made in a copy of the package exactly as
 docs/architecture.md lists it. A registry extension is three files: one new module, its
-registration (one line in the registry), and its test. A sampling parameter, an engine option and
+registration (one line in the registry), and its test; no other code file changes, and the docs'
+tables of names see the new kind (docs/names.md is made again by `python -m testing.registries`;
+a table written by hand names the rows it lacks). A sampling parameter, an engine option and
 a new stage command touch the files their row of "the files to touch" names, and nothing else (the
 test reads the row). Each test then finds the new piece in the command line's help and running
 through what uses it, in a fresh process. (Export formats: tests/export/.)"""
@@ -62,6 +64,27 @@ class PackageCopy:
             path.write_text(source)
             self.changed.add(name)
 
+    def docs_check(self) -> tuple[list[str], list[str]]:
+        """(what the docs' tables of names say against the copy's registries, the same once the
+        generated tables are made again), on a copy of the docs."""
+        docs = self.tmp_path / "docs"
+        docs.mkdir(exist_ok=True)
+        for doc in (REPO / "README.md", *(REPO / "docs").glob("*.md")):
+            shutil.copy(doc, docs / doc.name)
+        out = self.run(code=textwrap.dedent(f'''
+            import json
+            from pathlib import Path
+            from testing.registries import rewrite, stale
+
+            docs = sorted(Path({str(docs)!r}).glob("*.md"))
+            before = stale(docs)
+            rewrite(docs)
+            print(json.dumps([before, stale(docs)]))
+            '''))
+        assert out.returncode == 0, out.stderr
+        before, after = json.loads(out.stdout)
+        return before, after
+
     def run(self, *args: str, code: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(self.root), str(REPO)]), "COLUMNS": "200"}
         cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "prm_annotate", *args]
@@ -79,9 +102,7 @@ def package_copy(copy):
     return copy.add, copy.run
 
 
-def test_a_new_rollout_strategy_is_one_module_and_its_registration(package_copy):
-    add, run = package_copy
-    add("strategies/last_only.py", '''
+LAST_ONLY = '''
         """last-only: only the step before the last, K completions (a throwaway for the test)."""
         from prm_annotate.strategies.base import Plan, PlanResult, Probe, Strategy, first_error_of, last_step_score
 
@@ -112,9 +133,15 @@ def test_a_new_rollout_strategy_is_one_module_and_its_registration(package_copy)
 
             def plan(self, n_steps, k, threshold, last_correct):
                 return LastOnlyPlan(n_steps, k, threshold, last_correct)
-        ''', "strategies/__init__.py", {"from prm_annotate.strategies.scan import Scan\n":
-                                        "from prm_annotate.strategies.last_only import LastOnly\n",
-                                        "    Scan,\n": "    LastOnly,\n"})
+        '''
+LAST_ONLY_REGISTRATION = ("strategies/__init__.py", {"from prm_annotate.strategies.scan import Scan\n":
+                                                    "from prm_annotate.strategies.last_only import LastOnly\n",
+                                                    "    Scan,\n": "    LastOnly,\n"})
+
+
+def test_a_new_rollout_strategy_is_one_module_and_its_registration(package_copy):
+    add, run = package_copy
+    add("strategies/last_only.py", LAST_ONLY, *LAST_ONLY_REGISTRATION)
     help_text = run("rollout", "--help").stdout
     assert "last-only (only the step before the last)" in help_text
     out = run(code=textwrap.dedent('''
@@ -226,19 +253,25 @@ class CapturingServer:
             def log_message(self, *args):
                 pass
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.bodies.append(body)
-                judge = "<paragraph_" in body["messages"][0]["content"]
-                text = "\\boxed{-1}" if judge else "Two and three.\n\nSo \\boxed{5}"
-                data = json.dumps({"choices": [{"index": i, "message": {"content": text}, "finish_reason": "stop"}
-                                               for i in range(body["n"])],
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode()
+            def send_json(self, obj):
+                data = json.dumps(obj).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def do_GET(self):  # the model list the engine checks before its first request
+                self.send_json({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.bodies.append(body)
+                judge = "<paragraph_" in body["messages"][0]["content"]
+                text = "\\boxed{-1}" if judge else "Two and three.\n\nSo \\boxed{5}"
+                self.send_json({"choices": [{"index": i, "message": {"content": text}, "finish_reason": "stop"}
+                                            for i in range(body["n"])],
+                                "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
@@ -433,3 +466,108 @@ def test_a_new_stage_is_its_module_its_command_and_one_import(copy, tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "kept.jsonl").read_text())["steps"] == ["a", "c", "b"]
     assert json.loads((tmp_path / "kept.manifest.json").read_text())["runs"][-1]["settings"]["keep_first"] is True
+
+
+def test_a_new_strategy_changes_no_other_file_and_the_docs_see_it(copy):
+    copy.add("strategies/last_only.py", LAST_ONLY, *LAST_ONLY_REGISTRATION)
+    assert copy.changed == {"strategies/last_only.py", "strategies/__init__.py"}
+    before, after = copy.docs_check()
+    assert any("names.md" in line and "STRATEGIES" in line for line in before)
+    # docs/names.md is made again; the hand table of docs/rollout-strategies.md names its missing row.
+    assert after == [next(line for line in after if "rollout-strategies.md" in line)] and "last-only" in after[0]
+
+
+def test_a_new_segmenter_is_one_module_and_its_registration(copy, tmp_path):
+    copy.add("segmenting/lines.py", '''
+        """lines: a step per line (a throwaway for the test)."""
+        from dataclasses import dataclass
+
+        from prm_annotate.segmenting.base import Segmenter, paragraph_spans
+
+
+        @dataclass(frozen=True)
+        class Lines(Segmenter):
+            name = "lines"
+            summary = "a step per line"
+            sep: str = "\\n"
+
+            def spans(self, text, tokens):
+                return paragraph_spans(text, self.sep)
+        ''', "segmenting/__init__.py", {"from prm_annotate.segmenting.reflection import Reflection\n":
+                                        "from prm_annotate.segmenting.lines import Lines\n",
+                                        "    Confidence,\n": "    Lines,\n"})
+    assert copy.changed == {"segmenting/lines.py", "segmenting/__init__.py"}
+    assert "lines (a step per line)" in copy.run("segment", "--help").stdout
+    src = tmp_path / "responses.jsonl"
+    src.write_text('{"id": "r", "problem": "p", "steps": ["a\\nb", "c"]}\n')
+    done = copy.run("segment", str(src), "--segment", "lines", "-o", "cut.jsonl")
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "cut.jsonl").read_text())
+    assert record["steps"] == ["a", "b", "c"] and record["segmenter"]["name"] == "lines"
+    before, after = copy.docs_check()
+    assert any("names.md" in line and "SEGMENTERS" in line for line in before)
+    assert len(after) == 1 and "pipeline.md" in after[0] and "lines" in after[0]  # its hand table's row
+
+
+def test_a_new_judge_protocol_is_one_module_and_its_registration(copy):
+    copy.add("judging/earliest.py", '''
+        """earliest: the earliest error any vote names (a throwaway for the test)."""
+        from prm_annotate.judging.protocols import JudgeProtocol, Reading, read_each, strict_sampling
+
+
+        def read_earliest(texts, n_steps, style, cut=(), refused=()):
+            votes, errors = read_each(texts, n_steps, style.parse, cut, refused)
+            wrong = [v for v in votes if v is not None and v >= 0]
+            return Reading(min(wrong) if wrong else (-1 if -1 in votes else None), votes, errors)
+
+
+        PROTOCOL = JudgeProtocol("earliest", "the earliest error any vote names", "processbench", strict_sampling,
+                                 read_earliest)
+        ''', "judging/__init__.py", {"from prm_annotate.judging import deltabench, slips\n":
+                                     "from prm_annotate.judging import earliest\n",
+                                     "    slips.PROTOCOL,\n": "    earliest.PROTOCOL,\n"})
+    assert copy.changed == {"judging/earliest.py", "judging/__init__.py"}
+    assert "earliest (the earliest error any vote names)" in copy.run("judge", "--help").stdout
+    out = copy.run(code=textwrap.dedent('''
+        import itertools
+        from prm_annotate.records import Response
+        from prm_annotate.stages.judge import JudgeStage
+        from testing.scripted_engine import ScriptedEngine
+
+        answers = itertools.cycle(["\\\\boxed{2}", "\\\\boxed{1}", "\\\\boxed{-1}"])
+        stage = JudgeStage(ScriptedEngine(lambda r: next(answers)), protocol="earliest", votes=3)
+        record = Response.model_validate({"id": "r", "problem": "p", "steps": ["a", "b", "c"]})
+        [outcome] = stage.process([record])
+        judge = outcome.records[0].dump()["judge"]
+        print(judge["first_error"], sorted(judge["votes"]), stage.settings()["protocol"])
+        '''))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "[-1,", "1,", "2]", "earliest"]
+    before, after = copy.docs_check()
+    assert any("names.md" in line and "JUDGE_PROTOCOLS" in line for line in before)
+    assert len(after) == 1 and "pipeline.md" in after[0] and "earliest" in after[0]  # its hand list's item
+
+
+def test_a_new_export_format_is_one_module_and_its_registration(copy):
+    copy.add("export/lines.py", '''
+        """`--format lines`: the problem and its steps as one text, one label per step (a throwaway)."""
+        from dataclasses import dataclass
+
+        from prm_annotate.export.formats import ExportFormat
+
+
+        @dataclass(frozen=True)
+        class Lines(ExportFormat):
+            def fields(self, problem, steps, values, opts, check):
+                return {"text": "\\n".join([problem, *steps]), "labels": [int(v) for v in values]}
+
+
+        FORMAT = Lines("lines", consumer="a line reader", summary="one text and a label per step")
+        ''', "export/__init__.py", {"register(critic.HF_FORMAT)\n": "register(lines.FORMAT)\n",
+                                    "from prm_annotate.export import critic, hf, math_shepherd, openrlhf, qwen, tokens, trl\n":
+                                    "from prm_annotate.export import lines\n"})
+    assert copy.changed == {"export/lines.py", "export/__init__.py"}
+    assert "critic-hf | lines" in copy.run("export", "--help").stdout
+    before, after = copy.docs_check()
+    assert any("names.md" in line and "EXPORT_FORMATS" in line for line in before)
+    assert len(after) == 1 and "usage.md" in after[0] and "lines" in after[0]  # its hand table's row

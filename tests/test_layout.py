@@ -22,11 +22,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prm_annotate"
 # Rooms of prm_annotate, lowest layer first. "" is the package's own __init__ (its version).
 LAYERS: list[set[str]] = [
     {"", "errors", "settings", "recovery"},
-    {"records", "steps", "seeds", "boxed", "prompt_files", "registry", "traces"},
+    {"records", "steps", "seeds", "boxed", "registry", "traces"},
     {"io", "engines"},
     {"grading", "judging", "strategies", "segmenting"},
-    {"reports", "pipeline"},
-    {"export"},
+    {"evaluation", "pipeline"},
+    {"reports", "export"},
     {"prm"},
     {"stages"},
     {"world", "reward"},

@@ -90,7 +90,7 @@ def sampled(path: Path, problems: list[dict], n: int, seed: int) -> list[dict]:
 
 
 def trl_rows(responses: list[dict]) -> list[dict]:
-    from prm_annotate.reports.labels import step_labels
+    from prm_annotate.evaluation.labels import step_labels
 
     rows = []
     for r in responses:
@@ -126,7 +126,7 @@ def write_gold(work: Path, held: list[dict]) -> None:
 
 def heldout(work: Path):
     from prm_annotate.reports.bon import read_scored
-    from prm_annotate.reports.labels import load_gold
+    from prm_annotate.evaluation.labels import load_gold
     from lab.world.prm.scores import Heldout
 
     records = read_jsonl(work / "heldout.jsonl")

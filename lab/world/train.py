@@ -36,10 +36,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from prm_annotate.reports.evaluate import SplitMetrics
+from prm_annotate.evaluation.evaluate import SplitMetrics
 from prm_annotate.judging import load_judge_prompt, read_verdict, render_judge_prompt, tag_paragraphs
-from prm_annotate.reports.labels import Gold, Prediction
-from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
+from prm_annotate.evaluation.labels import Gold, Prediction
+from prm_annotate.io.prompt_files import SYSTEM_PROMPTS, load_prompt
 from prm_annotate.judging.slips import PROTOCOL as RECOVERY_PROTOCOL
 from prm_annotate.recovery import Recovery
 from lab.world.corrupt import corrupt_solution
@@ -504,7 +504,7 @@ def quick_thinker_eval(model, tok, system_prompt: str, problems: int = 64, sampl
 
 
 def judge_stats(truths: list[int], predictions: list[int | None]) -> dict:
-    """ProcessBench's accuracies and F1 (`prm_annotate.reports.evaluate`, as fractions) of first-error
+    """ProcessBench's accuracies and F1 (`prm_annotate.evaluation.evaluate`, as fractions) of first-error
     predictions (None: unparsed) against the true first errors."""
     metrics = SplitMetrics()
     for i, (truth, pred) in enumerate(zip(truths, predictions)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import inspect
 import signal
 import sys
 import threading
@@ -20,20 +21,59 @@ from typing import Annotated, Any, Iterator, Optional
 import typer
 
 from prm_annotate.errors import EnvironmentFailure, UsageError, printable
-from prm_annotate.io.inputs import FieldMap, format_names
+from prm_annotate.io.inputs import AUTO, INPUT_FORMAT, FieldMap
 from prm_annotate.cli.declared import typer_option
 from prm_annotate.pipeline.runner import QUIET, RunOptions
-from prm_annotate.reports.labels import LABEL_FIELD, SPLIT_FIELD
+from prm_annotate.evaluation.labels import LABEL_FIELD, SPLIT_FIELD
+from prm_annotate.settings import borrow, setting_of
 from prm_annotate.steps import STEP_SEP
 from prm_annotate.io.sharding import parse_shard
 
-app = typer.Typer(
+def as_paragraphs(text: str | None) -> str | None:
+    """A docstring as the help shows it: paragraphs (split at blank lines) whose lines are joined, so
+    the terminal wraps them at its width; a line of a list (`- `) or an indented line keeps its break."""
+    if text is None:
+        return None
+    paragraphs = []
+    for paragraph in inspect.cleandoc(text).split("\n\n"):
+        lines = paragraph.split("\n")
+        joined = [lines[0]]
+        for line in lines[1:]:
+            if line.startswith(("- ", "* ", " ")):
+                joined.append(line)
+            else:
+                joined[-1] += " " + line
+        paragraphs.append("\n".join(joined))
+    return "\n\n".join(paragraphs)
+
+
+class App(typer.Typer):
+    """The Typer app of prm-annotate and its sub-commands: a command's docstring is its help, as
+    paragraphs (`as_paragraphs`)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        register = super().command(*args, **kwargs)
+
+        def decorator(f: Any) -> Any:
+            registered = register(f)
+            info = self.registered_commands[-1]
+            info.help = as_paragraphs(info.help if info.help is not None else inspect.getdoc(f))
+            return registered
+        return decorator
+
+
+app = App(
     name="prm-annotate",
     help="Step-level training data for Process Reward Models: sample, MC rollout, judge, consensus.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+# The --help panels of the commands, in the order --help shows them (a command names its own:
+# `@app.command(rich_help_panel=PANEL_LABEL)`).
+PANEL_LABEL, PANEL_TRAIN, PANEL_EVALUATE, PANEL_INSPECT, PANEL_TOOLS = PANELS = (
+    "Label", "Train and score", "Evaluate", "Inspect", "Tools")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -93,15 +133,13 @@ def handled() -> Iterator[None]:
 # Options shared by the single-input stages.
 InputArg = Annotated[str, typer.Argument(help="Input file, or - for standard input.")]
 OutputOpt = Annotated[str, typer.Option("-o", "--output", help="Output JSONL, or - for standard output.")]
-FormatOpt = Annotated[str, typer.Option("--format", help=f"Input format: {' | '.join(format_names())}.")]
-IdFieldOpt = Annotated[str, typer.Option("--id-field", help="Field holding the id (generic format).")]
-ProblemFieldOpt = Annotated[str, typer.Option("--problem-field", help="Field holding the problem text.")]
-AnswerFieldOpt = Annotated[str, typer.Option("--answer-field", help="Field holding the gold answer.")]
-LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help="Process at most the first N input records.")]
-BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Records at a time: in flight on a model stage's engine, else per batch (and per Ray actor call).")]
-SkipInvalidOpt = Annotated[bool, typer.Option("--skip-invalid/--no-skip-invalid", metavar="", help="Set bad input lines aside in <output>.rejects.jsonl and go on.")]
+FormatOpt = typer_option(INPUT_FORMAT, str)
+IdFieldOpt = typer_option(setting_of(FieldMap, "id"), str)
+ProblemFieldOpt = typer_option(setting_of(FieldMap, "problem"), str)
+AnswerFieldOpt = typer_option(setting_of(FieldMap, "answer"), str)
 QuietOpt = typer_option(QUIET, bool)
-ShardOpt = Annotated[Optional[str], typer.Option("--shard", help="Process only shard I/N (0-based), by a stable hash of the id.")]
+LimitOpt = typer_option(setting_of(RunOptions, "limit"), Optional[int])
+SkipInvalidOpt = typer_option(setting_of(RunOptions, "skip_invalid"), bool)
 StepSepOpt = typer_option(STEP_SEP, str)
 # Said the same on every command that prints a result: --json, and the gold file's label field.
 JsonOpt = Annotated[bool, typer.Option("--json/--no-json", metavar="", help="Print the result as one JSON object instead of text.")]
@@ -112,26 +150,27 @@ GoldFileOpt = Annotated[Optional[str], typer.Option("--gold", help=(
     "Gold file (a ProcessBench JSON array, or JSONL with --label-field): the true first errors by id."))]
 
 
-def run_options(input: str, output: str, *, format: str = "auto", id_field: str = "id",
-                problem_field: str = "problem", answer_field: str = "answer", limit: int | None = None,
-                batch_size: int = 64, skip_invalid: bool = False, quiet: bool = False,
-                shard: str | None = None) -> RunOptions:
+def run_options(input: str, output: str, *, format: str = AUTO, id_field: str = FieldMap.id,
+                problem_field: str = FieldMap.problem, answer_field: str = FieldMap.answer, shard: str | None = None,
+                **run: Any) -> RunOptions:
+    """`RunOptions` from the command line's values: `run` are CommonRunOptions' fields but the shard,
+    given as text."""
     return RunOptions(input=input, output=output, format=format,
                       fields=FieldMap(id=id_field, problem=problem_field, answer=answer_field),
-                      limit=limit, batch_size=batch_size, skip_invalid=skip_invalid, quiet=quiet,
-                      shard=parse_shard(shard))
+                      shard=parse_shard(shard), **run)
 
 
 @dataclass(frozen=True)
 class CommonRunOptions:
-    """How a stage goes through its input, as one command parameter (see option_groups); a command
-    gives its own --batch-size default with a default instance, e.g. CommonRunOptions(batch_size=8)."""
+    """How a stage goes through its input, as one command parameter (see option_groups): RunOptions'
+    settings; a command gives its own --batch-size default with a default instance, e.g.
+    CommonRunOptions(batch_size=8)."""
 
-    limit: LimitOpt = None
-    batch_size: BatchOpt = 64
-    skip_invalid: SkipInvalidOpt = False
-    quiet: QuietOpt = False
-    shard: ShardOpt = None
+    limit: Optional[int] = borrow(RunOptions, "limit")
+    batch_size: int = borrow(RunOptions, "batch_size")
+    skip_invalid: bool = borrow(RunOptions, "skip_invalid")
+    quiet: bool = borrow(RunOptions, "quiet")
+    shard: Optional[str] = borrow(RunOptions, "shard")
 
     def run_options(self, input: str, output: str, **fields: str) -> RunOptions:
         """`run_options` with these options; `fields` are format, id_field, problem_field, answer_field."""

@@ -5,10 +5,10 @@ from typing import Annotated
 import orjson
 import typer
 
-from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, app, handled
+from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, PANEL_EVALUATE, app, handled
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_EVALUATE)
 def bon(
     scored: Annotated[str, typer.Argument(help="Responses with `prm.scores` (one per step: `score` output, or any tool's) and the gold `answer`, or -.")],
     gold: GoldFileOpt = None,
@@ -17,7 +17,7 @@ def bon(
 ) -> None:
     """Best-of-N accuracy of PRM aggregations (min, last, prod, mean) against majority vote and pass@N."""
     from prm_annotate.reports.bon import best_of_n, read_scored
-    from prm_annotate.reports.labels import load_gold
+    from prm_annotate.evaluation.labels import load_gold
 
     with handled():
         truth = load_gold(gold, label_field) if gold else None

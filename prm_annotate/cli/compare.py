@@ -5,10 +5,10 @@ from typing import Annotated, List, Optional
 import orjson
 import typer
 
-from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, SplitFieldOpt, app, handled
+from prm_annotate.cli.app import GoldFileOpt, JsonOpt, LabelFieldOpt, PANEL_EVALUATE, SplitFieldOpt, app, handled
 
 
-@app.command("compare")
+@app.command("compare", rich_help_panel=PANEL_EVALUATE)
 def compare_command(
     files: Annotated[List[str], typer.Argument(help="Label sources: rollout, judged, consensus or any file with a first error.")],
     gold: GoldFileOpt,
@@ -19,7 +19,7 @@ def compare_command(
 ) -> None:
     """Agreement matrix of first errors across label sources, and each source's metric against the gold."""
     from prm_annotate.reports.compare import compare_recoveries, compare_sources, load_sources, parse_fields
-    from prm_annotate.reports.labels import load_gold
+    from prm_annotate.evaluation.labels import load_gold
 
     with handled():
         sources = load_sources(files, parse_fields(field or []))

@@ -4,14 +4,14 @@ from typing import Annotated
 
 import typer
 
-from prm_annotate.cli.app import LimitOpt, OutputOpt, QuietOpt, SkipInvalidOpt, app, fail, handled
+from prm_annotate.cli.app import LimitOpt, OutputOpt, PANEL_LABEL, QuietOpt, SkipInvalidOpt, app, fail, handled
 from prm_annotate.cli.declared import typer_option
 from prm_annotate.stages.consensus import CONSENSUS_RULE
 
 RuleOpt = typer_option(CONSENSUS_RULE, str)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_LABEL)
 def consensus(
     rollouts: Annotated[str, typer.Argument(help="Rollouts JSONL (output of rollout), or - for standard input.")],
     judged: Annotated[str, typer.Argument(help="Judged JSONL (output of judge).")],

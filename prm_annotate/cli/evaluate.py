@@ -3,12 +3,12 @@ from __future__ import annotations
 import orjson
 import typer
 
-from prm_annotate.cli.app import JsonOpt, app, handled
+from prm_annotate.cli.app import JsonOpt, PANEL_EVALUATE, app, handled
 from prm_annotate.cli.option_groups import option_groups
-from prm_annotate.reports.benchmarks import BENCHMARKS, Options
+from prm_annotate.evaluation.benchmarks import BENCHMARKS, Options
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_EVALUATE)
 @option_groups
 def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
     """A benchmark's metric of first-error predictions or of a PRM's step scores (ProcessBench by default).
@@ -18,9 +18,9 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
     metrics; DeltaBench: error-section recall, precision and F1 of critiques or section scores; each as
     its own script computes it (docs/scoring.md)."""
     from prm_annotate.errors import UsageError
-    from prm_annotate.reports.evaluate import evaluate as run
-    from prm_annotate.reports.evaluate import evaluate_scores
-    from prm_annotate.reports.labels import load_gold_files, load_prediction_files
+    from prm_annotate.evaluation.evaluate import evaluate as run
+    from prm_annotate.evaluation.evaluate import evaluate_scores
+    from prm_annotate.evaluation.labels import load_gold_files, load_prediction_files
 
     predictions, gold, pred_field, threshold = options.predictions, options.gold, options.pred_field, options.threshold
     tune_threshold_on, split_field, label_field = options.tune_threshold_on, options.split_field, options.label_field
@@ -51,7 +51,7 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
         recovery = None if scores else recovery_report(predictions, gold)
         checked = None
         if options.min_f1 is not None:
-            from prm_annotate.reports.critic_check import check
+            from prm_annotate.evaluation.critic_check import check
 
             checked = check(gold_labels, preds, options.min_f1)
     if as_json:
@@ -79,9 +79,9 @@ def _other_benchmark(options: Options, as_json: bool) -> None:
 
     name = options.benchmark
     with handled():
-        bench = BENCHMARKS.get(name)
-        if bench is None or bench.run is None:
-            raise UsageError(f"--benchmark {name}: not a benchmark (choose from {', '.join(BENCHMARKS)})")
+        bench = BENCHMARKS.named(name)
+        if bench.run is None:  # processbench: evaluate's own path
+            raise UsageError(f"--benchmark {name}: scored by evaluate itself")
         for option, value in (("--tune-threshold-on", options.tune_threshold_on), ("--split-field", options.split_field),
                               ("--min-f1", options.min_f1),
                               ("--label-field", None if options.label_field == "label" else options.label_field)):

@@ -11,51 +11,36 @@ A command takes them as one parameter (see option_groups; the model stages as pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Optional
 
-import typer
-
-from prm_annotate.pipeline.executors import StageExecutor, make_executor
-
-_P = "Executor"  # help panel
-
-ExecutorOpt = Annotated[str, typer.Option(
-    "--executor", rich_help_panel=_P,
-    help="local: run here; ray: on a Ray cluster (RAY_ADDRESS, else a local Ray), batches spread over actors.")]
-RayActorsOpt = Annotated[int, typer.Option(
-    "--ray-actors", min=1, rich_help_panel=_P,
-    help="Ray actors, each in its own process with its own engine (data-parallel replicas) or grader.")]
-RayCpusOpt = Annotated[float, typer.Option(
-    "--ray-cpus-per-actor", min=0.0, rich_help_panel=_P, help="CPUs Ray reserves for each actor.")]
-RayGpusOpt = Annotated[Optional[float], typer.Option(
-    "--ray-gpus-per-actor", min=0.0, rich_help_panel=_P,
-    help="GPUs per actor (default: 1 if the cluster has GPUs, else 0; use --tensor-parallel-size's value).")]
-
-
-@dataclass(frozen=True)
-class ExecutorOptions:
-    """The executor options as one command parameter; the field order is the --help order."""
-
-    executor: ExecutorOpt = "local"
-    ray_actors: RayActorsOpt = 2
-    ray_cpus_per_actor: RayCpusOpt = 1.0
-    ray_gpus_per_actor: RayGpusOpt = None
-
-    def make(self) -> StageExecutor:
-        """The executor these options name; raises UsageError."""
-        return make_executor(self.executor, actors=self.ray_actors, cpus_per_actor=self.ray_cpus_per_actor,
-                             gpus_per_actor=self.ray_gpus_per_actor)
+from prm_annotate.pipeline.executors import EXECUTOR, RayOptions, StageExecutor, make_executor
+from prm_annotate.settings import borrow, declare
 
 
 
 @dataclass(frozen=True)
 class GraderExecutorOptions:
-    """The executor options of a stage without a model (grade): no engines, so no GPUs per actor."""
+    """The executor options of a stage without a model (grade), as one command parameter
+    (pipeline.executors' settings); the field order is the --help order."""
 
-    executor: ExecutorOpt = "local"
-    ray_actors: RayActorsOpt = 2
-    ray_cpus_per_actor: RayCpusOpt = 1.0
+    executor: str = declare(EXECUTOR, "local")
+    ray_actors: int = borrow(RayOptions, "actors")
+    ray_cpus_per_actor: float = borrow(RayOptions, "cpus_per_actor")
 
     def make(self) -> StageExecutor:
+        """The executor these options name; raises UsageError."""
         return make_executor(self.executor, actors=self.ray_actors, cpus_per_actor=self.ray_cpus_per_actor,
-                             gpus_per_actor=0.0)
+                             gpus_per_actor=self.gpus())
+
+    def gpus(self) -> float | None:
+        return 0.0  # no engines, so no GPUs per actor
+
+
+@dataclass(frozen=True)
+class ExecutorOptions(GraderExecutorOptions):
+    """The executor options of a model stage: GPUs per actor too."""
+
+    ray_gpus_per_actor: Optional[float] = borrow(RayOptions, "gpus_per_actor")
+
+    def gpus(self) -> float | None:
+        return self.ray_gpus_per_actor

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import sys
 
-from prm_annotate.cli.app import InputArg, app, handled
+from prm_annotate.cli.app import InputArg, PANEL_TRAIN, app, handled
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.export import ExportRun, format_names
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TRAIN)
 @option_groups
 def export(input: InputArg, *, run: ExportRun) -> None:
     """Consensus (or rollout, judged, ProcessBench) records -> a PRM training set."""

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-from prm_annotate.cli.app import InputArg, OutputOpt, app, handled
+from prm_annotate.cli.app import InputArg, OutputOpt, PANEL_LABEL, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.stages.config import JudgeConfig
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_LABEL)
 @option_groups
 def judge(input: InputArg, output: OutputOpt = "-", *, config: JudgeConfig,
           stage_opts: ModelStageOptions) -> None:

@@ -5,10 +5,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from prm_annotate.cli.app import FormatOpt, IdFieldOpt, OutputOpt, app, handled
+from prm_annotate.cli.app import FormatOpt, IdFieldOpt, OutputOpt, PANEL_TOOLS, app, handled
+from prm_annotate.io.inputs import AUTO, FieldMap
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TOOLS)
 def merge(
     shards: Annotated[list[str], typer.Argument(help="Shard outputs (of --shard I/N runs) to join.")],
     output: OutputOpt = "-",
@@ -17,11 +18,10 @@ def merge(
     expect_per_input: Annotated[Optional[int], typer.Option(
         "--expect-per-input", min=1,
         help="Outputs per input id, named <id>/0..N-1 (sample's -n): a problem with fewer counts as missing.")] = None,
-    format: FormatOpt = "auto",
-    id_field: IdFieldOpt = "id",
+    format: FormatOpt = AUTO,
+    id_field: IdFieldOpt = FieldMap.id,
 ) -> None:
     """Join shard outputs; every id exactly once (a duplicate is an error), missing input ids listed."""
-    from prm_annotate.io.inputs import FieldMap
     from prm_annotate.io.merge import merge as merge_files
 
     with handled():

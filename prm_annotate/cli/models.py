@@ -4,11 +4,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from prm_annotate.cli.app import app, handled
+from prm_annotate.cli.app import App, PANEL_TOOLS, app, handled
 
-models_app = typer.Typer(help="Small real models, made ready for vLLM from files in PyPI packages.",
+models_app = App(help="Small real models, made ready for vLLM from files in PyPI packages.",
                          no_args_is_help=True)
-app.add_typer(models_app, name="models")
+app.add_typer(models_app, name="models", rich_help_panel=PANEL_TOOLS)
 
 KNOWN = ("smollm2",)
 

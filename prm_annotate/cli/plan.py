@@ -7,15 +7,15 @@ from typing import Any, Callable
 
 import typer
 
-from prm_annotate.cli.app import InputArg, JsonOpt, OutputOpt, app, handled
+from prm_annotate.cli.app import App, InputArg, JsonOpt, OutputOpt, PANEL_INSPECT, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.cli.rollout import RolloutStageOptions
 from prm_annotate.stages.config import JudgeConfig, RolloutConfig
 
-plan_app = typer.Typer(help="What a rollout or judge run would ask of its engine and cost, before it runs (no model "
+plan_app = App(help="What a rollout or judge run would ask of its engine and cost, before it runs (no model "
                             "loaded; the tokenizer of --model when found locally).", no_args_is_help=True)
-app.add_typer(plan_app, name="plan")
+app.add_typer(plan_app, name="plan", rich_help_panel=PANEL_INSPECT)
 
 
 def _show(estimate: Callable[[], Any], as_json: bool) -> None:

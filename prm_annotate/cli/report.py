@@ -5,12 +5,12 @@ from typing import Annotated, List
 
 import typer
 
-from prm_annotate.cli.app import GoldFileOpt, app, handled
+from prm_annotate.cli.app import GoldFileOpt, PANEL_INSPECT, app, handled
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.reports.html import PageConfig
 
 
-@app.command("report")
+@app.command("report", rich_help_panel=PANEL_INSPECT)
 @option_groups
 def report_command(
     files: Annotated[List[str], typer.Argument(help=(

@@ -7,19 +7,19 @@ from typing import Annotated
 
 import typer
 
-from prm_annotate.cli.app import app, handled
+from prm_annotate.cli.app import PANEL_TRAIN, app, handled
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.engines import EngineConfig
 from prm_annotate.prm.scorers import PRM_ENGINE
 from prm_annotate.reward.server import ServerConfig
 
 
-@app.command("reward-server")
+@app.command("reward-server", rich_help_panel=PANEL_TRAIN)
 @option_groups
 def reward_server(*, server_config: ServerConfig, engine: Annotated[EngineConfig, PRM_ENGINE]) -> None:
     """Serve a PRM as an RL reward: OpenRLHF's remote reward model (POST /get_reward, for
     --remote_rm_url) and this server's own form (POST /score, what reward.verl.compute_score sends):
-    per-step rewards and their aggregate (min, product, last), as `score` computes them."""
+    per-step rewards and their aggregate (--aggregate), as `score` computes them."""
     from prm_annotate.engines import exit_process
     from prm_annotate.prm.checkpoint import locate
     from prm_annotate.prm.scorers import scorer_for

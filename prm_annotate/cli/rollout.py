@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, app, handled
+from prm_annotate.cli.app import CommonRunOptions, InputArg, OutputOpt, PANEL_LABEL, app, handled
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.stages.config import RolloutConfig
@@ -14,7 +14,7 @@ class RolloutStageOptions(ModelStageOptions):
     run: CommonRunOptions = CommonRunOptions(batch_size=1024)
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_LABEL)
 @option_groups
 def rollout(input: InputArg, output: OutputOpt = "-", *,
             config: RolloutConfig,

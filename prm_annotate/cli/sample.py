@@ -1,15 +1,17 @@
 from __future__ import annotations
 
-from prm_annotate.cli.app import AnswerFieldOpt, FormatOpt, IdFieldOpt, InputArg, OutputOpt, ProblemFieldOpt, app, handled
+from prm_annotate.cli.app import (PANEL_LABEL, AnswerFieldOpt, FormatOpt, IdFieldOpt, InputArg, OutputOpt, ProblemFieldOpt, app,
+                                  handled)
+from prm_annotate.io.inputs import AUTO, FieldMap
 from prm_annotate.cli.model_stage import ModelStageOptions
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.stages.config import SampleConfig
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_LABEL)
 @option_groups
-def sample(input: InputArg, output: OutputOpt = "-", format: FormatOpt = "auto", id_field: IdFieldOpt = "id",
-           problem_field: ProblemFieldOpt = "problem", answer_field: AnswerFieldOpt = "answer", *,
+def sample(input: InputArg, output: OutputOpt = "-", format: FormatOpt = AUTO, id_field: IdFieldOpt = FieldMap.id,
+           problem_field: ProblemFieldOpt = FieldMap.problem, answer_field: AnswerFieldOpt = FieldMap.answer, *,
            config: SampleConfig, stage_opts: ModelStageOptions) -> None:
     """Sample n step-by-step responses per problem; split into steps and grade the final answers."""
     from prm_annotate.stages.common import system_prompt_file

@@ -3,19 +3,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated
 
-from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, app, handled
+from prm_annotate.cli.app import CommonRunOptions, FormatOpt, InputArg, OutputOpt, PANEL_TRAIN, app, handled
+from prm_annotate.io.inputs import AUTO
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.engines import EngineConfig
 from prm_annotate.prm.scorers import PRM_ENGINE
 from prm_annotate.stages.score import ScoreConfig, ScoreStage
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TRAIN)
 @option_groups
 def score(
     input: InputArg,
     output: OutputOpt = "-",
-    format: FormatOpt = "auto",
+    format: FormatOpt = AUTO,
     *,
     config: ScoreConfig,
     engine: Annotated[EngineConfig, PRM_ENGINE],

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from prm_annotate.cli.app import InputArg, OutputOpt, app, handled
+from prm_annotate.cli.app import InputArg, OutputOpt, PANEL_LABEL, app, handled
 from prm_annotate.cli.declared import typer_option
 from prm_annotate.settings import setting_of
 from prm_annotate.stages.config import SampleConfig
@@ -15,7 +15,7 @@ SegmentOpt = typer_option(setting_of(SampleConfig, "segment"), str)
 SegmentOptionOpt = typer_option(setting_of(SampleConfig, "segment_options"), Optional[list[str]])
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_LABEL)
 def segment(
     input: InputArg,
     output: OutputOpt = "-",

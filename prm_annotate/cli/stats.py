@@ -5,7 +5,7 @@ from typing import Annotated, List, Optional
 import orjson
 import typer
 
-from prm_annotate.cli.app import JsonOpt, app, handled
+from prm_annotate.cli.app import JsonOpt, PANEL_INSPECT, app, handled
 from prm_annotate.cli.declared import typer_option
 from prm_annotate.reports.stats import StatsConfig
 from prm_annotate.settings import setting_of
@@ -13,7 +13,7 @@ from prm_annotate.settings import setting_of
 ParamsOpt = typer_option(setting_of(StatsConfig, "params"), Optional[list[str]])
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_INSPECT)
 def stats(
     input: Annotated[List[str], typer.Argument(help="Input files (- for standard input); several: each, then their bill.")],
     params: ParamsOpt = None,

@@ -5,12 +5,12 @@ from dataclasses import asdict
 import orjson
 import typer
 
-from prm_annotate.cli.app import JsonOpt, app, handled
+from prm_annotate.cli.app import JsonOpt, PANEL_TRAIN, app, handled
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.prm.train import TrainConfig
 
 
-@app.command()
+@app.command(rich_help_panel=PANEL_TRAIN)
 @option_groups
 def train(*, config: TrainConfig, as_json: JsonOpt = False) -> None:
     """Train a Process Reward Model (Qwen2ForProcessRewardModel) on an export, or with --head critic a

@@ -2,15 +2,15 @@ from __future__ import annotations
 
 import typer
 
-from prm_annotate.cli.app import JsonOpt, app
+from prm_annotate.cli.app import App, JsonOpt, PANEL_TOOLS, app
 from prm_annotate.cli.option_groups import option_groups
 from prm_annotate.world.report import ReportConfig
 from prm_annotate.world.think_report import ThinkConfig
 from prm_annotate.engines.quiet import quiet_libraries
 
-world_app = typer.Typer(help="The arithmetic world: a miniature of the method where the truth is known.",
+world_app = App(help="The arithmetic world: a miniature of the method where the truth is known.",
                         no_args_is_help=True)
-app.add_typer(world_app, name="world")
+app.add_typer(world_app, name="world", rich_help_panel=PANEL_TOOLS)
 
 
 @world_app.command()

@@ -47,13 +47,8 @@ class EngineConfig(defaults.VLLMSettings):
     such as `seed`, is set by the command); the defaults are `engines/defaults.py`'s.
 
     Attributes:
-        model: a local checkpoint path or a model name (in-process vLLM), or the served model's name.
         base_url: an OpenAI-compatible server; None: vLLM in process (then the settings apply).
-        api_key_env: the environment variable holding the server's API key (never logged).
-        concurrency: requests in flight at once over HTTP.
-        timeout: seconds to wait for one HTTP answer.
-        max_attempts: attempts per HTTP request before it is reported failed.
-        start_timeout: seconds to wait for the in-process engine to start; None: vLLM's own wait.
+        start_timeout: None: vLLM's own wait.
         model_params: the model's parameter count for the run's bill (engines/bill.py); None: counted
             from the model's config.json (a local checkpoint, or a name in the local cache).
     """

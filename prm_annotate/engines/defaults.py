@@ -90,7 +90,6 @@ class VLLMSettings:
             None: what the server reports.
         tensor_parallel_size: GPUs one engine spans.
         gpu_memory_utilization: the share of GPU memory vLLM may take.
-        enforce_eager: eager mode; None: on for CPU, vLLM's choice on GPU.
         kv_cache_gb: the KV-cache size in GiB; None: CPU_KV_CACHE_GB on CPU, vLLM's choice on GPU.
         seed: the engine's seed (each request carries its own).
         block_size: the KV-cache block size; None: CPU_BLOCK_SIZE on CPU.

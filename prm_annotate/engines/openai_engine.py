@@ -15,7 +15,8 @@ Likewise `guided_regex` is sent as vLLM's `structured_outputs: {"regex": ...}`. 
 `--reasoning-parser` returns a reasoning model's thought apart from its answer: the answer is read
 from `content`, the thought kept from `reasoning` (or `reasoning_content`), and its token count
 from `usage.completion_tokens_details.reasoning_tokens`; a request whose `reasoning` is `think`
-splits `<think>…</think>` here when the server did not (engines/reasoning.py).
+splits `<think>…</think>` here when the server did not (engines/reasoning.py), each thought's tokens
+counted by the server's `/tokenize` as the in-process engine counts them.
 
 Requests stream (the protocol in base.py): the engine owns one asyncio event loop in a daemon
 thread, started by the first `submit` and stopped by `close`, and one `httpx.AsyncClient` on it, so
@@ -31,7 +32,11 @@ and full jitter (tenacity), at most `max_attempts` times, the request giving its
 waits; then its result carries `error` and no texts — a completion is never invented or left
 empty. Other 4xx answers (a prompt too long, a bad parameter) are not retried. A failure of the
 engine itself (not of one request) is raised by `poll`, and by every call after it until
-`close`. The API key is read from the environment variable named by `api_key_env` and never
+`close`. A connection refused after the last attempt is the server gone, not one request failing:
+the engine fails with a UsageError naming the address (the run stops with exit status 2, its
+finished records kept). Before any request `check` (called by `engines.make_engine`) asks the
+server's `/v1/models` once: a server that does not answer, or does not serve `model`, is a
+UsageError naming the cause and the fix; the context is read from the same answer. The API key is read from the environment variable named by `api_key_env` and never
 appears in logs or error messages.
 """
 from __future__ import annotations

@@ -20,13 +20,29 @@ from prm_annotate.settings import declare, declared, setting
 
 
 @dataclass(frozen=True)
+class Budget:
+    """A stage role's default max_tokens: for a model that answers, and one that thinks first."""
+
+    answer: int
+    thinking: int
+
+
+# The stages' budgets, said here once (a --max-tokens given replaces them).
+# A policy's response, and a rollout's completion of it. A thinking policy's thought of thousands of
+# tokens comes first: 32,768 is what DeepSeek-R1's and Qwen3's own evaluations give them; 2,048
+# would cut most thoughts.
+POLICY_BUDGET = Budget(answer=2048, thinking=32768)
+# A verdict: room for the paper protocol's analysis of a long solution by a 72B judge (one analysis
+# per paragraph). The official ProcessBench script gives critics the same: 8,192, and 32,768 to a
+# reasoning critic (QwQ), which thinks first.
+JUDGE_BUDGET = Budget(answer=8192, thinking=32768)
+
+
+@dataclass(frozen=True)
 class Sampling:
     """How one request is sampled; the defaults are a bare request's.
 
     Attributes:
-        temperature: softmax temperature; 0 is greedy.
-        top_p: nucleus sampling: the smallest set of tokens holding this much probability.
-        top_k: sample from the k likeliest tokens only; 0: off.
         max_tokens: tokens to generate at most.
         seed: a request's own seed (the same seed and model give the same text whatever else is in
             the batch); in a stage config, the run seed each request's seed derives from. None:

@@ -34,11 +34,11 @@ from pydantic import ValidationError
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.export.examples import ExportSummary
 from prm_annotate.export.formats import ExportFormat, ExportOptions, Provenance
-from prm_annotate.export.hf import source_run_lines, write_hf
+from prm_annotate.export.hf import card_footer, card_header, source_run_lines, write_hf
 from prm_annotate.judging import JudgePrompt, load_judge_prompt, render_judge_prompt
 from prm_annotate.judging.cascade import FIRST
 from prm_annotate.records import Consensus, Judged, describe_validation_error
-from prm_annotate.reports.labels import read_raw
+from prm_annotate.evaluation.labels import read_raw
 
 CONSUMER = "a chat SFT trainer (messages: user = the judge prompt, assistant = the critique)"
 UNPARSED = "critiques without a parsed verdict"  # never a row
@@ -206,11 +206,13 @@ class Critic(ExportFormat):
         return rows, summary
 
 
-def critic_card(rows: list[dict[str, Any]], source: Provenance) -> str:
+def critic_card(rows: list[dict[str, Any]], source: Provenance, license: str | None = None) -> str:
     from prm_annotate import __version__
 
     agreeing = sum(r["agrees"] for r in rows)
-    lines = ["---", "tags:", "- generative-verifier", "- process-reward-model", "- prm-annotate", "---", "",
+    header = card_header(license=license, task="text-generation", rows=len(rows),
+                         tags=["generative-verifier", "process-reward-model", "prm-annotate"])
+    lines = [*header,
              "# Judge critiques for training a generative verifier", "",
              f"Made by prm-annotate {__version__} from `{source.input}` ({source.read} consensus records read, "
              f"{len(rows)} rows):", "", f"    {shlex.join(source.argv)}", "",
@@ -226,7 +228,7 @@ def critic_card(rows: list[dict[str, Any]], source: Provenance) -> str:
              "`judge_model`.", "",
              "## Use", "", "Any chat SFT trainer reads `messages`; keep `agrees` rows for SFT.", "", "```python",
              "from datasets import load_from_disk", "ds = load_from_disk(\"<this directory>\")[\"train\"]",
-             "sft = ds.filter(lambda r: r[\"agrees\"])", "```", ""]
+             "sft = ds.filter(lambda r: r[\"agrees\"])", "```", "", *card_footer(license)]
     return "\n".join(lines)
 
 
@@ -235,9 +237,11 @@ class CriticHF(Critic):
     def write(self, rows: list[dict[str, Any]], output: str, opts: ExportOptions, source: Provenance) -> None:
         if output == "-":
             raise UsageError(f"--format {self.name} writes a directory: give it with -o DIR")
-        write_hf({"train": rows}, output, critic_card(rows, source))
+        write_hf({"train": rows}, output, critic_card(rows, source, opts.license))
 
 
 _SOFT = "--soft: critic rows are critiques with a verdict, not step labels"
-FORMAT = Critic("critic", consumer=CONSUMER, critiques=True, hard_only=_SOFT)
-HF_FORMAT = CriticHF("critic-hf", consumer=CONSUMER, critiques=True, hard_only=_SOFT, directory=True)
+FORMAT = Critic("critic", summary="the judge's critiques as chat rows for a critic's SFT", consumer=CONSUMER,
+                critiques=True, hard_only=_SOFT)
+HF_FORMAT = CriticHF("critic-hf", summary="the critic rows as a Hugging Face dataset directory", consumer=CONSUMER,
+                     critiques=True, hard_only=_SOFT, directory=True, card=True)

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from prm_annotate.errors import InputError
 from prm_annotate.records import Consensus, Judged, Rollout, recovery_of
 from prm_annotate.records import describe_validation_error
-from prm_annotate.reports.labels import read_raw, step_labels
+from prm_annotate.evaluation.labels import read_raw, step_labels
 from prm_annotate.strategies.verify import Verify
 
 

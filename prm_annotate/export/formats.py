@@ -8,10 +8,12 @@ validated by asking the format (`ExportOptions`), so no other code names a forma
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from prm_annotate.errors import UsageError
+from prm_annotate.registry import Registry
 from prm_annotate.settings import setting
 from prm_annotate.steps import decode_optional_sep
 from prm_annotate.export.placement import TokenCheck
@@ -35,6 +37,7 @@ class Provenance:
 class ExportFormat:
     name: str
     consumer: str  # who reads the labels, named in errors
+    summary: str = ""  # one line, for the docs' table of formats
     lead: str = ""  # between the problem and the first step
     step_sep: str = "\n"  # between steps, unless --step-sep
     default_tag: str | None = None  # the step tag --placeholder replaces; None: the format has no tag
@@ -47,6 +50,7 @@ class ExportFormat:
     completion_limit: bool = False  # its trainer cuts completions first (--max-completion-length)
     directory: bool = False  # writes a directory, not a file
     critiques: bool = False  # its rows are the judge's critiques, not step labels (--votes, --judged)
+    card: bool = False  # writes a dataset card for the Hub (--license)
 
     def own_rows(self, path: str, opts: ExportOptions,
                  tokenizer: Any) -> tuple[list[dict[str, Any]], ExportSummary] | None:
@@ -77,25 +81,23 @@ class ExportFormat:
         write_rows(rows, output)
 
 
-EXPORT_FORMATS: dict[str, ExportFormat] = {}
+EXPORT_FORMATS: Registry[ExportFormat] = Registry("--format", "The trainer's format", "docs/export.md", listing="names")
 
 
 def register(fmt: ExportFormat) -> ExportFormat:
     """Add a format to `EXPORT_FORMATS` (in the order `--format` lists them)."""
     if not isinstance(fmt, ExportFormat):
         raise TypeError(f"not an ExportFormat: {fmt!r}")
-    if fmt.name in EXPORT_FORMATS:
-        raise ValueError(f"export format {fmt.name!r} is registered already")
-    EXPORT_FORMATS[fmt.name] = fmt
-    return fmt
+    return EXPORT_FORMATS.register(fmt)
 
 
 def format_names(where: Callable[[ExportFormat], bool], sep: str = " or ") -> str:
     """The registered formats for which `where` holds, for messages and help."""
-    return sep.join(name for name, fmt in EXPORT_FORMATS.items() if where(fmt))
+    return EXPORT_FORMATS.where(where, sep)
 
 
 LABEL_CHOICES = ("first-error", "recovery")
+LICENSE = re.compile(r"[a-z0-9][a-z0-9.+-]*")  # the Hub's licence ids: apache-2.0, cc-by-nc-sa-4.0, llama3.1, other
 
 
 @dataclass(frozen=True)
@@ -105,20 +107,17 @@ class ExportOptions:
     Attributes:
         format: a name in EXPORT_FORMATS.
         soft: MC scores as labels (the formats that take soft labels).
-        keep_scores: add a `scores` column with the MC scores of the kept steps.
         step_sep: the text between tagged steps; None: the format's own.
         placeholder: the step tag; None: the format's own.
         step_end: tokens: the marker carrying each step's label; None: one that is one token.
-        test_split: hf: the share of problems held out.
         votes: critic: which critiques (VOTES; None: agreeing).
-        judged: critic: the judged file the consensus records were made from.
         labels: which step labels (LABEL_CHOICES): "first-error" (the paper's: right before the
             first error, wrong at it, the steps after it left out) or "recovery" (every step,
             from the record's recovery: a slip wrong, wrong while a slip is uncorrected, right
             again from its correction on; records without one are skipped, counted).
     """
 
-    format: str = setting(flags="--format", help=lambda: " | ".join(EXPORT_FORMATS))
+    format: str = setting(flags="--format", help=EXPORT_FORMATS.help)
     soft: bool = setting(False, flags="--soft/--no-soft", help=lambda: (
         f"MC scores as labels instead of hard labels ({format_names(lambda f: f.soft, ', ')})."))
     keep_scores: bool = setting(False, flags="--keep-scores/--no-keep-scores",
@@ -140,6 +139,9 @@ class ExportOptions:
     judged: str | None = setting(None, flags="--judged", help=lambda: (
         f"{format_names(lambda f: f.critiques, ', ')}: the judged file the consensus input was made from "
         "(the steps the judge saw)."))
+    license: str | None = setting(None, flags="--license", metavar="ID", help=lambda: (
+        f"{format_names(lambda f: f.card, ', ')}: the dataset's licence, as the Hub names it (apache-2.0, mit, "
+        "cc-by-4.0, ...); without it the dataset card says the licence is missing."))
     labels: str = setting("first-error", flags="--labels", metavar="first-error|recovery", help=(
         "Step labels: first-error (the paper's cut at the first error) or recovery (every step: a slip wrong, "
         "wrong until corrected, right again from its correction; from the record's recovery)."))
@@ -173,6 +175,11 @@ class ExportOptions:
         if self.labels == "recovery" and (self.soft or fmt.critiques):
             raise UsageError("--labels recovery writes step labels: " + (
                 "--soft writes MC scores instead" if self.soft else f"--format {self.format} writes critiques"))
+        if self.license is not None and not fmt.card:
+            raise UsageError(f"--license goes with --format {format_names(lambda f: f.card)}")
+        if self.license is not None and not LICENSE.fullmatch(self.license):
+            raise UsageError(f"--license {self.license!r}: a licence id as the Hub names it, e.g. apache-2.0, mit, "
+                             "cc-by-4.0 (lower case, no spaces)")
         if self.votes is not None and self.votes not in VOTES:
             raise UsageError(f"--votes {self.votes}: choose {' or '.join(VOTES)}")
 
@@ -198,9 +205,6 @@ class ExportRun:
         options: the rows' format and what goes in them.
         output: JSONL, Parquet (a name ending in .parquet), "-", or a directory (hf).
         tokenizer: a local tokenizer to check label positions with; needed by tokens and max_length.
-        max_length: the trainer's length in tokens: count the labels it would cut off.
-        max_completion_length: trl: PRMConfig.max_completion_length for the length check.
-        drop_truncated: leave out the rows that would lose labels at max_length.
     """
 
     options: ExportOptions

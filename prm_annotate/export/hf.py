@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import orjson
 
@@ -24,7 +24,7 @@ from prm_annotate.errors import UsageError, require
 from prm_annotate.export.formats import ExportOptions, Provenance
 from prm_annotate.export.trl import TRL_CONSUMER, Stepwise
 from prm_annotate.io.manifest import source_runs
-from prm_annotate.reports.labels import RECOVERY_ROWS, ROWS
+from prm_annotate.evaluation.labels import RECOVERY_ROWS, ROWS
 
 # Fields of a run's stats the cost table shows, in its order.
 COST_FIELDS = (("seconds", "seconds"), ("generated_tokens", "generated tokens"), ("prompt_tokens", "prompt tokens"),
@@ -155,7 +155,44 @@ def source_run_lines(input_path: str) -> list[str]:
     return lines
 
 
-def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read: int, argv: list[str]) -> str:
+# The method's paper and the tool, as every card names them.
+PAPER = "https://arxiv.org/abs/2501.07301"
+BIBTEX = """@article{zhang2025lessons,
+  title   = {The Lessons of Developing Process Reward Models in Mathematical Reasoning},
+  author  = {Zhang, Zhenru and Zheng, Chujie and Wu, Yangzhen and Zhang, Beichen and Lin, Runji and Yu, Bowen
+             and Liu, Dayiheng and Zhou, Jingren and Lin, Junyang},
+  journal = {arXiv preprint arXiv:2501.07301},
+  year    = {2025}
+}"""
+# The project names no repository (pyproject.toml has no project URL): its package page.
+TOOL_URL = "https://pypi.org/project/prm-annotate/"
+# The Hub's size categories, by row count (the first whose bound is above it).
+SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+         (10_000_000, "1M<n<10M"))
+
+
+def card_header(*, license: str | None, task: str, rows: int, tags: list[str], extra: Sequence[str] = ()) -> list[str]:
+    """A card's YAML header as the Hub reads it: licence (when given), task, size, `extra` (configs), tags."""
+    size = next((name for bound, name in SIZES if rows < bound), "n>10M")
+    return ["---", *([f"license: {license}"] if license else []), "task_categories:", f"- {task}",
+            "size_categories:", f"- {size}", *extra, "tags:", *(f"- {tag}" for tag in tags), "---", ""]
+
+
+def card_footer(license: str | None) -> list[str]:
+    """A card's licence (or that it is missing), the method's paper with its BibTeX, and the tool."""
+    said = (f"`{license}`, as given to `export --license`; the data also carries its sources' terms (the problems, "
+            "the models that wrote and judged the responses)." if license else
+            "Missing: the export was not given one (`prm-annotate export --license ID`, e.g. `apache-2.0`). Set it "
+            "before sharing, within its sources' terms (the problems, the models that wrote and judged the responses).")
+    return ["## Licence", "", said, "",
+            "## Method and citation", "",
+            f"Made with [prm-annotate]({TOOL_URL}), which implements the data pipeline of *The Lessons of Developing "
+            f"Process Reward Models in Mathematical Reasoning* ([arXiv:2501.07301]({PAPER})): Monte Carlo estimation "
+            "and an LLM judge, kept where they agree. Cite the method as:", "", "```bibtex", BIBTEX, "```", ""]
+
+
+def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read: int, argv: list[str],
+                 license: str | None = None, step_separator: str = "\n") -> str:
     from prm_annotate import __version__
 
     runs = source_runs(input_path)
@@ -163,7 +200,9 @@ def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read:
     configs = ["configs:", "- config_name: default", "  data_files:"]
     for name in splits:
         configs += [f"  - split: {name}", f"    path: {name}/data-*.arrow"]
-    lines = ["---", *configs, "tags:", "- process-reward-model", "- prm-annotate", "---", "",
+    header = card_header(license=license, task="token-classification", rows=sum(len(r) for r in splits.values()),
+                         tags=["process-reward-model", "prm", "trl", "prm-annotate"], extra=configs)
+    lines = [*header,
              "# Step-labelled responses for process reward models", "",
               f"Made by prm-annotate {__version__} from `{input_path}` ({read} records read, "
               f"{sum(len(r) for r in splits.values())} rows kept):", "", f"    {shlex.join(argv)}", "",
@@ -183,14 +222,24 @@ def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read:
               "first wrong one), `labels` (one bool per step: true = right), `id` (the response), and `scores` (MC "
               "scores of the steps) when exported with `--keep-scores`.", "",
               "## Use", "", "```python", "from datasets import load_dataset",
-              "ds = load_dataset(\"<this directory>\")  # the splits this card's configs name",
+              "ds = load_dataset(\"<this directory>\")  # the splits this card's configs name; or \"<user>/<name>\"",
               "from datasets import load_from_disk",
               "ds = load_from_disk(\"<this directory>\")",
               "ds.push_to_hub(\"<user>/<name>\", private=True)",
               "# then this card (it replaces the one push_to_hub writes; the split files keep their standard names)",
               "from huggingface_hub import DatasetCard",
               "DatasetCard.load(\"<this directory>/README.md\").push_to_hub(\"<user>/<name>\", repo_type=\"dataset\")",
-              "```", ""]
+              "```", "",
+              "Train a PRM on it with TRL's stepwise trainer (`trl.experimental.prm`, TRL 1.13), its step separator "
+              "the one this export was checked with:", "", "```python",
+              "from transformers import AutoModelForTokenClassification, AutoTokenizer",
+              "from trl.experimental.prm import PRMConfig, PRMTrainer",
+              "base = \"Qwen/Qwen2.5-Math-7B-Instruct\"  # any causal LM",
+              "model = AutoModelForTokenClassification.from_pretrained(base, num_labels=2)",
+              f"args = PRMConfig(output_dir=\"prm\", step_separator={orjson.dumps(step_separator).decode()})",
+              "trainer = PRMTrainer(model=model, args=args, processing_class=AutoTokenizer.from_pretrained(base),",
+              "                     train_dataset=ds[\"train\"])",
+              "trainer.train()", "```", "", *card_footer(license)]
     return "\n".join(lines)
 
 
@@ -228,7 +277,9 @@ def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) ->
 class HF(Stepwise):
     def write(self, rows: list[dict[str, Any]], output: str, opts: ExportOptions, source: Provenance) -> None:
         splits = split_by_problem(rows, opts.test_split)
-        write_hf(splits, output, dataset_card(splits, source.input, source.read, list(source.argv)))
+        write_hf(splits, output, dataset_card(splits, source.input, source.read, list(source.argv), opts.license,
+                                              opts.sep))
 
 
-FORMAT = HF("hf", consumer=TRL_CONSUMER, test_split=True, directory=True)
+FORMAT = HF("hf", summary="a Hugging Face dataset directory of TRL rows with its dataset card", consumer=TRL_CONSUMER,
+            test_split=True, directory=True, card=True)

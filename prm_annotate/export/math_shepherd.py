@@ -36,4 +36,5 @@ class MathShepherd(TaggedFormat):
             raise Misplaced("the label text does not tokenize like the input outside the tag positions")
 
 
-FORMAT = MathShepherd("math-shepherd", consumer="Math-Shepherd's tag reader", lead=" ", default_tag=SHEPHERD_TAG)
+FORMAT = MathShepherd("math-shepherd", summary="Math-Shepherd's text with ки tags and its +/- label text",
+                      consumer="Math-Shepherd's tag reader", lead=" ", default_tag=SHEPHERD_TAG)

@@ -28,7 +28,8 @@ class OpenRLHF(TaggedFormat):
 
 
 FORMAT = OpenRLHF(
-    "openrlhf", consumer="OpenRLHF's ProcessRewardDataset and PRMLoss", lead=" ", default_tag=SHEPHERD_TAG,
+    "openrlhf", summary="OpenRLHF's PRM rows: one text with ки tags, +/- labels",
+    consumer="OpenRLHF's ProcessRewardDataset and PRMLoss", lead=" ", default_tag=SHEPHERD_TAG,
     # ProcessRewardDataset writes float labels into a tensor of token ids (index_put fails):
     # no OpenRLHF release with a PRM trainer (0.5.6 to 0.9.5) reads them.
     hard_only="--soft: OpenRLHF's ProcessRewardDataset (0.5.6 to 0.9.5) cannot read float labels "

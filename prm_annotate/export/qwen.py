@@ -30,5 +30,6 @@ class Qwen(TaggedFormat):
         return row["prompt"] + row["response"]
 
 
-FORMAT = Qwen("qwen", consumer="the Qwen2.5-Math-PRM <extra_0> convention", step_sep="", default_tag=QWEN_TAG,
+FORMAT = Qwen("qwen", summary="Qwen2.5-Math-PRM's <extra_0> after each step, one label each",
+              consumer="the Qwen2.5-Math-PRM <extra_0> convention", step_sep="", default_tag=QWEN_TAG,
               soft=True)

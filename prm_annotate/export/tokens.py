@@ -100,5 +100,6 @@ class Tokens(ExportFormat):
         return [i for i, v in enumerate(row["labels"]) if v != IGNORE]
 
 
-FORMAT = Tokens("tokens", consumer="a token classification head", soft=True, tagged=True, step_end=True,
+FORMAT = Tokens("tokens", summary="token ids with a label on each step-end marker (needs --tokenizer)",
+                consumer="a token classification head", soft=True, tagged=True, step_end=True,
                 needs_tokenizer=True)

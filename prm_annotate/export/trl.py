@@ -51,4 +51,5 @@ class Stepwise(ExportFormat):
         return trl_label_positions(row, tokenizer, opts.sep, max_completion_length)
 
 
-FORMAT = Stepwise("trl", consumer=TRL_CONSUMER, completion_limit=True)
+FORMAT = Stepwise("trl", summary="TRL's stepwise-supervision rows (prompt, completions, labels)", consumer=TRL_CONSUMER,
+                  completion_limit=True)

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Iterator
 import orjson
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.io.inputs import FieldMap, read_records
+from prm_annotate.io.inputs import AUTO, FieldMap, read_records
 from prm_annotate.io.jsonl import STDIO, _closing, check_input, is_stream, open_input
 from prm_annotate.io.output import check_output
 
@@ -86,7 +86,7 @@ def read_shard(path: str) -> Iterator[tuple[int, int, dict[str, Any]]]:
             offset += len(raw)
 
 
-def read_input_ids(path: str, fmt: str = "auto", fields: FieldMap = FieldMap()) -> dict[str, int]:
+def read_input_ids(path: str, fmt: str = AUTO, fields: FieldMap = FieldMap()) -> dict[str, int]:
     """Ids of the original stage input, in order, read the way the stages read it."""
     ids: dict[str, int] = {}
     for where, record in read_records(path, fmt, fields):
@@ -99,7 +99,7 @@ def read_input_ids(path: str, fmt: str = "auto", fields: FieldMap = FieldMap()) 
     return ids
 
 
-def merge(shards: list[str], output: str, *, input: str | None = None, input_format: str = "auto",
+def merge(shards: list[str], output: str, *, input: str | None = None, input_format: str = AUTO,
           fields: FieldMap = FieldMap(), expect_per_input: int | None = None) -> MergeReport:
     """Merge `shards` into `output`. Raises UsageError (exit 2) on a duplicate id, a bad line, or
     output records that belong to no input id; otherwise writes `output` and returns the report

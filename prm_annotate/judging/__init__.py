@@ -20,19 +20,21 @@ from prm_annotate.judging.prompts import load_judge_prompt as _load
 from prm_annotate.judging.protocols import JudgeProtocol, Reading
 from prm_annotate.judging.styles import JudgeStyle, ParseFailure, reason_kind
 from prm_annotate.judging.votes import aggregate_votes
+from prm_annotate.registry import Registry
 
-JUDGE_STYLES: dict[str, JudgeStyle] = {s.name: s for s in (
+JUDGE_STYLES: Registry[JudgeStyle] = Registry("--style", "Answer style of a --prompt FILE that declares none in its "
+                                               "header", "docs/pipeline.md", (
     processbench.STYLE,
     paper.STYLE,
     slips.STYLE,
     deltabench.STYLE,
-)}
+))
 
-JUDGE_PROTOCOLS: dict[str, JudgeProtocol] = {p.name: p for p in (
+JUDGE_PROTOCOLS: Registry[JudgeProtocol] = Registry("--protocol", "How the judge is sampled and read", "docs/pipeline.md", (
     protocols.STRICT,
     processbench_official.PROTOCOL,
     slips.PROTOCOL,
-)}
+))
 
 
 def load_judge_prompt(choice: str, style: str | None = None) -> JudgePrompt:
@@ -44,7 +46,7 @@ def read_verdict(text: str, n_steps: int, style: str = "processbench") -> int | 
     """The first error a verdict gives, by the style's strict parser; None where the judge stage
     counts a parse failure. For readers that only score verdicts (the world's measurements)."""
     try:
-        return JUDGE_STYLES[style].parse(text, n_steps)
+        return JUDGE_STYLES.named(style).parse(text, n_steps)
     except ParseFailure:
         return None
 

@@ -46,8 +46,8 @@ class Confidence:
 
 class VerdictProbability(Confidence):
     name = "verdict-prob"
-    summary = ("the probability of the verdict's tokens, from `judge --verdict-logprobs`: the votes' mean, "
-               "a vote for another verdict counting 0")
+    summary = ("the votes' mean probability of the verdict's tokens (judge --verdict-logprobs); another "
+               "verdict's vote counts 0")
     reads = "judge"
 
     @staticmethod
@@ -71,9 +71,9 @@ class VoteAgreement(Confidence):
 
 class PRMMargin(Confidence):
     name = "prm-margin"
-    summary = ("a PRM's smallest distance from its threshold over the steps that decide its first error "
-               "(every step up to it; every step when it finds none)")
     reads = "prm"
+    summary = ("a PRM's smallest distance from its threshold over the steps deciding its first error (those up to "
+               "it, or all)")
 
     @staticmethod
     def of(block: Mapping[str, Any]) -> float | None:

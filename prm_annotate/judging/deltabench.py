@@ -10,7 +10,7 @@ or `Conclusion: yes` followed by one or more pairs
 
 The first error is the lowest section named (0-based); -1 for no error. `evaluate --benchmark
 deltabench` does not use this reader: it reads the critique as DeltaBench's script does
-(reports/deltabench.py). This one refuses where the script guesses: no conclusion or several; a
+(evaluation/deltabench.py). This one refuses where the script guesses: no conclusion or several; a
 conclusion other than `yes` or `no error`; `no error` with sections listed, or `yes` with none; a
 section number that is not a bare number in 1..n; an `Error Section Number:` not followed by
 exactly one `Explanation:` line; a keyword (any case or spacing) that does not open its own line

@@ -80,6 +80,7 @@ def read_official(texts: list[str], n_steps: int, style: JudgeStyle, cut: Any = 
 
 
 def official_sampling(options: Any, model: str) -> Sampling:
+    # run_eval.py's own values, fixed by the protocol (not defaults: --max-tokens is refused here).
     max_tokens = 32768 if "QwQ" in model else 8192
     if options.votes == 1:
         return Sampling(temperature=0.0, top_p=1.0, top_k=0, max_tokens=max_tokens, seed=SEED)

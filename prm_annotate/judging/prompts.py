@@ -23,15 +23,23 @@ from dataclasses import dataclass, replace
 
 from prm_annotate.errors import UsageError
 from prm_annotate.judging.styles import JudgeStyle
-from prm_annotate.prompt_files import PromptFile, load_prompt
+from prm_annotate.io.prompt_files import BuiltinPrompt, PromptFile, load_prompt
+from prm_annotate.registry import Registry
 
-# Built-in judge prompts by name: (file in prompts/, the answer style it is written for).
-JUDGE_PROMPTS: dict[str, tuple[str, str]] = {
-    "paper": ("judge_paper.txt", "paper"),
-    "processbench": ("judge_processbench.txt", "processbench"),
-    "slips": ("judge_slips.txt", "slips"),
-    "deltabench": ("critic_deltabench.txt", "deltabench"),
-}
+
+@dataclass(frozen=True)
+class BuiltinJudgePrompt(BuiltinPrompt):
+    style: str = ""  # the answer style it is written for
+
+
+JUDGE_PROMPTS: Registry[BuiltinJudgePrompt] = Registry(
+    "--prompt", "The judge's prompt: a template FILE with {problem} and {paragraphs}, or a built-in one",
+    "docs/pipeline.md", (
+        BuiltinJudgePrompt("paper", "the paper's protocol", "judge_paper.txt", "paper"),
+        BuiltinJudgePrompt("processbench", "ProcessBench's critic template", "judge_processbench.txt", "processbench"),
+        BuiltinJudgePrompt("slips", "every slip and its correction: --protocol recovery's", "judge_slips.txt", "slips"),
+        BuiltinJudgePrompt("deltabench", "DeltaBench's critic task", "critic_deltabench.txt", "deltabench"),
+    ))
 
 _HEADER = re.compile(r"\A---\n((?:[^\n]*\n)*?)---\n")
 
@@ -63,10 +71,9 @@ def read_header(file: PromptFile) -> tuple[dict[str, str], PromptFile]:
 def load_judge_prompt(choice: str, style: str | None, styles: dict[str, JudgeStyle]) -> JudgePrompt:
     """A built-in prompt (`choice` names one) or a template file, and its answer style: `style` if
     given, else the one the prompt declares. UsageError (exit 2) for no style or an unknown one."""
-    builtin = {name: file for name, (file, _) in JUDGE_PROMPTS.items()}
-    header, file = read_header(load_prompt(choice, builtin))
+    header, file = read_header(load_prompt(choice, JUDGE_PROMPTS))
     check_judge_template(file.text, file.path)
-    declared = JUDGE_PROMPTS[choice][1] if choice in JUDGE_PROMPTS else header.get("style")
+    declared = JUDGE_PROMPTS[choice].style if choice in JUDGE_PROMPTS else header.get("style")
     name = style or declared
     if name is None:
         raise UsageError(f"{file.path}: the prompt declares no answer style: start it with a `---` / `style: NAME` / "

@@ -17,16 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, TypeVar
 
-from prm_annotate.engines.sampling import Sampling
+from prm_annotate.engines.sampling import JUDGE_BUDGET, Sampling
 from prm_annotate.errors import UsageError
 from prm_annotate.judging.styles import JudgeStyle, ParseFailure
 from prm_annotate.judging.votes import aggregate_votes
 
-# Room for the paper protocol's analysis of a long solution by a 72B judge (one analysis per
-# paragraph); the official ProcessBench script gives critics the same 8,192.
-DEFAULT_MAX_TOKENS = 8192
-# A reasoning judge thinks first: the room ProcessBench's script gives QwQ.
-REASONING_MAX_TOKENS = 32768
 
 
 @dataclass(frozen=True)
@@ -42,7 +37,7 @@ class Reading:
 @dataclass(frozen=True)
 class JudgeProtocol:
     name: str
-    description: str  # for --help
+    summary: str  # one line, for --help
     prompt: str  # the built-in judge prompt when --prompt is not given
     sampling: Callable[[Any, str], Sampling]  # (the judge's options, the model as named) -> sampling
     # (verdict texts, steps, style, cut=flags of the votes cut at max_tokens) -> reading
@@ -67,7 +62,7 @@ class JudgeProtocol:
 def strict_sampling(options: Any, model: str) -> Sampling:
     """The sampling as given; temperature by default greedy for one vote and 0.7 for several
     (identical greedy votes would make voting pointless), seed 0, the rest `Sampling`'s defaults."""
-    return Sampling(**{"temperature": 0.0 if options.votes == 1 else 0.7, "max_tokens": DEFAULT_MAX_TOKENS,
+    return Sampling(**{"temperature": 0.0 if options.votes == 1 else 0.7, "max_tokens": JUDGE_BUDGET.answer,
                        "seed": 0, **options.sampling.given()})
 
 

@@ -141,8 +141,8 @@ def _answer_regex(n_steps: int) -> str:
     return rf"<conclusion>\nSlips: [0-9]+\n({line}){{0,{n_steps}}}</conclusion>"
 
 
-STYLE = JudgeStyle("slips", "every slip and its correction: <analysis_k> from 1 for every paragraph, each ending in "
-                   "`Verdict: ...`, then <conclusion> listing the slips", 1,
+STYLE = JudgeStyle("slips", "every slip and its correction: <analysis_k> from 1, each ending in a verdict; "
+                   "<conclusion> lists the slips", 1,
                    lambda text, n: parse_slips(text, n).first_error(), "<conclusion>", _answer_regex, parse_slips)
 
 
@@ -167,7 +167,7 @@ def read_recovery(texts: list[str], n_steps: int, style: JudgeStyle, cut: Sequen
 
 
 PROTOCOL = JudgeProtocol(
-    "recovery", "labels beyond the first error: every slip and where it is corrected (prompt slips), read strictly; "
-    "the readings a strict majority of votes share", "slips", strict_sampling, read_recovery,
+    "recovery", "labels beyond the first error: every slip and its correction (prompt slips); a strict majority's "
+    "reading", "slips", strict_sampling, read_recovery,
     # the forced conclusion grows with the paragraphs: past FORCED_ANSWER_TOKENS it would be cut
     fixed=("constrained",))

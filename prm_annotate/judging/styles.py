@@ -61,7 +61,7 @@ def one_verdict(parts: list[str], n_steps: int, parse: Callable[[str, int], Any]
 @dataclass(frozen=True)
 class JudgeStyle:
     name: str
-    description: str  # for --help
+    summary: str  # one line, for --help
     first_paragraph: int  # how the prompt numbers paragraphs
     parse: Callable[[str, int], int]  # (verdict text, number of steps) -> first error
     answer_lead: str

@@ -25,14 +25,14 @@ from pydantic import ValidationError
 
 from prm_annotate import __version__
 from prm_annotate.errors import InputError, printable
-from prm_annotate.io.inputs import FieldMap, read_records
+from prm_annotate.io.inputs import AUTO, FieldMap, read_records
 from prm_annotate.io.jsonl import STDIO, check_input, is_stream
 from prm_annotate.io.manifest import append_manifest
 from prm_annotate.io.output import RejectsWriter, ResumableWriter, check_output
 from prm_annotate.pipeline.progress import Progress
 from prm_annotate.pipeline.summary import FAILED, INVALID, NOTHING_MADE, OVER_CONTEXT, Account, Nouns, sentence
 from prm_annotate.records import Record, describe_validation_error
-from prm_annotate.settings import Setting
+from prm_annotate.settings import Setting, declare, setting
 from prm_annotate.io.sharding import shard_of
 
 
@@ -152,15 +152,21 @@ QUIET = Setting(help="No progress output (the summary line stays).", flags=("--q
 
 @dataclass
 class RunOptions:
+    """How a stage goes through its input; cli/app.py's `CommonRunOptions` passes on the settings."""
+
     input: str
     output: str = STDIO
-    format: str = "auto"
+    format: str = AUTO
     fields: FieldMap = field(default_factory=FieldMap)
-    limit: int | None = None
-    batch_size: int = 64
-    skip_invalid: bool = False
-    quiet: bool = False
-    shard: tuple[int, int] | None = None  # (index, count), 0-based index
+    limit: int | None = setting(None, flags="--limit", min=1, help="Process at most the first N input records.")
+    batch_size: int = setting(64, flags="--batch-size", min=1, help=(
+        "Records at a time: in flight on a model stage's engine, else per batch (and per Ray actor call)."))
+    skip_invalid: bool = setting(False, flags="--skip-invalid/--no-skip-invalid", metavar="", help=(
+        "Set bad input lines aside in <output>.rejects.jsonl and go on."))
+    quiet: bool = declare(QUIET, False)
+    # (index, count), 0-based index; the command line's text is read by io.sharding.parse_shard.
+    shard: tuple[int, int] | None = setting(None, flags="--shard", help=(
+        "Process only shard I/N (0-based), by a stable hash of the id."))
 
 
 class DropRejects:

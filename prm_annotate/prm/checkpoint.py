@@ -203,3 +203,15 @@ def transformers_step_scores(model: Any, tokenizer: Any, fmt: PRMFormat, problem
         logits = model(torch.tensor([ids])).logits[0]
     positions = [i for i, t in enumerate(ids) if t == tag]
     return torch.softmax(logits[positions].float(), dim=-1)[:, 1].tolist()
+
+
+def causal_lm_dir(base: str, needs: str) -> Path:
+    """The `--base` checkpoint directory, refused unless it holds a causal LM (`needs`: what the
+    head does with one, said in the error)."""
+    path = Path(base).expanduser()
+    if not (path / "config.json").is_file():
+        raise UsageError(f"--base {base}: no such checkpoint directory")
+    architectures = json.loads((path / "config.json").read_text()).get("architectures") or []
+    if not any(a.endswith("ForCausalLM") for a in architectures):
+        raise UsageError(f"--base {base}: {needs}; this is {'/'.join(architectures) or 'a model without architectures'}")
+    return path

@@ -27,15 +27,15 @@ rows were written with, the training settings and result).
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.prm.data import IGNORE, split_by_problem
-from prm_annotate.reports.labels import read_rows
+from prm_annotate.prm.checkpoint import causal_lm_dir
+from prm_annotate.prm.data import IGNORE, Data, PaddedBatches, dataset_splits, split_by_problem
+from prm_annotate.evaluation.labels import read_rows
 
 # The verdict a strict judge prompt asks for (`\boxed{index}`): the tokens `--key-weight` weighs by default.
 VERDICT_PATTERN = r"\\boxed\{[^{}]*\}"
@@ -74,14 +74,7 @@ def critic_row(obj: dict[str, Any], bad: Any, where: str, skipped: dict[str, int
 def read_critic(path: str, skipped: dict[str, int]) -> dict[str, list[CriticRow]]:
     """The rows of a critic export: JSONL or Parquet (one `train` split), or a critic-hf directory."""
     if Path(path).is_dir():
-        from datasets import load_from_disk
-
-        try:
-            splits = load_from_disk(path)
-        except (OSError, ValueError, FileNotFoundError) as exc:
-            raise UsageError(f"{path}: not a dataset directory from `export --format critic-hf` ({exc})") from None
-        if not hasattr(splits, "keys"):
-            splits = {"train": splits}
+        splits = dataset_splits(path, "critic-hf")
         return {name: [r for i, obj in enumerate(splits[name]) if (r := critic_row(
             obj, lambda m, w=f"{name} row {i + 1}": InputError(path, w, m), f"{name}/{i}", skipped)) is not None]
             for name in splits.keys()}
@@ -150,36 +143,21 @@ def encode_rows(rows: list[CriticRow], tokenizer: Any, cfg: Any, skipped: dict[s
     return out
 
 
-class CriticCollator:
+class CriticCollator(PaddedBatches):
     """Right-padded `input_ids`, `attention_mask`, `labels` (IGNORE off the assistant tokens) and
-    `loss_weights`; counts real and pad tokens, as StepCollator does."""
-
-    def __init__(self, pad_id: int) -> None:
-        self.pad_id = pad_id
-        self.tokens = 0
-        self.padded = 0
+    `loss_weights`."""
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
 
-        width = max(len(f["input_ids"]) for f in features)
-        ids = torch.full((len(features), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(features), width), dtype=torch.long)
+        ids, mask, width = self.pad(features)
         labels = torch.full((len(features), width), IGNORE, dtype=torch.long)
         weights = torch.zeros((len(features), width))
         for b, f in enumerate(features):
             n = len(f["input_ids"])
-            ids[b, :n] = torch.tensor(f["input_ids"])
-            mask[b, :n] = 1
             labels[b, :n] = torch.tensor(f["labels"])
             weights[b, :n] = torch.tensor(f["loss_weights"])
-            self.tokens += n
-        self.padded += len(features) * width
         return {"input_ids": ids, "attention_mask": mask, "labels": labels, "loss_weights": weights}
-
-    @property
-    def pad_share(self) -> float:
-        return 1 - self.tokens / self.padded if self.padded else 0.0
 
 
 def weighted_token_loss(logits: Any, labels: Any, weights: Any, num_items: Any = None) -> Any:
@@ -233,13 +211,7 @@ def load_critic_base(base: str) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = Path(base).expanduser()
-    if not (path / "config.json").is_file():
-        raise UsageError(f"--base {base}: no such checkpoint directory")
-    architectures = json.loads((path / "config.json").read_text()).get("architectures") or []
-    if not any(a.endswith("ForCausalLM") for a in architectures):
-        raise UsageError(f"--base {base}: --head critic fine-tunes a causal LM; this is "
-                         f"{'/'.join(architectures) or 'a model without architectures'}")
+    path = causal_lm_dir(base, "--head critic fine-tunes a causal LM")
     tokenizer = AutoTokenizer.from_pretrained(path)
     if not getattr(tokenizer, "chat_template", None):
         raise UsageError(f"--base {base}: its tokenizer has no chat template (the critic is trained and served in it)")
@@ -249,8 +221,6 @@ def load_critic_base(base: str) -> tuple[Any, Any]:
 
 def critic_data(cfg: Any) -> tuple[Any, Any, Any]:
     """The encoded train and eval sets (prm.train.Data), the model and the tokenizer."""
-    from prm_annotate.prm.train import Data
-
     skipped: dict[str, int] = {}
     train_rows, eval_rows = critic_sources(cfg, skipped)
     model, tokenizer = load_critic_base(cfg.base)

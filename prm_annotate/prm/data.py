@@ -25,10 +25,21 @@ from typing import Any, Callable, Iterator
 
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.export.examples import not_mc_labels
+from prm_annotate.io.inputs import AUTO
 from prm_annotate.prm.checkpoint import PRMFormat, prm_token_ids, response_start, step_tag_id, tag_in_text
-from prm_annotate.reports.labels import read_raw
+from prm_annotate.registry import Named, Registry
+from prm_annotate.evaluation.labels import read_raw
 
 IGNORE = -100
+
+
+@dataclass
+class Data:
+    """A training run's encoded sets, what was skipped and why, and the PRM format (None for a critic)."""
+    train: list[dict[str, Any]]
+    eval: list[dict[str, Any]]
+    fmt: PRMFormat | None
+    skipped: dict[str, int]
 
 
 @dataclass
@@ -78,15 +89,20 @@ def read_trl(path: str, soft: bool) -> dict[str, list[Example]]:
     return {"train": examples}
 
 
-def read_hf(path: str, soft: bool) -> dict[str, list[Example]]:
+def dataset_splits(path: str, export_format: str) -> Any:
+    """The splits of a `datasets` directory written by `export --format EXPORT_FORMAT` (one split
+    alone is `train`)."""
     from datasets import load_from_disk
 
     try:
         splits = load_from_disk(path)
     except (OSError, ValueError, FileNotFoundError) as exc:
-        raise UsageError(f"{path}: not a dataset directory from `export --format hf` ({exc})") from None
-    if not hasattr(splits, "keys"):
-        splits = {"train": splits}
+        raise UsageError(f"{path}: not a dataset directory from `export --format {export_format}` ({exc})") from None
+    return splits if hasattr(splits, "keys") else {"train": splits}
+
+
+def read_hf(path: str, soft: bool) -> dict[str, list[Example]]:
+    splits = dataset_splits(path, "hf")
     out = {}
     for name in splits.keys():
         where = f"{name}"
@@ -131,8 +147,12 @@ def read_tokens(path: str, soft: bool) -> dict[str, list[Example]]:
     return {"train": examples}
 
 
-READERS: dict[str, Callable[[str, bool], dict[str, list[Example]]]] = {
-    "trl": read_trl, "tokens": read_tokens, "hf": read_hf}
+READERS: Registry[Named] = Registry("--format", "Training data's format (auto: detected from the file)",
+                                   "docs/training.md", (
+    Named("trl", "export --format trl rows: prompt, completions, labels", read_trl),
+    Named("tokens", "export --format tokens rows: token ids with a label on each step end", read_tokens),
+    Named("hf", "an export --format hf dataset directory, its test split kept", read_hf),
+), extra=(AUTO,))
 
 
 def detect_format(path: str) -> str:
@@ -151,9 +171,9 @@ def read_examples(path: str, fmt: str, soft: bool) -> dict[str, list[Example]]:
     """The file's splits (`train`, and `test` for an hf export that has one), never empty."""
     if not Path(path).exists():
         raise UsageError(f"{path}: no such file or directory")
-    fmt = detect_format(path) if fmt == "auto" else fmt
+    fmt = detect_format(path) if fmt == AUTO else fmt
     if fmt not in READERS:
-        raise UsageError(f"--format {fmt}: choose from auto, {', '.join(READERS)}")
+        raise UsageError(f"--format {fmt}: choose from {', '.join(READERS.choices())}")
     splits = READERS[fmt](path, soft)
     if not splits.get("train"):
         raise InputError(path, "line 0", "no training rows")
@@ -232,32 +252,48 @@ def marker_tag(examples: list[Example], tokenizer: Any, path: str) -> str:
     return text
 
 
-class StepCollator:
-    """Right-padded batches: `input_ids`, `attention_mask`, `labels` (targets at the labelled
-    tokens, IGNORE elsewhere) and `step_labels` (hard labels, same places). Counts real and pad
-    tokens, for the pad share `train` reports."""
+class PaddedBatches:
+    """Right padding for a batch of encoded features (a tag's logits never see the padding), with
+    the count of real and pad tokens for the pad share `train` reports."""
 
     def __init__(self, pad_id: int) -> None:
         self.pad_id = pad_id
         self.tokens = 0
         self.padded = 0
 
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+    def pad(self, features: list[dict[str, Any]]) -> tuple[Any, Any, int]:
+        """`input_ids` and `attention_mask` of the batch, and its width."""
         import torch
 
         width = max(len(f["input_ids"]) for f in features)
         ids = torch.full((len(features), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(features), width), dtype=torch.long)
-        labels = torch.full((len(features), width), float(IGNORE))
-        hard = torch.full((len(features), width), IGNORE, dtype=torch.long)
         for b, f in enumerate(features):
             n = len(f["input_ids"])
             ids[b, :n] = torch.tensor(f["input_ids"])
-            mask[b, :n] = 1  # right padding: a tag's logits never see the padding
-            labels[b, f["positions"]] = torch.tensor(f["targets"])
-            hard[b, f["positions"]] = torch.tensor(f["hard"])
+            mask[b, :n] = 1
             self.tokens += n
         self.padded += len(features) * width
+        return ids, mask, width
+
+    @property
+    def pad_share(self) -> float:
+        return 1 - self.tokens / self.padded if self.padded else 0.0
+
+
+class StepCollator(PaddedBatches):
+    """Right-padded batches: `input_ids`, `attention_mask`, `labels` (targets at the labelled
+    tokens, IGNORE elsewhere) and `step_labels` (hard labels, same places)."""
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        ids, mask, width = self.pad(features)
+        labels = torch.full((len(features), width), float(IGNORE))
+        hard = torch.full((len(features), width), IGNORE, dtype=torch.long)
+        for b, f in enumerate(features):
+            labels[b, f["positions"]] = torch.tensor(f["targets"])
+            hard[b, f["positions"]] = torch.tensor(f["hard"])
         batch = {"input_ids": ids, "attention_mask": mask, "labels": labels, "step_labels": hard}
         if "response_start" in features[0]:
             batch["response_start"] = torch.tensor([f["response_start"] for f in features])
@@ -267,6 +303,3 @@ class StepCollator:
             batch["token_logprobs"] = padded_readings([f["token_logprobs"] for f in features], width)
         return batch
 
-    @property
-    def pad_share(self) -> float:
-        return 1 - self.tokens / self.padded if self.padded else 0.0

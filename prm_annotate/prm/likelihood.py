@@ -44,6 +44,7 @@ from transformers.models.auto import CONFIG_MAPPING, AutoConfig
 from prm_annotate.prm.checkpoint import (LIKELIHOOD_ARCHITECTURE as ARCHITECTURE, Checkpoint, PRMFormat, prm_token_ids,
                                          response_start, step_tag_id)
 from prm_annotate.prm.model import LABELS, step_loss
+from prm_annotate.registry import Registry
 
 FEATURES = 8  # per step of the "step-stats" head (step_features)
 
@@ -53,8 +54,8 @@ class StepLikelihoodConfig(PreTrainedConfig):
     """Attributes:
         base_config: the causal LM's own config.
         step_tag_id: the tag token the head reads at.
-        head_type: which head reads the LM's statistics (HEADS); a config without it is the first
-            one's, "step-stats".
+        head_type: which head reads the LM's statistics (LIKELIHOOD_HEADS); a config without it is the
+            first one's, "step-stats".
         head_hidden: "step-stats": width of its hidden layer.
         token_inputs: "token-score": what its per-token MLP reads, in order (TOKEN_INPUTS).
         token_hidden: "token-score": width of the per-token MLP's hidden layer.
@@ -184,6 +185,8 @@ class StepStatsHead(nn.Sequential):
     """"step-stats": per step the minimum and mean of each token's log p and of its gap to the best
     token (compressed), the step's length and index (FEATURES numbers) through a small MLP."""
 
+    name, summary = "step-stats", "the minimum and mean of each step's token log p and gap, through a small MLP"
+
     def __init__(self, config: StepLikelihoodConfig) -> None:
         super().__init__(nn.Linear(FEATURES, config.head_hidden), nn.ReLU(), nn.Linear(config.head_hidden, 2))
 
@@ -239,6 +242,8 @@ class TokenScoreHead(nn.Module):
     Trained on step labels only, the MLP learns which surprises are errors: a low-probability token
     where the LM was sure (low entropy) contradicts it; one where many were likely is a choice."""
 
+    name, summary = "token-score", "a per-token MLP's scores pooled over each step (min, soft-min, mean)"
+
     def __init__(self, config: StepLikelihoodConfig) -> None:
         super().__init__()
         self.inputs, self.pools = list(config.token_inputs), list(config.pools)
@@ -263,7 +268,9 @@ class TokenScoreHead(nn.Module):
         return stats.at_tags(self.out(torch.cat(pooled + [position_features(stats, count)], dim=1)))
 
 
-HEADS = {"step-stats": StepStatsHead, "token-score": TokenScoreHead}
+LIKELIHOOD_HEADS: Registry[type[nn.Module]] = Registry(
+    "head_type", "Which head reads the LM's statistics (a checkpoint's config.head_type)", "docs/world-prm.md",
+    (StepStatsHead, TokenScoreHead))
 
 
 class StepLikelihoodPRM(PreTrainedModel):
@@ -274,12 +281,12 @@ class StepLikelihoodPRM(PreTrainedModel):
 
     def __init__(self, config: StepLikelihoodConfig, lm: Any = None) -> None:
         config.id2label, config.label2id = dict(LABELS), {v: k for k, v in LABELS.items()}
-        if config.head_type not in HEADS:
-            raise ValueError(f"head_type {config.head_type!r}: choose from {', '.join(HEADS)}")
+        if config.head_type not in LIKELIHOOD_HEADS:
+            raise ValueError(f"head_type {config.head_type!r}: choose from {', '.join(LIKELIHOOD_HEADS)}")
         super().__init__(config)
         self.lm = lm if lm is not None else AutoModelForCausalLM.from_config(config.base_config)
         self.lm.requires_grad_(False)
-        self.score = HEADS[config.head_type](config)
+        self.score = LIKELIHOOD_HEADS[config.head_type](config)
         self.post_init()
 
     def _init_weights(self, module: nn.Module) -> None:

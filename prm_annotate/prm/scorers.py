@@ -19,6 +19,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from prm_annotate.engines import EngineConfig
 from prm_annotate.errors import UsageError
+from prm_annotate.registry import Registry
 from prm_annotate.prm.checkpoint import ARCHITECTURE, Checkpoint
 from prm_annotate.settings import Group
 
@@ -62,7 +63,7 @@ class Scorer(Protocol):
 @dataclass(frozen=True)
 class ScorerKind:
     name: str
-    description: str
+    summary: str
     served: bool  # reached over --base-url
     reads: Callable[[Checkpoint], bool]
     start: Callable[[Checkpoint, EngineConfig], Scorer]
@@ -109,7 +110,8 @@ def _shepherd(checkpoint: Checkpoint, config: EngineConfig) -> Scorer:
                           progress=config.load_progress)
 
 
-SCORERS: dict[str, ScorerKind] = {k.name: k for k in (
+# Not chosen by a flag: `score` takes the first kind that reads the checkpoint (`scorer_for`).
+SCORERS: Registry[ScorerKind] = Registry("prm.scorer", "What reads a PRM checkpoint", "docs/scoring.md", (
     ScorerKind("qwen-prm", f"{ARCHITECTURE} in process (vLLM pooling runner)", False, _is_prm, _in_process),
     ScorerKind("qwen-prm-served", f"{ARCHITECTURE} behind `vllm serve --runner pooling` (--base-url)", True,
                _is_prm, _served),
@@ -117,7 +119,7 @@ SCORERS: dict[str, ScorerKind] = {k.name: k for k in (
                "transformers)", False, _is_likelihood_prm, _likelihood),
     ScorerKind("math-shepherd", "a causal LM read at each ' ки' tag, P(+) against P(-) (transformers)", False,
                _is_causal_lm, _shepherd),
-)}
+))
 
 
 def scorer_for(checkpoint: Checkpoint, served: bool) -> ScorerKind:
@@ -127,5 +129,5 @@ def scorer_for(checkpoint: Checkpoint, served: bool) -> ScorerKind:
             return kind
     how = "over --base-url" if served else "in process"
     what = "/".join(checkpoint.architectures) or "model without architectures"
-    known = "; ".join(f"{k.name}: {k.description}" for k in SCORERS.values())
+    known = "; ".join(f"{k.name}: {k.summary}" for k in SCORERS.values())
     raise UsageError(f"{checkpoint.name}: no scorer reads a {what} {how} (scorers: {known})")

@@ -17,7 +17,7 @@ in 16 bits.
 
 With an eval set (`--eval FILE`, `--eval-split FRACTION` by problem, or an hf export's `test`
 split) every `--eval-every` steps logs the loss per step label, step accuracy and AUC, and the
-ProcessBench F1 of the first error at the threshold that maximises it (reports/metrics.py); the saved
+ProcessBench F1 of the first error at the threshold that maximises it (evaluation/metrics.py); the saved
 model is the checkpoint with the best F1, and its threshold goes into the config, where `score`
 reads it. `--patience N` stops after N evaluations without a better F1.
 
@@ -41,11 +41,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from prm_annotate.errors import UsageError
+from prm_annotate.registry import Registry
 from prm_annotate.pipeline.runner import QUIET
 from prm_annotate.settings import declare, setting
-from prm_annotate.prm.checkpoint import PRMFormat, step_tag_id
+from prm_annotate.prm.checkpoint import PRMFormat, causal_lm_dir, step_tag_id
+from prm_annotate.io.inputs import AUTO
 from prm_annotate.prm.critic import VERDICT_PATTERN
-from prm_annotate.prm.data import Example, StepCollator, encode, marker_tag, read_examples, split_by_problem
+from prm_annotate.prm.data import READERS, Data, Example, StepCollator, encode, marker_tag, read_examples, split_by_problem
 from prm_annotate.steps import DEFAULT_SEP
 
 DEFAULT_STEPS = 200  # neither --steps nor --epochs
@@ -86,15 +88,12 @@ class TrainConfig:
         "Token written after each step (added to the tokenizer if needed)."))
     system_prompt: Optional[str] = setting(PRMFormat.system_prompt, flags="--system-prompt", parse=_none_if_empty,
                                            help="System turn of the PRM's input ('' for none).")
-    head: str = setting("qwen", flags="--head", help=(
-        "qwen (the base fine-tuned as Qwen2ForProcessRewardModel), likelihood or likelihood-tokens (heads on the "
-        "frozen base's token log-probabilities), or critic (the base causal LM fine-tuned on `export --format "
-        "critic` rows: a judge; docs/training.md)."))
+    head: str = setting("qwen", flags="--head", help=lambda: PRM_HEADS.help())
     key_weight: float = setting(1.0, flags="--key-weight", min=0.0, help=(
         "--head critic: loss weight of the critique's tokens inside --key-pattern matches (the verdict)."))
     key_pattern: str = setting(VERDICT_PATTERN, flags="--key-pattern", help=(
         "--head critic: regular expression over the critique marking the tokens --key-weight weighs."))
-    format: str = setting("auto", flags="--format", help="auto, trl, tokens or hf.")
+    format: str = setting(AUTO, flags="--format", help=lambda: READERS.help())
     eval: Optional[str] = setting(None, flags="--eval", panel=EVAL, help="Eval set (same formats as DATA).")
     eval_split: float = setting(0.0, flags="--eval-split", min=0.0, max=0.99, panel=EVAL, help=(
         "Hold out this share of DATA's problems for evaluation."))
@@ -152,10 +151,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise UsageError(f"--eval-split must be in [0, 1), got {cfg.eval_split}")
     if cfg.precision not in ("auto", "bf16", "fp32"):
         raise UsageError(f"--precision {cfg.precision}: choose auto, bf16 or fp32")
-    if cfg.head not in HEADS:
-        raise UsageError(f"--head {cfg.head}: choose from {', '.join(HEADS)}")
-    if HEADS[cfg.head].critic:
-        for flag, given in (("--soft", cfg.soft), ("--format", cfg.format != "auto"),
+    if PRM_HEADS.named(cfg.head).critic:
+        for flag, given in (("--soft", cfg.soft), ("--format", cfg.format != AUTO),
                             ("--step-tag", cfg.step_tag != PRMFormat.step_tag),
                             ("--system-prompt", cfg.system_prompt != PRMFormat.system_prompt)):
             if given:
@@ -167,7 +164,7 @@ def check_config(cfg: TrainConfig) -> None:
             raise UsageError(f"--key-pattern {cfg.key_pattern!r}: not a regular expression ({exc})") from None
     elif cfg.key_weight != 1.0 or cfg.key_pattern != VERDICT_PATTERN:
         raise UsageError("--key-weight and --key-pattern weigh a critique's tokens: they need --head critic")
-    if HEADS[cfg.head].response_start and cfg.gradient_checkpointing:
+    if PRM_HEADS.named(cfg.head).response_start and cfg.gradient_checkpointing:
         raise UsageError(f"--head {cfg.head} trains no LM weights: --gradient-checkpointing does not apply")
     if cfg.report_to not in REPORTERS:
         raise UsageError(f"--report-to {cfg.report_to}: choose from {', '.join(REPORTERS)}")
@@ -269,7 +266,7 @@ def training_arguments(cfg: TrainConfig, paths: Paths, has_eval: bool) -> Any:
     verdicts need decoding: `judge` and `evaluate --min-f1` read them)."""
     from transformers import TrainingArguments
 
-    critic = HEADS[cfg.head].critic
+    critic = PRM_HEADS[cfg.head].critic
     best = {"metric_for_best_model": "token_loss" if critic else "f1", "greater_is_better": not critic} if has_eval \
         else {"metric_for_best_model": None, "greater_is_better": None}
 
@@ -328,13 +325,7 @@ def load_likelihood_base(base: str, fmt: PRMFormat, head_type: str = "step-stats
 
     from prm_annotate.prm.likelihood import build
 
-    path = Path(base).expanduser()
-    if not (path / "config.json").is_file():
-        raise UsageError(f"--base {base}: no such checkpoint directory")
-    architectures = json.loads((path / "config.json").read_text()).get("architectures") or []
-    if not any(a.endswith("ForCausalLM") for a in architectures):
-        raise UsageError(f"--base {base}: --head likelihood reads a causal LM's log-probabilities; this is "
-                         f"{'/'.join(architectures) or 'a model without architectures'}")
+    path = causal_lm_dir(base, "--head likelihood reads a causal LM's log-probabilities")
     tokenizer = AutoTokenizer.from_pretrained(path)
     if len(tokenizer.encode(fmt.step_tag, add_special_tokens=False)) != 1:
         tokenizer.add_tokens([fmt.step_tag], special_tokens=True)
@@ -349,37 +340,31 @@ class Head:
     """A kind of PRM `train` makes.
 
     Attributes:
-        name: the `--head` choice.
         load: (base, format) -> (model, tokenizer).
         separator: written between a step and its tag (PRMFormat.separator).
         response_start: the features carry where the response begins (the likelihood head's first step).
         critic: not a PRM: the base causal LM fine-tuned on critic rows (prm/critic.py), a judge.
     """
     name: str
+    summary: str
     load: Any
     separator: str = ""
     response_start: bool = False
     critic: bool = False
 
 
-HEADS = {h.name: h for h in (
-    Head("qwen", load_base),
+PRM_HEADS: Registry[Head] = Registry("--head", "What train makes: a PRM, or a critic", "docs/training.md", (
+    Head("qwen", "the base fine-tuned as Qwen2ForProcessRewardModel", load_base),
     # The steps' own separator stays in the text, so the LM reads the response as it was written.
-    Head("likelihood", load_likelihood_base, separator=DEFAULT_SEP, response_start=True),
+    Head("likelihood", "a step head on the frozen base's token log-probabilities", load_likelihood_base,
+         separator=DEFAULT_SEP, response_start=True),
     # The per-token scorer (prm/likelihood.py "token-score"): not shown better than "step-stats" at
     # ordering responses on the world, worse at locating the first error (docs/world-prm.md).
-    Head("likelihood-tokens", functools.partial(load_likelihood_base, head_type="token-score"), separator=DEFAULT_SEP,
+    Head("likelihood-tokens", "a per-token scorer pooled over each step, on the frozen base's log-probabilities",
+         functools.partial(load_likelihood_base, head_type="token-score"), separator=DEFAULT_SEP,
          response_start=True),
-    Head("critic", None, critic=True),
-)}
-
-
-@dataclass
-class Data:
-    train: list[dict[str, Any]]
-    eval: list[dict[str, Any]]
-    fmt: PRMFormat | None  # None for a critic (its text is the chat template's)
-    skipped: dict[str, int]
+    Head("critic", "not a PRM: the base causal LM fine-tuned on `export --format critic` rows, a judge (prm/critic.py)", None, critic=True),
+))
 
 
 def _sources(cfg: TrainConfig) -> tuple[list[Example], list[Example]]:
@@ -396,7 +381,7 @@ def _sources(cfg: TrainConfig) -> tuple[list[Example], list[Example]]:
 def load_data(cfg: TrainConfig, model_of: Any = None) -> tuple[Data, Any, Any]:
     """The encoded train and eval sets, with the model and tokenizer they were encoded for (a
     tokens export names its own step tag and has no system turn)."""
-    head = HEADS[cfg.head]
+    head = PRM_HEADS[cfg.head]
     model_of = model_of or head.load
     train_rows, eval_rows = _sources(cfg)
     fmt = PRMFormat(step_tag=cfg.step_tag, system_prompt=cfg.system_prompt, separator=head.separator)
@@ -449,7 +434,7 @@ def train(cfg: TrainConfig, readings: Any = None) -> TrainResult:
     state = PartialState()
     resume_from = check_folders(cfg, paths)
     set_seed(cfg.seed)  # the head's initialisation, the same on every process
-    critic = HEADS[cfg.head].critic
+    critic = PRM_HEADS[cfg.head].critic
     data, model, tokenizer = critic_data(cfg) if critic else load_data(cfg)
     if has_eval and not data.eval:
         raise UsageError("the eval set is empty after encoding")
@@ -471,7 +456,7 @@ def read_once(cfg: TrainConfig, model: Any, data: Data, state: Any, readings: An
     Trainer trains the head on what it read (prm/likelihood.py cache_token_logprobs), instead of
     reading each text again at every epoch and evaluation; `readings` (likelihood.LMReadings) keeps
     them for the next PRM on the same LM. Seconds taken (0 for other heads)."""
-    if not HEADS[cfg.head].response_start:
+    if not PRM_HEADS[cfg.head].response_start:
         return 0.0
     from prm_annotate.prm.likelihood import cache_token_logprobs
 
@@ -495,7 +480,7 @@ def save_final(trainer: Any, cfg: TrainConfig, paths: Paths, fmt: PRMFormat, res
         raise AssertionError(f"config vocab_size {model.config.vocab_size} != {rows} embedding rows")
     trained = {"train": {k: v for k, v in asdict(cfg).items() if k not in RESUME_FREE},
                "result": {k: v for k, v in asdict(result).items() if k != "output"}}
-    if HEADS[cfg.head].critic:
+    if PRM_HEADS[cfg.head].critic:
         model.config.prm_annotate = {"critic": {**model.config.prm_annotate["critic"], **trained}}
     else:
         model.config.prm_annotate = {**model.config.prm_annotate, "threshold": result.threshold, **trained}

@@ -1,5 +1,5 @@
 """The `Trainer` that `train` runs (prm/train.py sets it up): transformers' own, with a length-grouped
-sampler that does not depend on the number of devices, the eval metrics of reports/metrics.py
+sampler that does not depend on the number of devices, the eval metrics of evaluation/metrics.py
 (`step_metrics`, fed per response from the eval batches), and progress on stderr (stdout is left to `train --json`).
 
 Length grouping: the Trainer's `group_by_length` groups within megabatches of the per-device batch,
@@ -22,7 +22,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 import numpy as np
 
 from prm_annotate.prm.data import IGNORE
-from prm_annotate.reports.metrics import StepResponse, step_metrics
+from prm_annotate.evaluation.metrics import StepResponse, step_metrics
 
 
 def responses_of(log_odds: np.ndarray, labels: np.ndarray, step_labels: np.ndarray) -> list[StepResponse]:

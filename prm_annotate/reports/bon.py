@@ -6,7 +6,7 @@ Input: responses with `prm.scores` (one score in [0, 1] per step, from `score` o
 responses any problem has (that number itself last, when it is not a power of two):
 
 - `prm-<agg>`: the response with the highest aggregate of its step scores wins, for `agg` in
-  min (the weakest step), last (the final step), prod (all steps right at once), mean;
+  `BON_AGGREGATES` (min, last, prod, mean: reports/aggregates.py);
 - `majority`: the most frequent final answer wins, answers grouped by the grader's equivalence;
 - `pass@N`: a problem counts when any of its N responses is right (the ceiling of any selector).
 
@@ -28,23 +28,17 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from math import prod
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from pydantic import ValidationError
 
 from prm_annotate.errors import InputError
 from prm_annotate.grading.grader import Grader
-from prm_annotate.reports.labels import Gold, get_path, read_raw, step_scores_value
+from prm_annotate.reports.aggregates import AGGREGATES, BON_AGGREGATES
+from prm_annotate.evaluation.labels import Gold, get_path, read_raw, step_scores_value
 from prm_annotate.records import Response, describe_validation_error
 from prm_annotate.steps import join_record
 
-AGGREGATIONS: dict[str, Callable[[list[float]], float]] = {
-    "min": min,
-    "last": lambda s: s[-1],
-    "prod": prod,
-    "mean": lambda s: sum(s) / len(s),
-}
 
 
 @dataclass
@@ -123,7 +117,7 @@ def n_values(problems: list[Problem]) -> list[int]:
 
 
 def prm_pick(candidates: list[Candidate], agg: str) -> Candidate:
-    f = AGGREGATIONS[agg]
+    f = AGGREGATES.named(agg)
     best = candidates[0]
     for c in candidates[1:]:
         if f(c.scores) > f(best.scores):  # strict: ties keep the earliest
@@ -152,10 +146,10 @@ def _pct(hits: int, total: int) -> float | None:
 
 
 def best_of_n(problems: list[Problem], gold: dict[str, Gold] | None = None,
-              aggregations: Iterable[str] = tuple(AGGREGATIONS)) -> dict[str, Any]:
+              aggregations: Iterable[str] = BON_AGGREGATES) -> dict[str, Any]:
     """Accuracy (% of problems) of each selector at each N (keys are N as text, for JSON), and the
     two diagnostics."""
-    aggregations = list(aggregations)
+    aggregations = [AGGREGATES.canonical(a) for a in aggregations]
     ns = n_values(problems)
     methods = [f"prm-{a}" for a in aggregations] + ["majority", "pass@N"]
     accuracy: dict[str, dict[str, float]] = {m: {} for m in methods}

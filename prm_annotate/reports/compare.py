@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from prm_annotate.errors import UsageError
-from prm_annotate.reports.evaluate import evaluate
-from prm_annotate.reports.labels import Gold, Prediction, load_predictions, step_labels
+from prm_annotate.evaluation.evaluate import evaluate
+from prm_annotate.evaluation.labels import Gold, Prediction, load_predictions, step_labels
 from prm_annotate.reports.recovery import agreement as recovery_agreement
 from prm_annotate.reports.recovery import counts as recovery_counts
 from prm_annotate.reports.recovery import read_recoveries

@@ -20,8 +20,8 @@ from typing import Any, Iterable
 
 from prm_annotate.errors import InputError
 from prm_annotate.recovery import Recovery
-from prm_annotate.reports.labels import MISSING, get_path, gold_sources, read_rows
-from prm_annotate.reports.metrics import harmonic_mean
+from prm_annotate.evaluation.labels import MISSING, get_path, gold_sources, read_rows
+from prm_annotate.evaluation.metrics import harmonic_mean
 
 RECOVERY_FIELDS = ("recovery", "mc.recovery", "judge.recovery")
 Reading = tuple[Recovery | None, int]  # (the reading, None when unparsed; the trace's steps)

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from prm_annotate.judging import reason_kind
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.reports.labels import MISSING, get_path, read_rows
+from prm_annotate.evaluation.labels import MISSING, get_path, read_rows
 from prm_annotate.reports.recovery import counts, reading_of, recovery_field
 from prm_annotate.settings import setting
 

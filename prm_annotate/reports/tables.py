@@ -7,14 +7,9 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from prm_annotate.reports.evaluate import Report
+from prm_annotate.evaluation.evaluate import Report
+from prm_annotate.evaluation.labels import id_notes  # noqa: F401 (the tables' own use)
 
-
-def id_notes(missing: list[str], missing_says: str, extra: list[str], extra_says: str) -> list[Text]:
-    """A line for the gold ids without a prediction and one for the predictions outside the gold,
-    where there are any: how many, what became of them, the first three."""
-    return [Text(f"{len(ids)} {says}, e.g. {', '.join(ids[:3])}") for ids, says in ((missing, missing_says),
-                                                                                  (extra, extra_says)) if ids]
 
 
 def pct(value: float | None) -> str:

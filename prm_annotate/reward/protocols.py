@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from prm_annotate.reward.scoring import AGGREGATES, Item, Reward
+from prm_annotate.reports.aggregates import reward_aggregate, reward_names
+from prm_annotate.reward.scoring import Item, Reward
 from prm_annotate.segmenting import get_segmenter, segment_text
 from prm_annotate.settings import declare
 from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
@@ -125,9 +126,12 @@ def score_items(body: Any, rules: TextRules, max_batch: int) -> tuple[list[Item 
 
 def _aggregate(body: dict[str, Any]) -> str | None:
     name = body.get("aggregate")
-    if name is not None and name not in AGGREGATES:
-        raise BadRequest(f"`aggregate` must be one of {', '.join(AGGREGATES)}, got {name!r}")
-    return name
+    if name is None:
+        return None
+    kind = reward_aggregate(name) if isinstance(name, str) else None
+    if kind is None:
+        raise BadRequest(f"`aggregate` must be one of {reward_names()}, got {name!r}")
+    return kind.name
 
 
 def answer(rewards: list[Reward], aggregate: str, fallback: float) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 through `score`'s own machinery (the score stage over a `prm.scorers` scorer, in process or behind
 `vllm serve`), so a reward equals what `score` writes for the same response.
 
-Aggregates (`AGGREGATES`): `min` (the weakest step; the default), `product` (every step right),
+Aggregates (`reports.aggregates.AGGREGATES`): `min` (the weakest step; the default), `prod` (every step right),
 `last` (the final step's score), `recovered` (the weakest step the trace does not correct: `min`
 over the steps left when each slip the trace corrects, and the steps until its correction, are
 set aside; a slip and its correction read from the step rewards by MC's `soft-drop` rule,
@@ -15,36 +15,17 @@ decides what reward stands for it (the server: `fallback_reward`, with the reaso
 """
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 from pydantic import ValidationError
 
 from prm_annotate.prm.scorers import Scorer
 from prm_annotate.records import Response
-from prm_annotate.strategies.recovery_rules import SoftDrop
+from prm_annotate.reports.aggregates import AGGREGATES, DEFAULT_AGGREGATE, recovered_min  # noqa: F401 (recovered_min: its home's name)
 from prm_annotate.stages.score import ScoreStage
 
-# Step 0 has no step before it: below this reward it is a slip (the PRM calls it more likely wrong).
-RECOVERED_FIRST_STEP = 0.5
-
-
-def recovered_min(scores: list[float]) -> float:
-    """The weakest step the trace does not correct (the `recovered` aggregate)."""
-    recovery = SoftDrop().read(scores, RECOVERED_FIRST_STEP)
-    spared = {i for s in recovery.corrected for i in range(s.step, s.corrected_at)}  # type: ignore[arg-type]
-    return min(x for i, x in enumerate(scores) if i not in spared)  # a correction is never spared
-
-
-AGGREGATES: dict[str, Callable[[list[float]], float]] = {
-    "min": min,
-    "product": math.prod,
-    "last": lambda scores: scores[-1],
-    "recovered": recovered_min,
-}
-DEFAULT_AGGREGATE = "min"
 ENGINE_FAILED = "engine failed"  # how the score stage words a batch the engine did not score
 
 

@@ -33,7 +33,8 @@ import orjson
 
 from prm_annotate.reward.protocols import BadRequest, TextRules, answer, openrlhf_items, score_items
 from prm_annotate.errors import UsageError
-from prm_annotate.reward.scoring import AGGREGATES, DEFAULT_AGGREGATE, Item, Reward, RewardScorer
+from prm_annotate.reports.aggregates import DEFAULT_AGGREGATE, reward_aggregate, reward_names
+from prm_annotate.reward.scoring import Item, Reward, RewardScorer
 from prm_annotate.settings import group, setting
 
 PANEL = "Server"  # the --help panel of the server's options
@@ -49,21 +50,16 @@ class ServerConfig:
     """How the reward server listens and what it takes.
 
     Attributes:
-        host: the address to bind (127.0.0.1: this machine only).
         port: the port (0: any free one).
         aggregate: the reward of a response from its step rewards, unless a request names one.
-        key_env: the environment variable whose value, when set, every request must bear.
-        max_batch: the most responses in one request, and in one engine call.
-        max_request_mb: the largest body taken, in MiB (`max_request_bytes`).
-        max_clients: requests handled at once.
-        request_timeout: seconds a client may take to send its request.
+        max_request_mb: read in bytes as `max_request_bytes`.
         fallback_reward: the reward of a response the PRM cannot read.
         rules: how a response's text becomes steps.
     """
     host: str = setting("127.0.0.1", flags="--host", panel=PANEL, help="Address to bind (127.0.0.1: this machine only).")
     port: int = setting(8008, flags="--port", min=0, max=65535, panel=PANEL, help="Port (0: a free one, printed at start).")
     aggregate: str = setting(DEFAULT_AGGREGATE, flags="--aggregate", panel=PANEL, help=lambda: (
-        f"A response's reward from its step rewards: {', '.join(AGGREGATES)} (a request may name another)."))
+        f"A response's reward from its step rewards: {reward_names()} (a request may name another; docs/rl-reward.md)."))
     key_env: str | None = setting("PRM_REWARD_KEY", flags="--key-env", panel=PANEL, help=(
         "Environment variable whose value, when set, every request must bear as `Authorization: Bearer` "
         "(OpenRLHF sends none)."))
@@ -81,8 +77,10 @@ class ServerConfig:
     rules: TextRules = group(TextRules())
 
     def __post_init__(self) -> None:
-        if self.aggregate not in AGGREGATES:
-            raise UsageError(f"--aggregate {self.aggregate}: choose from {', '.join(AGGREGATES)}")
+        kind = reward_aggregate(self.aggregate)
+        if kind is None:
+            raise UsageError(f"--aggregate {self.aggregate}: choose from {reward_names()}")
+        object.__setattr__(self, "aggregate", kind.name)  # an old name, said as today's
 
     @property
     def max_request_bytes(self) -> int:

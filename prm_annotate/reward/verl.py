@@ -21,7 +21,8 @@ import threading
 from typing import Any
 
 from prm_annotate.reward.protocols import TextRules
-from prm_annotate.reward.scoring import DEFAULT_AGGREGATE, AGGREGATES, Item, Reward, RewardScorer
+from prm_annotate.reports.aggregates import DEFAULT_AGGREGATE, reward_aggregate, reward_names
+from prm_annotate.reward.scoring import Item, Reward, RewardScorer
 
 _SCORERS: dict[tuple[str, str | None], RewardScorer] = {}
 _LOCK = threading.Lock()
@@ -66,8 +67,10 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
                   *, url: str | None = None, model: str | None = None, base_url: str | None = None,
                   aggregate: str = DEFAULT_AGGREGATE, step_sep: str = "\n\n", fallback: float = 0.0,
                   key_env: str = "PRM_REWARD_KEY", timeout: float = 300.0, **_: Any) -> dict[str, Any]:
-    if aggregate not in AGGREGATES:
-        raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
+    kind = reward_aggregate(aggregate)
+    if kind is None:
+        raise ValueError(f"aggregate must be one of {reward_names()}, got {aggregate!r}")
+    aggregate = kind.name
     if (url is None) == (model is None):
         raise ValueError("compute_score needs reward_kwargs `url` (a prm-annotate reward-server) or `model` (a PRM "
                          "loaded in this process), one of them")

@@ -24,7 +24,7 @@ class Reflection(Segmenter):
     """
 
     name = "reflection"
-    summary = "a cut where the trace turns: Wait, Alternatively..."
+    summary = "a cut where the trace turns: Wait, Alternatively and the like"
     markers: tuple[str, ...] = DEFAULT_MARKERS
     at: str = "paragraph"
     sep: str = "\n\n"

@@ -8,7 +8,7 @@ from prm_annotate.engines.base import Engine
 from prm_annotate.engines.bill import Bill, model_params
 from prm_annotate.errors import UsageError
 from prm_annotate.grading.grader import Grader
-from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS, PromptFile, load_prompt
+from prm_annotate.io.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS, PromptFile, load_prompt
 from prm_annotate.records import Record
 from prm_annotate.pipeline.runner import Outcome, StageBase
 from prm_annotate.pipeline.scheduler import Job, one_unit_each, run_jobs

@@ -18,48 +18,26 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from prm_annotate.engines.sampling import Sampling, SamplingOverrides, sampling_fields
+from prm_annotate.engines.sampling import JUDGE_BUDGET, POLICY_BUDGET, Sampling, SamplingOverrides, sampling_fields
 from prm_annotate.errors import UsageError
 from prm_annotate.engines.reasoning import reasoning_parsers
-from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES
+from prm_annotate.judging import JUDGE_PROMPTS, JUDGE_PROTOCOLS, JUDGE_STYLES
 from prm_annotate.judging.cascade import CONFIDENCES
-from prm_annotate.judging.protocols import DEFAULT_MAX_TOKENS as JUDGE_MAX_TOKENS
-from prm_annotate.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
+from prm_annotate.io.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
 from prm_annotate.segmenting import SEGMENTERS
 from prm_annotate.settings import Setting, declare, group, setting
 from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
 from prm_annotate.strategies import STRATEGIES
-from prm_annotate.strategies.recovery_rules import RecoveryRule, make_recovery_rule, recovery_rules_help
-from prm_annotate.strategies.zero_rules import ALL_K, DEFAULT_TOLERANCE, ZeroRule, make_zero_rule, zero_rules_help
+from prm_annotate.strategies.recovery_rules import RECOVERY_RULES, RecoveryRule, make_recovery_rule
+from prm_annotate.strategies.zero_rules import ALL_K, DEFAULT_TOLERANCE, ZERO_RULES, ZeroRule, make_zero_rule
 
-POLICY_MAX_TOKENS = 2048
-# A thinking policy's response and completion: a thought of thousands of tokens comes before the
-# answer. 32,768 is what DeepSeek-R1's and Qwen3's own evaluations give them (and what ProcessBench
-# gives a reasoning critic: the judge's REASONING_MAX_TOKENS); 2,048 would cut most thoughts.
-REASONING_POLICY_MAX_TOKENS = 32768
 LABELS = ("hard", "soft")
 CUT_COMPLETIONS = ("graded", "wrong", "right")
 REASONING_MODES = ("auto", "think", "off")
 
 
-def _system_prompts_help() -> str:
-    names = ", ".join(SYSTEM_PROMPTS)
-    return (f"System prompt: built-in {names} (prompts/), a FILE, or none (default: {DEFAULT_SYSTEM_PROMPT}, "
-            "the paper's policies' prompt).")
-
-
-def _protocols_help() -> str:
-    return "How the judge is sampled and read: " + "; ".join(
-        f"{name}: {p.description}" for name, p in JUDGE_PROTOCOLS.items()) + "."
-
-
-def _styles_help() -> str:
-    listed = " or ".join(f"{name} ({s.description})" for name, s in JUDGE_STYLES.items())
-    return f"Answer style of a --prompt FILE that declares none in its header: {listed}."
-
-
 def _speculate_help() -> str:
-    named = ", ".join(name for name, s in STRATEGIES.items() if s.speculates)
+    named = STRATEGIES.where(lambda s: s.speculates)
     return (f"Probes the strategies that speculate ({named}) may start before a round asks for them (0: off; "
             "default: 256 in process, 0 over HTTP).")
 
@@ -102,8 +80,8 @@ def check_reasoning(choice: Optional[str]) -> None:
 
 def reasoning_budget(sampling: Sampling) -> Sampling:
     """A thinking policy's sampling: max tokens left at the default rise to the reasoning budget."""
-    if sampling.max_tokens == POLICY_MAX_TOKENS:
-        return dataclasses.replace(sampling, max_tokens=REASONING_POLICY_MAX_TOKENS)
+    if sampling.max_tokens == POLICY_BUDGET.answer:
+        return dataclasses.replace(sampling, max_tokens=POLICY_BUDGET.thinking)
     return sampling
 
 
@@ -112,16 +90,15 @@ class SampleConfig:
     """How `sample` samples.
 
     Attributes:
-        n: responses per problem.
         sampling: temperature, top-p, top-k, max tokens per response, and the run seed each
             response's seed derives from.
         step_sep: the separator a response is split into steps at (the segmenters' `sep` unless
             `segment_options` sets it).
-        system_prompt: a built-in name (prm_annotate.prompt_files.SYSTEM_PROMPTS), a file, or
+        system_prompt: a built-in name (prm_annotate.io.prompt_files.SYSTEM_PROMPTS), a file, or
             "none"; None: the default (Qwen2.5-Math-Instruct's chain-of-thought prompt).
         reasoning: how a thinking policy's thought is told from its answer: "auto" (None: the
             same), "think", "off", or a vLLM reasoning parser (stages/thinking.py). With a thought,
-            max tokens left at 2,048 rise to REASONING_POLICY_MAX_TOKENS.
+            max tokens left at the policy's budget rise to its thinking one (POLICY_BUDGET).
         segment: how a response is cut into steps (segmenting.SEGMENTERS; docs/pipeline.md).
         segment_options: the segmenter's settings as "KEY=VALUE" texts (its dataclass fields).
         keep_logprobs: keep the sampled tokens' log-probabilities in each record
@@ -130,10 +107,11 @@ class SampleConfig:
     """
 
     n: int = setting(8, flags=("-n", "--num-samples"), min=1, help="Responses per problem.")
-    sampling: Sampling = group(Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0),
+    sampling: Sampling = group(Sampling(max_tokens=POLICY_BUDGET.answer, seed=0),
                                words={"output": "response", "request": "response"})
     step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
-    system_prompt: Optional[str] = setting(None, flags="--system-prompt", help=_system_prompts_help)
+    system_prompt: Optional[str] = setting(None, flags="--system-prompt", show_default=DEFAULT_SYSTEM_PROMPT,
+                                           help=SYSTEM_PROMPTS.help)
     reasoning: Optional[str] = declare(REASONING, None)
     segment: str = setting("paragraphs", flags="--segment", help=SEGMENTERS.help)
     segment_options: Optional[list[str]] = setting(None, flags="--segment-option", show_default=False, help=(
@@ -159,35 +137,25 @@ class RolloutConfig:
     """How `rollout` estimates each step's Monte Carlo score (docs/pipeline.md).
 
     Attributes:
-        k: completions per step.
         label: "hard" or "soft", recorded as `mc.label`; soft needs every step's score (the
             exhaustive strategy). `first_error` is always hard.
         strategy: the rollout strategy (strategies.STRATEGIES).
         judged: with a strategy that checks the judge's verdicts (verify), the judged file of
             these responses; its `judge.first_error` is what MC confirms or refutes.
-        threshold: a step's hard label is score > threshold (0: any right completion).
         zero_rule: when a step sampled in rounds is called 0 (strategies.zero_rules.ZERO_RULES):
             "all-k" (the paper's: all K could not make it a 1) or a sequential rule that stops
             sooner ("beta-binomial"); not for exhaustive.
-        zero_tolerance: the sequential rule's tolerance (None: its default): the largest chance,
-            under its prior, that the rest of the K would have made a step called 0 a 1.
         sampling: temperature, top-p, top-k, max tokens per completion, and the run seed each
             completion's seed derives from.
         step_sep: the step separator.
-        system_prompt: the system prompt to continue under (a built-in name, a file, or "none");
-            None: the one each response was sampled under (its `generator.system_prompt`).
-        force_system_prompt: continue under `system_prompt` even where a response was sampled
-            under another (refused otherwise).
-        cut_completions: what a completion cut at max tokens counts as: "graded" (on its text),
-            "wrong" or "right".
-        share_prefixes: roll out identical step prefixes of one problem's responses once (seeds
-            from the prefix, not the response id); with binary/scan also take prefixes of right
-            solutions as 1 without sampling.
+        system_prompt: None: the one each response was sampled under (its `generator.system_prompt`).
+        force_system_prompt: without it a response sampled under another prompt is refused.
+        share_prefixes: seeds come from the prefix, not the response id; with binary/scan,
+            prefixes of right solutions are taken as 1 without sampling.
         speculate: with early-stop, binary or scan, start probes ahead of the round that may ask
             for them while fewer than this many requests are in flight; 0: off. None: the
             command's default (256 in process, 0 over HTTP), 0 for the stage.
-        keep_completions: keep up to this many completion texts of each probed step in
-            `mc.kept_completions` (with their verdicts), so a reviewer sees what made a step 0; 0: none.
+        keep_completions: with their verdicts, so a reviewer sees what made a step 0.
         recovery_rule: MC's reading of slips and their corrections, written as `mc.recovery`
             (strategies/recovery_rules.py: "soft-drop"); None: none written (the default).
         recovery_drop: the soft-drop rule's drop (None: its default, 0.25).
@@ -202,11 +170,11 @@ class RolloutConfig:
         "With --strategy verify: the judge's output on these responses, whose first errors MC checks."))
     threshold: float = setting(0.0, flags="--threshold", min=0.0, max=1.0,
                                help="Hard label = score > threshold (0: any right completion).")
-    zero_rule: str = setting("all-k", flags="--zero-rule", help=zero_rules_help)
+    zero_rule: str = setting("all-k", flags="--zero-rule", help=ZERO_RULES.help)
     zero_tolerance: Optional[float] = setting(None, flags="--zero-tolerance", show_default=str(DEFAULT_TOLERANCE), help=(
         "With --zero-rule beta-binomial: the largest chance, under its prior, that the rest of the K would "
         "have made a step it calls 0 a 1."))
-    sampling: Sampling = group(Sampling(max_tokens=POLICY_MAX_TOKENS, seed=0),
+    sampling: Sampling = group(Sampling(max_tokens=POLICY_BUDGET.answer, seed=0),
                                words={"output": "completion", "request": "completion"})
     step_sep: str = declare(STEP_SEP, DEFAULT_SEP)
     system_prompt: Optional[str] = setting(None, flags="--system-prompt", help=(
@@ -220,7 +188,7 @@ class RolloutConfig:
     speculate: Optional[int] = setting(None, flags="--speculate", min=0, show_default=False, help=_speculate_help)
     keep_completions: int = setting(0, flags="--keep-completions", min=0, help=(
         "Keep up to this many completion texts per probed step in mc.kept_completions (0: none)."))
-    recovery_rule: Optional[str] = setting(None, flags="--recovery-rule", show_default=False, help=recovery_rules_help)
+    recovery_rule: Optional[str] = setting(None, flags="--recovery-rule", show_default=False, help=RECOVERY_RULES.help)
     recovery_drop: Optional[float] = setting(None, flags="--recovery-drop", show_default="0.25", help=(
         "With --recovery-rule soft-drop: the drop in the soft score that makes a step a slip (and the rise a correction)."))
 
@@ -252,7 +220,7 @@ class RolloutConfig:
         if rule != ALL_K and self.strategy in STRATEGIES and not STRATEGIES[self.strategy].takes_zero_rule:
             raise UsageError(f"--zero-rule {rule.name}: --strategy {self.strategy} samples all K at once, so no rule "
                              f"can stop it sooner (use a strategy that samples in rounds: "
-                             f"{', '.join(n for n, s in STRATEGIES.items() if s.takes_zero_rule)})")
+                             f"{STRATEGIES.where(lambda s: s.takes_zero_rule)})")
 
     @property
     def recovery_rule_object(self) -> RecoveryRule | None:
@@ -275,34 +243,26 @@ class JudgeConfig:
             slips under recovery).
         style: the answer style of a prompt file that declares none (judging.JUDGE_STYLES).
         protocol: how the judge is sampled and read (judging.JUDGE_PROTOCOLS).
-        votes: verdicts per response, made one first error as the protocol says.
         sampling: the sampling given (None where not).
-        constrained: force the verdict's answer (vLLM structured outputs).
         reasoning: how a reasoning judge's thought is split off before its answer is parsed: "auto"
             (None: the same), "think", "off", or a vLLM reasoning parser (engines/reasoning.py).
         keep_reasoning: keep each vote's thought in the record (its token count is always kept).
         verdict_logprobs: ask for the sampled tokens' log-probabilities and keep each vote's verdict's
             (`judge.verdict_logprobs`): a first judge's confidence (judging/cascade.py).
-        escalate_from: a cascade's first judge's file (a critic's `judge` output or a PRM's `score`
-            output): its verdict stands where it is sure, the rest is judged here (judging/cascade.py).
+        escalate_from: read by judging/cascade.py.
         confidence: how sure the first judge is (judging.cascade.CONFIDENCES); None: prm-margin for
             a PRM, verdict-prob for a critic that kept logprobs, else votes.
-        escalate_below: a response whose first-judge confidence is below this goes to this judge.
-        budget: instead of a threshold, the share of the first file (e.g. "10%") to escalate, the
-            least confident first: made a threshold over the whole first file.
     """
 
-    prompt: Optional[str] = setting(None, flags="--prompt", show_default="paper", help=(
-        "paper (the paper's protocol) | processbench (ProcessBench's critic template) | slips (every slip and its "
-        "correction: --protocol recovery's) | deltabench (DeltaBench's critic task) | a template FILE."))
-    style: Optional[str] = setting(None, flags="--style", help=_styles_help)
-    protocol: str = setting("strict", flags="--protocol", help=_protocols_help)
+    prompt: Optional[str] = setting(None, flags="--prompt", show_default="paper", help=JUDGE_PROMPTS.help)
+    style: Optional[str] = setting(None, flags="--style", help=JUDGE_STYLES.help)
+    protocol: str = setting("strict", flags="--protocol", help=JUDGE_PROTOCOLS.help)
     votes: int = setting(1, flags="--votes", min=1, help="Verdicts per response, made one first error as --protocol says.")
     # None where not given (the protocol's value); the defaults shown are the strict protocol's.
     sampling: SamplingOverrides = group(SamplingOverrides(), words={"output": "verdict", "request": "vote"}, changes={
         "temperature": {"help": "Softmax temperature; default: 0 with one vote, 0.7 with several."},
         "top_p": {"show_default": "1.0"}, "top_k": {"show_default": "0"},
-        "max_tokens": {"show_default": str(JUDGE_MAX_TOKENS)}, "seed": {"show_default": "0"}})
+        "max_tokens": {"show_default": str(JUDGE_BUDGET.answer)}, "seed": {"show_default": "0"}})
     constrained: bool = setting(False, flags="--constrained/--no-constrained",
                                 help="Force the verdict's answer (vLLM structured outputs).")
     reasoning: Optional[str] = declare(REASONING, None)
@@ -330,9 +290,7 @@ class JudgeConfig:
             CONFIDENCES.named(self.confidence)
         if self.verdict_logprobs and self.constrained:
             raise UsageError("--verdict-logprobs reads the verdict in the free answer: leave out --constrained")
-        if self.protocol not in JUDGE_PROTOCOLS:
-            raise UsageError(f"--protocol {self.protocol}: choose {' or '.join(JUDGE_PROTOCOLS)}")
-        JUDGE_PROTOCOLS[self.protocol].check(self)
+        JUDGE_PROTOCOLS.named(self.protocol).check(self)
         check_reasoning(self.reasoning)
         if self.constrained and self.reasoning not in (None, "auto", "off"):
             raise UsageError("--constrained stops the free text at the answer lead, which a thought may write: "

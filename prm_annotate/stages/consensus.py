@@ -44,7 +44,7 @@ from prm_annotate.stages.judged_file import JudgedIndex
 from prm_annotate.pipeline.runner import Outcome, RunOptions, RunSummary, StageBase, finished_ids, run_stage
 from prm_annotate.pipeline.summary import Nouns
 # The confusion table's rows live with the label readers: the report counts by them too.
-from prm_annotate.reports.labels import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, RECOVERY_ROWS, ROWS,  # noqa: F401
+from prm_annotate.evaluation.labels import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, RECOVERY_ROWS, ROWS,  # noqa: F401
                                          SAME, UNPARSED, confusion_row, recovery_row)
 
 # Why a rollout is not kept, besides its row: the summary sentence's reasons.

@@ -33,8 +33,6 @@ class GradeConfig:
     Attributes:
         reference_field: a boolean field of the records holding a reference verdict (ProcessBench's
             `final_answer_correct`); the summary reports how often the grader agrees with it.
-        baseline: beside that agreement, grade the records with a reference verdict by plain
-            math-verify too.
     """
 
     reference_field: str = setting("final_answer_correct", flags="--reference-field",

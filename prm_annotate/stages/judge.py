@@ -53,10 +53,9 @@ from typing import Any
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.engines.bill import charge, record_bill
 from prm_annotate.engines.reasoning import THINK
-from prm_annotate.engines.sampling import sampling_record
+from prm_annotate.engines.sampling import JUDGE_BUDGET, sampling_record
 from prm_annotate.judging.cascade import FIRST, Decision, verdict_logprob
 from prm_annotate.stages.cascade import Cascade
-from prm_annotate.judging.protocols import REASONING_MAX_TOKENS
 from prm_annotate.judging import (JUDGE_PROMPTS, JUDGE_PROTOCOLS, JudgePrompt, Reading, load_judge_prompt, reason_kind,
                                   render_judge_prompt)
 from prm_annotate.records import Judged, Response
@@ -118,7 +117,7 @@ class JudgeStage(ModelStage):
         self.sampling = self.protocol.sampling(self.config, self.engine_info.get("model", ""))
         self.reasoning = self._reasoning_split()
         if self.reasoning is not None and self.config.sampling.max_tokens is None:
-            self.sampling = replace(self.sampling, max_tokens=REASONING_MAX_TOKENS)
+            self.sampling = replace(self.sampling, max_tokens=JUDGE_BUDGET.thinking)
         self.context = ContextCheck(engine)
         self.stats: Counter = Counter()
         self.reasons: Counter = Counter()  # why votes were not read, by kind (the summary's tally)
@@ -127,7 +126,7 @@ class JudgeStage(ModelStage):
         self.probe = (self.reasoning is None and (self.config.reasoning or AUTO) == AUTO and on_server(engine)
                       and "reasoning" not in self.protocol.fixed and not self.config.constrained)
         if self.probe and self.config.sampling.max_tokens is None:
-            self.sampling = replace(self.sampling, max_tokens=REASONING_MAX_TOKENS)
+            self.sampling = replace(self.sampling, max_tokens=JUDGE_BUDGET.thinking)
         self.probe_answer: ProbeAnswer | None = None  # its request's answer, for the job that asks it
         c = self.config
         self.cascade = cascade or (Cascade.make(c.escalate_from, c.confidence, c.escalate_below, c.budget)
@@ -344,9 +343,9 @@ class JudgeStage(ModelStage):
 
     def _unread_advice(self) -> str:
         """What a run none of whose verdicts was read says: what it asked for, and what else to ask."""
-        choices = ", ".join(f"{name} ({load_judge_prompt(name).style.description})" for name in JUDGE_PROMPTS)
+        choices = ", ".join(f"{name} ({load_judge_prompt(name).style.summary})" for name in JUDGE_PROMPTS)
         return (f"judge: no verdict was read: this run asked for the {self.prompt.name} prompt's answer "
-                f"({self.style.description}) under --protocol {self.protocol.name}; the model may answer "
+                f"({self.style.summary}) under --protocol {self.protocol.name}; the model may answer "
                 f"another prompt's: --prompt {choices}, or a file of your own")
 
     def _forced_answer(self, record: Response, vote: int, request: GenerationRequest,

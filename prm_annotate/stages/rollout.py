@@ -93,7 +93,7 @@ from prm_annotate.engines.bill import charge, record_bill
 from prm_annotate.engines.sampling import sampling_record
 from prm_annotate.errors import UsageError
 from prm_annotate.grading.grader import Grader
-from prm_annotate.prompt_files import NO_PROMPT, SYSTEM_PROMPTS, PromptFile
+from prm_annotate.io.prompt_files import NO_PROMPT, SYSTEM_PROMPTS, PromptFile
 from prm_annotate.records import Response, Rollout
 from prm_annotate.pipeline.runner import Outcome, RunSummary
 from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns

@@ -27,17 +27,13 @@ from prm_annotate.prm.scorers import Scorer
 from prm_annotate.records import Response, Scored
 from prm_annotate.pipeline.runner import Outcome, StageBase
 from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
-from prm_annotate.reports.metrics import first_below
+from prm_annotate.evaluation.metrics import first_below
 from prm_annotate.settings import setting
 
 
 @dataclass(frozen=True)
 class ScoreConfig:
     """How `score` reads a PRM's step scores (its engine is `EngineConfig`, as `prm.scorers.PRM_ENGINE` says).
-
-    Attributes:
-        threshold: a step scoring below it is an error (`prm.first_error`); None: the checkpoint's
-            eval-tuned threshold, else 0.5.
     """
 
     threshold: Optional[float] = setting(None, flags="--threshold", min=0.0, max=1.0, help=(

@@ -185,8 +185,8 @@ def trace_of(result: GenerationResult, index: int, state: str, split: str | None
 
 
 def thought_tokens(engine: Engine, trace: Trace, result: GenerationResult) -> int | None:
-    """Tokens of the thought, `</think>` included (all of them for an unfinished thought); None
-    where it cannot be told (over HTTP, unless the server told)."""
+    """Tokens of the thought, `</think>` included (all of them for an unfinished thought), by the
+    engine's tokenizer (over HTTP the server's /tokenize); None where it cannot be told."""
     if not trace.thinks:
         return 0
     if result.reasonings:

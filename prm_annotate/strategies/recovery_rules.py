@@ -75,7 +75,3 @@ def make_recovery_rule(name: str, drop: float | None = None) -> RecoveryRule:
     if drop is not None and not 0.0 < drop <= 1.0:
         raise UsageError(f"--recovery-drop {drop}: must be in (0, 1]")
     return kind() if drop is None else kind(drop)
-
-
-def recovery_rules_help() -> str:
-    return RECOVERY_RULES.help()

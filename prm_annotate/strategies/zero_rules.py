@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from prm_annotate.errors import UsageError
+from prm_annotate.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -129,22 +130,17 @@ class BetaBinomial(ZeroRule):
 
 
 ALL_K = AllK()
-ZERO_RULES: dict[str, type[ZeroRule]] = {r.name: r for r in (AllK, BetaBinomial)}
-
-
-def zero_rules_help() -> str:
-    listed = "; ".join(f"{name}: {r.summary}" for name, r in ZERO_RULES.items())
-    return f"When a sampled step is called 0: {listed}. Not for exhaustive."
+ZERO_RULES: Registry[type[ZeroRule]] = Registry(
+    "--zero-rule", "When a step sampled in rounds is called 0 (not for exhaustive)", "docs/rollout-strategies.md",
+    (AllK, BetaBinomial))
 
 
 def make_zero_rule(name: str, tolerance: float | None = None) -> ZeroRule:
     """The rule `rollout --zero-rule NAME [--zero-tolerance T]` uses; UsageError on bad values."""
-    if name not in ZERO_RULES:
-        raise UsageError(f"--zero-rule {name}: unknown (choose from {', '.join(ZERO_RULES)})")
-    rule = ZERO_RULES[name]
+    rule = ZERO_RULES.named(name)
     if tolerance is None:
         return rule()
     if not rule.reads_tolerance:
-        readers = ", ".join(n for n, r in ZERO_RULES.items() if r.reads_tolerance)
+        readers = ZERO_RULES.where(lambda r: r.reads_tolerance)
         raise UsageError(f"--zero-tolerance is read by --zero-rule {readers}, not {name}")
     return rule(tolerance=tolerance)

@@ -64,19 +64,9 @@ class ReportConfig:
     declarations, with the world's defaults, where they mean the same).
 
     Attributes:
-        workdir: folder of the stage files (emptied of an earlier report's unless `resume`).
         policy: the policy model (sample, rollout); the shipped one by default.
         judge: the judge model; the shipped one by default.
-        problems: problems to generate.
-        n: responses per problem.
-        k: rollouts per step.
-        seed: seed of the problems and of every stage.
-        dtype: vLLM dtype of both models (None: the engines' default, float32 on CPU).
-        max_tokens: tokens per response and per completion.
-        judge_max_tokens: tokens per verdict.
-        start_timeout: seconds to wait for each engine.
         quiet: the stages' progress lines off (their summaries stay).
-        verbose: the libraries' own warnings, logs and progress bars shown.
         resume: keep the files of an unfinished report with the same settings.
     """
     workdir: Path = setting(Path("runs/world"), flags="--workdir",
@@ -307,20 +297,31 @@ def plan_against_bill(paths: dict[str, Path], configs: dict[str, Any], models: d
     return out
 
 
-def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
-    """Score the files in `cfg.workdir` against the truth; everything the table prints."""
+def run_settings(cfg: Any) -> dict[str, Any]:
+    """What a world run's report says of its settings first (the world report's and the thinking
+    world's)."""
     from prm_annotate.engines import resolve_dtype
 
+    return {"problems": cfg.problems, "n": cfg.n, "k": cfg.k, "seed": cfg.seed, "dtype": resolve_dtype(cfg.dtype),
+            "workdir": str(cfg.workdir)}
+
+
+def truth_counts(gold: list[dict[str, Any]]) -> dict[str, int]:
+    """The truth's counts every world report starts with."""
+    return {"with_error": sum(g["label"] != -1 for g in gold),
+            "answer_correct": sum(g["final_answer_correct"] is True for g in gold)}
+
+
+def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
+    """Score the files in `cfg.workdir` against the truth; everything the table prints."""
     paths = cfg.paths()
     gold_records = write_gold(paths["problems"], paths["responses"], paths["gold"])
     scores, sources = scored(paths, len(gold_records))
     return {
-        "settings": {"problems": cfg.problems, "n": cfg.n, "k": cfg.k, "seed": cfg.seed, "dtype": resolve_dtype(cfg.dtype),
-                     "workdir": str(cfg.workdir), "policy": str(cfg.policy), "judge": str(cfg.judge)},
+        "settings": {**run_settings(cfg), "policy": str(cfg.policy), "judge": str(cfg.judge)},
         **scores,
         "truth": {
-            "with_error": sum(g["label"] != -1 for g in gold_records),
-            "answer_correct": sum(g["final_answer_correct"] is True for g in gold_records),
+            **truth_counts(gold_records),
             "right_answer_flawed_process": sum(g["final_answer_correct"] is True and g["label"] != -1
                                                for g in gold_records),
         },
@@ -338,7 +339,7 @@ def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: l
 def score_sources(paths: dict[str, Path]) -> tuple[dict[str, Any], list[Any]]:
     """Every label source (MC, judge, consensus) against `paths["gold"]` (`compare.compare_sources`)."""
     from prm_annotate.reports.compare import Source, compare_sources
-    from prm_annotate.reports.labels import load_gold, load_predictions
+    from prm_annotate.evaluation.labels import load_gold, load_predictions
 
     gold = load_gold(str(paths["gold"]))
     sources = []

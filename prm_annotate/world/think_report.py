@@ -32,8 +32,8 @@ from prm_annotate.stages.config import RolloutConfig, SampleConfig, configured
 from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_SYSTEM_PROMPT, model_setting
 from prm_annotate.world.problems import make_problems
 from prm_annotate.world.report import (FILES, ReportConfig, Timings, _engine_config, _run, clear_workdir, consensus_files,
-                                       judge_config, judge_files, plan_against_bill, read_jsonl, scored, source_row,
-                                       stage_bill, write_jsonl)
+                                       judge_config, judge_files, plan_against_bill, read_jsonl, run_settings, scored,
+                                       source_row, stage_bill, truth_counts, write_jsonl)
 
 # The rollout road of the demo: bisection for MC's first error, prefixes shared within a problem.
 STRATEGY = "binary"
@@ -47,19 +47,12 @@ class ThinkConfig:
     the stages' declarations, with the thinking world's defaults).
 
     Attributes:
-        workdir: folder of the stage files (emptied of an earlier run's unless `resume`).
+        workdir: kept when `resume`.
         thinker: the thinking policy (sample, rollout); the shipped one by default.
         judge: the judge model; the shipped world judge by default.
-        problems: problems to generate.
-        n: traces per problem.
         k: rollouts per probed step.
-        seed: seed of the problems and of every stage.
-        dtype: vLLM dtype of both models (None: the engines' default, float32 on CPU).
-        max_tokens: tokens per trace and per completion.
-        judge_max_tokens: tokens per verdict (the judge copies the paragraphs it reads).
-        start_timeout: seconds to wait for each engine.
+        judge_max_tokens: the judge copies the paragraphs it reads.
         quiet: the stages' progress lines off (their summaries stay).
-        verbose: the libraries' own warnings, logs and progress bars shown.
         resume: keep the files of an unfinished run with the same settings.
     """
     workdir: Path = declare(setting_of(ReportConfig, "workdir"), Path("runs/world-think"))
@@ -188,19 +181,15 @@ def segmenter_steps(responses_path: Path) -> dict[str, dict[str, Any]]:
 
 def think_quality(cfg: ThinkConfig, timings: Timings | None = None, failures: list[str] | None = None) -> dict[str, Any]:
     """Score the files in `cfg.workdir` against the trace truth; everything `print_think` prints."""
-    from prm_annotate.engines import resolve_dtype
-
     paths = cfg.paths()
     gold = trace_gold(paths["problems"], paths["responses"], paths["gold"])
     scores, _ = scored(paths, len(gold))
     return {
-        "settings": {"problems": cfg.problems, "n": cfg.n, "k": cfg.k, "seed": cfg.seed,
-                     "dtype": resolve_dtype(cfg.dtype), "workdir": str(cfg.workdir), "thinker": str(cfg.thinker),
-                     "judge": str(cfg.judge), "strategy": f"{STRATEGY} --share-prefixes", "temperature": TEMPERATURE},
+        "settings": {**run_settings(cfg), "thinker": str(cfg.thinker), "judge": str(cfg.judge),
+                     "strategy": f"{STRATEGY} --share-prefixes", "temperature": TEMPERATURE},
         **scores,
         "truth": {
-            "with_error": sum(g["label"] != -1 for g in gold),
-            "answer_correct": sum(g["final_answer_correct"] is True for g in gold),
+            **truth_counts(gold),
             "unfinished": sum(not g["finished"] for g in gold),
             "corrected_slip": sum(g["corrected_slips"] > 0 for g in gold),
             "uncaught_slip": sum(g["uncaught_slips"] > 0 for g in gold),

@@ -100,7 +100,7 @@ def test_stats_counts_tokens_spent_not_max_tokens_settings(tmp_path):
 
 def test_system_prompt_none_sends_no_system_message():
     from prm_annotate.errors import UsageError
-    from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
+    from prm_annotate.io.prompt_files import SYSTEM_PROMPTS, load_prompt
     from prm_annotate.records import Problem
     from prm_annotate.stages.sample import SampleStage
 

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.engine
 CLI = [sys.executable, "-m", "prm_annotate"]
 SERVED = "world-judge"
 PORT = free_port()  # the module's judge server, before and after the kill
-N = 120  # responses: enough that the kill lands mid-run
+N = 60  # responses: enough that the kill lands mid-run (after 5 of them)
 
 
 def responses(n: int) -> list[dict]:

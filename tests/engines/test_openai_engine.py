@@ -303,3 +303,14 @@ def test_a_request_key_is_read_as_its_record_id_once():
 
     assert readable_key("12\x1farith-test-0/0\x000\x001") == "arith-test-0/0 (0 1)"
     assert readable_key("r/1\x00votes") == "r/1 (votes)" and readable_key("plain") == "plain"
+
+
+def test_the_check_names_the_served_names_and_how_to_serve_under_another(fault_server):
+    OpenAIEngine(fault_server.base_url, "m").check()  # served: nothing said
+    with pytest.raises(UsageError) as wrong:
+        OpenAIEngine(fault_server.base_url, "judge").check()
+    said = str(wrong.value)
+    assert said.startswith(f"the server at {fault_server.base_url} serves 'm', not 'judge': give --model m")
+    assert "--served-model-name judge" in said and "--reasoning" not in said
+    with pytest.raises(UsageError, match=r"gives no list of models at .*/v1/models \(HTTP 404"):
+        OpenAIEngine(fault_server.base_url.removesuffix("/v1") + "/api/v1", "m").check()

@@ -7,9 +7,9 @@ import random
 
 import numpy as np
 
-from prm_annotate.reports.metrics import StepResponse as Response  # one eval response
-from prm_annotate.reports.metrics import auc, central_best_threshold, f1_at, step_metrics
-from prm_annotate.reports.metrics import harmonic_mean
+from prm_annotate.evaluation.metrics import StepResponse as Response  # one eval response
+from prm_annotate.evaluation.metrics import auc, central_best_threshold, f1_at, step_metrics
+from prm_annotate.evaluation.metrics import harmonic_mean
 from prm_annotate.stages.score import first_below
 
 

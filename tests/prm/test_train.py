@@ -78,7 +78,7 @@ def test_saved_model_is_the_best_eval_checkpoint(trained):
 
 def test_threshold_in_config_is_the_eval_tuned_one(trained):
     from prm_annotate.prm.checkpoint import load_model, transformers_step_scores
-    from prm_annotate.reports.metrics import harmonic_mean
+    from prm_annotate.evaluation.metrics import harmonic_mean
     from prm_annotate.stages.score import first_below
 
     _, eval_rows, out, result = trained

@@ -115,6 +115,10 @@ def test_reasoning_options_are_checked_before_any_engine():
 
 
 def test_the_http_engine_reads_the_answer_from_content_and_keeps_the_reasoning():
+    import asyncio
+
+    import httpx
+
     from prm_annotate.engines.base import GenerationRequest
     from prm_annotate.engines.openai_engine import OpenAIEngine
 
@@ -128,11 +132,17 @@ def test_the_http_engine_reads_the_answer_from_content_and_keeps_the_reasoning()
     result = engine._parse(request, data)
     assert result.texts == ["\\boxed{1}", ""] and result.reasonings == ["draft \\boxed{0}", "an unfinished"]
     assert result.reasoning_tokens == 22 and result.finish_reasons == ["stop", "length"]
-    # a server without a reasoning parser: `think` splits here, its tokens are not told
+    # a server without a reasoning parser: `think` splits here, its tokens counted by the server's
+    # /tokenize (tests/cli/test_http_failures.py); a server that cannot count does not tell them
     plain = {"choices": [{"index": 0, "message": {"content": "<think>a</think>\\boxed{1}"}, "finish_reason": "stop"}],
              "usage": {"prompt_tokens": 7, "completion_tokens": 30}}
     think = GenerationRequest(key="k", messages=request.messages, reasoning="think")
-    result = engine._parse(think, plain)
+
+    async def split_here():
+        async with httpx.AsyncClient() as client:
+            return await engine._split_here(client, engine._parse(think, plain))
+
+    result = asyncio.run(split_here())
     assert result.texts == ["\\boxed{1}"] and result.reasonings == ["a"] and result.reasoning_tokens is None
     assert engine._parse(GenerationRequest(key="k", messages=request.messages), plain).texts == ["<think>a</think>\\boxed{1}"]
 

@@ -78,7 +78,7 @@ def test_the_ray_drivers_copy_builds_without_an_engine():
 
 
 def test_custom_separator_and_system_prompt(tmp_path):
-    from prm_annotate.prompt_files import load_prompt
+    from prm_annotate.io.prompt_files import load_prompt
 
     path = tmp_path / "sys.txt"
     path.write_text("Be brief.\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from prm_annotate.reports.metrics import harmonic_mean
+from prm_annotate.evaluation.metrics import harmonic_mean
 from lab.world.prm.bootstrap import Draws, Interval, accuracy_metric, f1_metric, paired, pooled, single
 
 

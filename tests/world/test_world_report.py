@@ -31,7 +31,7 @@ TIMEOUT = ENGINE_START_TIMEOUT + 120
 
 
 def processbench(truth: dict[str, int], preds: dict[str, int | None]) -> dict[str, float | None]:
-    """Error acc, correct acc, F1 (percent), written out independently of prm_annotate.reports.evaluate."""
+    """Error acc, correct acc, F1 (percent), written out independently of prm_annotate.evaluation.evaluate."""
     err = [rid for rid, t in truth.items() if t != -1]
     ok = [rid for rid, t in truth.items() if t == -1]
     error_acc = 100.0 * sum(preds.get(r) == truth[r] for r in err) / len(err) if err else None
@@ -224,7 +224,7 @@ def _hostile_copy(workdir: Path, into: Path) -> tuple[str, str]:
 @pytest.mark.xdist_group("world-report")
 def test_report_in_chromium_shows_the_stats_and_compare_figures_and_model_text_as_text(world_run, tmp_path):
     from prm_annotate.reports.compare import compare_sources, load_sources
-    from prm_annotate.reports.labels import load_gold, confusion_row
+    from prm_annotate.evaluation.labels import load_gold, confusion_row
     from prm_annotate.reports.stats import file_stats
     from testing.browser import chromium_page, skip_without_browser
 
@@ -386,3 +386,19 @@ def test_hf_export_of_the_world_loads_by_its_card_and_names_every_setting(world_
     rollout = next(r for r in runs if r["stage"] == "rollout")
     cost = next(line for line in card.splitlines() if line.startswith("| rollout |"))
     assert f"| {rollout['stats']['generated_tokens']} |" in cost and f"| {rollout['seconds']} |" in cost
+
+
+@pytest.mark.engine
+@pytest.mark.xdist_group("world-report")
+def test_the_world_exports_card_is_the_hubs(world_run, tmp_path):
+    """The world demo's `export --format hf --license`: the YAML header as huggingface_hub reads it."""
+    from huggingface_hub import DatasetCard
+
+    out = tmp_path / "ds"
+    run = subprocess.run([*CLI, "export", str(world_run.workdir / "consensus.jsonl"), "-o", str(out), "--format", "hf",
+                          "--license", "apache-2.0"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    card = DatasetCard.load(out / "README.md")
+    assert (card.data.license, card.data.task_categories) == ("apache-2.0", ["token-classification"])
+    assert "https://arxiv.org/abs/2501.07301" in card.text and "@article{zhang2025lessons" in card.text
+    assert "PRMTrainer" in card.text and "load_dataset(" in card.text

@@ -33,7 +33,7 @@ Metric = Callable[[np.ndarray], np.ndarray]  # summed stats (..., k) -> metric (
 
 def f1_metric(sums: np.ndarray) -> np.ndarray:
     """ProcessBench F1 (percent) of summed (error hits, erroneous, correct hits, correct) counts; the
-    harmonic mean of the two accuracies, 0 where both are 0 (reports.metrics.harmonic_mean)."""
+    harmonic mean of the two accuracies, 0 where both are 0 (evaluation.metrics.harmonic_mean)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         err = 100 * sums[..., 0] / sums[..., 1]
         cor = 100 * sums[..., 2] / sums[..., 3]

@@ -76,7 +76,7 @@ class ExperimentConfig:
     system_prompt: str | None = WORLD_SYSTEM_PROMPT
 
     def system_prompt_text(self) -> str | None:
-        from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
+        from prm_annotate.io.prompt_files import SYSTEM_PROMPTS, load_prompt
 
         return load_prompt(self.system_prompt, SYSTEM_PROMPTS).text.strip() if self.system_prompt else None
 
@@ -113,7 +113,7 @@ def load_heldout(folder: Path, heldout: list[str], out: Path) -> tuple[Heldout, 
     """The held-out responses (with the MC scores of their rollouts as `prm.scores`, which makes
     the file the MC reference row's scored file too), their truth, and Best-of-N's graded problems."""
     from prm_annotate.reports.bon import read_scored
-    from prm_annotate.reports.labels import load_gold
+    from prm_annotate.evaluation.labels import load_gold
 
     wanted = set(heldout)
     records = [{**r, "prm": {"scores": r["mc"]["scores"]}} for r in read_jsonl(folder / FILES["rollouts"])
@@ -185,9 +185,9 @@ def run_prm(cfg: ExperimentConfig, held: Heldout, records: list[dict[str, Any]],
 def likelihood_readings(cfg: ExperimentConfig) -> Any:
     """One store of the frozen LM's readings for every PRM of the run (a likelihood head's LM is
     the base, unchanged): each training and held-out text is read once, not once per PRM."""
-    from prm_annotate.prm.train import HEADS
+    from prm_annotate.prm.train import PRM_HEADS
 
-    if not HEADS[cfg.head].response_start:
+    if not PRM_HEADS[cfg.head].response_start:
         return None
     from prm_annotate.prm.likelihood import LMReadings
 

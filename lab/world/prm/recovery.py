@@ -120,7 +120,7 @@ class RecoveryExperimentConfig:
         return orjson.loads(orjson.dumps(out))  # as settings.json holds them (tuples as lists)
 
     def system_prompt_text(self) -> str | None:
-        from prm_annotate.prompt_files import SYSTEM_PROMPTS, load_prompt
+        from prm_annotate.io.prompt_files import SYSTEM_PROMPTS, load_prompt
 
         return load_prompt(self.system_prompt, SYSTEM_PROMPTS).text.strip() if self.system_prompt else None
 

@@ -5,9 +5,9 @@ the judge's verdict as 1 before its first error and 0 from it) and a threshold. 
 against the world's truth and all computed by the project's own reports:
 
 - ProcessBench F1, error and correct accuracy of the first step scored below the threshold
-  (`reports.evaluate.evaluate_scores`), per held-out problem too (the bootstrap's counts);
+  (`evaluation.evaluate.evaluate_scores`), per held-out problem too (the bootstrap's counts);
 - step AUC of the scores against the true step labels (steps up to the true first error,
-  `reports.metrics.auc`);
+  `evaluation.metrics.auc`);
 - right over wrong: within each held-out problem, the share of (right answer, wrong answer)
   response pairs whose lowest step score ranks the right one higher (a tie counts half): 50 is a
   scorer that cannot tell them apart, whatever its F1;
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from prm_annotate.reports.bon import Problem, best_of_n, prm_pick
-from prm_annotate.reports.labels import Gold, Prediction, step_labels
+from prm_annotate.evaluation.labels import Gold, Prediction, step_labels
 
 AGGREGATIONS = ("min", "prod")
 NEUTRAL = 0.5  # the step score of a response a scorer left unscored (an unparsed verdict), for Best-of-N
@@ -129,7 +129,7 @@ def with_scores(problems: list[Problem], scores: dict[str, list[float] | None]) 
 
 
 def step_auc(gold: dict[str, Gold], scores: dict[str, list[float] | None]) -> float | None:
-    from prm_annotate.reports.metrics import auc
+    from prm_annotate.evaluation.metrics import auc
 
     values, right = [], []
     for rid, g in gold.items():
@@ -145,7 +145,7 @@ def step_auc(gold: dict[str, Gold], scores: dict[str, list[float] | None]) -> fl
 def f1_part(held: Heldout, scores: dict[str, list[float] | None], threshold: float) -> dict[str, Any]:
     """ProcessBench metric at `threshold`, overall and as (error hits, erroneous, correct hits,
     correct) per held-out problem."""
-    from prm_annotate.reports.evaluate import evaluate_scores
+    from prm_annotate.evaluation.evaluate import evaluate_scores
 
     preds = {rid: Prediction(rid, None, held.gold[rid].n_steps, None, {}, s) for rid, s in scores.items()}
     report = evaluate_scores(held.gold, preds, threshold=threshold, split_field="problem_id")

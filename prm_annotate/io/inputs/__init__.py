@@ -19,9 +19,12 @@ from prm_annotate.io.inputs import generic, gsm8k, hard2verify, math, prmbench, 
 from prm_annotate.io.inputs import deltabench
 from prm_annotate.io.inputs.base import FieldMap, InputFormat
 from prm_annotate.io.jsonl import STDIO, OnError, iter_json_array, iter_jsonl, iter_jsonl_at, line_at
+from prm_annotate.registry import Registry
+from prm_annotate.settings import Setting
 
 # Detection order: the first format whose rule claims the first row; generic when none does.
-INPUT_FORMATS: dict[str, InputFormat] = {f.name: f for f in (
+AUTO = "auto"
+INPUT_FORMATS: Registry[InputFormat] = Registry("--format", "Input format", "docs/usage.md", (
     prmbench.FORMAT,
     hard2verify.FORMAT,
     deltabench.FORMAT,
@@ -29,13 +32,16 @@ INPUT_FORMATS: dict[str, InputFormat] = {f.name: f for f in (
     gsm8k.FORMAT,
     math.FORMAT,
     generic.FORMAT,
-)}
-AUTO = "auto"
+), listing="names", extra=(AUTO,), sort=True)
+
+
+# `--format` of the commands that read an input file (the stages, merge).
+INPUT_FORMAT = Setting(flags=("--format",), help=INPUT_FORMATS.help)
 
 
 def format_names() -> list[str]:
     """What `--format` accepts, as its help lists them."""
-    return [AUTO, *sorted(INPUT_FORMATS)]
+    return INPUT_FORMATS.choices()
 
 
 def detect(obj: dict[str, Any]) -> str:
@@ -104,4 +110,5 @@ class RecordAt:
         return INPUT_FORMATS[self.format].normalise(line_at(fh, self.path, offset), self.stem, index, self.fields)
 
 
-__all__ = ["RecordAt", "read_records_at", "AUTO", "INPUT_FORMATS", "FieldMap", "InputFormat", "detect", "format_names", "read_records"]
+__all__ = ["AUTO", "INPUT_FORMAT", "INPUT_FORMATS", "FieldMap", "InputFormat", "RecordAt", "detect", "format_names", "read_records",
+           "read_records_at"]

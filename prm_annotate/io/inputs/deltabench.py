@@ -51,4 +51,4 @@ def normalise(obj: dict[str, Any], stem: str, index: int, fields: FieldMap) -> d
     return out
 
 
-FORMAT = InputFormat("deltabench", normalise, detect)
+FORMAT = InputFormat("deltabench", normalise, detect, summary="DeltaBench's long traces with their error sections")

@@ -17,4 +17,5 @@ def normalise(obj: dict[str, Any], stem: str, index: int, fields: FieldMap) -> d
     return out
 
 
-FORMAT = InputFormat("generic", normalise)
+FORMAT = InputFormat("generic", normalise,
+                     summary="this project's records: id, problem, answer and/or steps or response")

@@ -20,4 +20,4 @@ def normalise(obj: dict[str, Any], stem: str, index: int, fields: FieldMap) -> d
     return out
 
 
-FORMAT = InputFormat("gsm8k", normalise, detect)
+FORMAT = InputFormat("gsm8k", normalise, detect, summary="GSM8K rows: question, answer after ####")

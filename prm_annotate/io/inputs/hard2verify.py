@@ -74,4 +74,4 @@ def normalise(obj: dict[str, Any], stem: str, index: int, fields: FieldMap) -> d
     return out
 
 
-FORMAT = InputFormat("hard2verify", normalise, detect)
+FORMAT = InputFormat("hard2verify", normalise, detect, summary="Hard2Verify's responses with step labels")

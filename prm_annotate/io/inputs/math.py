@@ -20,4 +20,4 @@ def normalise(obj: dict[str, Any], stem: str, index: int, fields: FieldMap) -> d
     return out
 
 
-FORMAT = InputFormat("math", normalise, detect)
+FORMAT = InputFormat("math", normalise, detect, summary="MATH rows: problem, the boxed answer of its solution")

@@ -44,4 +44,4 @@ def normalise(obj: dict[str, Any], stem: str, index: int, fields: FieldMap) -> d
     return out
 
 
-FORMAT = InputFormat("prmbench", normalise, detect)
+FORMAT = InputFormat("prmbench", normalise, detect, summary="PRMBench's original and modified processes")

@@ -15,4 +15,5 @@ def normalise(obj: dict[str, Any], stem: str, index: int, fields: FieldMap) -> d
     return dict(obj)
 
 
-FORMAT = InputFormat("processbench", normalise, detect)
+FORMAT = InputFormat("processbench", normalise, detect,
+                     summary="ProcessBench's split files: steps and the first-error label")

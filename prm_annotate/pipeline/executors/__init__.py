@@ -15,13 +15,15 @@ engine (a model stage then takes its model's name from `engine_info`, as the CLI
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Callable
+from typing import Any
 
 from prm_annotate.errors import UsageError
-from prm_annotate.pipeline.executors.base import (EngineStarter, LocalExecutor, RayOptions, StageExecutor,
+from prm_annotate.registry import Named, Registry
+from prm_annotate.settings import Setting
+from prm_annotate.pipeline.executors.base import (PANEL, EngineStarter, LocalExecutor, RayOptions, StageExecutor,
                                                   StageFactory)
 
-__all__ = ["EXECUTORS", "EngineStarter", "LocalExecutor", "RayOptions", "StageExecutor", "StageFactory",
+__all__ = ["EXECUTOR", "EXECUTORS", "EngineStarter", "LocalExecutor", "RayOptions", "StageExecutor", "StageFactory",
            "make_executor"]
 
 
@@ -34,7 +36,13 @@ def _ray(**resources: Any) -> StageExecutor:
     return RayExecutor(RayOptions(**resources))
 
 
-EXECUTORS: dict[str, Callable[..., StageExecutor]] = {"local": lambda **resources: LocalExecutor(), "ray": _ray}
+EXECUTORS: Registry[Named] = Registry("--executor", "Where the stage runs", "docs/scaling.md", (
+    Named("local", "here, in this process", lambda **resources: LocalExecutor()),
+    Named("ray", "on a Ray cluster, batches spread over actors: RAY_ADDRESS, else a local Ray", _ray),
+))
+
+
+EXECUTOR = Setting(flags=("--executor",), panel=PANEL, help=EXECUTORS.help)
 
 
 def make_executor(name: str = "local", **resources: Any) -> StageExecutor:

@@ -7,9 +7,12 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from prm_annotate.engines.base import Engine
 from prm_annotate.pipeline.runner import RunOptions, RunSummary, Stage, run_and_close
+from prm_annotate.settings import setting
 
 if TYPE_CHECKING:
     from prm_annotate.engines import EngineConfig
+
+PANEL = "Executor"  # the --help panel of the executor's options
 
 # build(engine) -> Stage; engine is None for stages that use no model (grade) and for the driver's copy.
 StageFactory = Callable[[Optional[Engine]], Any]
@@ -48,10 +51,12 @@ class LocalExecutor:
 class RayOptions:
     """`--executor ray` and its resources. Each actor holds one stage and one engine."""
 
-    actors: int = 2
-    cpus_per_actor: float = 1.0
-    # None: one GPU per actor when the cluster has GPUs, else none. With --tensor-parallel-size T,
-    # pass T: the actor's engine needs all T GPUs of its replica.
-    gpus_per_actor: float | None = None
+    actors: int = setting(2, flags="--ray-actors", min=1, panel=PANEL, help=(
+        "Ray actors, each in its own process with its own engine (data-parallel replicas) or grader."))
+    cpus_per_actor: float = setting(1.0, flags="--ray-cpus-per-actor", min=0.0, panel=PANEL,
+                                    help="CPUs Ray reserves for each actor.")
+    # With --tensor-parallel-size T, pass T: the actor's engine needs all T GPUs of its replica.
+    gpus_per_actor: float | None = setting(None, flags="--ray-gpus-per-actor", min=0.0, panel=PANEL, help=(
+        "GPUs per actor (default: 1 if the cluster has GPUs, else 0; use --tensor-parallel-size's value)."))
     # Optional overrides; by default RAY_ADDRESS decides (set: that cluster; unset: a local Ray).
     address: str | None = None

@@ -36,9 +36,7 @@ class PageConfig:
 
     Attributes:
         output: the HTML file (one self-contained page).
-        max_responses: how many responses the page lets a reader browse: a seeded sample (the
-            overview counts every record, so a large set stays a page a browser opens).
-        seed: the seed of that sample.
+        max_responses: a sample, so a large set stays a page a browser opens.
     """
 
     output: str = setting("report.html", flags=("-o", "--output"), help="The HTML file to write.")

@@ -42,7 +42,7 @@ from prm_annotate.io.jsonl import is_stream
 from prm_annotate.io.manifest import source_runs
 from prm_annotate.records import Consensus, Judged, Response, Rollout, Scored, describe_validation_error
 from prm_annotate.reports.compare import agreement
-from prm_annotate.reports.labels import ROWS, SAME, Gold, confusion_row, load_gold, records_by_id
+from prm_annotate.evaluation.labels import ROWS, SAME, Gold, confusion_row, load_gold, records_by_id
 from prm_annotate.reports.stats import COLLECTORS, kind_of
 
 # The kinds a file can be, the record model each is validated with, and whether its steps are whole.

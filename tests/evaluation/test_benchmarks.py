@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from prm_annotate.cli import app
 from prm_annotate.io.inputs import read_records
-from prm_annotate.reports import hard2verify, prmbench
-from prm_annotate.reports.metrics import cut_points
-from prm_annotate.reports.labels import Prediction
+from prm_annotate.evaluation import hard2verify, prmbench
+from prm_annotate.evaluation.metrics import cut_points
+from prm_annotate.evaluation.labels import Prediction
 from testing import hard2verify_script as h2v_script
 from testing import prmbench_script
 from testing.benchmark_files import HARD2VERIFY_FILE, PRMBENCH_FILE, step_scores

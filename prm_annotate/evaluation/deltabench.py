@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.reports.labels import MISSING, get_path, load_benchmark_gold, records_by_id
+from prm_annotate.evaluation.labels import MISSING, get_path, load_benchmark_gold, records_by_id
 
 THRESHOLD_RULE = ("a section is an error when its score, its lowest step's, is below --threshold (given: the script "
                   "has no PRM path and the paper's threshold is not published with it)")
@@ -265,7 +265,7 @@ def table(report: Report) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    from prm_annotate.reports.tables import id_notes
+    from prm_annotate.evaluation.labels import id_notes
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{x * 100:.2f}"

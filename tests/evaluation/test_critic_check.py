@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from prm_annotate.cli import app
-from prm_annotate.reports.metrics import wilson_interval
+from prm_annotate.evaluation.metrics import wilson_interval
 from testing.jsonl_files import write_jsonl
 
 runner = CliRunner()

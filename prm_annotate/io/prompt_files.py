@@ -10,18 +10,33 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from prm_annotate.errors import UsageError
+from prm_annotate.registry import Registry
 
 # prm_annotate/prompts links to the top-level prompts/ folder, so wheels carry the prompt files too.
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 
 # Built-in prompts by name, per use (the file names are in prompts/; their sources: prompts/SOURCES.md).
 # The policy's system prompt (sample, and rollout's completer): Qwen2.5-Math-Instruct's own
 # chain-of-thought prompt, which the paper's policies were trained with and whose natural "\n\n"
 # steps the paper splits, and this project's one-paragraph-per-step prompt, which the arithmetic
 # world's models were trained on and small models follow better.
-SYSTEM_PROMPTS = {"qwen25-math-cot": "system_qwen25_math_cot.txt", "step": "system_step.txt"}
+
+@dataclass(frozen=True)
+class BuiltinPrompt:
+    name: str
+    summary: str
+    file: str  # in prompts/
+
+
+SYSTEM_PROMPTS: Registry[BuiltinPrompt] = Registry(
+    "--system-prompt", "System prompt: a FILE, none, or a built-in one", "prompts/SOURCES.md", (
+        BuiltinPrompt("qwen25-math-cot", "Qwen2.5-Math-Instruct's chain of thought, the paper's policies' prompt",
+                      "system_qwen25_math_cot.txt"),
+        BuiltinPrompt("step", "one paragraph per step, the arithmetic world's", "system_step.txt"),
+    ))
 DEFAULT_SYSTEM_PROMPT = "qwen25-math-cot"
 
 
@@ -41,14 +56,15 @@ class PromptFile:
 NO_PROMPT = "none"
 
 
-def load_prompt(choice: str, builtin: dict[str, str] | None = None, *, allow_none: bool = False) -> PromptFile:
-    """`choice` is a built-in name (a key of `builtin`, mapping to a file in prompts/) or a path;
-    with `allow_none`, "none" is the empty prompt (the conversation then has no system message)."""
+def load_prompt(choice: str, builtin: Mapping[str, BuiltinPrompt] | None = None, *,
+                allow_none: bool = False) -> PromptFile:
+    """`choice` is a built-in name (a key of `builtin`, whose prompt names a file in prompts/) or a
+    path; with `allow_none`, "none" is the empty prompt (the conversation then has no system message)."""
     if allow_none and choice == NO_PROMPT:
         return PromptFile(name=NO_PROMPT, path="", text="")
     builtin = builtin or {}
     if choice in builtin:
-        path = PROMPTS_DIR / builtin[choice]
+        path = PROMPTS_DIR / builtin[choice].file
     else:
         path = Path(choice).expanduser()
     try:

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from prm_annotate.errors import UsageError
-from prm_annotate.reports import deltabench, hard2verify, prmbench
-from prm_annotate.reports.labels import LABEL_FIELD, SPLIT_FIELD, load_prediction_files
+from prm_annotate.registry import Registry
+from prm_annotate.evaluation import deltabench, hard2verify, prmbench
+from prm_annotate.evaluation.labels import LABEL_FIELD, SPLIT_FIELD, load_prediction_files
 from prm_annotate.settings import declare, setting
 
 DATA_SUFFIXES = (".jsonl", ".json")
@@ -29,12 +30,9 @@ class Options:
         gold: the gold as given (files, folders, or a hub id in the local cache).
         pred_field: the dotted path of the step scores (None: prm.scores).
         threshold: a given threshold (None: the benchmark's own rule).
-        tune_sample: Hard2Verify: how many random responses the threshold is tuned on.
-        seed: Hard2Verify: the seed of that draw.
         tune_threshold_on: ProcessBench: the split a threshold is tuned on (None: none).
         split_field: ProcessBench: the dotted path of the split (None: the gold's, else the id prefix).
-        label_field: the dotted path of the gold first error.
-        min_f1: ProcessBench: the F1 a first judge must reach against the gold (reports/critic_check.py).
+        min_f1: ProcessBench: the F1 a first judge must reach against the gold (evaluation/critic_check.py).
         benchmark: the benchmark whose metric to compute (BENCHMARKS).
     """
     predictions: list[str] = setting(argument=True, flags=(), help=(
@@ -56,8 +54,7 @@ class Options:
     min_f1: Optional[float] = setting(None, flags="--min-f1", min=0.0, max=100.0, help=(
         "ProcessBench: check a first judge (a critic) against GOLD (the big judge's verdicts): first-error agreement "
         "and F1 with intervals; F1 below this says not to use it, exit 1 (docs/pipeline.md)."))
-    benchmark: str = setting("processbench", flags="--benchmark", help=lambda: (
-        f"The benchmark whose metric to compute: {', '.join(BENCHMARKS)} (docs/scoring.md)."))
+    benchmark: str = setting("processbench", flags="--benchmark", help=lambda: BENCHMARKS.help())
 
 
 @dataclass(frozen=True)
@@ -66,14 +63,13 @@ class Benchmark:
 
     Attributes:
         name: its `--benchmark` name.
-        description: one line for the help.
         dataset: the Hugging Face dataset its release is (the hub id `--gold` may name).
         threshold_rule: how the benchmark turns a PRM's step scores into verdicts.
         run: scores predictions against gold -> a report with `to_dict()`.
         table: the report as a rich renderable.
     """
     name: str
-    description: str
+    summary: str
     dataset: str
     threshold_rule: str
     run: Callable[[Options], Any] | None
@@ -147,7 +143,7 @@ def _check_overlap(opts: Options, preds: dict, gold: dict) -> None:
                          "score the benchmark's file as published (score FILE --format NAME) so the ids match")
 
 
-BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
+BENCHMARKS: Registry[Benchmark] = Registry("--benchmark", "The benchmark whose metric to compute", "docs/scoring.md", (
     # ProcessBench's path is `evaluate`'s own (first errors or step scores, splits, tuning on a split).
     Benchmark("processbench", "ProcessBench: first-error F1 per split (the default)", "Qwen/ProcessBench",
               "given (--threshold) or tuned on one split (--tune-threshold-on gsm8k, as ProcessBench's authors did)",
@@ -159,4 +155,4 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("deltabench", "DeltaBench: error-section recall, precision and F1 of a critic's critiques or a PRM's "
               "section scores on long traces", "OpenStellarTeam/DeltaBench", deltabench.THRESHOLD_RULE, _deltabench,
               deltabench.table),
-)}
+))

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.reports.metrics import Threshold, first_below, lowest_best_threshold, right_steps
-from prm_annotate.reports.labels import Gold as FirstError
-from prm_annotate.reports.labels import Prediction, load_benchmark_gold
+from prm_annotate.evaluation.metrics import Threshold, first_below, lowest_best_threshold, right_steps
+from prm_annotate.evaluation.labels import Gold as FirstError
+from prm_annotate.evaluation.labels import Prediction, load_benchmark_gold
 
 TUNE_SAMPLE = 100
 RELEASE_RESPONSES = 200  # the test split: a number is comparable with published ones only on all of it

@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
 from prm_annotate.errors import UsageError
-from prm_annotate.reports.labels import MISSING, PROCESSBENCH_SPLITS, Gold, Prediction, get_path, step_labels
-from prm_annotate.reports.metrics import Threshold, accuracy, first_below, harmonic_mean, lowest_best_threshold, mean_f1
+from prm_annotate.evaluation.labels import MISSING, PROCESSBENCH_SPLITS, Gold, Prediction, get_path, step_labels
+from prm_annotate.evaluation.metrics import Threshold, accuracy, first_below, harmonic_mean, lowest_best_threshold, mean_f1
 
 
 @dataclass

@@ -19,7 +19,7 @@ from prm_annotate.cli import app
 from prm_annotate.io.inputs import read_records
 from prm_annotate.judging import ParseFailure, load_judge_prompt, render_judge_prompt
 from prm_annotate.judging.deltabench import parse_deltabench
-from prm_annotate.reports import deltabench
+from prm_annotate.evaluation import deltabench
 from prm_annotate.world.deltabench import trace_rows
 from testing import deltabench_script
 from testing.jsonl_files import write_jsonl

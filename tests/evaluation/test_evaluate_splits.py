@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from prm_annotate.cli import app
-from prm_annotate.reports.metrics import mean_f1
-from prm_annotate.reports.labels import split_of_file
+from prm_annotate.evaluation.metrics import mean_f1
+from prm_annotate.evaluation.labels import split_of_file
 from prm_annotate.stages.score import first_below as score_stage_rule
 from testing.labelled_fixtures import reference_metric, write_jsonl
 from testing.processbench_files import HF_PROCESSBENCH, SPLITS, hf_form, hf_split, step_scores, write_parquet_layout

@@ -348,3 +348,11 @@ def confusion_row(mc_first: int, judge_first: int | None) -> str:
     if mc_first == -1 or judge_first == -1:
         return ONE_NO_ERROR
     return JUDGE_EARLIER if judge_first < mc_first else JUDGE_LATER
+
+def id_notes(missing: list[str], missing_says: str, extra: list[str], extra_says: str) -> list[Any]:
+    """A line for the gold ids without a prediction and one for the predictions outside the gold,
+    where there are any: how many, what became of them, the first three."""
+    from rich.text import Text
+
+    return [Text(f"{len(ids)} {says}, e.g. {', '.join(ids[:3])}") for ids, says in ((missing, missing_says),
+                                                                                  (extra, extra_says)) if ids]

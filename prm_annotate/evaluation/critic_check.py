@@ -16,8 +16,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from prm_annotate.reports.labels import Gold, Prediction
-from prm_annotate.reports.metrics import accuracy, harmonic_mean, wilson_interval
+from prm_annotate.evaluation.labels import Gold, Prediction
+from prm_annotate.evaluation.metrics import accuracy, harmonic_mean, wilson_interval
 
 DRAWS = 2000
 SEED = 60  # any fixed number: the interval must not change between reruns

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from prm_annotate.cli import app
-from prm_annotate.reports.evaluate import evaluate
-from prm_annotate.reports.labels import load_gold, load_predictions
+from prm_annotate.evaluation.evaluate import evaluate
+from prm_annotate.evaluation.labels import load_gold, load_predictions
 from testing.labelled_fixtures import (
     PROCESSBENCH,
     processbench,
@@ -116,7 +116,7 @@ def test_diagnostics_early_late_missed_and_step_labels():
     # gold first errors 2, 2, 2, 2, -1; predictions exact, early, late, missed, false alarm
     gold_rows = [{"id": f"s-{i}", "steps": ["a"] * 5, "label": lab} for i, lab in enumerate([2, 2, 2, 2, -1])]
     pred_values = [2, 0, 4, -1, 3]
-    from prm_annotate.reports.labels import Gold, Prediction
+    from prm_annotate.evaluation.labels import Gold, Prediction
 
     gold = {r["id"]: Gold(r["id"], r["label"], 5, r) for r in gold_rows}
     preds = {r["id"]: Prediction(r["id"], p, 5, None, {}) for r, p in zip(gold_rows, pred_values)}

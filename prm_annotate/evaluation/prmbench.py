@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.reports.labels import Prediction, load_benchmark_gold
-from prm_annotate.reports.metrics import valid_steps
+from prm_annotate.evaluation.labels import Prediction, load_benchmark_gold
+from prm_annotate.evaluation.metrics import valid_steps
 
 VALIDITY_THRESHOLD = 0.5
 RELEASE_RESPONSES = 6216  # rows of prmbench_preview.jsonl: a number is comparable with published ones only on all
@@ -180,7 +180,7 @@ def table(report: Report) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    from prm_annotate.reports.tables import id_notes
+    from prm_annotate.evaluation.labels import id_notes
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{x * 100:.1f}"

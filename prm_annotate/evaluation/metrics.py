@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # numpy is imported where it is used: `consensus` and `evalua
     import numpy as np
 
 from prm_annotate.errors import UsageError
-from prm_annotate.reports.labels import Gold, Prediction
+from prm_annotate.evaluation.labels import Gold, Prediction
 
 
 def accuracy(hits: int, total: int) -> float | None:
