@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from prm_annotate.engines.bill import Bill
-from prm_annotate.reports.metrics import wilson_interval
+from prm_annotate.evaluation.metrics import wilson_interval
 from testing.consensus_bench import read_jsonl
 
 COMPLETER_B, JUDGE_B, PRM_B, SMALL_CRITIC_B = 7.0, 72.0, 7.0, 1.5
