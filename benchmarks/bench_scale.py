@@ -9,7 +9,7 @@ long traces built from the 30 real thinking traces of tests/data/long_traces.jso
 records, cut into steps at their blank lines, with a made-up MC and judge verdict each). Each command runs
 in a child process (`python -m prm_annotate ...`, or for sample, rollout --judged and judge a small
 driver here with a scripted engine: the driver's own cost, testing/scripted_engine.py); its peak
-resident memory is read from the operating system (`wait4`'s rusage of that child) and its wall
+resident memory is read from the operating system (testing/peak_memory.py: the rusage of that child, started by a small process) and its wall
 time beside a plain orjson pass over the same files in the same run (read every input, write the
 first input's records back; for consensus: read both files, join on id, write the kept pairs, the
 judged records found by id through their offsets, as a join that holds no records would).
@@ -26,9 +26,7 @@ import argparse
 import gzip
 import os
 import shutil
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -37,6 +35,8 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from testing.peak_memory import run_measured  # noqa: E402  (the repository on the path first)
 
 SEED = ROOT / "benchmarks" / "data" / "world"
 LONG = ROOT / "tests" / "data" / "long_traces.jsonl"
@@ -212,16 +212,10 @@ def _env() -> dict[str, str]:
 
 def measure(argv: list[str]) -> tuple[float, int, int]:
     """(wall seconds, peak resident bytes, exit status) of a child process, its memory from the OS."""
-    started = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
-    assert child.stderr is not None
-    err = child.stderr.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    seconds = time.perf_counter() - started
-    if child.returncode not in (0, 1):
-        sys.stderr.write(err.decode(errors="replace")[-2000:])
-    return seconds, usage.ru_maxrss * 1024, child.returncode
+    status, err, peak, seconds = run_measured(argv, env=_env())
+    if status not in (0, 1):
+        sys.stderr.write(err[-2000:])
+    return seconds, peak, status
 
 
 @dataclass

@@ -12,6 +12,7 @@ import time
 import orjson
 import pytest
 
+from testing.peak_memory import run_measured
 from tests.stages.test_consensus import judged, rollout
 
 N = 100_000
@@ -38,16 +39,15 @@ def consensus(folder, rollouts="rollouts.jsonl", judged_file="judged.jsonl", out
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def finish(child: subprocess.Popen) -> tuple[int, str, int]:
-    """Exit status, stderr and the child's peak resident memory (bytes), read from the OS."""
+def finish(child: subprocess.Popen) -> tuple[int, str]:
+    """Exit status and stderr."""
     err = child.stderr.read().decode()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, err, usage.ru_maxrss * 1024
+    return child.wait(), err
 
 
 def test_killed_mid_run_and_rerun_writes_the_bytes_of_a_run_never_stopped(big):
-    status, err, peak = finish(consensus(big, out="whole.jsonl"))
+    status, err, peak, _ = run_measured([sys.executable, "-m", "prm_annotate", "consensus", str(big / "rollouts.jsonl"),
+                                         str(big / "judged.jsonl"), "-o", str(big / "whole.jsonl"), "-q"])
     assert status == 0, err
     whole = (big / "whole.jsonl").read_bytes()
     kept = whole.count(b"\n")
@@ -62,7 +62,7 @@ def test_killed_mid_run_and_rerun_writes_the_bytes_of_a_run_never_stopped(big):
         time.sleep(0.05)
         assert child.poll() is None, "the run finished before it was killed: nothing was tested"
     os.kill(child.pid, signal.SIGKILL)
-    status, _, _ = finish(child)
+    status, _ = finish(child)
     assert status == -signal.SIGKILL, "the run finished before it was killed: nothing was tested"
     partial = out.read_bytes()
     assert 0 < len(partial) < len(whole) and whole.startswith(partial[: partial.rfind(b"\n") + 1])
@@ -73,12 +73,12 @@ def test_killed_mid_run_and_rerun_writes_the_bytes_of_a_run_never_stopped(big):
         bad.write_bytes((big / name).read_bytes() + b'{"id": "p-last", "steps": \n')
         files = ("bad-rollouts.jsonl", "judged.jsonl") if name == "rollouts.jsonl" else ("rollouts.jsonl",
                                                                                       "bad-judged.jsonl")
-        status, err, _ = finish(consensus(big, *files, out="killed.jsonl"))
+        status, err = finish(consensus(big, *files, out="killed.jsonl"))
         assert status == 2 and f"bad-{name}:{line}:" in err, err
         assert out.read_bytes() == partial
         bad.unlink()
 
-    status, err, _ = finish(consensus(big, out="killed.jsonl"))
+    status, err = finish(consensus(big, out="killed.jsonl"))
     assert status == 0, err
     assert out.read_bytes() == whole
 
