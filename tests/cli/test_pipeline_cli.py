@@ -34,7 +34,8 @@ def responses(n: int) -> list[dict]:
              "correct": True} for i in range(n)]
 
 
-N = 16  # responses: a SIGTERM after 3 records, a SIGKILL 3 records later, then the rest
+N = 32  # responses: a SIGTERM after 3 records, a SIGKILL 3 records later, then the rest (enough left that
+# a burst of records finishing together cannot reach the end between the count and the kill)
 ROLLOUT_ARGS = ["-k", "3", "--max-tokens", "40", "--seed", "3", "--batch-size", "1", "--quiet"]
 
 
