@@ -20,7 +20,7 @@ from collections import Counter
 import pytest
 
 from prm_annotate.engines.bill import Bill
-from prm_annotate.pipeline.runner import RunOptions, run_stage
+from prm_annotate.pipeline.runner import RunOptions, run_and_close
 from prm_annotate.stages.judge import JudgeStage
 from prm_annotate.stages.sample import SampleStage
 from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_SYSTEM_PROMPT, make_problems
@@ -159,19 +159,13 @@ def test_a_served_thought_is_billed_as_the_in_process_engine_bills_it(world_thin
     settings = dict(n=2, temperature=0.7, max_tokens=384, seed=0, system_prompt=WORLD_SYSTEM_PROMPT)
     local = tmp_path / "local.jsonl"
     stage = SampleStage(world_thinker, **settings, engine_info={"model": "world-thinker"})
-    try:
-        assert run_stage(stage, RunOptions(str(src), str(local), quiet=True)).failed == 0
-    finally:
-        stage.close()
+    assert run_and_close(stage, RunOptions(str(src), str(local), quiet=True)).failed == 0
     local_bill = Bill.read(manifest_runs(local)[-1]["bill"])
     # The judge splits a thought too (`--reasoning think`): the thinker reads its own traces.
     judge_settings = dict(prompt="processbench", reasoning="think", max_tokens=96, seed=0)
     local_judged = tmp_path / "local-judged.jsonl"
     stage = JudgeStage(world_thinker, **judge_settings, engine_info={"model": "world-thinker"})
-    try:
-        assert run_stage(stage, RunOptions(str(local), str(local_judged), quiet=True)).failed == 0
-    finally:
-        stage.close()
+    assert run_and_close(stage, RunOptions(str(local), str(local_judged), quiet=True)).failed == 0
 
     server = heavy.get("server:http-world-thinker", lambda: start_server(
         THINKER_DIR, "world-thinker", tmp_path, max_model_len=TINY_MAX_MODEL_LEN), lambda s: s.stop())
