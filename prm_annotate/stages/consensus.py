@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable
 from prm_annotate.errors import UsageError
 from prm_annotate.io.jsonl import check_input, is_stream
 from prm_annotate.io.output import check_output
-from prm_annotate.records import Consensus, Judged, Rollout, plain_dump, recovery_of
+from prm_annotate.records import Consensus, Judged, Judgement, Rollout, recovery_of
 from prm_annotate.registry import Registry
 from prm_annotate.settings import Setting
 from prm_annotate.stages.judged_file import JudgedIndex
@@ -51,11 +51,38 @@ from prm_annotate.evaluation.labels import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_E
 NO_JUDGED, NOT_ROLLED_OUT = "not in the judged file", "not rolled out by verify"
 
 
-def consensus_record(rollout: Rollout, judged: Judged) -> Consensus:
+# A judged record's declared fields are all the rollout's too, but its verdict: a kept record takes
+# the rollout's values for them, and from the judged record only its verdict and extra fields.
+_JUDGED_FIELDS = tuple(Judged.model_fields)
+assert set(_JUDGED_FIELDS) - set(Rollout.model_fields) == {"judge"}, "consensus_record's join needs them"
+
+
+def _joined(rollout: Rollout, judged: Judged | dict[str, Any]) -> dict[str, Any]:
+    """`{**judged.plain(), **rollout.plain()}` with the judge's verdict (the rollout's copy of shared
+    fields wins; they are equal): the same keys in the same order and the same values. `judged` is
+    the record, or its object as the index validated it (`JudgedIndex.raw`: not validated again)."""
+    raw = judged.plain() if isinstance(judged, Judged) else judged
+    out: dict[str, Any] = dict.fromkeys(_JUDGED_FIELDS)
+    out.update((k, v) for k, v in raw.items() if k not in _JUDGED_FIELDS)
+    out.update(rollout.plain())
+    out["mc"] = rollout.mc
+    # Judgement's fields are required and strict, so a validated verdict holds the file's values.
+    out["judge"] = Judgement.model_construct(**raw["judge"])
+    return out
+
+
+def _made(out: dict[str, Any]) -> Consensus:
+    """The kept record from a join of validated records: only what the join adds is checked (the
+    labels against the first error or the slips), which is all validating it whole would find."""
+    record = Consensus.model_construct(**out)
+    record._labels_match()
+    return record
+
+
+def consensus_record(rollout: Rollout, judged: Judged | dict[str, Any]) -> Consensus:
     """The kept record for an agreeing pair."""
     first_error = rollout.mc.first_error
-    out = {**judged.plain(), **rollout.plain()}  # the rollout's copy of shared fields wins; they are equal
-    out["judge"] = plain_dump(judged.judge)
+    out = _joined(rollout, judged)
     kept = len(rollout.steps) if first_error == -1 else first_error + 1
     out["steps"] = rollout.steps[:kept]
     if rollout.step_joins is not None:  # a thinking response's joins and thought, cut with its steps
@@ -66,37 +93,36 @@ def consensus_record(rollout: Rollout, judged: Judged) -> Consensus:
     out["first_error"] = first_error
     out["steps_total"] = len(rollout.steps)
     # Written in the model's field order (not `make`'s): the order consensus has always written.
-    return Consensus.model_validate(out)
+    return _made(out)
 
 
-def recovery_record(rollout: Rollout, judged: Judged) -> Consensus:
+def recovery_record(rollout: Rollout, judged: Judged | dict[str, Any]) -> Consensus:
     """The kept record of the recovery rule: every step, labelled by the agreed slips."""
     recovery = recovery_of(rollout.mc, len(rollout.steps))
     assert recovery is not None
-    out = {**judged.plain(), **rollout.plain()}
-    out["judge"] = plain_dump(judged.judge)
+    out = _joined(rollout, judged)
     out["labels"] = recovery.step_labels(len(rollout.steps))
     out["first_error"] = recovery.first_error()
     out["recovery"] = recovery.to_json()
     out["steps_total"] = len(rollout.steps)
-    return Consensus.model_validate(out)
+    return _made(out)
 
 
 class JudgedView:
-    """A rollout's judged record in the index: its first error at hand, the record read when needed."""
+    """A rollout's judged record in the index: its first error at hand, its object read when needed."""
 
     def __init__(self, index: JudgedIndex, slot: int):
         self.index, self.slot = index, slot
-        self._record: Judged | None = None
+        self._raw: dict[str, Any] | None = None
 
     @property
     def first_error(self) -> int | None:
         return self.index.first_error(self.slot)
 
-    def record(self) -> Judged:
-        if self._record is None:
-            self._record = self.index.record(self.slot)
-        return self._record
+    def raw(self) -> dict[str, Any]:
+        if self._raw is None:
+            self._raw = self.index.raw(self.slot)
+        return self._raw
 
 
 def _paper_row(rollout: Rollout, judged: JudgedView) -> str:
@@ -106,7 +132,7 @@ def _paper_row(rollout: Rollout, judged: JudgedView) -> str:
 def _recovery_row(rollout: Rollout, judged: JudgedView) -> str:
     n = len(rollout.steps)
     return recovery_row(recovery_of(rollout.mc, n, "mc.recovery"),
-                        recovery_of(judged.record().judge, n, "judge.recovery"))
+                        recovery_of(judged.raw()["judge"], n, "judge.recovery"))
 
 
 @dataclass(frozen=True)
@@ -119,7 +145,7 @@ class ConsensusRule:
         title: its confusion table's title.
         rows: its table's rows, in order (SAME is kept).
         row: the row of a joined pair (the judged record read only when the row needs it).
-        kept: the record written for a pair in SAME.
+        kept: the record written for a pair in SAME (from the judged record's object, `JudgedIndex.raw`).
         reads_recovery: it needs `mc.recovery` and `judge.recovery` in its inputs.
     """
 
@@ -128,7 +154,7 @@ class ConsensusRule:
     title: str
     rows: tuple[str, ...]
     row: Callable[[Rollout, JudgedView], str]
-    kept: Callable[[Rollout, Judged], Consensus]
+    kept: Callable[[Rollout, dict[str, Any]], Consensus]
     reads_recovery: bool = False
 
     def check(self, rollout: Rollout, judged_recovery: bool | None, rollouts_path: str, judged_path: str) -> None:
@@ -254,7 +280,7 @@ class ConsensusStage(StageBase):
             self.stats["joined"] += 1
             self.stats[row] += 1
             if row == SAME:
-                yield Outcome.one(self.rule.kept(rollout, judged.record()))
+                yield Outcome.one(self.rule.kept(rollout, judged.raw()))
             else:
                 yield Outcome(rollout.id, reason=NOT_ROLLED_OUT if not_rolled_out else row)
 

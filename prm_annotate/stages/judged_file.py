@@ -1,8 +1,9 @@
 """The judged file, read as an index: what `consensus` joins its rollouts with and what a `rollout
 --strategy verify` run checks (`--judged`). Validated whole before any work (a bad line or a
 duplicate id is exit 2 naming file and line), and held compactly: per id the byte offset of its
-line, the judge's first error, whether it holds `judge.recovery`, and a digest of its steps — never
-the records; a join that needs a record whole reads it again from its offset.
+line and a digest of the line, the judge's first error, whether it holds `judge.recovery`, and a
+digest of its steps — never the records; a join that needs a record whole reads it again from its
+offset, and need not validate it again when the line is the same bytes (`raw`).
 
 Every verify record carries the judge's first error it was checked against and the file's sha256
 (`mc.judge_first_error`, `mc.judged_sha256`), so a resumed run can tell that its output was
@@ -43,7 +44,7 @@ def file_sha256(path: str) -> str:
 
 
 class JudgedIndex:
-    """A judged file by id, about 60 bytes an id besides the id itself (`read`). A stream or a JSON
+    """A judged file by id, about 70 bytes an id besides the id itself (`read`). A stream or a JSON
     array has no offsets to read again: its records are held (`held`), as they are for a caller that
     built them in memory."""
 
@@ -51,6 +52,7 @@ class JudgedIndex:
         self.path = path
         self.slots: dict[str, int] = {}  # id -> its slot in the arrays (file order)
         self.offsets = array("q")
+        self.lines = array("q")  # each line's digest (io.jsonl.line_digest)
         self.first_errors = array("i")
         self.flags = bytearray()
         self.digests = bytearray()
@@ -65,7 +67,7 @@ class JudgedIndex:
             return cls.held(path, {r.id: r for r in records})
         index = cls(path)
         rows, index._again = read_records_at(path)
-        for where, offset, obj in rows:
+        for where, offset, digest, obj in rows:
             try:
                 judged = Judged.model_validate(obj)
             except ValidationError as exc:
@@ -74,6 +76,7 @@ class JudgedIndex:
                 first = _line_of(path, index.offsets[index.slots[judged.id]])
                 raise InputError(path, where, f"duplicate id {judged.id!r} (first seen at line {first})")
             index._add(judged, offset)
+            index.lines.append(digest)
         return index
 
     @classmethod
@@ -116,17 +119,24 @@ class JudgedIndex:
         return [rid for rid, slot in self.slots.items() if not self.flags[slot] & _MATCHED]
 
     def record(self, slot: int) -> Judged:
-        """The judged record, read again from its offset (validated again: the file may have changed)."""
+        """The judged record, read again from its offset."""
         if self._held is not None:
             return self._held[slot]
+        try:
+            return Judged.model_validate(self.raw(slot))
+        except ValidationError as exc:  # not reached while `raw` finds the line unchanged
+            raise InputError(self.path, f"byte {self.offsets[slot]}", describe_validation_error(exc)) from None
+
+    def raw(self, slot: int) -> dict[str, Any]:
+        """The judged record's object as `read` validated it, without validating it again: read from
+        its offset, its line checked to be the same bytes (a file changed since is exit 2); a held
+        record's plain dump (the same keys and values: `Judged.plain`)."""
+        if self._held is not None:
+            return self._held[slot].plain()
         assert self._again is not None
         if self._fh is None:
             self._fh = open(self.path, "rb")
-        obj = self._again.read(self._fh, self.offsets[slot], slot)
-        try:
-            return Judged.model_validate(obj)
-        except ValidationError as exc:
-            raise InputError(self.path, f"byte {self.offsets[slot]}", describe_validation_error(exc)) from None
+        return self._again.read(self._fh, self.offsets[slot], slot, self.lines[slot])
 
     def close(self) -> None:
         if self._fh is not None:
