@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable
 from prm_annotate.errors import UsageError
 from prm_annotate.io.jsonl import check_input, is_stream
 from prm_annotate.io.output import check_output
-from prm_annotate.records import Consensus, Judged, Judgement, Rollout, recovery_of
+from prm_annotate.records import Consensus, Judged, Judgement, Rollout, recovery_of, trusted
 from prm_annotate.registry import Registry
 from prm_annotate.settings import Setting
 from prm_annotate.stages.judged_file import JudgedIndex
@@ -67,14 +67,14 @@ def _joined(rollout: Rollout, judged: Judged | dict[str, Any]) -> dict[str, Any]
     out.update(rollout.plain())
     out["mc"] = rollout.mc
     # Judgement's fields are required and strict, so a validated verdict holds the file's values.
-    out["judge"] = Judgement.model_construct(**raw["judge"])
+    out["judge"] = trusted(Judgement, raw["judge"])
     return out
 
 
 def _made(out: dict[str, Any]) -> Consensus:
     """The kept record from a join of validated records: only what the join adds is checked (the
     labels against the first error or the slips), which is all validating it whole would find."""
-    record = Consensus.model_construct(**out)
+    record = trusted(Consensus, out)
     record._labels_match()
     return record
 
@@ -262,10 +262,11 @@ class ConsensusStage(StageBase):
 
     def process(self, batch: list[Rollout]) -> Iterable[Outcome]:
         for rollout in batch:
-            self.check(rollout)
+            slot = self.judged.slot(rollout.id)
+            if slot is None or not self.judged.marked(slot):  # a file's joins were checked in its first pass
+                self.check(rollout)
             not_rolled_out = str((rollout.mc.model_extra or {}).get("verified", "")).startswith("not rolled out")
             self.stats["not rolled out"] += not_rolled_out
-            slot = self.judged.slot(rollout.id)
             if rollout.unfinished_thought:  # no answer: never labelled (rollout sets them aside too)
                 self.stats["set aside: unfinished thought"] += 1
                 yield Outcome(rollout.id)

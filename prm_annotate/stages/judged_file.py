@@ -114,6 +114,9 @@ class JudgedIndex:
     def mark(self, slot: int) -> None:
         self.flags[slot] |= _MATCHED
 
+    def marked(self, slot: int) -> bool:
+        return bool(self.flags[slot] & _MATCHED)
+
     def unmarked(self) -> list[str]:
         """Ids, in file order, that no `mark` reached."""
         return [rid for rid, slot in self.slots.items() if not self.flags[slot] & _MATCHED]
