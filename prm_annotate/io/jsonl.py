@@ -49,16 +49,20 @@ def open_input(path: str | Path) -> BinaryIO:
 
 def parse_line(raw: bytes, path: str, lineno: int) -> dict[str, Any]:
     try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"line {lineno}", f"not valid UTF-8 (byte {exc.start})") from None
-    try:
-        obj = orjson.loads(raw)
+        obj = orjson.loads(raw)  # refuses bytes that are not UTF-8, anywhere in the line
     except orjson.JSONDecodeError as exc:
+        try:
+            raw.decode("utf-8")  # which byte, said before any JSON error, as the reader always has
+        except UnicodeDecodeError as bad:
+            raise InputError(path, f"line {lineno}", f"not valid UTF-8 (byte {bad.start})") from None
         raise InputError(path, f"line {lineno}", f"invalid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise InputError(path, f"line {lineno}", f"expected a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def _blank(raw: bytes) -> bool:
+    return raw.isspace() or not raw  # as `not raw.strip()`, without copying the line
 
 
 def iter_jsonl(path: str | Path, on_error: OnError | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -69,7 +73,7 @@ def iter_jsonl(path: str | Path, on_error: OnError | None = None) -> Iterator[tu
     name = str(path)
     with _closing(open_input(path)) as fh:
         for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
+            if _blank(raw):
                 continue
             try:
                 yield f"line {lineno}", parse_line(raw, name, lineno)
@@ -86,7 +90,7 @@ def iter_jsonl_at(path: str | Path) -> Iterator[tuple[str, int, int, dict[str, A
     offset = 0
     with _closing(open_input(path)) as fh:
         for lineno, raw in enumerate(fh, start=1):
-            if raw.strip():
+            if not _blank(raw):
                 yield f"line {lineno}", offset, line_digest(raw), parse_line(raw, name, lineno)
             offset += len(raw)
 
