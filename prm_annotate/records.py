@@ -169,7 +169,7 @@ def _check_steps(steps: list[str]) -> list[str]:
     if not steps:
         raise ValueError("steps is empty")
     for i, step in enumerate(steps):
-        if not step.strip():
+        if not step or step.isspace():  # `not step.strip()` without copying every step
             raise ValueError(f"step {i} is empty")
     return steps
 
