@@ -4,7 +4,7 @@ Readers yield `(where, obj)` pairs so every later error can name its file and li
 """
 from __future__ import annotations
 
-import hashlib
+import os
 import sys
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
@@ -83,34 +83,35 @@ def iter_jsonl(path: str | Path, on_error: OnError | None = None) -> Iterator[tu
                 on_error(exc, raw.rstrip(b"\r\n"))  # bytes: the rejects file keeps them exactly
 
 
-def iter_jsonl_at(path: str | Path) -> Iterator[tuple[str, int, int, dict[str, Any]]]:
-    """As `iter_jsonl` (a bad line raises), with each line's byte offset and digest (`line_digest`):
-    `line_at` reads it again, and can tell whether it is still the line that was read."""
+def iter_jsonl_at(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """As `iter_jsonl` (a bad line raises), with each line's byte offset: `line_at` reads it again."""
     name = str(path)
     offset = 0
     with _closing(open_input(path)) as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not _blank(raw):
-                yield f"line {lineno}", offset, line_digest(raw), parse_line(raw, name, lineno)
+                yield f"line {lineno}", offset, parse_line(raw, name, lineno)
             offset += len(raw)
 
 
-def line_digest(raw: bytes) -> int:
-    """8 bytes of blake2b of a line as read (its newline included), as a signed int for an array('q')."""
-    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little", signed=True)
+Stamp = tuple[int, int, int, int]
 
 
-def line_at(fh: BinaryIO, path: str, offset: int, digest: int | None = None) -> dict[str, Any]:
+def file_stamp(fh: BinaryIO | int | str) -> Stamp:
+    """What changes when a file is written, replaced or cut: device, inode, size, modification time."""
+    st = os.stat(fh) if isinstance(fh, str) else os.fstat(fh if isinstance(fh, int) else fh.fileno())
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def line_at(fh: BinaryIO, path: str, offset: int, stamp: Stamp | None = None) -> dict[str, Any]:
     """The object of the line at `offset` of a file `iter_jsonl_at` read (named by its offset in an
-    error: the file changed since). With the line's `digest` from that read, a line that is not the
-    same bytes is refused: its object is then the one that was validated."""
-    fh.seek(offset)
-    raw = fh.readline()
-    changed = "" if digest is None or line_digest(raw) == digest else "not the line first read"
+    error: the file changed since). With the file's `stamp` from that read, a file written since is
+    refused: the object is then the one that read validated."""
     try:
-        if changed:
-            raise InputError(path, f"byte {offset}", changed)
-        return parse_line(raw, path, 0)
+        if stamp is not None and file_stamp(fh) != stamp:
+            raise InputError(path, f"byte {offset}", "written since it was validated")
+        fh.seek(offset)
+        return parse_line(fh.readline(), path, 0)
     except InputError as exc:
         raise InputError(path, f"byte {offset}", f"{exc.message} (the file changed while it was read)") from None
 

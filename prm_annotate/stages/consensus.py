@@ -11,10 +11,10 @@ wrong, the steps while a slip is uncorrected wrong, a correction and what follow
 
 It runs through the shared runner (`run_stage`) like every stage: the rollouts are its input,
 streamed; the judged file is read first into an index (`stages/judged_file.JudgedIndex`: per id
-its line's offset and digest, the judge's first error and a digest of its steps, never the
-records), and a judged record is read again from its offset when a pair needs it whole: the same
-bytes the index validated (a changed line is exit 2), so neither it nor the kept record made from
-it is validated again (what the join adds, the labels, is checked). Both inputs are validated
+its line's offset, the judge's first error and a digest of its steps, never the records), and a
+judged record is read again from its offset when a pair needs it whole: from the file the index
+validated (one written since is exit 2), so neither it nor the kept record made from it is
+validated again (what the join adds, the labels, is checked). Both inputs are validated
 whole before anything is written (a bad line or a duplicate id in either is bad input, exit 2; with
 --skip-invalid, bad rollout lines are set aside as in every stage); so is the join for a file
 input (the runner's first pass shows the stage every rollout): a pair holding different steps is

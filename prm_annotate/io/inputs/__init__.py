@@ -18,7 +18,7 @@ from prm_annotate.errors import InputError
 from prm_annotate.io.inputs import generic, gsm8k, hard2verify, math, prmbench, processbench
 from prm_annotate.io.inputs import deltabench
 from prm_annotate.io.inputs.base import FieldMap, InputFormat
-from prm_annotate.io.jsonl import STDIO, OnError, iter_json_array, iter_jsonl, iter_jsonl_at, line_at
+from prm_annotate.io.jsonl import STDIO, OnError, Stamp, iter_json_array, iter_jsonl, iter_jsonl_at, line_at
 from prm_annotate.registry import Registry
 from prm_annotate.settings import Setting
 
@@ -79,19 +79,18 @@ def read_records(path: str | Path, fmt: str = AUTO, fields: FieldMap = FieldMap(
 
 
 def read_records_at(path: str, fmt: str = AUTO, fields: FieldMap = FieldMap()
-                    ) -> tuple[Iterator[tuple[str, int, int, dict[str, Any]]], "RecordAt"]:
-    """As `read_records` for a JSONL file (a bad line raises), with each record's byte offset and its
-    line's digest, and what reads a record again from its offset (`RecordAt`): an index keeps
-    offsets, not records."""
+                    ) -> tuple[Iterator[tuple[str, int, dict[str, Any]]], "RecordAt"]:
+    """As `read_records` for a JSONL file (a bad line raises), with each record's byte offset, and
+    what reads a record again from its offset (`RecordAt`): an index keeps offsets, not records."""
     if fmt != AUTO and fmt not in INPUT_FORMATS:
         raise InputError(path, "line 0", f"unknown format {fmt!r}; choose from {', '.join(format_names())}")
     again = RecordAt(path, Path(path).stem, None if fmt == AUTO else fmt, fields)
 
-    def rows() -> Iterator[tuple[str, int, int, dict[str, Any]]]:
-        for index, (where, offset, digest, obj) in enumerate(iter_jsonl_at(path)):
+    def rows() -> Iterator[tuple[str, int, dict[str, Any]]]:
+        for index, (where, offset, obj) in enumerate(iter_jsonl_at(path)):
             if again.format is None:
                 again.format = detect(obj)
-            yield where, offset, digest, INPUT_FORMATS[again.format].normalise(obj, again.stem, index, fields)
+            yield where, offset, INPUT_FORMATS[again.format].normalise(obj, again.stem, index, fields)
 
     return rows(), again
 
@@ -99,17 +98,17 @@ def read_records_at(path: str, fmt: str = AUTO, fields: FieldMap = FieldMap()
 @dataclass
 class RecordAt:
     """A record of a JSONL file read again from its byte offset, normalised as it was first read
-    (`index`: its 0-based row, which a format without ids makes its id from; `digest`: its line's
-    when first read, which refuses a line that changed since)."""
+    (`index`: its 0-based row, which a format without ids makes its id from)."""
 
     path: str
     stem: str
     format: str | None
     fields: FieldMap
 
-    def read(self, fh: BinaryIO, offset: int, index: int, digest: int | None = None) -> dict[str, Any]:
+    def read(self, fh: BinaryIO, offset: int, index: int, stamp: Stamp | None = None) -> dict[str, Any]:
+        """`stamp`: the file's when it was first read (`io.jsonl.file_stamp`): a file written since is refused."""
         assert self.format is not None
-        obj = line_at(fh, self.path, offset, digest)
+        obj = line_at(fh, self.path, offset, stamp)
         return INPUT_FORMATS[self.format].normalise(obj, self.stem, index, self.fields)
 
 
