@@ -130,7 +130,7 @@ class JudgedIndex:
             return self._held[slot]
         try:
             return Judged.model_validate(self.raw(slot))
-        except ValidationError as exc:  # not reached while `raw` finds the line unchanged
+        except ValidationError as exc:  # not reached while the file is the one `read` validated
             raise InputError(self.path, f"byte {self.offsets[slot]}", describe_validation_error(exc)) from None
 
     def raw(self, slot: int) -> dict[str, Any]:
