@@ -106,7 +106,7 @@ from prm_annotate.stages.config import RolloutConfig, configured, reasoning_budg
 from prm_annotate.stages.context_check import ContextCheck
 from prm_annotate.thinking.probe import template_state
 from prm_annotate.segmenting.texts import record_trace
-from prm_annotate.thinking.tags import MODEL, OPEN, continuation_opening, read_trace
+from prm_annotate.thinking.tags import MODEL, continuation_opening, read_trace, written_state
 from prm_annotate.stages.judged_file import JudgedFile
 from prm_annotate.steps import join_steps, prefix_text
 from prm_annotate.strategies import Plan, Probe, ProbeResult, get_strategy
@@ -353,8 +353,7 @@ class RolloutStage(ModelStage):
         out: dict[int, Verdict] = dict(zip(plain, self.grader.grade_many([pairs[i][:2] for i in plain],
                                                                          [pairs[i][3] for i in plain])))
         thinking = [i for i in range(len(pairs)) if i not in out]
-        traces = [read_trace(pairs[i][1], OPEN if not pairs[i][1].lstrip().startswith("<think>") else MODEL)
-                  for i in thinking]
+        traces = [read_trace(pairs[i][1], written_state(pairs[i][1])) for i in thinking]
         for i, trace, verdict in zip(thinking, traces, grade_traces(self.grader, [pairs[i][0] for i in thinking],
                                                                     traces, [pairs[i][3] for i in thinking])):
             out[i] = Verdict(None, False, UNFINISHED) if not trace.finished else verdict

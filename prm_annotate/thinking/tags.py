@@ -99,6 +99,12 @@ def thinks_again(answer: str) -> bool:
     return START in answer or END in answer
 
 
+def written_state(text: str) -> str:
+    """The state to read a text a rollout wrote (a prefix and its completion) under: the text opened
+    its thought itself when it starts with `<think>`, else the generation prompt did."""
+    return MODEL if text.lstrip().startswith(START) else OPEN
+
+
 def continuation_opening(state: str, thought_steps: int, text: str = "") -> str:
     """What a rollout writes before a thinking response's first step (`text`: the steps joined), so
     that its prefix continues the same thought under a generation prompt in `state`: `<think>\\n`
