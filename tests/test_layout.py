@@ -3,7 +3,8 @@
 - imports point down: every module of prm_annotate belongs to a room (a subpackage, or a module at
   the package root), the rooms stand in the layers of `LAYERS`, and a module imports only from its
   own room or from rooms of lower layers — counting imports inside functions too (a lazy import
-  hides a dependency at start-up, but the two rooms still need each other);
+  hides a dependency at start-up, but the two rooms still need each other); a room's low part
+  (modules LAYERS names one by one, below the rest of their room) imports nothing from the rest;
 - no import cycle between prm_annotate's modules (nor lab's, nor testing's);
 - the product imports nothing from beside it (lab/, testing/, tests/, benchmarks/);
 - no module below the command line (cli/) imports typer: the configs are plain dataclasses.
