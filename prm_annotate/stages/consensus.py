@@ -43,7 +43,8 @@ from prm_annotate.records import Consensus, Judged, Judgement, Rollout, recovery
 from prm_annotate.registry import Registry
 from prm_annotate.settings import Setting
 from prm_annotate.stages.judged_file import JudgedIndex
-from prm_annotate.pipeline.runner import Outcome, RunOptions, RunSummary, StageBase, finished_ids, run_stage
+from prm_annotate.pipeline.runner import (Outcome, RunOptions, RunSummary, StageBase, finished_ids, frozen_heap,
+                                          run_stage)
 from prm_annotate.pipeline.summary import Nouns
 # The confusion table's rows live with the label readers: the report counts by them too.
 from prm_annotate.evaluation.labels import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, ROWS,  # noqa: F401
@@ -296,7 +297,8 @@ def run_consensus(rollouts_path: str, judged_path: str, output: str, *, limit: i
         check_input(path)
     check_output(output, [rollouts_path, judged_path])
     opts = RunOptions(rollouts_path, output, limit=limit, skip_invalid=skip_invalid, quiet=quiet)
-    judged = JudgedIndex.read(judged_path)
+    with frozen_heap():
+        judged = JudgedIndex.read(judged_path)
     stage = ConsensusStage(judged, rollouts_path, judged_path, chosen)
     # A file's join is checked whole (`stage.check`) in the runner's first pass, before anything is
     # written; a stream's as it is read.
