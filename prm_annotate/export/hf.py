@@ -15,7 +15,7 @@ import os
 import shlex
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -309,7 +309,7 @@ def _save_split(spool: Spool, split: Split, folder: Path) -> None:
     require("datasets", "--format hf", "pip install datasets")
     from datasets import DatasetInfo, Features, config
     from datasets.arrow_writer import ArrowWriter, get_writer_batch_size_from_data_size
-    from datasets.utils.py_utils import convert_file_size_to_int
+    from datasets.utils.py_utils import asdict, convert_file_size_to_int
 
     rows = nbytes = 0
     if split.keep is None:
