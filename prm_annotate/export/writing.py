@@ -3,7 +3,7 @@
 Nothing is put in place until every row is made: a bad input line, a misplaced label or an empty
 set raises while the rows are still in a temporary file beside the output (or, for standard
 output, in a temporary file elsewhere), which is then removed, so an earlier output stays as it
-was. Memory holds one chunk of rows (`CHUNK`), never the set.
+was. Memory holds a chunk of rows (a Parquet row group, a datasets batch), never the set.
 """
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator
 from prm_annotate.errors import require
 from prm_annotate.io.jsonl import STDIO, dumps
 
-# Rows converted to Arrow at a time: the Parquet row group and the schema inference step.
+# A Parquet row group: CHUNK rows, or fewer when they would be more than GROUP_BYTES (pickled).
 CHUNK = 10_000
+GROUP_BYTES = 64 << 20
+INFER = 1_000  # rows whose Arrow types are inferred at a time
 
 # What runs once every row is made and before anything is put in place (given the row count): it
 # may refuse the set (raise) and returns what a format describes the set with (its Provenance).
@@ -75,7 +77,7 @@ class Spool:
         self.count += 1
         if self._arrow:
             self._chunk.append(row)
-            if len(self._chunk) == CHUNK:
+            if len(self._chunk) == INFER:
                 self._infer()
 
     def _infer(self) -> None:
@@ -96,21 +98,32 @@ class Spool:
         self._fh.close()
 
     def rows(self) -> Iterator[dict[str, Any]]:
+        for row, _ in self._sized():
+            yield row
+
+    def _sized(self) -> Iterator[tuple[dict[str, Any], int]]:
+        """Each row with its pickled size."""
         with open(self.path, "rb") as fh:
+            at = 0
             for _ in range(self.count):
-                yield pickle.load(fh)
+                row = pickle.load(fh)
+                yield row, fh.tell() - at
+                at = fh.tell()
 
     def tables(self, size: int, keep: Callable[[dict[str, Any]], bool] | None = None) -> Iterator[Any]:
-        """The rows (those `keep` keeps) as Arrow tables of `size` rows in the final schema."""
+        """The rows (those `keep` keeps) as Arrow tables in the final schema, of `size` rows or
+        fewer where `size` rows would be more than `GROUP_BYTES` (long traces)."""
         import pyarrow as pa
 
         chunk: list[dict[str, Any]] = []
-        for row in self.rows():
+        held = 0
+        for row, nbytes in self._sized():
             if keep is None or keep(row):
                 chunk.append(row)
-                if len(chunk) == size:
+                held += nbytes
+                if len(chunk) == size or held >= GROUP_BYTES:
                     yield pa.Table.from_pylist(chunk, schema=self.schema)
-                    chunk = []
+                    chunk, held = [], 0
         if chunk:
             yield pa.Table.from_pylist(chunk, schema=self.schema)
 
