@@ -94,22 +94,20 @@ class JudgedIndex:
     def __init__(self, path: str, wanted: dict[str, Any]):
         self.path = path
         self.at = wanted  # id -> offset, or record for an array
-        whered: dict[str, str] = {}
         array = _starts_with_bracket(path)
         rows = ((w, None, o) for w, o in read_raw(path)) if array else iter_jsonl_at(path)
         for where, offset, obj in rows:
             rid = obj.get("id")
             if rid not in wanted:
                 continue
-            if rid in whered:
-                raise InputError(path, where, f"duplicate id {rid!r} (first seen at {whered[rid]})")
-            whered[rid] = where
+            if wanted[rid] is not None:  # named by reading the file again (rare): no places are held
+                first = next(w for w, o in read_raw(path) if o.get("id") == rid)
+                raise InputError(path, where, f"duplicate id {rid!r} (first seen at {first})")
             try:
                 Judged.model_validate(obj)
             except ValidationError as exc:
                 raise InputError(path, where, describe_validation_error(exc)) from None
             wanted[rid] = obj if array else offset
-        del whered
         self._fh = None if array else open(path, "rb")
 
     def fill(self, source: Source) -> None:

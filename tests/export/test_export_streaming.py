@@ -131,3 +131,21 @@ def test_a_bad_line_last_in_a_large_file_changes_nothing(copies, tmp_path, fmt, 
     after = {p: p.read_bytes() for p in ([target] if target.is_file() else target.rglob("*")) if p.is_file()}
     assert after == before
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["bad.jsonl", output]), "a temporary file was left"
+
+
+@pytest.mark.parametrize("which", ["consensus", "judged"])
+def test_critic_names_a_duplicate_by_its_first_line(tmp_path, which):
+    """critic's passes hold ids and offsets, not lines: a duplicate id is named by reading the file again."""
+    files = {}
+    for name in ("consensus", "judged"):
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[name].write_bytes(gzip.open(WORLD.with_name(f"{name}.jsonl.gz")).read())
+    first = files["consensus"].read_bytes().splitlines()[0]
+    rid = orjson.loads(first)["id"]
+    lines = files[which].read_bytes().splitlines()
+    at = next(i for i, line in enumerate(lines, start=1) if orjson.loads(line)["id"] == rid)
+    files[which].write_bytes(b"\n".join([*lines, lines[at - 1]]) + b"\n")
+    result = export(str(files["consensus"]), "--format", "critic", "--judged", str(files["judged"]),
+                    "-o", str(tmp_path / "out.jsonl"), code=2)
+    assert f"{which}.jsonl:{len(lines) + 1}: duplicate id {rid!r} (first seen at line {at})" in result.output
+    assert not (tmp_path / "out.jsonl").exists()
