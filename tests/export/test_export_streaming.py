@@ -149,3 +149,15 @@ def test_critic_names_a_duplicate_by_its_first_line(tmp_path, which):
                     "-o", str(tmp_path / "out.jsonl"), code=2)
     assert f"{which}.jsonl:{len(lines) + 1}: duplicate id {rid!r} (first seen at line {at})" in result.output
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_duplicate_id_is_named_by_its_first_line(tmp_path):
+    """The rows' pass holds ids only: the first line of a duplicate is found by reading the file
+    again, past a record with the same id that gave no row (an unparsed judgement)."""
+    lines = gzip.open(WORLD.with_name("judged.jsonl.gz")).read().splitlines()
+    obj = orjson.loads(lines[5])
+    skipped = orjson.dumps({**obj, "judge": {**obj["judge"], "first_error": None}})
+    source = tmp_path / "judged.jsonl"
+    source.write_bytes(b"\n".join([skipped, *lines, lines[5]]) + b"\n")
+    result = export(str(source), "--format", "trl", "-o", str(tmp_path / "out.jsonl"), code=2)
+    assert f"judged.jsonl:{len(lines) + 2}: duplicate id {obj['id']!r} (first seen at line 7)" in result.output
