@@ -41,14 +41,19 @@ def world() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def copies(tmp_path_factory) -> dict[int, Path]:
-    """The world's consensus records copied with new ids, at two sizes 10x apart."""
+    """The world's consensus records copied with new ids, at two sizes 10x apart (and beside each,
+    judged-<n>.jsonl: the judged records of those ids, for critic)."""
     seed, folder, out = world(), tmp_path_factory.mktemp("copies"), {}
+    judged = {obj["id"]: obj for obj in (orjson.loads(line) for line in
+                                         gzip.open(WORLD.with_name("judged.jsonl.gz")).read().splitlines())}
     for n in (SMALL, LARGE):
         path = folder / f"consensus-{n}.jsonl"
-        with open(path, "wb") as fh:
+        with open(path, "wb") as fh, open(folder / f"judged-{n}.jsonl", "wb") as jh:
             for i in range(n):
                 obj = seed[i % len(seed)]
-                fh.write(orjson.dumps({**obj, "id": f"{obj['id']}.c{i // len(seed)}"}) + b"\n")
+                rid = f"{obj['id']}.c{i // len(seed)}"
+                fh.write(orjson.dumps({**obj, "id": rid}) + b"\n")
+                jh.write(orjson.dumps({**judged[obj["id"]], "id": rid}) + b"\n")
         out[n] = path
     return out
 
@@ -59,16 +64,17 @@ def export(*args: str, code: int = 0):
     return result
 
 
-@pytest.mark.parametrize("fmt, output", [("trl", "rows.jsonl"), ("hf", "ds")])
+@pytest.mark.parametrize("fmt, output", [("trl", "rows.jsonl"), ("hf", "ds"), ("critic", "rows.jsonl")])
 def test_peak_memory_does_not_grow_with_the_rows(copies, tmp_path, fmt, output):
     """10x the records adds at most 300 bytes a record of peak memory. Holding the rows, as export
     did, added 871 bytes a trl row and 1,755 an hf row at these sizes: this failed on that code."""
     peaks = {}
     for n, path in copies.items():
+        judged = ["--judged", str(path.with_name(f"judged-{n}.jsonl"))] if fmt == "critic" else []
         status, err, peak, _ = run_measured([sys.executable, "-m", "prm_annotate", "export", str(path), "--format", fmt,
-                                             "-o", str(tmp_path / f"{n}-{output}")])
+                                             *judged, "-o", str(tmp_path / f"{n}-{output}")])
         assert status == 0, err
-        assert f"export: {n} {fmt} rows from {n} records" in err
+        assert f"{fmt} rows from {n} records" in err
         peaks[n] = peak
     growth = (peaks[LARGE] - peaks[SMALL]) / (LARGE - SMALL)
     assert growth <= PER_RECORD, f"{growth:.0f} bytes a record ({peaks[SMALL] >> 20} -> {peaks[LARGE] >> 20} MB)"
