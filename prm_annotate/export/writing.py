@@ -18,10 +18,12 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator
 from prm_annotate.errors import require
 from prm_annotate.io.jsonl import STDIO, dumps
 
-# A Parquet row group: CHUNK rows, or fewer when they would be more than GROUP_BYTES (pickled).
+# Rows converted to Arrow at a time (a Parquet row group; the types inferred): CHUNK rows, or fewer
+# when they would be more than GROUP_BYTES pickled (long traces: ~500 of 30 KB), so the chunk, not
+# the set, is what memory holds.
 CHUNK = 10_000
-GROUP_BYTES = 64 << 20
-INFER = 1_000  # rows whose Arrow types are inferred at a time
+GROUP_BYTES = 16 << 20
+INFER = 1_000
 
 # What runs once every row is made and before anything is put in place (given the row count): it
 # may refuse the set (raise) and returns what a format describes the set with (its Provenance).
@@ -61,6 +63,7 @@ class Spool:
         self._fh: BinaryIO = os.fdopen(fd, "wb")
         self._arrow = arrow
         self._chunk: list[dict[str, Any]] = []
+        self._held = 0  # pickled bytes of the chunk
         self.count = 0
         self.schema: Any = None
         self.nbytes = 0  # the Arrow buffers' size, as datasets estimates a table's (its shard count)
@@ -73,11 +76,13 @@ class Spool:
         Path(self.path).unlink(missing_ok=True)
 
     def add(self, row: dict[str, Any]) -> None:
-        pickle.dump(row, self._fh, protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL)
+        self._fh.write(data)
         self.count += 1
         if self._arrow:
             self._chunk.append(row)
-            if len(self._chunk) == INFER:
+            self._held += len(data)
+            if len(self._chunk) == INFER or self._held >= GROUP_BYTES:
                 self._infer()
 
     def _infer(self) -> None:
@@ -89,7 +94,7 @@ class Spool:
             # A column's type over every row: null in one chunk, a list of floats in another -> the floats'.
             self.schema = table.schema if self.schema is None else pa.unify_schemas(
                 [self.schema, table.schema], promote_options="permissive")
-            self._chunk = []
+            self._chunk, self._held = [], 0
 
     def close(self) -> None:
         """Every row is in: the file is complete and the schema final."""
