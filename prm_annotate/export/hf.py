@@ -27,7 +27,8 @@ from prm_annotate.export.writing import CHUNK, Spool
 from prm_annotate.io.jsonl import dumps
 from prm_annotate.export.trl import TRL_CONSUMER, Stepwise
 from prm_annotate.io.manifest import source_runs
-from prm_annotate.evaluation.labels import RECOVERY_ROWS, ROWS
+from prm_annotate.evaluation.labels import ROWS
+from prm_annotate.recovery.consensus import RECOVERY_ROWS
 
 # Fields of a run's stats the cost table shows, in its order.
 COST_FIELDS = (("seconds", "seconds"), ("generated_tokens", "generated tokens"), ("prompt_tokens", "prompt tokens"),
