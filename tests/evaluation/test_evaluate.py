@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from prm_annotate.cli import app
 from prm_annotate.evaluation.evaluate import evaluate
-from prm_annotate.evaluation.labels import load_gold, load_predictions
+from prm_annotate.evaluation.label_sets import read_gold, read_predictions
 from testing.labelled_fixtures import (
     PROCESSBENCH,
     processbench,
@@ -112,14 +112,13 @@ def test_missing_and_null_predictions_count_as_wrong(tmp_path):
     assert out["missing_ids"] == ["a-4"]
 
 
-def test_diagnostics_early_late_missed_and_step_labels():
+def test_diagnostics_early_late_missed_and_step_labels(tmp_path):
     # gold first errors 2, 2, 2, 2, -1; predictions exact, early, late, missed, false alarm
     gold_rows = [{"id": f"s-{i}", "steps": ["a"] * 5, "label": lab} for i, lab in enumerate([2, 2, 2, 2, -1])]
     pred_values = [2, 0, 4, -1, 3]
-    from prm_annotate.evaluation.labels import Gold, Prediction
-
-    gold = {r["id"]: Gold(r["id"], r["label"], 5, r) for r in gold_rows}
-    preds = {r["id"]: Prediction(r["id"], p, 5, None, {}) for r, p in zip(gold_rows, pred_values)}
+    gold = read_gold([(str(write_jsonl(tmp_path / "gold.jsonl", gold_rows)), None)])
+    preds = read_predictions([str(write_jsonl(tmp_path / "p.jsonl", [
+        {"id": r["id"], "first_error": p} for r, p in zip(gold_rows, pred_values)]))], None, gold)
     m = evaluate(gold, preds).splits["s"]
     assert (m.error_hits, m.early, m.late, m.missed, m.false_alarms) == (1, 1, 1, 1, 1)
     assert m.detection_rate == 75.0
@@ -149,7 +148,8 @@ def test_split_field(tmp_path):
 
 def test_library_load_matches_cli(both_splits):
     rows, path = both_splits
-    report = evaluate(load_gold(str(path)), load_predictions(str(path), "label")[1])
+    gold = read_gold([(str(path), None)])
+    report = evaluate(gold, read_predictions([str(path)], "label", gold))
     assert report.average_f1 == 100.0
     assert sum(m.n for m in report.splits.values()) == len(rows)
 
