@@ -1,7 +1,7 @@
 """Ids kept as 12 bytes: what a command that must know every id of a large file holds instead of the
 ids themselves (a dict of a million ids costs ~150 bytes an id; this, 16).
 
-An id's key is its 12-byte blake2b digest, cut into an 8-byte key that is sorted and bisected and a
+An id's key is its 12-byte blake2b digest, cut into an 8-byte key (unsigned) that is sorted and bisected and a
 4-byte check that tells apart two ids sharing a key. Two different ids agree on all 96 bits about once
 in 2^96 / n² (10^-17 for a million ids): two positions of one digest are taken for one id.
 """
@@ -14,8 +14,11 @@ from bisect import bisect_left
 
 def id_key(rid: str) -> tuple[int, int]:
     """(key, check) of an id."""
-    digest = hashlib.blake2b(rid.encode("utf-8"), digest_size=12).digest()
-    return int.from_bytes(digest[:8], "little", signed=True), int.from_bytes(digest[8:], "little")
+    digest = int.from_bytes(hashlib.blake2b(rid.encode("utf-8"), digest_size=12).digest(), "little")
+    return digest & _KEY, digest >> 64
+
+
+_KEY = (1 << 64) - 1
 
 
 class IdIndex:
@@ -23,10 +26,10 @@ class IdIndex:
     check an id, and once searched, its place in the sorted keys (16 bytes an id in all)."""
 
     def __init__(self) -> None:
-        self.keys = array("q")
+        self.keys = array("Q")
         self.checks = array("I")
-        self._sorted = array("q")  # the keys, sorted, once searched
-        self._order = array("q")  # the position of each sorted key
+        self._sorted = array("Q")  # the keys, sorted, once searched
+        self._order = array("I")  # the position of each sorted key
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -40,10 +43,11 @@ class IdIndex:
 
     def _sort(self) -> None:
         if len(self._order) != len(self.keys):
-            order = sorted(range(len(self.keys)), key=self.keys.__getitem__)
-            self._order = array("q", order)
-            del order
-            self._sorted = array("q", (self.keys[i] for i in self._order))
+            # One int a key and its position (48 bytes each while sorting), not a list of positions
+            # sorted by a list of keys (80).
+            both = sorted((key << 32) | i for i, key in enumerate(self.keys))
+            self._sorted = array("Q", (k >> 32 for k in both))
+            self._order = array("I", (k & 0xFFFFFFFF for k in both))
 
     def find(self, rid: str) -> int:
         """The first position of `rid`, -1 when it was not added."""
