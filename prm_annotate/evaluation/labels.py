@@ -209,15 +209,6 @@ def gold_sources(given: list[str]) -> list[tuple[str, str | None]]:
     return out
 
 
-def load_gold_files(given: list[str], label_field: str = "label") -> dict[str, Gold]:
-    """Gold first errors by id from every gold file or folder given (an id twice is bad input)."""
-    gold: dict[str, Gold] = {}
-    seen: dict[str, tuple[str, str]] = {}
-    for path, split in gold_sources(given):
-        gold.update(load_gold(path, label_field, split, seen))
-    return gold
-
-
 @dataclass(slots=True)
 class Prediction:
     id: str

@@ -34,6 +34,13 @@ class Source:
     field: str
     preds: PredictionSet
 
+    @classmethod
+    def read(cls, name: str, path: str, field: str | None, gold: GoldSet, *, split_field: str | None = None,
+             watch: Callable[[dict[str, Any]], bool] | None = None) -> Source:
+        """A file's first errors (at `field`, else detected) read against `gold`."""
+        preds = read_predictions([path], field, gold, split_field=split_field, watch=watch)
+        return cls(name, path, preds.field, preds)
+
 
 def parse_fields(items: list[str]) -> dict[str, str]:
     """`--field FILE=dotted.path` options, by file."""
@@ -58,11 +65,8 @@ def load_sources(paths: list[str], fields: dict[str, str], gold: GoldSet, *, spl
     unknown = set(fields) - set(paths)
     if unknown:
         raise UsageError(f"--field names a file that is not compared: {', '.join(sorted(unknown))}")
-    sources = []
-    for name, path in zip(source_names(paths), paths):
-        preds = read_predictions([path], fields.get(path), gold, split_field=split_field, watch=watch)
-        sources.append(Source(name, path, preds.field, preds))
-    return sources
+    return [Source.read(name, path, fields.get(path), gold, split_field=split_field, watch=watch)
+            for name, path in zip(source_names(paths), paths)]
 
 
 def _labelled(code: int) -> bool:

@@ -338,14 +338,11 @@ def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: l
 
 def score_sources(paths: dict[str, Path]) -> tuple[dict[str, Any], list[Any]]:
     """Every label source (MC, judge, consensus) against `paths["gold"]` (`compare.compare_sources`)."""
-    from prm_annotate.evaluation.label_sets import read_gold, read_predictions
+    from prm_annotate.evaluation.label_sets import read_gold
     from prm_annotate.reports.compare import Source, compare_sources
 
     gold = read_gold([(str(paths["gold"]), None)])
-    sources = []
-    for name, role, fld in SOURCES:
-        preds = read_predictions([str(paths[role])], fld, gold)
-        sources.append(Source(name, str(paths[role]), preds.field, preds))
+    sources = [Source.read(name, str(paths[role]), fld, gold) for name, role, fld in SOURCES]
     return compare_sources(sources, gold), sources
 
 
