@@ -50,23 +50,31 @@ class Names:
 
 
 class _Reading:
-    """The records of a set of files read once, in order, each with its id."""
+    """The records of a set of files read once, in order, each with its id. A stream (`-`, a pipe)
+    cannot be read again to name a repeated id: with one among the files, the ids are held (as
+    before) and a repeat is said where it is met."""
 
     def __init__(self, paths: list[str]) -> None:
         self.paths = paths
         self.count = 0
+        self.held: dict[str, tuple[str, str]] | None = {} if any(is_stream(p) for p in paths) else None
 
     def records(self, at_end: Callable[[int, int], None]) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
         """(file number, where, id, record); `at_end(file number, its records)` after each file."""
         for k, path in enumerate(self.paths):
             start = self.count
-            for where, obj in read_rows(path):
-                rid = obj.get("id")
-                if not isinstance(rid, str) or not rid:
-                    raise InputError(path, where, "record has no string `id`")
+            for where, rid, obj in self._rows(path) if self.held is None else records_by_id(path, self.held):
                 self.count += 1
                 yield k, where, rid, obj
             at_end(k, self.count - start)
+
+    @staticmethod
+    def _rows(path: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        for where, obj in read_rows(path):
+            rid = obj.get("id")
+            if not isinstance(rid, str) or not rid:
+                raise InputError(path, where, "record has no string `id`")
+            yield where, rid, obj
 
     def check(self, ids: IdIndex) -> None:
         if ids.duplicated():
@@ -190,13 +198,15 @@ class PredictionSet:
 
 
 def read_predictions(paths: list[str], pred_field: str | None, gold: GoldSet, *, scores: str | float | None = None,
-                     split_field: str | None = None, name_extra: bool = False,
+                     split_field: str | None = None, name_extra: bool = False, count_labels: bool = False,
                      watch: Callable[[dict[str, Any]], bool] | None = None) -> PredictionSet:
     """One source's predictions (its files read as one set) against `gold`. The field is `pred_field`,
     else detected from the first record. `scores`: the field holds step scores (`prm.scores` unless
     named), cut at that threshold, or "keep" to keep them (a threshold tuned later; `cut_at`).
     A field that no record of a file has is bad input (a misspelt --pred-field would score as "no
-    prediction"), as are a repeated id and a bad value, each named by file and line."""
+    prediction"), as are a repeated id and a bad value, each named by file and line. `count_labels`:
+    count the step labels that agree with the gold's (compare's precision); `watch`: note whether
+    some record meets it (`PredictionSet.watched`)."""
     n = len(gold)
     preds = PredictionSet(gold, pred_field or ("prm.scores" if scores is not None else ""), array("i", [ABSENT]) * n,
                           array("i", [UNSET]) * n, array("i", [UNSET]) * n if split_field is not None else None,
@@ -246,7 +256,8 @@ def read_predictions(paths: list[str], pred_field: str | None, gold: GoldSet, *,
                 preds.split[i] = _split_number(gold.names, obj, split_field)  # type: ignore[arg-type]
             if kept is not None:
                 _keep_scores(preds, gold, i, kept)
-            _count_step_labels(preds, gold, i, labels, first, n_steps)
+            if count_labels:
+                _count_step_labels(preds, gold, i, labels, first, n_steps)
     except InputError:
         reading.check(preds.extra)
         raise

@@ -38,7 +38,7 @@ class Source:
     def read(cls, name: str, path: str, field: str | None, gold: GoldSet, *, split_field: str | None = None,
              watch: Callable[[dict[str, Any]], bool] | None = None) -> Source:
         """A file's first errors (at `field`, else detected) read against `gold`."""
-        preds = read_predictions([path], field, gold, split_field=split_field, watch=watch)
+        preds = read_predictions([path], field, gold, split_field=split_field, count_labels=True, watch=watch)
         return cls(name, path, preds.field, preds)
 
 

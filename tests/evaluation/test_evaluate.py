@@ -198,3 +198,17 @@ def test_absent_field_and_disjoint_ids_are_exit_2(tmp_path):
     other = write_jsonl(tmp_path / "other.jsonl", [{"id": f"x-{i}", "first_error": -1} for i in range(3)])
     disjoint = runner.invoke(app, ["evaluate", str(other), "--gold", gold])
     assert disjoint.exit_code == 2 and "no id of" in disjoint.stderr and "'x-0'" in disjoint.stderr
+
+
+def test_gold_from_a_pipe_names_its_missing_ids_and_a_repeat(tmp_path):
+    """A stream cannot be read again: its ids are held, so the missing ids are still listed and a
+    repeated id still named with both lines."""
+    rows = [{"id": f"a-{i}", "steps": ["x"] * 3, "label": i % 3 - 1} for i in range(6)]
+    gold = "".join(json.dumps(r) + "\n" for r in rows)
+    preds = write_jsonl(tmp_path / "p.jsonl", [{"id": r["id"], "first_error": r["label"]} for r in rows[:4]])
+    run = [sys.executable, "-m", "prm_annotate", "evaluate", str(preds), "--gold", "-"]
+    result = subprocess.run([*run, "--json"], input=gold, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["missing_ids"] == ["a-4", "a-5"]
+    repeated = subprocess.run(run, input=gold + json.dumps(rows[1]) + "\n", capture_output=True, text=True, timeout=120)
+    assert repeated.returncode == 2 and "-:7: duplicate id 'a-1' (first seen at line 2)" in repeated.stderr
