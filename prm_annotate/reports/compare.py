@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from prm_annotate.errors import UsageError
 from prm_annotate.evaluation.evaluate import evaluate
@@ -69,12 +69,28 @@ def load_sources(paths: list[str], fields: dict[str, str], gold: GoldSet, *, spl
             for name, path in zip(source_names(paths), paths)]
 
 
+def _cell(same: int, shared: int) -> dict[str, Any]:
+    return {"agree": 100.0 * same / shared if shared else None, "shared": shared}
+
+
+def agreement(columns: Mapping[str, Mapping[str, int | None]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """For each pair of columns (id -> first error, None: unlabelled), the share of ids both label
+    on which their first errors are equal (the HTML report's columns; compare's are `sources_agreement`)."""
+    matrix: dict[str, dict[str, dict[str, Any]]] = {}
+    for a, col_a in columns.items():
+        matrix[a] = {}
+        for b, col_b in columns.items():
+            shared = [i for i, v in col_a.items() if v is not None and col_b.get(i) is not None]
+            matrix[a][b] = _cell(sum(col_a[i] == col_b[i] for i in shared), len(shared))
+    return matrix
+
+
 def _labelled(code: int) -> bool:
     return code >= -1  # not NO_PREDICTION, not ABSENT
 
 
 def _pair(a: PredictionSet | None, b: PredictionSet | None, gold: GoldSet) -> dict[str, Any]:
-    """Two columns' agreement on the ids both label (None: the gold's column, which labels every id)."""
+    """`agreement`'s cell for two columns by gold position (None: the gold's, which labels every id)."""
     ga = gold.label if a is None else a.first_error
     gb = gold.label if b is None else b.first_error
     shared = same = 0
@@ -90,12 +106,11 @@ def _pair(a: PredictionSet | None, b: PredictionSet | None, gold: GoldSet) -> di
             if k >= 0 and _labelled(b.extra_first_error[k]):
                 shared += 1
                 same += x == b.extra_first_error[k]
-    return {"agree": 100.0 * same / shared if shared else None, "shared": shared}
+    return _cell(same, shared)
 
 
-def agreement(sources: list[Source], gold: GoldSet) -> dict[str, dict[str, dict[str, Any]]]:
-    """For each pair of columns (the gold's, then each source's): the share of ids both label on
-    which their first errors are equal."""
+def sources_agreement(sources: list[Source], gold: GoldSet) -> dict[str, dict[str, dict[str, Any]]]:
+    """`agreement` of the gold's column and each source's, from their columns by gold position."""
     columns: list[tuple[str, PredictionSet | None]] = [("gold", None), *((s.name, s.preds) for s in sources)]
     pairs: dict[tuple[int, int], dict[str, Any]] = {}
     for i, (_, pa) in enumerate(columns):
@@ -129,7 +144,7 @@ def compare_sources(sources: list[Source], gold: GoldSet) -> dict[str, Any]:
             "step_label_precision": 100.0 * matched / compared if compared else None,
             "step_labels_compared": compared,
         }
-    report["agreement"] = agreement(sources, gold)
+    report["agreement"] = sources_agreement(sources, gold)
     return report
 
 
