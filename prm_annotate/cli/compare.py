@@ -20,7 +20,7 @@ def compare_command(
     """Agreement matrix of first errors across label sources, and each source's metric against the gold."""
     from prm_annotate.evaluation.label_sets import read_gold
     from prm_annotate.reports.compare import compare_recoveries, compare_sources, load_sources, parse_fields
-    from prm_annotate.reports.recovery import recovery_field
+    from prm_annotate.recovery.report import recovery_field
 
     with handled():
         fields = parse_fields(field or [])

@@ -22,7 +22,7 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
     from prm_annotate.evaluation.evaluate import evaluate_scores
     from prm_annotate.evaluation.label_sets import read_gold, read_predictions
     from prm_annotate.evaluation.labels import gold_sources
-    from prm_annotate.reports.recovery import recovery_field
+    from prm_annotate.recovery.report import recovery_field
 
     predictions, gold, pred_field, threshold = options.predictions, options.gold, options.pred_field, options.threshold
     tune_threshold_on, split_field, label_field = options.tune_threshold_on, options.split_field, options.label_field
@@ -48,9 +48,9 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
                                      pred_field=preds.field)
         else:
             report = run(gold_labels, preds, pred_field=preds.field)
-        # Labels beyond the first error, where both sides have them (reports/recovery.py): read only
+        # Labels beyond the first error, where both sides have them (recovery/report.py): read only
         # when a prediction record has a reading.
-        from prm_annotate.reports.recovery import recovery_report
+        from prm_annotate.recovery.report import recovery_report
 
         recovery = recovery_report(predictions, gold) if preds.watched else None
         checked = None
