@@ -2,13 +2,13 @@
 source's predictions in columns by the gold id's position, never a record or an object per id.
 
 - `GoldSet`: per gold id, in the gold's order, its first error, step count and split (a number
-  for a name: a million records share a few splits), and its id as a 12-byte key (io/id_keys.py):
-  about 30 bytes an id.
+  for a name: a million records share a few splits), and its id as a 12-byte key (io/id_keys.py)
+  with the keys' sorted index: 36 bytes an id.
 - `PredictionSet`: one source's files read once, streaming, against a `GoldSet`: per gold position
   its first error (or that it has none, or no record), its step count, and with --split-field its
   split; records outside the gold only as their id keys and first errors (two sources' agreement
   counts them); what compare's step-label precision needs is counted as the records pass. About
-  8 bytes a gold id a source (16 more for a record outside the gold; with --tune-threshold-on, the
+  8 bytes a gold id a source (28 for a record outside the gold; with --tune-threshold-on, the
   step scores: 8 bytes a step).
 
 Every file is checked whole, in order, as before: a bad line is an error naming its file and line;

@@ -1,5 +1,5 @@
 """Ids kept as 12 bytes: what a command that must know every id of a large file holds instead of the
-ids themselves (a dict of a million ids costs ~150 bytes an id; this, 16).
+ids themselves (a dict of a million ids costs ~150 bytes an id; this, 24).
 
 An id's key is its 12-byte blake2b digest, cut into an 8-byte key (unsigned) that is sorted and bisected and a
 4-byte check that tells apart two ids sharing a key. Two different ids agree on all 96 bits about once
@@ -23,7 +23,7 @@ _KEY = (1 << 64) - 1
 
 class IdIndex:
     """Ids in the order they were added, each found again by its position (0, 1, ...): a key and a
-    check an id, and once searched, its place in the sorted keys (16 bytes an id in all)."""
+    check an id (12 bytes), and once searched the keys sorted with their positions (12 more)."""
 
     def __init__(self) -> None:
         self.keys = array("Q")
