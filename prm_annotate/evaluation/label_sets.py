@@ -23,8 +23,8 @@ from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from prm_annotate.errors import InputError
 from prm_annotate.evaluation.labels import (MISSING, detected_field, first_error_value, get_path, gold_value,
-                                            labels_value, read_rows, records_by_id, step_count, step_labels,
-                                            step_scores_value)
+                                            labels_value, read_rows, records_by_id, split_value, step_count,
+                                            step_labels, step_scores_value)
 from prm_annotate.evaluation.metrics import first_below
 from prm_annotate.io.id_keys import IdIndex
 from prm_annotate.io.jsonl import is_stream
@@ -155,7 +155,7 @@ def read_gold(sources: list[tuple[str, str | None]], label_field: str = "label",
 
 
 def _split_number(names: Names, obj: dict[str, Any], split_field: str) -> int:
-    value = get_path(obj, split_field)
+    value = split_value(obj, split_field)
     return UNSET if value is MISSING or value is None else names.number(str(value))
 
 

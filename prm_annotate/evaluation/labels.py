@@ -50,6 +50,16 @@ def _slim(obj: dict[str, Any], top: bool = True) -> dict[str, Any]:
             if not (top and k in _BULK) and not isinstance(v, list)}
 
 
+def split_value(obj: dict[str, Any], dotted: str) -> Any:
+    """A record's `--split-field` value as `_slim` leaves it: none under the bulk fields or at a list."""
+    if dotted.split(".", 1)[0] in _BULK:
+        return MISSING
+    value = get_path(obj, dotted)
+    if isinstance(value, list):
+        return MISSING
+    return _slim(value, False) if isinstance(value, dict) else value
+
+
 def get_path(obj: Any, dotted: str) -> Any:
     """`obj["a"]["b"]` for `"a.b"`; MISSING when any part is absent."""
     for part in dotted.split("."):
