@@ -23,7 +23,7 @@ def compare_command(
     from prm_annotate.recovery.report import recovery_field
 
     with handled():
-        fields = parse_fields(field or [])
+        fields = parse_fields(field or [], files)  # before any file is read, as before
         truth = read_gold([(gold, None)], label_field, split_field)
         sources = load_sources(files, fields, truth, split_field=split_field,
                                watch=lambda obj: recovery_field(obj) is not None)

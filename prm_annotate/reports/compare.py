@@ -42,14 +42,17 @@ class Source:
         return cls(name, path, preds.field, preds)
 
 
-def parse_fields(items: list[str]) -> dict[str, str]:
-    """`--field FILE=dotted.path` options, by file."""
+def parse_fields(items: list[str], paths: list[str]) -> dict[str, str]:
+    """`--field FILE=dotted.path` options, by file; each FILE one of the compared `paths`."""
     out: dict[str, str] = {}
     for item in items:
         path, sep, field = item.rpartition("=")
         if not sep or not path or not field:
             raise UsageError(f"--field takes FILE=dotted.path, got {item!r}")
         out[path] = field
+    unknown = set(out) - set(paths)
+    if unknown:
+        raise UsageError(f"--field names a file that is not compared: {', '.join(sorted(unknown))}")
     return out
 
 
@@ -61,10 +64,8 @@ def source_names(paths: list[str]) -> list[str]:
 
 def load_sources(paths: list[str], fields: dict[str, str], gold: GoldSet, *, split_field: str | None = None,
                  watch: Callable[[dict[str, Any]], bool] | None = None) -> list[Source]:
-    """Each file's first errors read against `gold` (label_sets.py: what is held per id)."""
-    unknown = set(fields) - set(paths)
-    if unknown:
-        raise UsageError(f"--field names a file that is not compared: {', '.join(sorted(unknown))}")
+    """Each file's first errors (at its `fields` entry, else detected) read against `gold`
+    (label_sets.py: what is held per id)."""
     return [Source.read(name, path, fields.get(path), gold, split_field=split_field, watch=watch)
             for name, path in zip(source_names(paths), paths)]
 
