@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -168,3 +169,23 @@ def test_a_duplicate_id_is_named_by_its_first_line(tmp_path):
     source.write_bytes(b"\n".join([skipped, *lines, lines[5]]) + b"\n")
     result = export(str(source), "--format", "trl", "-o", str(tmp_path / "out.jsonl"), code=2)
     assert f"judged.jsonl:{len(lines) + 2}: duplicate id {obj['id']!r} (first seen at line 7)" in result.output
+
+
+def test_critic_reads_a_stream_twice_through_a_temporary_copy(tmp_path):
+    """critic reads its input twice (ids, then rows): standard input is kept in a temporary file
+    for it, and gives the bytes the file gives."""
+    consensus, judged = tmp_path / "consensus.jsonl", tmp_path / "judged.jsonl"
+    consensus.write_bytes(gzip.open(WORLD).read())
+    judged.write_bytes(gzip.open(WORLD.with_name("judged.jsonl.gz")).read())
+    export(str(consensus), "--format", "critic", "--judged", str(judged), "-o", str(tmp_path / "file.jsonl"))
+    result = runner.invoke(app, ["export", "-", "--format", "critic", "--judged", str(judged), "-o",
+                                 str(tmp_path / "stdin.jsonl")], input=consensus.read_bytes())
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "stdin.jsonl").read_bytes() == (tmp_path / "file.jsonl").read_bytes()
+    # a duplicate in a stream is named by the line the stream's pass kept
+    lines = consensus.read_bytes().splitlines()
+    # (a real process: the JSONL reader peeks at standard input, which the test runner's cannot do)
+    done = subprocess.run([sys.executable, "-m", "prm_annotate", "export", "-", "--format", "trl", "-o",
+                           str(tmp_path / "dup.jsonl")], input=b"\n".join([*lines, lines[2]]) + b"\n", capture_output=True)
+    assert done.returncode == 2, done.stderr
+    assert f"duplicate id {orjson.loads(lines[2])['id']!r} (first seen at line 3)" in done.stderr.decode()
