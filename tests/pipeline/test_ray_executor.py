@@ -137,6 +137,37 @@ def test_ray_spreads_batches_over_actors_and_skips_finished_ids(tmp_path, no_ray
     assert stage.stats["correct"] == sum(r["correct"] is True for r in records[12:])
 
 
+def test_the_driver_reads_the_input_only_as_batches_come_back(no_ray_left):
+    """The driver holds a bounded window of batches, never the input: at every finished batch it
+    has read at most the batches in flight beyond what has come back."""
+    from prm_annotate.pipeline.executors import RayOptions
+    from prm_annotate.pipeline.executors.ray_executor import IN_FLIGHT_PER_ACTOR, ray_dispatch
+    from prm_annotate.stages.grade import GradeStage
+
+    stage = GradeStage()
+    records = [stage.input_model.model_validate(r) for r in responses(400)]
+    read = 0
+
+    def source():
+        nonlocal read
+        for record in records:
+            read += 1
+            yield record
+
+    finished, most_held, batch = 0, 0, 5
+    try:
+        dispatch = ray_dispatch(lambda _engine: GradeStage(), None, RayOptions(actors=2, cpus_per_actor=1))
+        for outcomes in dispatch(stage, source(), batch):
+            most_held = max(most_held, read - finished)
+            finished += len(outcomes)
+    finally:
+        stage.close()
+    assert finished == read == 400
+    assert stage.stats["correct"] == sum(1 for i in range(400) if i % 3)  # the actors' counters came back
+    # Two actors, each with at most IN_FLIGHT_PER_ACTOR batches: 20 of 400 records held at most.
+    assert most_held <= 2 * IN_FLIGHT_PER_ACTOR * batch, most_held
+
+
 def test_ray_run_resumes_after_the_driver_is_killed(tmp_path, no_ray_left):
     src = write_jsonl(tmp_path / "in.jsonl", responses(3000))
     out = tmp_path / "out.jsonl"

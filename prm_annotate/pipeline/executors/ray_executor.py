@@ -48,7 +48,6 @@ Limits
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import re
@@ -132,11 +131,13 @@ def _run(stage: Stage, batches: Iterator[list[Record]], build: StageFactory,
             gpus = 1.0 if config is not None and ray.cluster_resources().get("GPU", 0) > 0 else 0.0
         pool = _Pool(ray, build, config, options, gpus)
         unread: InputError | None = None
+        batch: list[Record] | None = first
         try:
-            for batch in itertools.chain([first], batches):
-                while pool.full():
-                    yield _outcomes(stage, pool.next_done())
+            while batch is not None:
                 pool.submit(batch)
+                while pool.full():  # the next batch is read only when there is room for it
+                    yield _outcomes(stage, pool.next_done())
+                batch = next(batches, None)
         except InputError as exc:
             # A bad line in a stream: as locally, what was read before it is still finished and kept.
             unread = exc
