@@ -168,6 +168,50 @@ def test_the_driver_reads_the_input_only_as_batches_come_back(no_ray_left):
     assert most_held <= 2 * IN_FLIGHT_PER_ACTOR * batch, most_held
 
 
+def test_an_actor_killed_mid_run_is_restarted_and_its_batch_written_once(tmp_path, no_ray_left):
+    """An actor's process dies with a batch in hand (SIGKILL, as a lost node would): Ray starts the
+    actor again and sends it the batch again; every record is written once, counted once."""
+    from prm_annotate.pipeline.executors import RayOptions
+    from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
+    from prm_annotate.pipeline.runner import RunOptions
+    from prm_annotate.stages.grade import GradeStage
+
+    src = write_jsonl(tmp_path / "in.jsonl", responses(60))
+    out = tmp_path / "out.jsonl"
+    killed = tmp_path / "killed"
+
+    def build(_engine):
+        class DiesOnce(GradeStage):
+            def process(self, batch):
+                if not killed.exists():  # the first batch to arrive anywhere, once
+                    killed.write_text(str(os.getpid()))
+                    os.kill(os.getpid(), signal.SIGKILL)
+                yield from super().process(batch)
+
+        return DiesOnce()
+
+    stage, summary = run_stage_on_ray(build, None, RunOptions(str(src), str(out), batch_size=5, quiet=True),
+                                      RayOptions(actors=2, cpus_per_actor=1))
+    assert killed.exists()
+    assert (summary.done, summary.written, summary.failed) == (60, 60, 0)
+    ids = [r["id"] for r in read_jsonl(out)]
+    assert len(ids) == len(set(ids)) == 60
+    assert stage.stats["correct"] == 40  # the killed attempt's counts never reached the driver
+
+
+def test_a_bad_line_in_a_piped_input_keeps_what_came_before_as_locally(tmp_path, no_ray_left):
+    lines = b"".join(orjson.dumps(r) + b"\n" for r in responses(30)) + b"{not json\n"
+    common = ["grade", "-", "--batch-size", "5", "-q"]
+    here = subprocess.run([*CLI, *common, "-o", str(tmp_path / "local.jsonl")], input=lines,
+                          capture_output=True, timeout=RAY_TIMEOUT)
+    there = subprocess.run([*CLI, *common, "-o", str(tmp_path / "ray.jsonl"), "--executor", "ray", "--ray-actors", "2"],
+                           input=lines, capture_output=True, timeout=RAY_TIMEOUT)
+    assert here.returncode == there.returncode == 2, there.stderr.decode()[-2000:]
+    assert "line 31" in there.stderr.decode()
+    local = sorted((tmp_path / "local.jsonl").read_bytes().splitlines())
+    assert len(local) == 30 and sorted((tmp_path / "ray.jsonl").read_bytes().splitlines()) == local
+
+
 def test_ray_run_resumes_after_the_driver_is_killed(tmp_path, no_ray_left):
     src = write_jsonl(tmp_path / "in.jsonl", responses(3000))
     out = tmp_path / "out.jsonl"
