@@ -199,6 +199,28 @@ def test_an_actor_killed_mid_run_is_restarted_and_its_batch_written_once(tmp_pat
     assert stage.stats["correct"] == 40  # the killed attempt's counts never reached the driver
 
 
+def test_an_actor_that_cannot_start_its_stage_is_a_usage_error_with_the_reason(tmp_path, no_ray_left):
+    """As an engine that cannot start locally (bad model path): exit 2 with the reason, not a crash,
+    and not an actor restarted without end."""
+    from prm_annotate.errors import UsageError
+    from prm_annotate.pipeline.executors import RayOptions
+    from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
+    from prm_annotate.pipeline.runner import RunOptions
+    from prm_annotate.stages.grade import GradeStage
+
+    src = write_jsonl(tmp_path / "in.jsonl", responses(20))
+    driver = os.getpid()
+
+    def build(_engine):
+        if os.getpid() != driver:  # the driver's own copy answers for the stage; the actors' fail
+            raise FileNotFoundError("no model at /models/missing")
+        return GradeStage()
+
+    with pytest.raises(UsageError, match="could not start its stage: FileNotFoundError: no model at /models/missing"):
+        run_stage_on_ray(build, None, RunOptions(str(src), str(tmp_path / "out.jsonl"), batch_size=5, quiet=True),
+                         RayOptions(actors=2, cpus_per_actor=1))
+
+
 def test_a_bad_line_in_a_piped_input_keeps_what_came_before_as_locally(tmp_path, no_ray_left):
     lines = b"".join(orjson.dumps(r) + b"\n" for r in responses(30)) + b"{not json\n"
     common = ["grade", "-", "--batch-size", "5", "-q"]
