@@ -30,8 +30,8 @@ from prm_annotate.pipeline.runner import RunOptions, run_stage
 from prm_annotate.stages.grade import GradeStage
 
 RECORDS = 3000
-MEMORY_SIZES = (2000, 20000)
-PAD = 5000  # characters of problem text per record: an input held whole shows as ~100 MB at 20000
+MEMORY_SIZES = (20000, 60000)  # Ray's object store, mapped into the driver, settles by ~20000 (~50 MB)
+PAD = 5000  # characters of problem text per record: an input held whole shows as ~200 MB between the sizes
 PER_RECORD = 300  # bytes of driver memory a record may add
 
 # The command, with its own peak reported as it ends (Ray's processes are its children: the

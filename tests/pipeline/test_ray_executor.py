@@ -229,7 +229,7 @@ def test_a_bad_line_in_a_piped_input_keeps_what_came_before_as_locally(tmp_path,
     there = subprocess.run([*CLI, *common, "-o", str(tmp_path / "ray.jsonl"), "--executor", "ray", "--ray-actors", "2"],
                            input=lines, capture_output=True, timeout=RAY_TIMEOUT)
     assert here.returncode == there.returncode == 2, there.stderr.decode()[-2000:]
-    assert "line 31" in there.stderr.decode()
+    assert "-:31: invalid JSON" in there.stderr.decode()
     local = sorted((tmp_path / "local.jsonl").read_bytes().splitlines())
     assert len(local) == 30 and sorted((tmp_path / "ray.jsonl").read_bytes().splitlines()) == local
 
