@@ -10,7 +10,7 @@ from typing import Any, Optional
 from prm_annotate.judging import reason_kind
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.evaluation.labels import MISSING, get_path, read_rows
-from prm_annotate.reports.recovery import counts, reading_of, recovery_field
+from prm_annotate.recovery.report import counts, reading_of, recovery_field
 from prm_annotate.settings import setting
 
 FIRST_ERROR_FIELDS = ("label", "first_error", "mc.first_error", "judge.first_error")
@@ -308,7 +308,7 @@ class Tokens(Tally):
 
 
 class Recoveries(Collector):
-    """Labels beyond the first error (reports/recovery.py): slips, corrected, uncaught, by field."""
+    """Labels beyond the first error (recovery/report.py): slips, corrected, uncaught, by field."""
 
     def __init__(self) -> None:
         self.readings: dict[str, list] = {}
