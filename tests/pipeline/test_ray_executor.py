@@ -1,5 +1,6 @@
-"""`--executor ray`: the same records as the local executor, work spread over the actors, resume
-after the driver is SIGKILLed, and no Ray process left behind.
+"""`--executor ray`: the same records as the local executor, work spread over the actors, the input
+read only as batches come back, an actor restarted with its batch, resume after the driver is
+SIGKILLed, and no Ray process left behind.
 
 Each test starts its own local Ray (several seconds on 2 cores), so there are few of them.
 """
