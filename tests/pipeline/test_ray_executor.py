@@ -270,6 +270,29 @@ def test_ray_run_resumes_after_the_driver_is_killed(tmp_path, no_ray_left):
     assert sum(r["correct"] is True for r in records) == 2000
 
 
+def test_sigterm_stops_a_ray_run_as_it_stops_a_local_one(tmp_path, no_ray_left):
+    """SLURM's time limit: the command's own SIGTERM handling (exit 143, the manifest says so, the
+    actors ended), not Ray's crash handler aborting the driver; the rerun finishes the rest."""
+    src = write_jsonl(tmp_path / "in.jsonl", responses(3000))
+    out = tmp_path / "out.jsonl"
+    args = [*CLI, "grade", str(src), "-o", str(out), "--batch-size", "10", "--executor", "ray", "-q"]
+    driver = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + RAY_TIMEOUT
+    while time.monotonic() < deadline and driver.poll() is None and not (out.exists() and out.stat().st_size):
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGTERM)
+    err = driver.communicate(timeout=RAY_TIMEOUT)[1].decode()
+    assert driver.returncode == 143, err[-2000:]
+    assert "interrupted by SIGTERM" in err
+    assert orjson.loads((tmp_path / "out.manifest.json").read_bytes())["runs"][-1]["interrupted"] == "SIGTERM"
+    written = out.read_bytes().count(b"\n")
+    again = run(*args[len(CLI):])
+    assert again.returncode == 0, again.stderr
+    assert f"{written} already done" in again.stderr.decode()
+    ids = [r["id"] for r in read_jsonl(out)]
+    assert len(ids) == len(set(ids)) == 3000
+
+
 NOISY_DRIVER = """
 import os
 import sys

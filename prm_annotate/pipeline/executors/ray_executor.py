@@ -51,9 +51,11 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import orjson
 
@@ -122,7 +124,7 @@ def _run(stage: Stage, batches: Iterator[list[Record]], build: StageFactory,
         return  # nothing left to do (all finished, or another shard's): do not start Ray at all
     import ray
 
-    started_here = _connect(ray, options)
+    started_here = _keeping_sigterm(lambda: _connect(ray, options))
     pool: _Pool | None = None
     finished = False
     try:
@@ -224,6 +226,8 @@ class _Pool:
             _, late = self.ray.wait(closing, num_returns=len(closing), timeout=60)
             if late:
                 log.warning("%d Ray actor(s) did not close their engine within 60 s: killed", len(late))
+        for ref in self.running:  # so that Ray does not offer to retry them on the killed actors
+            self.ray.cancel(ref)
         for actor in self.actors:
             self.ray.kill(actor, no_restart=True)
 
@@ -243,6 +247,20 @@ def _root_cause(message: str) -> str:
     """The last `SomeError: text` line of a remote traceback (Ray puts the whole trace in its message)."""
     causes = re.findall(r"^\s*([\w.]+(?:Error|Exception): .*)$", message, flags=re.MULTILINE)
     return causes[-1].strip() if causes else message.strip().splitlines()[-1]
+
+
+def _keeping_sigterm(connect: Callable[[], bool]) -> bool:
+    """`connect()`, then this process's SIGTERM handler back: Ray's core worker installs its own
+    crash handler for SIGTERM in the driver, which aborts it where the command's handler would stop
+    the stage as SIGINT does (the actors ended, the manifest written: cli/app.py)."""
+    if threading.current_thread() is not threading.main_thread():
+        return connect()
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        return connect()
+    finally:
+        if previous is not None:  # None: not set from Python, nothing to put back
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _connect(ray: Any, options: RayOptions) -> bool:
