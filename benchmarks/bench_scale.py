@@ -178,7 +178,7 @@ class Command:
     argv: Callable[[dict[str, Path], Path], list[str]]  # (files, output) -> the child's argv
     inputs: tuple[str, ...]  # the files its plain pass reads
     plain: str = "copy"
-    world_only: bool = False  # needs what the made-up long-trace verdicts lack (the judge's prompt file)
+    world_only: bool = False  # needs what the made-up long-trace verdicts lack, or too slow on long traces
 
 
 def cli(*args: str) -> list[str]:
@@ -208,11 +208,14 @@ COMMANDS = (
     Command("evaluate", lambda f, o: cli("evaluate", str(f["judged"]), "--gold", str(f["gold"])),
             ("judged", "gold")),
     Command("segment", lambda f, o: cli("segment", str(f["responses"]), "-o", str(o)), ("responses",)),
+    # plan on long traces: a tokenizer over every step's prefix of a 20-60 KB record (rollout) or the
+    # whole record twice (judge) takes seconds a record, hours at these sizes: the world sets only
     Command("plan judge", lambda f, o: cli("plan", "judge", str(f["responses"]), "--model", str(MODELS / "judge"),
-                                           "-o", str(o)), ("responses",), plain=f"tokenize:{MODELS / 'judge'}"),
+                                           "-o", str(o)), ("responses",), plain=f"tokenize:{MODELS / 'judge'}",
+            world_only=True),
     Command("plan rollout", lambda f, o: cli("plan", "rollout", str(f["responses"]), "--model",
                                              str(MODELS / "policy"), "-k", "8", "-o", str(o)),
-            ("responses",), plain=f"tokenize:{MODELS / 'policy'}"),
+            ("responses",), plain=f"tokenize:{MODELS / 'policy'}", world_only=True),
     Command("grade", lambda f, o: cli("grade", str(f["responses"]), "-o", str(o), "-q"), ("responses",)),
     Command("sample (scripted)", lambda f, o: driver("sample", str(f["problems"]), str(o)), ("problems",)),
     Command("rollout --judged (scripted)", lambda f, o: driver("rollout", str(f["responses"]), str(o),
