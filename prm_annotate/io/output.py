@@ -91,10 +91,25 @@ def set_aside(path: Path, why: str) -> Path:
     return aside
 
 
+def _whole_lines_end(fh: BinaryIO, size: int) -> int:
+    """The byte where the file's last whole line ends (0 when it has none), read from the end."""
+    pos = size
+    while pos > 0:
+        start = max(0, pos - (1 << 16))
+        fh.seek(start)
+        at = fh.read(pos - start).rfind(b"\n")
+        if at >= 0:
+            return start + at + 1
+        pos = start
+    return 0
+
+
 class ResumableWriter:
     def __init__(self, path: str | Path, *, flush_every: int = 32, flush_seconds: float = 2.0):
         self.path = str(path)
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
+        # The ids the output held when it was opened (a resume); not those written since, which the
+        # caller knows: a set of every written id would grow with the output.
         self.done_ids: set[str] = set()
         self.torn_bytes = 0
         self._buffer: list[bytes] = []
@@ -121,30 +136,33 @@ class ResumableWriter:
         self._recover()
 
     def _recover(self) -> None:
-        self._fh.seek(0)
-        data = self._fh.read()
-        end = data.rfind(b"\n") + 1
-        if end < len(data):
+        """Cut a torn last line, then read the finished ids line by line (a resumed output of
+        millions of records is never read whole)."""
+        fd = self._fh.fileno()
+        size = os.fstat(fd).st_size
+        with open(self.path, "rb") as fh:
+            end = _whole_lines_end(fh, size)
+        if end < size:
             # A torn last line from a killed run: the record it held was never complete.
-            self.torn_bytes = len(data) - end
-            os.ftruncate(self._fh.fileno(), end)
+            self.torn_bytes = size - end
+            os.ftruncate(fd, end)
             print(f"{self.path}: dropped a torn last line ({self.torn_bytes} bytes) left by an interrupted run",
                   file=sys.stderr)
-        for lineno, line in enumerate(data[:end].splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                self.done_ids.add(orjson.loads(line)["id"])
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                raise UsageError(f"{self.path}:{lineno}: the existing output has a line that is not a "
-                                 "record with an id; refusing to append to it") from None
+        with open(self.path, "rb") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    self.done_ids.add(orjson.loads(line)["id"])
+                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    raise UsageError(f"{self.path}:{lineno}: the existing output has a line that is not a "
+                                     "record with an id; refusing to append to it") from None
         self._fh.seek(0, os.SEEK_END)
 
     def write(self, record: dict[str, Any]) -> None:
         if self._broken:
             raise EnvironmentFailure(f"{self.path}: an earlier write failed; rerun to resume")
         self._buffer.append(dumps(record))
-        self.done_ids.add(record["id"])
         self.written += 1
         if len(self._buffer) >= self.flush_every or time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()

@@ -365,8 +365,9 @@ def _run(stage: Stage, opts: RunOptions, dispatch: Dispatch) -> RunSummary:
         source = read_validated(opts.input, stage.input_model, opts, DropRejects() if rejects is not None else None,
                                 unique=rejects is not None)
     writer = ResumableWriter(opts.output)
-    # Finished before this run: what is written in it never makes a later record look done.
-    done_before = frozenset(writer.done_ids)
+    # Finished before this run (the writer does not add what this run writes): only those make a
+    # record look done.
+    done_before = writer.done_ids
     progress: Progress | None = None
     try:
         def todo() -> Iterator[Record]:
@@ -386,7 +387,7 @@ def _run(stage: Stage, opts: RunOptions, dispatch: Dispatch) -> RunSummary:
             for outcome in outcomes:
                 if outcome.error is None:
                     for record in outcome.records:
-                        if record.id not in writer.done_ids:  # a partly finished input after a crash
+                        if record.id not in done_before:  # a partly finished input after a crash
                             writer.write(record.plain())
                             summary.written += 1
                     done += 1
