@@ -5,7 +5,6 @@ a confidence is and who decides a response: prm_annotate/judging/cascade.py.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -16,45 +15,52 @@ from prm_annotate.errors import InputError, UsageError
 from prm_annotate.io.jsonl import STDIO, check_input
 from prm_annotate.judging.cascade import (CONFIDENCES, SECOND, Confidence, Decision, PRMMargin, VerdictProbability,
                                           VoteAgreement, decide, judge_block_of_prm, parse_budget, threshold_for_budget)
-from prm_annotate.pipeline.runner import RunOptions, read_validated
 from prm_annotate.records import Judged, Scored
+from prm_annotate.stages.judged_file import RecordIndex, file_sha256
 
 
 class FirstJudgeFile:
-    """The first judge's file, read whole before any work and identified by its sha256; every record
-    a critic's (`judge`) or every record a PRM's (`prm`)."""
+    """The first judge's file, validated whole before any work and identified by its sha256; every
+    record a critic's (`judge`) or every record a PRM's (`prm`). Held as an index (per id its
+    offset and a digest of its steps: stages/judged_file.RecordIndex); a block is read again from
+    its offset when a record is decided."""
 
-    def __init__(self, path: str, sha256: str, reads: str, blocks: dict[str, dict], steps: dict[str, list],
-                 model: str, params: int | None = None):
-        self.path, self.sha256, self.reads, self.blocks, self.steps = path, sha256, reads, blocks, steps
-        self.model, self.params = model, params
+    def __init__(self, path: str, sha256: str, reads: str, index: RecordIndex, first: dict[str, Any],
+                 params: int | None = None):
+        self.path, self.sha256, self.reads, self.index, self.first = path, sha256, reads, index, first
+        self.model, self.params = str(first.get("model", "")), params
 
     @classmethod
     def load(cls, path: str) -> "FirstJudgeFile":
         if path == STDIO:
             raise UsageError("--escalate-from must be a file (its sha256 goes into every record and the manifest)")
         check_input(path)
-        data = Path(path).read_bytes()
         reads = None
-        for number, line in enumerate(data.splitlines(), 1):
-            if line.strip():
-                try:
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    raise InputError(path, number, f"not JSON: {exc}") from None
-                reads = "prm" if isinstance(obj, dict) and "prm" in obj and "judge" not in obj else "judge"
-                break
+        with open(path, "rb") as fh:
+            for number, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        obj = orjson.loads(line)
+                    except orjson.JSONDecodeError as exc:
+                        raise InputError(path, number, f"not JSON: {exc}") from None
+                    reads = "prm" if isinstance(obj, dict) and "prm" in obj and "judge" not in obj else "judge"
+                    break
         if reads is None:
             raise UsageError(f"--escalate-from {path}: no records")
-        model_cls = Scored if reads == "prm" else Judged
-        blocks: dict[str, dict] = {}
-        steps: dict[str, list] = {}
-        for record in read_validated(path, model_cls, RunOptions(path), None):
-            dumped = record.dump()
-            blocks[record.id], steps[record.id] = dumped[reads], record.steps
-        first = next(iter(blocks.values()))
-        return cls(path, hashlib.sha256(data).hexdigest(), reads, blocks, steps, str(first.get("model", "")),
-                   _params_from_manifest(path))
+        index = RecordIndex.read(path, Scored if reads == "prm" else Judged)
+        first = index.record(0).dump()[reads]
+        return cls(path, file_sha256(path), reads, index, first, _params_from_manifest(path))
+
+    @property
+    def blocks(self) -> Iterator[dict[str, Any]]:
+        """Every record's block, in file order (read again)."""
+        for slot in range(len(self.index)):
+            yield self.index.record(slot).dump()[self.reads]
+
+    def get(self, rid: str) -> dict[str, Any] | None:
+        """The block of id `rid`; None when the file has no such record."""
+        slot = self.index.slot(rid)
+        return None if slot is None else self.index.record(slot).dump()[self.reads]
 
     def check_kind(self, kind: type[Confidence]) -> None:
         if kind.reads != self.reads:
@@ -64,14 +70,15 @@ class FirstJudgeFile:
 
     def block(self, rid: str, steps: list[str]) -> dict[str, Any]:
         """The first judge's block for this response; ValueError when it is missing or saw other steps."""
-        if rid not in self.blocks:
+        slot = self.index.slot(rid)
+        if slot is None:
             raise ValueError(f"{self.path} has no record with id {rid!r}: the first judge did not see this response")
-        if self.steps[rid] != steps:
+        if not self.index.same_steps(slot, steps):
             raise ValueError(f"{self.path} holds other steps for id {rid!r}: the first judge saw another response")
-        return self.blocks[rid]
+        return self.index.record(slot).dump()[self.reads]
 
     def confidences(self, kind: type[Confidence]) -> list[float | None]:
-        return [None if b.get("first_error") is None else kind.of(b) for b in self.blocks.values()]
+        return [None if b.get("first_error") is None else kind.of(b) for b in self.blocks]
 
     def check_resume(self, output: str, threshold: float) -> None:
         """Refuse to continue an output cascaded from another first file or at another threshold."""
@@ -156,7 +163,7 @@ class Cascade:
             nonlocal spent
             for r in records:
                 counts["read"] += 1
-                block = self.first.blocks.get(r.id)
+                block = self.first.get(r.id)
                 if block is None:
                     continue  # refused by the run: not in the first file
                 b = block.get("bill") or {}
@@ -198,5 +205,5 @@ def default_confidence(first: FirstJudgeFile) -> str:
     """A PRM's margin; a critic's verdict probability when it recorded logprobs, else its votes."""
     if first.reads == "prm":
         return PRMMargin.name
-    block = next(iter(first.blocks.values()))
+    block = first.first
     return VerdictProbability.name if "verdict_logprobs" in block else VoteAgreement.name

@@ -23,7 +23,7 @@ from prm_annotate.errors import InputError, UsageError
 from prm_annotate.io.inputs import RecordAt, read_records_at
 from prm_annotate.io.jsonl import STDIO, Stamp, check_input, file_stamp, is_stream
 from prm_annotate.pipeline.runner import RunOptions, read_validated
-from prm_annotate.records import Judged, Response, describe_validation_error
+from prm_annotate.records import Judged, Record, Response, describe_validation_error
 from prm_annotate.strategies import JudgeClaim
 
 _NO_VERDICT = -2  # a null first error (below every valid one, -1..n-1)
@@ -43,60 +43,56 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-class JudgedIndex:
-    """A judged file by id, about 60 bytes an id besides the id itself (`read`). A stream or a JSON
-    array has no offsets to read again: its records are held (`held`), as they are for a caller that
-    built them in memory."""
+class RecordIndex:
+    """A file of records (of `model`) by id, about 40 bytes an id besides the id itself (`read`): per
+    id the byte offset of its line and a digest of its steps. A stream or a JSON array has no offsets
+    to read again: its records are held (`held`), as they are for a caller that built them in memory."""
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: str, model: type[Record]):
+        self.path, self.model = path, model
         self.slots: dict[str, int] = {}  # id -> its slot in the arrays (file order)
         self.offsets = array("q")
         self.stamp: Stamp | None = None  # the file's when it was validated (io.jsonl.file_stamp)
-        self.first_errors = array("i")
-        self.flags = bytearray()
         self.digests = bytearray()
         self._again: RecordAt | None = None
-        self._held: list[Judged] | None = None
+        self._held: list[Record] | None = None
         self._fh: BinaryIO | None = None
 
     @classmethod
-    def read(cls, path: str) -> "JudgedIndex":
+    def read(cls, path: str, model: type[Record]) -> "RecordIndex":
+        """The file validated whole (a bad line or a repeated id: exit 2 naming file and line)."""
         if is_stream(path) or _is_json_array(path):
-            records = read_validated(path, Judged, RunOptions(path), None)
-            return cls.held(path, {r.id: r for r in records})
-        index = cls(path)
+            records = read_validated(path, model, RunOptions(path), None)
+            return cls.held(path, model, {r.id: r for r in records})
+        index = cls(path, model)
         stamp = file_stamp(path)
         rows, index._again = read_records_at(path)
         for where, offset, obj in rows:
             try:
-                judged = Judged.model_validate(obj)
+                record = model.model_validate(obj)
             except ValidationError as exc:
                 raise InputError(path, where, describe_validation_error(exc)) from None
-            if judged.id in index.slots:
-                first = _line_of(path, index.offsets[index.slots[judged.id]])
-                raise InputError(path, where, f"duplicate id {judged.id!r} (first seen at line {first})")
-            index._add(judged, offset)
+            if record.id in index.slots:
+                first = _line_of(path, index.offsets[index.slots[record.id]])
+                raise InputError(path, where, f"duplicate id {record.id!r} (first seen at line {first})")
+            index._add(record, offset)
         if file_stamp(path) != stamp:
             raise InputError(path, "line 0", "written while it was read: run again once it is complete")
         index.stamp = stamp
         return index
 
     @classmethod
-    def held(cls, path: str, records: dict[str, Judged]) -> "JudgedIndex":
-        index = cls(path)
+    def held(cls, path: str, model: type[Record], records: dict[str, Record]) -> "RecordIndex":
+        index = cls(path, model)
         index._held = list(records.values())
-        for judged in index._held:
-            index._add(judged, -1)
+        for record in index._held:
+            index._add(record, -1)
         return index
 
-    def _add(self, judged: Judged, offset: int) -> None:
-        self.slots[judged.id] = len(self.offsets)
+    def _add(self, record: Record, offset: int) -> None:
+        self.slots[record.id] = len(self.offsets)
         self.offsets.append(offset)
-        first_error = judged.judge.first_error
-        self.first_errors.append(_NO_VERDICT if first_error is None else first_error)
-        self.flags.append(_RECOVERY if "recovery" in (judged.judge.model_extra or {}) else 0)
-        self.digests += steps_digest(judged.steps)
+        self.digests += steps_digest(record.steps)
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -104,39 +100,22 @@ class JudgedIndex:
     def slot(self, rid: str) -> int | None:
         return self.slots.get(rid)
 
-    def first_error(self, slot: int) -> int | None:
-        value = self.first_errors[slot]
-        return None if value == _NO_VERDICT else value
-
     def same_steps(self, slot: int, steps: list[str]) -> bool:
         return self.digests[16 * slot: 16 * slot + 16] == steps_digest(steps)
 
-    def has_recovery(self, slot: int) -> bool:
-        return bool(self.flags[slot] & _RECOVERY)
-
-    def mark(self, slot: int) -> None:
-        self.flags[slot] |= _MATCHED
-
-    def marked(self, slot: int) -> bool:
-        return bool(self.flags[slot] & _MATCHED)
-
-    def unmarked(self) -> list[str]:
-        """Ids, in file order, that no `mark` reached."""
-        return [rid for rid, slot in self.slots.items() if not self.flags[slot] & _MATCHED]
-
-    def record(self, slot: int) -> Judged:
-        """The judged record, read again from its offset."""
+    def record(self, slot: int) -> Any:
+        """The record, read again from its offset."""
         if self._held is not None:
             return self._held[slot]
         try:
-            return Judged.model_validate(self.raw(slot))
+            return self.model.model_validate(self.raw(slot))
         except ValidationError as exc:  # not reached while the file is the one `read` validated
             raise InputError(self.path, f"byte {self.offsets[slot]}", describe_validation_error(exc)) from None
 
     def raw(self, slot: int) -> dict[str, Any]:
-        """The judged record's object as `read` validated it, without validating it again: read from
-        its offset in the file `read` validated (one written since is exit 2: its stamp); a held
-        record's plain dump (its declared fields filled in, the same values)."""
+        """The record's object as `read` validated it, without validating it again: read from its
+        offset in the file `read` validated (one written since is exit 2: its stamp); a held record's
+        plain dump (its declared fields filled in, the same values)."""
         if self._held is not None:
             return self._held[slot].plain()
         assert self._again is not None
@@ -152,6 +131,43 @@ class JudgedIndex:
     def __getstate__(self) -> dict[str, Any]:
         # Sent to Ray actors inside a stage factory: the open file is reopened where it is read.
         return {**self.__dict__, "_fh": None}
+
+
+class JudgedIndex(RecordIndex):
+    """A judged file by id (`RecordIndex`), with per id the judge's first error and whether it holds
+    `judge.recovery`: about 60 bytes an id besides the id itself."""
+
+    def __init__(self, path: str, model: type[Record] = Judged):
+        super().__init__(path, model)
+        self.first_errors = array("i")
+        self.flags = bytearray()
+
+    @classmethod
+    def read(cls, path: str, model: type[Record] = Judged) -> "JudgedIndex":
+        return super().read(path, model)  # type: ignore[return-value]
+
+    def _add(self, judged: Judged, offset: int) -> None:
+        super()._add(judged, offset)
+        first_error = judged.judge.first_error
+        self.first_errors.append(_NO_VERDICT if first_error is None else first_error)
+        self.flags.append(_RECOVERY if "recovery" in (judged.judge.model_extra or {}) else 0)
+
+    def first_error(self, slot: int) -> int | None:
+        value = self.first_errors[slot]
+        return None if value == _NO_VERDICT else value
+
+    def has_recovery(self, slot: int) -> bool:
+        return bool(self.flags[slot] & _RECOVERY)
+
+    def mark(self, slot: int) -> None:
+        self.flags[slot] |= _MATCHED
+
+    def marked(self, slot: int) -> bool:
+        return bool(self.flags[slot] & _MATCHED)
+
+    def unmarked(self) -> list[str]:
+        """Ids, in file order, that no `mark` reached."""
+        return [rid for rid, slot in self.slots.items() if not self.flags[slot] & _MATCHED]
 
 
 def _is_json_array(path: str) -> bool:
@@ -170,7 +186,7 @@ class JudgedFile:
 
     def __init__(self, path: str, sha256: str, records: "dict[str, Judged] | JudgedIndex"):
         self.path, self.sha256 = path, sha256
-        self.index = records if isinstance(records, JudgedIndex) else JudgedIndex.held(path, records)
+        self.index = records if isinstance(records, JudgedIndex) else JudgedIndex.held(path, Judged, records)
 
     @classmethod
     def load(cls, path: str) -> "JudgedFile":
