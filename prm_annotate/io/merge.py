@@ -122,9 +122,10 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
         if is_stream(path):
             raise UsageError(f"{path}: a shard must be a file (merge reads it twice: to check, then to write in order)")
     report = MergeReport(files=len(shards))
-    # Ids, to check none is in two places: themselves when --expect-per-input asks for ids by name,
-    # else 8 bytes each (a hash), checked once every shard is read.
-    seen: set[str] = set()
+    # Ids, to check none is in two places: with --expect-per-input, which asks for ids by name, a
+    # byte per expected id `<input id>/<i>` (any other id itself); else 8 bytes each (a hash),
+    # checked once every shard is read.
+    seen = Expected(input_ids or {}, expect_per_input or 0)
     hashes = IdHashes()
     found = array("I", bytes(4 * len(input_ids))) if input_ids is not None else array("I")  # by input position
     # Each kept record's sort key: its input position * shards + its shard, and its byte offset there.
@@ -136,9 +137,8 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
         for lineno, offset, record in read_shard(path):
             rid = record["id"]
             if expect_per_input is not None:
-                if rid in seen:
+                if not seen.add(rid):
                     _duplicate(shards, {rid})
-                seen.add(rid)
             else:
                 hashes.add(rid)
             count += 1
@@ -176,13 +176,46 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
     return report
 
 
-def _completeness(report: MergeReport, input_ids: dict[str, int], seen: set[str], found: array,
+class Expected:
+    """The output ids seen, for --expect-per-input n: a byte for each id `<input id>/<i>` (i < n, as
+    sample writes them), any other id itself (few: they belong to no expected place)."""
+
+    def __init__(self, input_ids: dict[str, int], n: int) -> None:
+        self.input_ids, self.n = input_ids, n
+        self.slots = bytearray(len(input_ids) * n)
+        self.others: set[str] = set()
+
+    def _slot(self, rid: str) -> int | None:
+        head, sep, tail = rid.rpartition("/")
+        # str(i) of an i < n: ASCII digits, no leading zero ("x/03" is not "x/3")
+        if not (sep and tail.isascii() and tail.isdigit() and (tail == "0" or tail[0] != "0")):
+            return None
+        position = self.input_ids.get(head)
+        return None if position is None or int(tail) >= self.n else position * self.n + int(tail)
+
+    def add(self, rid: str) -> bool:
+        """False when `rid` was seen before."""
+        slot = self._slot(rid)
+        if slot is None:
+            new = rid not in self.others
+            self.others.add(rid)
+            return new
+        new = not self.slots[slot]
+        self.slots[slot] = 1
+        return new
+
+    def found(self, position: int) -> int:
+        """How many of input `position`'s expected ids were seen."""
+        return sum(self.slots[position * self.n:(position + 1) * self.n])
+
+
+def _completeness(report: MergeReport, input_ids: dict[str, int], seen: Expected, found: array,
                   expect_per_input: int | None) -> None:
     """The input ids without (all their) output, and uneven counts per input id."""
     report.inputs = len(input_ids)
     if expect_per_input is not None:
-        for rid in input_ids:
-            have = sum(f"{rid}/{i}" in seen for i in range(expect_per_input))
+        for rid, position in input_ids.items():
+            have = seen.found(position)
             if have < expect_per_input:
                 report.missing.append(rid)
                 if have:
