@@ -118,12 +118,19 @@ class Column(Mapping):
     def at(self, i: int) -> int:
         return self.values[i] if i < len(self.values) else ABSENT
 
-    def __getitem__(self, rid: str) -> int | None:
+    def get(self, rid: str, default: Any = None) -> Any:
         i = self.ids.index.get(rid)
-        value = ABSENT if i is None else self.at(i)
-        if value == ABSENT:
+        value = ABSENT if i is None or i >= len(self.values) else self.values[i]
+        return default if value == ABSENT else None if value == NULL else value
+
+    def __getitem__(self, rid: str) -> int | None:
+        value = self.get(rid, MISSING)
+        if value is MISSING:
             raise KeyError(rid)
-        return None if value == NULL else value
+        return value
+
+    def __contains__(self, rid: object) -> bool:
+        return self.get(rid, MISSING) is not MISSING  # type: ignore[arg-type]
 
     def __iter__(self):
         return (rid for rid, i in self.ids.index.items() if self.at(i) != ABSENT)
@@ -142,18 +149,21 @@ class Presence:
     """The ids one file holds, as `records_by_id` asks (`in`, and where an id was first seen: the file
     is read again for that, on the duplicate's rare path)."""
 
-    def __init__(self, path: str, ids: Ids, column: Column) -> None:
-        self.path, self.ids, self.column = path, ids, column
+    def __init__(self, f: InputFile, ids: Ids) -> None:
+        self.f, self.ids = f, ids
 
     def __contains__(self, rid: object) -> bool:
-        i = self.ids.index.get(rid)  # type: ignore[arg-type]
-        return i is not None and self.column.at(i) != ABSENT
+        return self.f.holds(rid)
 
     def __getitem__(self, rid: str) -> tuple[str, str]:
-        return self.path, next(where for where, obj in read_rows(self.path) if obj.get("id") == rid)
+        return self.f.path, next(where for where, obj in read_rows(self.f.path) if obj.get("id") == rid)
 
     def __setitem__(self, rid: str, place: tuple[str, str]) -> None:
-        self.column.set(self.ids.number(rid), 0)
+        i = self.ids.number(rid)
+        present = self.f.present
+        if i >= len(present):
+            present.extend(bytes(i + 1 - len(present)))
+        present[i] = 1
 
 
 @dataclass
@@ -161,7 +171,9 @@ class InputFile:
     path: str
     position: int  # in the command's list of files
     kind: str = ""
-    columns: dict[str, Column] = field(default_factory=dict)  # kind -> its first errors; "": the ids it holds
+    ids: Ids | None = None
+    present: bytearray = field(default_factory=bytearray)  # by id number: 1 if the file holds the id
+    columns: dict[str, Column] = field(default_factory=dict)  # kind -> its first errors
     stats: dict[str, Any] = field(default_factory=dict)
     curves: Curves | None = None
     full: dict[str, dict[str, Any]] = field(default_factory=dict)  # the records of the sample (second pass)
@@ -173,11 +185,12 @@ class InputFile:
     def whole(self) -> bool:
         return KINDS.get(self.kind, (None, True))[1]
 
-    def has(self, i: int) -> bool:
-        return self.columns[""].at(i) != ABSENT
+    def holds(self, rid: object) -> bool:
+        i = None if self.ids is None else self.ids.index.get(rid)  # type: ignore[arg-type]
+        return i is not None and i < len(self.present) and self.present[i] == 1
 
     def __len__(self) -> int:
-        return len(self.columns[""])
+        return self.present.count(1)
 
 
 class Curves:
@@ -267,7 +280,7 @@ class Steps:
         if self.prefix_mismatch != -1:
             assert self.prefix is not None
             rid = next(r for r, i in self.ids.index.items() if i == self.prefix_mismatch)
-            where = Presence(self.prefix.path, self.ids, self.prefix.columns[""])[rid][1]
+            where = Presence(self.prefix, self.ids)[rid][1]
             raise InputError(self.prefix.path, where, f"id {rid!r} holds other steps than in {self.origin_path(rid)}")
         del self.prefix_len, self.prefix_digest
 
@@ -279,8 +292,8 @@ def read_file(f: InputFile, ids: Ids, steps: Steps) -> None:
     """Every record of one file, validated by its kind's model; its first errors, its `stats` and
     (a rollout file) its MC curves on the way."""
     collectors = collectors_of(f.path)
-    present = f.columns[""] = Column(ids)
-    for where, rid, obj in records_by_id(f.path, Presence(f.path, ids, present)):  # type: ignore[arg-type]
+    f.ids = ids
+    for where, rid, obj in records_by_id(f.path, Presence(f, ids)):  # type: ignore[arg-type]
         f.kind = f.kind or file_kind(obj)
         kinds = f.kinds()
         for k in kinds:
@@ -304,7 +317,7 @@ def read_file(f: InputFile, ids: Ids, steps: Steps) -> None:
             f.curves = f.curves or Curves()
             f.curves.see(obj["mc"])
         steps.see(f, i, rid, where, obj["steps"])
-    if not len(present):
+    if not len(f):
         raise InputError(f.path, "line 0", "the file has no records")
     f.stats = {"path": f.path}
     for collector in collectors:
@@ -519,7 +532,7 @@ def response_entry(j: Joined, rid: str) -> dict[str, Any]:
     if scored is not None:
         entry["prm"] = {"s": scored["prm"]["scores"], "fe": scored["prm"]["first_error"]}
     if "consensus" in j.by_kind:
-        entry["kept"] = rid in j.by_kind["consensus"].columns[""]
+        entry["kept"] = j.by_kind["consensus"].holds(rid)
     if rid in j.gold:
         entry["gold"] = j.gold[rid].label
     if roll is not None and judged is not None:
