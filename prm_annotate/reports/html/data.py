@@ -55,6 +55,9 @@ KINDS: dict[str, tuple[type, bool]] = {
     "response": (Response, True), "rollout": (Rollout, True), "judged": (Judged, True),
     "consensus": (Consensus, False), "scored": (Scored, True),
 }
+# The files a response's text is taken from, the first that holds it; the section the page shows of the others.
+BASE = ("response", "judged", "rollout", "scored", "consensus")
+SECTIONS = {"rollout": "mc", "judged": "judge", "scored": "prm"}
 # Label sources: name shown, the kind of file, how a record gives its first error.
 SOURCES = (("MC", "rollout"), ("judge", "judged"), ("consensus", "consensus"), ("PRM", "scored"))
 FIRST_ERROR_BINS = 10
@@ -332,9 +335,21 @@ def _first_kind(path: str) -> str:
         return ""
 
 
-def read_sample(f: InputFile, ids: set[str]) -> None:
-    """The second pass: the whole records of the sampled ids (the file was validated whole)."""
-    f.full = {obj["id"]: obj for _, obj in read_rows(f.path) if obj["id"] in ids}
+def read_sample(j: Joined, f: InputFile, ids: set[str]) -> None:
+    """The second pass: the records of the sampled ids (the file was validated whole). A record is kept
+    whole where the page takes a response's text from it (the first of BASE to hold the id); else
+    only the section the page shows of its kind (a thinking trace is not held three times)."""
+    rank = min(BASE.index(k) for k in f.kinds())
+    above = [j.by_kind[k] for k in BASE[:rank] if k in j.by_kind and j.by_kind[k] is not f]
+    sections = [SECTIONS[k] for k in f.kinds() if k in SECTIONS]
+    for _, obj in read_rows(f.path):
+        rid = obj["id"]
+        if rid not in ids:
+            continue
+        if not any(g.holds(rid) for g in above):
+            f.full[rid] = obj
+        elif sections:
+            f.full[rid] = {part: obj[part] for part in sections}
 
 
 @dataclass
@@ -510,8 +525,7 @@ def step_analyses(text: str, n_steps: int) -> list[str | None] | None:
 
 def response_entry(j: Joined, rid: str) -> dict[str, Any]:
     """One response as the page shows it (short keys: the page holds thousands)."""
-    base = next((j.record(k, rid) for k in ("response", "judged", "rollout", "scored", "consensus")
-                 if j.record(k, rid) is not None), {})
+    base = next((j.record(k, rid) for k in BASE if j.record(k, rid) is not None), {})
     steps = base["steps"]
     entry: dict[str, Any] = {"id": rid, "problem": base.get("problem"), "pid": base.get("problem_id"),
                              "steps": steps, "correct": base.get("correct"), "answer": base.get("final_answer"),
@@ -558,6 +572,6 @@ def report_data(paths: list[str], gold: str | None = None, max_responses: int = 
     j = join(paths, gold)
     ids = sample_ids(j, max_responses, seed)
     for f in j.files:
-        read_sample(f, set(ids))
+        read_sample(j, f, set(ids))
     return {"overview": overview(j), "sample": {"shown": len(ids), "of": len(j.ids), "seed": seed},
             "responses": [response_entry(j, rid) for rid in ids]}
