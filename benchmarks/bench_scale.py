@@ -12,7 +12,8 @@ driver here with a scripted engine: the driver's own cost, testing/scripted_engi
 resident memory is read from the operating system (testing/peak_memory.py: the rusage of that child, started by a small process) and its wall
 time beside a plain orjson pass over the same files in the same run (read every input, write the
 first input's records back; for consensus: read both files, join on id, write the kept pairs, the
-judged records found by id through their offsets, as a join that holds no records would).
+judged records found by id through their offsets, as a join that holds no records would; for `plan`,
+which tokenizes, a bare pass of the same tokenizer over each record's problem and steps).
 
 Targets, printed met / not met: at each size above the smallest, peak memory at most 1 GB and at
 most 300 bytes a record above the smallest size's figure (the growth per record added); consensus
@@ -41,6 +42,7 @@ from testing.peak_memory import run_measured  # noqa: E402  (the repository on t
 SEED = ROOT / "benchmarks" / "data" / "world"
 LONG = ROOT / "tests" / "data" / "long_traces.jsonl"
 PY = sys.executable
+MODELS = ROOT / "prm_annotate" / "world" / "models"  # plan reads their tokenizers and configs
 GB = 1 << 30
 PER_RECORD = 300  # bytes of peak memory a record may add
 CONSENSUS_FACTOR = 4.0
@@ -62,6 +64,14 @@ if mode == "join":
                 jh.seek(at); j = orjson.loads(jh.readline())
                 if r["mc"]["first_error"] == j["judge"]["first_error"]:
                     w.write(orjson.dumps({**j, **r}) + b"\n")
+elif mode.startswith("tokenize:"):  # plan's baseline: a bare tokenizer pass over the same texts
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(mode.partition(":")[2])
+    with open(inputs[0], "rb") as fh, open(out, "wb") as w:
+        for line in fh:
+            r = orjson.loads(line)
+            n = len(tok(r["problem"] + "\n\n" + "\n\n".join(r["steps"]))["input_ids"])
+            w.write(orjson.dumps({"id": r["id"], "tokens": n}) + b"\n")
 else:
     with open(out, "wb") as w:
         for i, path in enumerate(inputs):
@@ -168,7 +178,7 @@ class Command:
     argv: Callable[[dict[str, Path], Path], list[str]]  # (files, output) -> the child's argv
     inputs: tuple[str, ...]  # the files its plain pass reads
     plain: str = "copy"
-    world_only: bool = False  # needs what the made-up long-trace verdicts lack (the judge's prompt file)
+    world_only: bool = False  # needs what the made-up long-trace verdicts lack, or too slow on long traces
 
 
 def cli(*args: str) -> list[str]:
@@ -198,6 +208,14 @@ COMMANDS = (
     Command("evaluate", lambda f, o: cli("evaluate", str(f["judged"]), "--gold", str(f["gold"])),
             ("judged", "gold")),
     Command("segment", lambda f, o: cli("segment", str(f["responses"]), "-o", str(o)), ("responses",)),
+    # plan on long traces: a tokenizer over every step's prefix of a 20-60 KB record (rollout) or the
+    # whole record twice (judge) takes seconds a record, hours at these sizes: the world sets only
+    Command("plan judge", lambda f, o: cli("plan", "judge", str(f["responses"]), "--model", str(MODELS / "judge"),
+                                           "-o", str(o)), ("responses",), plain=f"tokenize:{MODELS / 'judge'}",
+            world_only=True),
+    Command("plan rollout", lambda f, o: cli("plan", "rollout", str(f["responses"]), "--model",
+                                             str(MODELS / "policy"), "-k", "8", "-o", str(o)),
+            ("responses",), plain=f"tokenize:{MODELS / 'policy'}", world_only=True),
     Command("grade", lambda f, o: cli("grade", str(f["responses"]), "-o", str(o), "-q"), ("responses",)),
     Command("sample (scripted)", lambda f, o: driver("sample", str(f["problems"]), str(o)), ("problems",)),
     Command("rollout --judged (scripted)", lambda f, o: driver("rollout", str(f["responses"]), str(o),

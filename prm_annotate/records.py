@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
                       model_validator)
 
-from prm_annotate.recovery import Recovery
+from prm_annotate.recovery.labels import Recovery
 
 def _answer_to_str(value: Any) -> Any:
     # Gold answers often arrive as JSON numbers (18, 2.5); they are compared as text.
@@ -143,7 +143,7 @@ def _check_step_scores(scores: list, first_error: int | None, n_steps: int, fiel
 
 
 def recovery_of(obj: Any, n_steps: int, field: str = "recovery") -> Recovery | None:
-    """The optional `recovery` of a record or verdict (prm_annotate/recovery.py), read strictly;
+    """The optional `recovery` of a record or verdict (prm_annotate/recovery/labels.py), read strictly;
     None when absent or null. It is an extra field, so records without it are written as before."""
     extra = obj.model_extra if isinstance(obj, BaseModel) else obj
     value = (extra or {}).get("recovery")
@@ -183,7 +183,7 @@ class Response(Record):
     _coerce_answer = field_validator("answer", mode="before")(_answer_to_str)
     _steps_nonempty = field_validator("steps")(_check_steps)
 
-    # A thinking policy's response (prm_annotate/traces.py), fields absent from other records (kept
+    # A thinking policy's response (prm_annotate/thinking/tags.py), fields absent from other records (kept
     # as extra fields, so a record without them is written as before): steps[:thought_steps] are
     # the thought's, the rest the answer's; `step_joins` the text between consecutive steps (absent:
     # the separator); `thought_finished` False: no `</think>` before the completion ended.

@@ -3,7 +3,7 @@
 A record's steps come with their joins (`step_joins`, the exact text between steps[i] and
 steps[i+1]; absent when every join is the separator): `join_steps(steps, joins)` gives back the
 text they were cut from, from the first step's first character to the last step's last. Every
-stage that needs a record's text joins it here (segmenting/ cuts the steps, traces.py reads them
+stage that needs a record's text joins it here (segmenting/ cuts the steps, thinking/tags.py reads them
 as a thought and an answer).
 """
 from __future__ import annotations

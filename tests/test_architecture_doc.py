@@ -11,19 +11,37 @@ from tests.test_layout import LAYERS, PACKAGE
 DOC = REPO / "docs" / "architecture.md"
 
 
-def layer_table(text: str) -> dict[int, set[str]]:
-    """layer -> the rooms the doc's table puts there: `name/` for a subpackage, the `name.py`
-    modules of a "root" row."""
-    table: dict[int, set[str]] = {}
+# A row of the table of rooms: its layer, its room (`name/`, root, or a room's low part as the
+# modules it holds, `thinking/tags.py`, `thinking/split.py`), and what it holds.
+ROW = re.compile(r"\| (\d+) \| (`(\w+)/`|root|`\w+/\w+\.py`(?:, `\w+/\w+\.py`)*) \| (.*) \|$")
+
+
+def table_rows(text: str) -> list[tuple[int, str, set[str], str]]:
+    """(layer, room, what the row puts in the layer, what it holds) per row of the table of rooms:
+    `name` for a subpackage, `room.module` for each module of a low part, the `name.py` modules of
+    a "root" row (its room "")."""
+    rows = []
     for line in text.splitlines():
-        found = re.match(r"\| (\d+) \| (`(\w+)/`|root) \| (.*) \|$", line)
+        found = ROW.match(line)
         if not found:
             continue
-        layer, rooms = int(found.group(1)), table.setdefault(int(found.group(1)), set())
+        cell, holds = found.group(2), found.group(4)
         if found.group(3):
-            rooms.add(found.group(3))
+            room, names = found.group(3), {found.group(3)}
+        elif cell == "root":
+            room, names = "", {m for m in re.findall(r"`(\w+)\.py`", holds) if m != "__init__"}
         else:
-            rooms.update(m for m in re.findall(r"`(\w+)\.py`", found.group(4)) if m != "__init__")
+            parts = re.findall(r"`(\w+)/(\w+)\.py`", cell)
+            room, names = parts[0][0], {f"{r}.{m}" for r, m in parts}
+        rows.append((int(found.group(1)), room, names, holds))
+    return rows
+
+
+def layer_table(text: str) -> dict[int, set[str]]:
+    """layer -> the rooms (and rooms' low parts) the doc's table puts there."""
+    table: dict[int, set[str]] = {}
+    for layer, _, names, _ in table_rows(text):
+        table.setdefault(layer, set()).update(names)
     return table
 
 
@@ -37,8 +55,10 @@ def test_the_layer_table_is_the_layout_tests_order():
 
 def test_the_table_sees_a_room_in_the_wrong_layer():
     text = DOC.read_text()
-    moved = text.replace("| 7 | `stages/` |", "| 6 | `stages/` |")
-    assert moved != text and layer_table(moved) != layer_table(text)
+    for row, elsewhere in (("| 8 | `stages/` |", "| 7 | `stages/` |"),
+                       ("| 1 | `thinking/tags.py`, `thinking/split.py` |", "| 2 | `thinking/tags.py`, `thinking/split.py` |")):
+        moved = text.replace(row, elsewhere)
+        assert moved != text and layer_table(moved) != layer_table(text)
 
 
 def test_every_package_file_the_doc_names_exists():
@@ -59,11 +79,8 @@ def test_each_routine_change_the_extension_test_makes_has_its_row():
 def room_rows(text: str) -> dict[str, str]:
     """room -> the text of its rows in the doc's table ("" for the root's modules)."""
     rows: dict[str, str] = {}
-    for line in text.splitlines():
-        found = re.match(r"\| (\d+) \| (`(\w+)/`|root) \| (.*) \|$", line)
-        if found:
-            room = found.group(3) or ""
-            rows[room] = rows.get(room, "") + " " + found.group(4)
+    for _, room, _, holds in table_rows(text):
+        rows[room] = rows.get(room, "") + " " + holds
     return rows
 
 

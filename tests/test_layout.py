@@ -3,7 +3,8 @@
 - imports point down: every module of prm_annotate belongs to a room (a subpackage, or a module at
   the package root), the rooms stand in the layers of `LAYERS`, and a module imports only from its
   own room or from rooms of lower layers — counting imports inside functions too (a lazy import
-  hides a dependency at start-up, but the two rooms still need each other);
+  hides a dependency at start-up, but the two rooms still need each other); a room's low part
+  (modules LAYERS names one by one, below the rest of their room) imports nothing from the rest;
 - no import cycle between prm_annotate's modules (nor lab's, nor testing's);
 - the product imports nothing from beside it (lab/, testing/, tests/, benchmarks/);
 - no module below the command line (cli/) imports typer: the configs are plain dataclasses.
@@ -19,13 +20,17 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "prm_annotate"
 
-# Rooms of prm_annotate, lowest layer first. "" is the package's own __init__ (its version).
+# Rooms of prm_annotate, lowest layer first. "" is the package's own __init__ (its version). A room
+# may have a low part: modules named "room.module" stand in a lower layer than the rest of their room
+# (rooms below need them), and the room's __init__ stands with its lowest part, since importing any
+# of its modules runs it.
 LAYERS: list[set[str]] = [
-    {"", "errors", "settings", "recovery"},
-    {"records", "steps", "seeds", "boxed", "registry", "traces"},
+    {"", "errors", "settings", "recovery.labels"},
+    {"records", "steps", "boxed", "registry", "thinking.tags", "thinking.split"},
     {"io", "engines"},
     {"grading", "judging", "strategies", "segmenting"},
     {"evaluation", "pipeline"},
+    {"thinking", "recovery"},
     {"reports", "export"},
     {"prm"},
     {"stages"},
@@ -162,26 +167,50 @@ def room_of(module: str, package: str = "prm_annotate") -> str:
     return module.removeprefix(package).lstrip(".").split(".")[0]
 
 
+def part_of(module: str, layers: list[set[str]], package: str = "prm_annotate") -> str:
+    """The entry of `layers` a module stands under: its room, or the room's low part that names it
+    (`prm_annotate.thinking.tags` -> "thinking.tags" where LAYERS lists it)."""
+    inside = module.removeprefix(package).lstrip(".")
+    parts = {name for rooms in layers for name in rooms if "." in name}
+    if inside and any(name.startswith(inside + ".") for name in parts):
+        return inside + ".__init__"  # a room with a low part: its __init__, which stands with that part
+    return next((name for name in sorted(parts, key=len, reverse=True)
+                 if inside == name or inside.startswith(name + ".")), room_of(module, package))
+
+
+def layer_of(module: str, layers: list[set[str]], package: str = "prm_annotate") -> int | None:
+    """The layer a module stands in (None: in no layer); a room's __init__ with its lowest part."""
+    layer = {name: i for i, names in enumerate(layers) for name in names}
+    part = part_of(module, layers, package)
+    if part.endswith(".__init__"):
+        room = part.removesuffix(".__init__")
+        return min(i for name, i in layer.items() if name == room or name.startswith(room + "."))
+    return layer.get(part)
+
+
 def layering_violations(graph: dict[str, set[str]], layers: list[set[str]], package: str = "prm_annotate") -> list[str]:
-    """Every import of a room from a room of its own layer or a higher one, and every room that
-    stands in no layer."""
-    layer = {room: i for i, rooms in enumerate(layers) for room in rooms}
+    """Every import of a room from a room of its own layer or a higher one, of a room's part from a
+    part of a higher layer, and every room that stands in no layer."""
     found = []
     for module, imports in sorted(graph.items()):
-        here = room_of(module, package)
-        if here not in layer:
+        here, at = room_of(module, package), layer_of(module, layers, package)
+        if at is None:
             found.append(f"{module}: the room {here!r} is in no layer")
             continue
         for other in sorted(imports):
-            there = room_of(other, package)
-            if there != here and there in layer and layer[there] >= layer[here]:
-                found.append(f"{module} imports {other} ({there!r} is not below {here!r})")
+            there, other_at = room_of(other, package), layer_of(other, layers, package)
+            if other_at is None:
+                continue
+            if other_at > at or (there != here and other_at == at):
+                found.append(f"{module} imports {other} ({part_of(other, layers, package)!r} is not below "
+                             f"{part_of(module, layers, package)!r})")
     return found
 
 
 def test_imports_point_down_the_declared_layers():
     graph, _ = import_graph()
-    assert {room_of(m) for m in graph} == set().union(*LAYERS), "LAYERS must name every room, and only rooms"
+    assert {part_of(m, LAYERS).removesuffix(".__init__") for m in graph} == set().union(*LAYERS), \
+        "LAYERS must name every room, and only rooms"
     assert layering_violations(graph, LAYERS) == []
 
 
@@ -200,6 +229,28 @@ def test_the_layering_check_finds_an_import_that_points_up_and_a_room_left_out(t
     (pkg / "low" / "a.py").write_text("")
     (pkg / "side.py").unlink()
     assert layering_violations(*import_graph(pkg)[:1], layers, "pkg") == []
+
+
+def test_the_layering_check_holds_a_rooms_low_part_below_the_rest_of_it(tmp_path):
+    """A room whose low part stands below another room: the low part may not import the room's
+    upper part, the room below may import the low part only, and the room's __init__ (run by any
+    import of the low part) stands with the low part."""
+    pkg = tmp_path / "pkg"
+    (pkg / "r").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "r" / "__init__.py").write_text("")
+    (pkg / "r" / "low.py").write_text("")
+    (pkg / "r" / "high.py").write_text("from pkg.mid import g\nfrom pkg.r.low import f\n")
+    (pkg / "mid.py").write_text("from pkg.r.low import f\n")
+    layers = [{"", "r.low"}, {"mid"}, {"r"}]
+    assert layering_violations(import_graph(pkg)[0], layers, "pkg") == []
+    (pkg / "r" / "low.py").write_text("def f():\n    from pkg.r import high\n")
+    (pkg / "mid.py").write_text("from pkg.r.high import h\n")
+    (pkg / "r" / "__init__.py").write_text("from pkg.r.high import h\n")
+    assert layering_violations(import_graph(pkg)[0], layers, "pkg") == [
+        "pkg.mid imports pkg.r.high ('r' is not below 'mid')",
+        "pkg.r imports pkg.r.high ('r' is not below 'r.__init__')",
+        "pkg.r.low imports pkg.r.high ('r' is not below 'r.low')"]
 
 
 LONGEST = 80  # lines of a product function, decorators and docstring included

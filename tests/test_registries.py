@@ -20,7 +20,7 @@ KINDS = {
     "prm_annotate.io.prompt_files.SYSTEM_PROMPTS",
     "prm_annotate.strategies.STRATEGIES",
     "prm_annotate.strategies.zero_rules.ZERO_RULES",
-    "prm_annotate.strategies.recovery_rules.RECOVERY_RULES",
+    "prm_annotate.recovery.rules.RECOVERY_RULES",
     "prm_annotate.judging.prompts.JUDGE_PROMPTS",
     "prm_annotate.judging.JUDGE_STYLES",
     "prm_annotate.judging.JUDGE_PROTOCOLS",

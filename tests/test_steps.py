@@ -28,7 +28,7 @@ def test_a_decoded_separator_splits_what_it_joined():
 
 
 def test_a_trace_is_read_back_by_the_one_join_rule():
-    """traces.py joins a record's steps with steps.join_steps (it had its own copy, which zipped a
+    """segmenting.record_trace joins a record's steps with steps.join_steps (it had its own copy, which zipped a
     short list of joins away and lost a step): a record's joins either give its text back or fail."""
     from prm_annotate.segmenting import record_trace, segment_text
     from prm_annotate.segmenting.paragraphs import Paragraphs

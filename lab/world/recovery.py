@@ -20,7 +20,7 @@ Sources, each through the pipeline's own commands:
 - consensus under `--rule paper` and `--rule recovery` (with each judge reading).
 
 Every source is scored against the truth on slips, corrections, ends-right and step labels
-(reports/recovery.agreement), and each consensus rule's kept records: how many, how many hold a
+(recovery.report.agreement), and each consensus rule's kept records: how many, how many hold a
 corrected slip, and how true their step labels are (the share of kept step labels equal to the
 truth's: the paper's rule's labels are its cut ones, read against the truth's recovery labels).
 The soft-drop rule's drop is swept over the same rollouts (0.125-0.5) beside the run's own.
@@ -35,10 +35,10 @@ import sys
 from pathlib import Path
 
 from prm_annotate.judging import reason_kind
-from prm_annotate.recovery import Recovery, Slip
+from prm_annotate.recovery.labels import Recovery, Slip
 from prm_annotate.records import step_labels
-from prm_annotate.reports.recovery import agreement, counts
-from prm_annotate.strategies.recovery_rules import SoftDrop
+from prm_annotate.recovery.report import agreement, counts
+from prm_annotate.recovery.rules import SoftDrop
 from prm_annotate.world import JUDGE_DIR, THINKER_DIR, WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT
 from prm_annotate.world.thinking import CLOSE_JOIN, trace_for
 from prm_annotate.world.trace_truth import read_trace

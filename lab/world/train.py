@@ -41,7 +41,7 @@ from prm_annotate.judging import load_judge_prompt, read_verdict, render_judge_p
 from prm_annotate.evaluation.labels import Gold, Prediction
 from prm_annotate.io.prompt_files import SYSTEM_PROMPTS, load_prompt
 from prm_annotate.judging.slips import PROTOCOL as RECOVERY_PROTOCOL
-from prm_annotate.recovery import Recovery
+from prm_annotate.recovery.labels import Recovery
 from lab.world.corrupt import corrupt_solution
 from prm_annotate.world import WORLD_JUDGE_PROMPT, WORLD_SYSTEM_PROMPT, model_setting
 from prm_annotate.world.problems import OP_SYMBOL, World, make_problem, solution_steps

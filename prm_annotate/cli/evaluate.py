@@ -45,8 +45,8 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
                                      split_field=split_field, pred_field=used)
         else:
             report = run(gold_labels, preds, split_field=split_field, pred_field=used)
-        # Labels beyond the first error, where both sides have them (reports/recovery.py).
-        from prm_annotate.reports.recovery import recovery_report
+        # Labels beyond the first error, where both sides have them (recovery/report.py).
+        from prm_annotate.recovery.report import recovery_report
 
         recovery = None if scores else recovery_report(predictions, gold)
         checked = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Protocol, Sequence
 
-from prm_annotate.engines.reasoning import END, split_think
+from prm_annotate.thinking.split import END, split_think
 from prm_annotate.engines.sampling import Sampling, TokenLogprob
 
 
@@ -42,7 +42,7 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     # Optional structured output: the completion must match this regular expression.
     guided_regex: str | None = None
-    # How a reasoning model's output is split into reasoning and answer (engines/reasoning.py):
+    # How a reasoning model's output is split into reasoning and answer (thinking/split.py):
     # a vLLM reasoning parser's name or "think"; None: the output is the answer as written.
     reasoning: str | None = None
     # Opt-in: the sampled tokens' log-probabilities come back in `GenerationResult.token_logprobs`
@@ -61,7 +61,7 @@ class GenerationResult:
     generated_tokens: int = 0
     # Set when the request failed (after retries): then `texts` is empty — never invented.
     error: str | None = None
-    # A reasoning model's output split (engines/reasoning.py): then `texts` hold the answers ("" where
+    # A reasoning model's output split (thinking/split.py): then `texts` hold the answers ("" where
     # the thought never ended) and `reasonings` the reasoning of each (None: it had none). Empty: not split.
     reasonings: list[str | None] = field(default_factory=list)
     reasoning_tokens: int | None = None  # of `generated_tokens`; None: not split, or not told
@@ -84,7 +84,7 @@ class GenerationResult:
 
     def thought_spans(self) -> list[str]:
         """What of each text the thought's tokens are: up to the end of `</think>`, all of a thought
-        that never ended (as the in-process engine counts them: engines/reasoning.py)."""
+        that never ended (as the in-process engine counts them: thinking/split.py)."""
         return [t[:t.index(END) + len(END)] if END in t else t for t in self.texts]
 
 

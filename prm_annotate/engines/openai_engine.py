@@ -15,7 +15,7 @@ Likewise `guided_regex` is sent as vLLM's `structured_outputs: {"regex": ...}`. 
 `--reasoning-parser` returns a reasoning model's thought apart from its answer: the answer is read
 from `content`, the thought kept from `reasoning` (or `reasoning_content`), and its token count
 from `usage.completion_tokens_details.reasoning_tokens`; a request whose `reasoning` is `think`
-splits `<think>…</think>` here when the server did not (engines/reasoning.py), each thought's tokens
+splits `<think>…</think>` here when the server did not (thinking/split.py), each thought's tokens
 counted by the server's `/tokenize` as the in-process engine counts them.
 
 Requests stream (the protocol in base.py): the engine owns one asyncio event loop in a daemon
@@ -62,7 +62,7 @@ from tenacity import (
 from prm_annotate.errors import UsageError, printable
 from prm_annotate.engines.base import GenerationRequest, GenerationResult, Streaming, check_keys
 from prm_annotate.engines.context import ESTIMATE, SERVER, Context, estimate_tokens
-from prm_annotate.engines.reasoning import THINK
+from prm_annotate.thinking.split import THINK
 from prm_annotate.engines.sampling import Sampling, TokenLogprob, align_tokens
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class OpenAIEngine(Streaming):
     """`Engine` over an OpenAI-compatible `/v1/chat/completions` endpoint."""
 
     # The chat template is the server's: whether a thought comes split, or inside the content, is
-    # found from the first answers (stages/thinking.py).
+    # found from the first answers (thinking/probe.py).
     template_on_server = True
 
     def __init__(

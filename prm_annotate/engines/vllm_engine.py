@@ -23,7 +23,7 @@ from prm_annotate.engines.base import GenerationRequest, GenerationResult, Strea
 from prm_annotate.engines.context import ENGINE, Context
 from prm_annotate.engines.defaults import VLLMSettings
 from prm_annotate.engines.sampling import TokenLogprob, align_tokens
-from prm_annotate.engines.reasoning import TokenSplitter, template_thinks
+from prm_annotate.thinking.split import TokenSplitter, template_thinks
 from prm_annotate.engines.reaper import start_reaper, stop_reaper
 
 log = logging.getLogger(__name__)

@@ -322,23 +322,6 @@ SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED = (
 ROWS = (SAME, JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, UNPARSED)
 
 
-# Rows of the recovery rule's table (consensus --rule recovery): MC's and the judge's slips.
-SLIPS_DIFFER, CORRECTIONS_DIFFER = "slips differ", "corrections differ"
-RECOVERY_ROWS = (SAME, SLIPS_DIFFER, CORRECTIONS_DIFFER, UNPARSED)
-
-
-def recovery_row(mc: Any, judge: Any) -> str:
-    """The row of a pair of `Recovery` readings (None: the judge's is unparsed): the same slips
-    corrected at the same steps, other slips, or the same slips corrected elsewhere (or not)."""
-    if judge is None:
-        return UNPARSED
-    if mc == judge:
-        return SAME
-    if [s.step for s in mc.slips] != [s.step for s in judge.slips]:
-        return SLIPS_DIFFER
-    return CORRECTIONS_DIFFER
-
-
 def confusion_row(mc_first: int, judge_first: int | None) -> str:
     """The row of the confusion table where this pair of first errors belongs."""
     if judge_first is None:

@@ -68,7 +68,7 @@ def _recovery_example(rec: Any, recovery: Any, scores: list[float | None] | None
 
 def example_from(obj: dict[str, Any], path: str, where: str, recovery: bool = False) -> Example | str:
     """The labelled example of a record, or the reason it has none."""
-    if obj.get("thought_finished") is False:  # never labelled as if it had answered (traces.py)
+    if obj.get("thought_finished") is False:  # never labelled as if it had answered (thinking/tags.py)
         return "an unfinished thought (no </think> before the cut): no answer to label"
     if "labels" in obj:
         rec = _validated(Consensus, obj, path, where)

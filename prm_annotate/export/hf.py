@@ -24,7 +24,8 @@ from prm_annotate.errors import UsageError, require
 from prm_annotate.export.formats import ExportOptions, Provenance
 from prm_annotate.export.trl import TRL_CONSUMER, Stepwise
 from prm_annotate.io.manifest import source_runs
-from prm_annotate.evaluation.labels import RECOVERY_ROWS, ROWS
+from prm_annotate.evaluation.labels import ROWS
+from prm_annotate.recovery.consensus import RECOVERY_ROWS
 
 # Fields of a run's stats the cost table shows, in its order.
 COST_FIELDS = (("seconds", "seconds"), ("generated_tokens", "generated tokens"), ("prompt_tokens", "prompt tokens"),

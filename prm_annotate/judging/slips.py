@@ -1,6 +1,6 @@
 """The `slips` answer style and the `recovery` protocol: the paper's Appendix C format carried past
 the first error, so a judge says every slip of a trace and whether and where it is corrected
-(issue 49; the labels' shape is prm_annotate/recovery.py).
+(issue 49; the labels' shape is prm_annotate/recovery/labels.py).
 
 The judge analyses EVERY paragraph (numbered from 1), each `<analysis_k>` ending with one verdict
 line, then lists the slips in `<conclusion>`:
@@ -46,7 +46,7 @@ from typing import Any, Sequence
 from prm_annotate.judging.paper import _OPEN_ANALYSIS, _check_closing, the_conclusion
 from prm_annotate.judging.protocols import JudgeProtocol, Reading, read_each, strict_sampling
 from prm_annotate.judging.styles import JudgeStyle, ParseFailure
-from prm_annotate.recovery import Recovery, Slip
+from prm_annotate.recovery.labels import Recovery, Slip
 
 _NUMBER = r"[1-9][0-9]*"
 _VERDICT_LINE = re.compile(rf"Verdict: (no slip|slip)(?:, corrects (paragraph {_NUMBER}(?: and paragraph {_NUMBER})*))?")

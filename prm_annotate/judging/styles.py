@@ -42,7 +42,7 @@ TWO_VERDICTS = "two different verdicts"
 
 
 def one_verdict(parts: list[str], n_steps: int, parse: Callable[[str, int], Any]) -> tuple[str | None, str | None]:
-    """An answer that thought again between `parts` (traces.answer_parts): (the part to read, None)
+    """An answer that thought again between `parts` (thinking.tags.answer_parts): (the part to read, None)
     when its parts that hold a verdict agree, else (None, why): it has no single verdict and is
     never read as one of them."""
     read = []

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from prm_annotate.registry import Registry
-from prm_annotate.strategies.recovery_rules import SoftDrop
+from prm_annotate.recovery.rules import SoftDrop
 
 # Step 0 has no step before it: below this reward it is a slip (the PRM calls it more likely wrong).
 RECOVERED_FIRST_STEP = 0.5

@@ -10,7 +10,7 @@ The report has
   its kept step labels: the share of its step labels equal to the gold's step labels, compared on
   the steps both label (see `labels.step_labels`; a consensus file's own `labels` are used as they are);
 - where sources read slips and corrections (`recovery`, `mc.recovery`, `judge.recovery`:
-  reports/recovery.py), a `recovery` section: each such source's counts, its agreement with the
+  recovery/report.py), a `recovery` section: each such source's counts, its agreement with the
   gold's recovery when the gold file has one, and the share of traces each pair reads alike.
 """
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any
 from prm_annotate.errors import UsageError
 from prm_annotate.evaluation.evaluate import evaluate
 from prm_annotate.evaluation.labels import Gold, Prediction, load_predictions, step_labels
-from prm_annotate.reports.recovery import agreement as recovery_agreement
-from prm_annotate.reports.recovery import counts as recovery_counts
-from prm_annotate.reports.recovery import read_recoveries
+from prm_annotate.recovery.report import agreement as recovery_agreement
+from prm_annotate.recovery.report import counts as recovery_counts
+from prm_annotate.recovery.report import read_recoveries
 
 
 @dataclass

@@ -11,7 +11,7 @@ from prm_annotate.errors import InputError, UsageError
 from prm_annotate.evaluation.labels import MISSING, get_path, read_rows
 from prm_annotate.io.compact import IdHashes, IntSum, Numbers, id_hash
 from prm_annotate.io.jsonl import is_stream
-from prm_annotate.reports.recovery import count, counted, reading_of, recovery_field
+from prm_annotate.recovery.report import count, counted, reading_of, recovery_field
 from prm_annotate.settings import setting
 
 FIRST_ERROR_FIELDS = ("label", "first_error", "mc.first_error", "judge.first_error")
@@ -328,7 +328,7 @@ class Tokens(Tally):
 
 
 class Recoveries(Collector):
-    """Labels beyond the first error (reports/recovery.py): slips, corrected, uncaught, by field."""
+    """Labels beyond the first error (recovery/report.py): slips, corrected, uncaught, by field."""
 
     def __init__(self) -> None:
         self.readings: dict[str, Counter] = {}  # field -> the tally of its readings

@@ -97,7 +97,7 @@ RECOVERY_COLUMNS = (("slip P", "slip_precision"), ("slip R", "slip_recall"), ("s
 
 
 def recovery_rows_table(title: str, rows: dict[str, dict[str, Any]]) -> Table:
-    """Sources against a reference on slips and corrections (reports/recovery.agreement), one row each."""
+    """Sources against a reference on slips and corrections (recovery.report.agreement), one row each."""
     table = Table(title=title)
     table.add_column("source")
     table.add_column("traces", justify="right")

@@ -6,7 +6,7 @@ Aggregates (`reports.aggregates.AGGREGATES`): `min` (the weakest step; the defau
 `last` (the final step's score), `recovered` (the weakest step the trace does not correct: `min`
 over the steps left when each slip the trace corrects, and the steps until its correction, are
 set aside; a slip and its correction read from the step rewards by MC's `soft-drop` rule,
-strategies/recovery_rules.py: a drop of 0.25 against the step before, or step 0 below 0.5, and a
+recovery/rules.py: a drop of 0.25 against the step before, or step 0 below 0.5, and a
 later rise of 0.25). Under `min` a corrected slip costs as much as an uncorrected one; under
 `recovered` a trace that corrects its slip and answers right scores above the same trace without
 the correction (docs/rl-reward.md). A response the PRM cannot read (no steps, the step tag in its text,

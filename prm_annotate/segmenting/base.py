@@ -15,7 +15,7 @@ from typing import Any, ClassVar, NamedTuple, Sequence
 
 from prm_annotate.engines.sampling import TokenLogprob
 from prm_annotate.steps import record_joins
-from prm_annotate.traces import END, tag_spans
+from prm_annotate.thinking.tags import END, tag_spans
 
 Segmentation = tuple[list[str], list[str]]
 
@@ -114,7 +114,7 @@ def _moved(tokens: Sequence[TokenLogprob] | None, region: Span) -> list[TokenLog
 def segment_text(text: str, segmenter: Segmenter, tokens: Sequence[TokenLogprob] | None = None,
                  thinks: bool = False) -> Segmented:
     """`text` cut by `segmenter` (module docstring); `tokens` the sampled tokens' offsets into `text`
-    and log-probabilities, where known; `thinks`: the text holds a thought (traces.read_trace)."""
+    and log-probabilities, where known; `thinks`: the text holds a thought (thinking.tags.read_trace)."""
     if segmenter.needs_logprobs and tokens is None:
         raise SegmentError(f"segmenter {segmenter.name} needs the sampled tokens' log-probabilities")
     spans: list[Span] = []

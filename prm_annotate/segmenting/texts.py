@@ -2,7 +2,7 @@
 
 `segment_text(text, segmenter, tokens, thinks)` (in base.py, beside `Segmenter`, whose `segment`
 is it for a text with no thought) cuts `text` by a segmenter (the modules beside this
-one) between its `<think>`/`</think>` tags (traces.tag_spans), never across one:
+one) between its `<think>`/`</think>` tags (thinking.tags.tag_spans), never across one:
 
 - a text with no tag and no thought is cut whole, as the segmenter cuts it;
 - any other is cut region by region (the text between two tags, or a tag and an end), each region's
@@ -13,7 +13,7 @@ one) between its `<think>`/`</think>` tags (traces.tag_spans), never across one:
   them when there is none: an unfinished thought). A preamble the model wrote before its own
   `<think>` counts with the thought (its steps come before `</think>`); an answer that thinks again
   keeps its second thought's steps among the answer's, the tags in the joins, and the grader reads
-  its answers apart (traces.answer_parts).
+  its answers apart (thinking.tags.answer_parts).
 
 Steps and joins come from spans of the text, never found again in it: `join_steps(steps, joins)` is
 `text` from the first step's first character to the last step's last, byte for byte.
@@ -28,11 +28,11 @@ from typing import Any, Mapping, Sequence
 from prm_annotate.engines.sampling import TokenLogprob
 from prm_annotate.segmenting.base import Segmented, Segmenter, segment_text
 from prm_annotate.steps import DEFAULT_SEP, join_record, join_steps
-from prm_annotate.traces import OPEN, Trace, read_trace
+from prm_annotate.thinking.tags import OPEN, Trace, read_trace
 
 
 def segment_trace(trace: Trace, segmenter: Segmenter, tokens: Sequence[TokenLogprob] | None = None) -> Segmented:
-    """A completion read as a trace (traces.read_trace), cut: its thought's steps, then its answer's."""
+    """A completion read as a trace (thinking.tags.read_trace), cut: its thought's steps, then its answer's."""
     return segment_text(trace.text, segmenter, tokens, trace.thinks)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import orjson
 
@@ -143,26 +143,40 @@ class Cascade:
         """The second judge's block gets the cascade's account, the first judge's block in it."""
         judge["cascade"] = decision.record(self.kind.name, self.threshold, self.first.sha256, first=block)
 
-    def plan(self, records: list[Any]) -> tuple[list[Any], str]:
-        """The records this judge would be asked (`plan judge`), and a note of the rest: what the first
-        judge decided and what it already cost, at its own size."""
+    def plan(self, records: Iterable[Any]) -> tuple[Iterator[Any], Callable[[], str]]:
+        """The records this judge would be asked (`plan judge`), as they are read, and what says the
+        rest once they are all read: what the first judge decided and what it already cost, at its
+        own size."""
         from prm_annotate.engines.bill import Bill, amount
 
-        asked, spent = [], Bill(params=self.first.params, params_from="given" if self.first.params else "unknown")
-        for r in records:
-            block = self.first.blocks.get(r.id)
-            if block is None:
-                continue  # refused by the run: not in the first file
-            b = block.get("bill") or {}
-            spent = spent + Bill(requests=b.get("requests", 0), prompt_tokens=b.get("prompt_tokens", 0),
-                                 decode_tokens=b.get("generated_tokens", 0), thought_tokens=b.get("thought_tokens", 0),
-                                 params=spent.params, params_from=spent.params_from)
-            if decide(block, self.kind, self.threshold).by == SECOND:
-                asked.append(r)
-        compute = "at an unknown size" if spent.compute is None else f"{spent.compute:,.4g} billion-parameter-tokens"
-        return asked, (f"cascade: {len(asked):,} of {len(records):,} responses go to this judge ({self.kind.name} "
-                       f"below {self.threshold:.4g}); the first judge ({self.first.model}) already spent "
-                       f"{amount(spent.prefill_tokens)} prefill + {amount(spent.decode_tokens)} decode tokens, {compute}")
+        spent = Bill(params=self.first.params, params_from="given" if self.first.params else "unknown")
+        counts = {"read": 0, "asked": 0}
+
+        def asked() -> Iterator[Any]:
+            nonlocal spent
+            for r in records:
+                counts["read"] += 1
+                block = self.first.blocks.get(r.id)
+                if block is None:
+                    continue  # refused by the run: not in the first file
+                b = block.get("bill") or {}
+                spent = spent + Bill(requests=b.get("requests", 0), prompt_tokens=b.get("prompt_tokens", 0),
+                                     decode_tokens=b.get("generated_tokens", 0),
+                                     thought_tokens=b.get("thought_tokens", 0),
+                                     params=spent.params, params_from=spent.params_from)
+                if decide(block, self.kind, self.threshold).by == SECOND:
+                    counts["asked"] += 1
+                    yield r
+
+        def said() -> str:
+            compute = ("at an unknown size" if spent.compute is None
+                       else f"{spent.compute:,.4g} billion-parameter-tokens")
+            return (f"cascade: {counts['asked']:,} of {counts['read']:,} responses go to this judge "
+                    f"({self.kind.name} below {self.threshold:.4g}); the first judge ({self.first.model}) already "
+                    f"spent {amount(spent.prefill_tokens)} prefill + {amount(spent.decode_tokens)} decode tokens, "
+                    f"{compute}")
+
+        return asked(), said
 
     def note(self, stats: Mapping[str, int]) -> str:
         """The summary's line: who decided this run's records."""

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from prm_annotate.engines.sampling import JUDGE_BUDGET, POLICY_BUDGET, Sampling, SamplingOverrides, sampling_fields
 from prm_annotate.errors import UsageError
-from prm_annotate.engines.reasoning import reasoning_parsers
+from prm_annotate.thinking.split import reasoning_parsers
 from prm_annotate.judging import JUDGE_PROMPTS, JUDGE_PROTOCOLS, JUDGE_STYLES
 from prm_annotate.judging.cascade import CONFIDENCES
 from prm_annotate.io.prompt_files import DEFAULT_SYSTEM_PROMPT, SYSTEM_PROMPTS
@@ -28,7 +28,7 @@ from prm_annotate.segmenting import SEGMENTERS
 from prm_annotate.settings import Setting, declare, group, setting
 from prm_annotate.steps import DEFAULT_SEP, STEP_SEP
 from prm_annotate.strategies import STRATEGIES
-from prm_annotate.strategies.recovery_rules import RECOVERY_RULES, RecoveryRule, make_recovery_rule
+from prm_annotate.recovery.rules import RECOVERY_RULES, RecoveryRule, make_recovery_rule
 from prm_annotate.strategies.zero_rules import ALL_K, DEFAULT_TOLERANCE, ZERO_RULES, ZeroRule, make_zero_rule
 
 LABELS = ("hard", "soft")
@@ -97,7 +97,7 @@ class SampleConfig:
         system_prompt: a built-in name (prm_annotate.io.prompt_files.SYSTEM_PROMPTS), a file, or
             "none"; None: the default (Qwen2.5-Math-Instruct's chain-of-thought prompt).
         reasoning: how a thinking policy's thought is told from its answer: "auto" (None: the
-            same), "think", "off", or a vLLM reasoning parser (stages/thinking.py). With a thought,
+            same), "think", "off", or a vLLM reasoning parser (thinking/probe.py). With a thought,
             max tokens left at the policy's budget rise to its thinking one (POLICY_BUDGET).
         segment: how a response is cut into steps (segmenting.SEGMENTERS; docs/pipeline.md).
         segment_options: the segmenter's settings as "KEY=VALUE" texts (its dataclass fields).
@@ -157,7 +157,7 @@ class RolloutConfig:
             command's default (256 in process, 0 over HTTP), 0 for the stage.
         keep_completions: with their verdicts, so a reviewer sees what made a step 0.
         recovery_rule: MC's reading of slips and their corrections, written as `mc.recovery`
-            (strategies/recovery_rules.py: "soft-drop"); None: none written (the default).
+            (recovery/rules.py: "soft-drop"); None: none written (the default).
         recovery_drop: the soft-drop rule's drop (None: its default, 0.25).
     """
 
@@ -245,7 +245,7 @@ class JudgeConfig:
         protocol: how the judge is sampled and read (judging.JUDGE_PROTOCOLS).
         sampling: the sampling given (None where not).
         reasoning: how a reasoning judge's thought is split off before its answer is parsed: "auto"
-            (None: the same), "think", "off", or a vLLM reasoning parser (engines/reasoning.py).
+            (None: the same), "think", "off", or a vLLM reasoning parser (thinking/split.py).
         keep_reasoning: keep each vote's thought in the record (its token count is always kept).
         verdict_logprobs: ask for the sampled tokens' log-probabilities and keep each vote's verdict's
             (`judge.verdict_logprobs`): a first judge's confidence (judging/cascade.py).

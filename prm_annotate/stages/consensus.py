@@ -1,7 +1,7 @@
 """consensus: keep the steps where MC estimation and the LLM judge agree on the first error.
 
 `--rule` names what they must agree on (CONSENSUS_RULES): `paper` (the default, the paper's: the
-first error, as below) or `recovery` (labels beyond the first error, prm_annotate/recovery.py):
+first error, as below) or `recovery` (labels beyond the first error, prm_annotate/recovery/labels.py):
 kept when MC's reading (`mc.recovery`, rollout --recovery-rule) and the judge's (`judge.recovery`,
 a recovery protocol) name the same slips corrected at the same steps (no slip on both agrees; a
 null judge reading never agrees). Its kept record holds every step, labelled by the slips: a slip
@@ -44,8 +44,9 @@ from prm_annotate.stages.judged_file import JudgedIndex
 from prm_annotate.pipeline.runner import Outcome, RunOptions, RunSummary, StageBase, finished_ids, run_stage
 from prm_annotate.pipeline.summary import Nouns
 # The confusion table's rows live with the label readers: the report counts by them too.
-from prm_annotate.evaluation.labels import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, RECOVERY_ROWS, ROWS,  # noqa: F401
-                                         SAME, UNPARSED, confusion_row, recovery_row)
+from prm_annotate.evaluation.labels import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, ROWS,  # noqa: F401
+                                         SAME, UNPARSED, confusion_row)
+from prm_annotate.recovery.consensus import RECOVERY_ROWS, recovery_row
 
 # Why a rollout is not kept, besides its row: the summary sentence's reasons.
 NO_JUDGED, NOT_ROLLED_OUT = "not in the judged file", "not rolled out by verify"

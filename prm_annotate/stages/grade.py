@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from prm_annotate.grading.grader import Agreement, Grader
-from prm_annotate.grading.thinking import finished_by_length, grade_traces
+from prm_annotate.thinking.grading import finished_by_length, grade_traces
 from prm_annotate.records import GradeInput, Graded
 from prm_annotate.pipeline.runner import Outcome, RunSummary, StageBase
 from prm_annotate.pipeline.summary import Nouns
 from prm_annotate.settings import setting
 from prm_annotate.steps import DEFAULT_SEP, join_steps
 from prm_annotate.segmenting.texts import record_trace
-from prm_annotate.traces import Trace
+from prm_annotate.thinking.tags import Trace
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ class GradeStage(StageBase):
 
     def _trace(self, record: GradeInput, text: str) -> Trace:
         """A thinking response (`thought_steps`) is graded by its answer only, an unfinished thought
-        not at all (grading/thinking.py); any other text as it is."""
+        not at all (thinking/grading.py); any other text as it is."""
         extra = record.model_extra or {}
         thought_steps = extra.get("thought_steps")
         if record.steps is None or not isinstance(thought_steps, int) or isinstance(thought_steps, bool):

@@ -17,7 +17,7 @@ protocol (`--protocol`, prm_annotate/judging/protocols.py) says how votes are sa
 
 A reasoning judge's thought is split off before its verdict is read (`--reasoning`: the engine
 splits it, in process with vLLM's reasoning parser or the plain `<think>` split, over HTTP the
-server: prm_annotate/engines/reasoning.py); its tokens are recorded apart from the answer's. A vote
+server: prm_annotate/thinking/split.py); its tokens are recorded apart from the answer's. A vote
 cut at max_tokens (finish reason `length`: a thought with no answer, or a cut answer) is recorded
 as cut and never parsed under `strict`.
 
@@ -25,7 +25,7 @@ An answer that thinks again (a `<think>` block after the first `</think>`) and g
 each side is read only when its verdicts agree; two different verdicts are refused as unparsed
 with that reason (never one of them picked), as two verdicts in one answer are by the style's
 parser. Under `--reasoning auto` over HTTP, the first response's first vote is asked alone before
-the batch (stages/thinking.py): a thought inside the content (a server with no reasoning parser)
+the batch (thinking/probe.py): a thought inside the content (a server with no reasoning parser)
 is split here from then on, and an answer that cannot tell stops the run (exit status 2).
 
 Before a record's first vote its prompt is measured against the judge's context
@@ -52,7 +52,7 @@ from typing import Any
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.engines.bill import charge, record_bill
-from prm_annotate.engines.reasoning import THINK
+from prm_annotate.thinking.split import THINK
 from prm_annotate.engines.sampling import JUDGE_BUDGET, sampling_record
 from prm_annotate.judging.cascade import FIRST, Decision, verdict_logprob
 from prm_annotate.stages.cascade import Cascade
@@ -61,14 +61,14 @@ from prm_annotate.judging import (JUDGE_PROMPTS, JUDGE_PROTOCOLS, JudgePrompt, R
 from prm_annotate.records import Judged, Response
 from prm_annotate.pipeline.runner import Outcome, RunSummary
 from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
-from prm_annotate.seeds import derive_seed
+from prm_annotate.stages.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage
 from prm_annotate.stages.context_check import ContextCheck, clamp
 from prm_annotate.stages.config import JudgeConfig, configured, entry
-from prm_annotate.stages.thinking import AUTO, UNANSWERED, ProbeAnswer, asked, on_server, probed, template_state
+from prm_annotate.thinking.probe import AUTO, UNANSWERED, ProbeAnswer, asked, on_server, probed, template_state
 from prm_annotate.judging.styles import one_verdict
-from prm_annotate.traces import CLOSED, answer_parts, thinks_again
+from prm_annotate.thinking.tags import CLOSED, answer_parts, thinks_again
 
 
 @dataclass(frozen=True)

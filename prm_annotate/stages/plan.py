@@ -43,16 +43,24 @@ says what the run costs if a named model of it holds; it is an upper figure, not
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import itertools
 import re
+import shutil
+import sys
+import tempfile
+from array import array
+from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from prm_annotate.engines.bill import UNIT, billions, model_params
 from prm_annotate.engines.defaults import CPU_BLOCK_SIZE
 from prm_annotate.errors import InputError
 from prm_annotate.io.inputs import read_records
+from prm_annotate.io.jsonl import STDIO
 from prm_annotate.records import Response
 from prm_annotate.strategies import Plan, Probe, ProbeResult
 
@@ -186,7 +194,7 @@ def model_context(model: str) -> int | None:
     return int(length) if isinstance(length, int) else None
 
 
-def context_notes(counted_by: str, longest_prompts: list[int], budget: int, engine_info: dict[str, Any],
+def context_notes(counted_by: str, longest_prompts: Iterable[int], budget: int, engine_info: dict[str, Any],
                   what: str) -> list[str]:
     """What the stage's context check (engines/context.py) will do with these records' longest
     prompts: how many it refuses and clamps (none said when the prompts were not counted by the
@@ -197,11 +205,13 @@ def context_notes(counted_by: str, longest_prompts: list[int], budget: int, engi
     if length is None or not counted_by.startswith("tokenizer"):
         return []
     context = Context(length, "config", ENGINE)
-    fits = [fit(p, budget, context) for p in longest_prompts]
-    refused, clamped = sum(f.refused is not None for f in fits), sum(f.clamped for f in fits)
+    counted = refused = clamped = 0
+    for p in longest_prompts:
+        f = fit(p, budget, context)
+        counted, refused, clamped = counted + 1, refused + (f.refused is not None), clamped + f.clamped
     if not refused and not clamped:
         return []
-    return [f"context: {refused} of {len(fits)} records' {what} leave too little of the model's {length:,}-token "
+    return [f"context: {refused} of {counted} records' {what} leave too little of the model's {length:,}-token "
             f"context (max_position_embeddings) and will be refused, {clamped} clamped below {budget} tokens; "
             "the figures count them as if run (a --max-model-len below it refuses more)"]
 
@@ -216,19 +226,38 @@ def _tokenizer(model: str) -> Any:
         return None
 
 
-def _read(path: str, model: type) -> list[Any]:
-    """The input validated whole: a bad line is exit 2 naming file and line, as the stage says it."""
+def _read(path: str, model: type, name: str) -> Iterator[Any]:
+    """The input's records one by one, each validated: a bad line is exit 2 naming the file (`name`:
+    `path` may be standard input's copy) and line, as the stage says it. Nothing is written before
+    the estimate is made, so a bad line anywhere still changes nothing."""
     from pydantic import ValidationError
 
     from prm_annotate.records import describe_validation_error
 
-    out = []
-    for where, row in read_records(path):
-        try:
-            out.append(model.model_validate(row))
-        except ValidationError as exc:
-            raise InputError(path, where, describe_validation_error(exc)) from None
-    return out
+    try:
+        for where, row in read_records(path):
+            try:
+                yield model.model_validate(row)
+            except ValidationError as exc:
+                raise InputError(name, where, describe_validation_error(exc)) from None
+    except InputError as exc:
+        if exc.path == name:
+            raise
+        raise InputError(name, exc.where, exc.message) from None
+
+
+@contextlib.contextmanager
+def _rereadable(path: str) -> Iterator[str]:
+    """A path that can be read twice: the file itself, or standard input copied to a temporary
+    file named as standard input's records are (`stdin`: the stem a record without an id takes)."""
+    if path != STDIO:
+        yield path
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        copy_of_stdin = Path(folder) / "stdin.jsonl"
+        with open(copy_of_stdin, "wb") as fh:
+            shutil.copyfileobj(sys.stdin.buffer, fh)
+        yield str(copy_of_stdin)
 
 
 # ---- a strategy's plans walked over every assignment of step labels ----------------------------
@@ -288,68 +317,60 @@ def _bounds(walks: Walks, k: int, probe_able: int, weight: Callable[[int], float
 
 def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Estimate:
     """The estimate of `rollout path` with `config` (a RolloutConfig) and the engine `engine_info`
-    describes (`EngineConfig.describe()`: its model, and `model_params` when given)."""
+    describes (`EngineConfig.describe()`: its model, and `model_params` when given). The input is
+    read twice (the policy's lengths, then the requests), holding one problem's run of responses."""
     from prm_annotate.stages.judged_file import JudgedFile
     from prm_annotate.stages.rollout import RolloutStage, rollout_input_model
 
     judged = JudgedFile.load(config.judged) if config.judged is not None else None
     stage = RolloutStage(template_only(str(engine_info.get("model", ""))), config, engine_info=engine_info,
                          judged_file=judged)
-    records: list[Any] = _read(path, rollout_input_model(stage.prompts, judged))
+    model = rollout_input_model(stage.prompts, judged)
     count, counted_by = prompt_counter(str(engine_info.get("model", "")))
     k, strategy, notes = config.k, stage.strategy, []
     exhaustive = strategy.name == "exhaustive"
     witnesses = config.share_prefixes and getattr(strategy, "uses_witnesses", False)
     budget = stage.config.sampling.max_tokens
-    longest, of_problem = _policy_lengths(records)
     walked: dict[tuple, Walks] = {}
-    per_record: list[dict[str, Bound]] = []
-    keys_of: list[set[str]] = []
-    last_prompts: list[int] = []
-    for record in records:
-        n = len(record.steps)
-        probe_able = max(0, n - 1)
-        prompts = [count(stage._request(record, Probe(s, 0))) for s in range(probe_able)]
-        last_prompts += prompts[-1:]  # a prefix grows with its step: the record's longest prompt
-        lengths = _modelled_lengths(prompts, of_problem.get(record.problem, longest), budget)
-        distinct = set()
-        if exhaustive:
-            figures = _exact(probe_able, k, prompts)
-            figures["decode_modelled"] = Bound(0, k * sum(lengths))
-        else:
-            lasts = [record.correct] if record.correct is not None else [True, False]
-            claim = judged.claim(record.id) if judged is not None else None
-            low = high = None
-            for last in lasts:
-                key = (n, last, None if claim is None else (claim.first_error, getattr(claim, "parsed", None)))
-                if key not in walked:
-                    walked[key] = walk_plan(stage._plan(record, last), probe_able)
-                    if not walked[key].complete:
-                        notes.append(f"a {n}-step response has more than {MAX_LEAVES} label walks: "
-                                     "bounded by K at every step")
-                c = _bounds(walked[key], k, probe_able, lambda s: 1)
-                p = _bounds(walked[key], k, probe_able, lambda s: prompts[s])
-                # the modelled prefill: each probed step's prompt once, its repeats their tails
-                u = _bounds(walked[key], k, probe_able, lambda s: (prompts[s] + (k - 1) * _tail(prompts[s])) / k)
-                d = _bounds(walked[key], k, probe_able, lambda s: lengths[s])
-                low = (c[0], p[0], u[0], d[0]) if low is None else tuple(map(min, low, (c[0], p[0], u[0], d[0])))
-                high = (c[1], p[1], u[1], d[1]) if high is None else tuple(map(max, high, (c[1], p[1], u[1], d[1])))
-            figures = {"completions": Bound(low[0], high[0]), "prompt_tokens": Bound(low[1], high[1]),
-                       "prefill_modelled": Bound(min(low[2], high[2]), high[2]),
-                       "decode_modelled": Bound(0, high[3])}
-            if witnesses:
-                figures = {name: Bound(0, b.high) for name, b in figures.items()}
-        per_record.append(figures)
-        if config.share_prefixes:
-            distinct = {stage._request(record, Probe(s, i)).key for s in range(probe_able) for i in range(k)}
-        keys_of.append(distinct)
-    completions = sum((f["completions"] for f in per_record), ZERO)
-    prompt = sum((f["prompt_tokens"] for f in per_record), ZERO)
-    prefill_modelled = sum((f["prefill_modelled"] for f in per_record), ZERO)
+    records, completions, prompt, prefill_modelled, decode_high = 0, ZERO, ZERO, ZERO, 0
+    shared = (ZERO, ZERO, ZERO)  # requests, prompt and prefill tokens when prefixes are shared
+    last_prompts = array("q")
+    with _rereadable(path) as source:
+        longest, of_problem = _policy_lengths(_read(source, model, path))
+        # a run: consecutive responses of one problem and answer, as the stage groups them
+        for _, run in itertools.groupby(_read(source, model, path), key=lambda r: (r.problem, r.answer)):
+            run_figures: list[dict[str, Bound]] = []
+            run_keys: list[set[str]] = []
+            for record in run:
+                records += 1
+                n = len(record.steps)
+                probe_able = max(0, n - 1)
+                prompts = [count(stage._request(record, Probe(s, 0))) for s in range(probe_able)]
+                last_prompts.extend(prompts[-1:])  # a prefix grows with its step: the record's longest prompt
+                lengths = _modelled_lengths(prompts, of_problem.get(record.problem, longest), budget)
+                distinct = set()
+                if exhaustive:
+                    figures = _exact(probe_able, k, prompts)
+                    figures["decode_modelled"] = Bound(0, k * sum(lengths))
+                else:
+                    figures = _walked_figures(stage, record, judged, walked, notes, k, prompts, lengths)
+                    if witnesses:
+                        figures = {name: Bound(0, b.high) for name, b in figures.items()}
+                completions += figures["completions"]
+                prompt += figures["prompt_tokens"]
+                prefill_modelled += figures["prefill_modelled"]
+                decode_high += figures["decode_modelled"].high
+                if config.share_prefixes:
+                    distinct = {stage._request(record, Probe(s, i)).key for s in range(probe_able) for i in range(k)}
+                run_figures.append(figures)
+                run_keys.append(distinct)
+            if config.share_prefixes:
+                shared = tuple(total + part for total, part in
+                               zip(shared, _shared(run_figures, run_keys, exhaustive, k)))
     requests = completions
     if config.share_prefixes:
-        requests, prompt, prefill_modelled = _shared(records, per_record, keys_of, exhaustive, k)
-    decode_modelled = None if longest is None else sum(f["decode_modelled"].high for f in per_record)
+        requests, prompt, prefill_modelled = shared
+    decode_modelled = None if longest is None else decode_high
     if longest is not None and config.share_prefixes and completions.high:
         decode_modelled *= requests.high / completions.high  # the shared completions are made once
     if longest is None:
@@ -362,7 +383,34 @@ def estimate_rollout(path: str, config: Any, engine_info: dict[str, Any]) -> Est
     if not exhaustive:
         notes.append(f"{strategy.name}: bounded over every assignment of step labels its plans can meet")
     notes += context_notes(counted_by, last_prompts, budget, engine_info, "longest prefixes (the last step's)")
-    return _with_compute(Estimate("rollout", len(records), figures, *model_params(engine_info), counted_by, notes))
+    return _with_compute(Estimate("rollout", records, figures, *model_params(engine_info), counted_by, notes))
+
+
+def _walked_figures(stage: Any, record: Any, judged: Any, walked: dict[tuple, Walks], notes: list[str], k: int,
+                    prompts: list[int], lengths: list[int]) -> dict[str, Bound]:
+    """A record's figures under a strategy that decides as it goes: its plans walked (once per step
+    count, last answer and judge's claim: `walked`) for every last answer it may have."""
+    n = len(record.steps)
+    probe_able = max(0, n - 1)
+    lasts = [record.correct] if record.correct is not None else [True, False]
+    claim = judged.claim(record.id) if judged is not None else None
+    low = high = None
+    for last in lasts:
+        key = (n, last, None if claim is None else (claim.first_error, getattr(claim, "parsed", None)))
+        if key not in walked:
+            walked[key] = walk_plan(stage._plan(record, last), probe_able)
+            if not walked[key].complete:
+                notes.append(f"a {n}-step response has more than {MAX_LEAVES} label walks: "
+                             "bounded by K at every step")
+        c = _bounds(walked[key], k, probe_able, lambda s: 1)
+        p = _bounds(walked[key], k, probe_able, lambda s: prompts[s])
+        # the modelled prefill: each probed step's prompt once, its repeats their tails
+        u = _bounds(walked[key], k, probe_able, lambda s: (prompts[s] + (k - 1) * _tail(prompts[s])) / k)
+        d = _bounds(walked[key], k, probe_able, lambda s: lengths[s])
+        low = (c[0], p[0], u[0], d[0]) if low is None else tuple(map(min, low, (c[0], p[0], u[0], d[0])))
+        high = (c[1], p[1], u[1], d[1]) if high is None else tuple(map(max, high, (c[1], p[1], u[1], d[1])))
+    return {"completions": Bound(low[0], high[0]), "prompt_tokens": Bound(low[1], high[1]),
+            "prefill_modelled": Bound(min(low[2], high[2]), high[2]), "decode_modelled": Bound(0, high[3])}
 
 
 def _modelled_lengths(prompts: list[int], longest: int | None, budget: int) -> list[int]:
@@ -379,41 +427,21 @@ def _exact(probe_able: int, k: int, prompts: list[int]) -> dict[str, Bound]:
             "prefill_modelled": Bound(*[sum(p + (k - 1) * _tail(p) for p in prompts)] * 2)}
 
 
-def _shared(records: list[Any], per_record: list[dict[str, Bound]], keys_of: list[set[str]], exhaustive: bool,
+def _shared(figures: list[dict[str, Bound]], keys: list[set[str]], exhaustive: bool,
             k: int) -> tuple[Bound, Bound, Bound]:
-    """The engine's requests and prompt tokens when responses of one problem share prefixes: runs of
-    consecutive responses of one problem and answer (as the stage groups them). Exhaustive: exactly
-    the distinct keys; else between the run's largest response and the sum."""
-    runs: list[list[int]] = []
-    for i, r in enumerate(records):
-        if runs and (records[runs[-1][-1]].problem, records[runs[-1][-1]].answer) == (r.problem, r.answer):
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    requests = prompt = distinct = ZERO
-    for run in runs:
-        if exhaustive:
-            keys = set().union(*(keys_of[i] for i in run))
-            share = len(keys) / max(1, sum(len(keys_of[i]) for i in run))
-            total_prompt = sum(per_record[i]["prompt_tokens"].high for i in run) * share
-            requests += Bound(len(keys), len(keys))
-            # the same prefixes' prompts: the run's prompt tokens scaled by its distinct share
-            prompt += Bound(total_prompt, total_prompt)
-            # each distinct prompt once, and each of its repeats at most a block past the cached ones
-            once = total_prompt / k + len(keys) * (1 - 1 / k) * CACHE_BLOCK
-            distinct += Bound(once, once)
-        else:
-            for name in ("completions", "prompt_tokens", "prefill_modelled"):
-                low = max(per_record[i][name].low for i in run)
-                high = sum(per_record[i][name].high for i in run)
-                bound = Bound(low, high)
-                if name == "completions":
-                    requests += bound
-                elif name == "prompt_tokens":
-                    prompt += bound
-                else:
-                    distinct += bound
-    return requests, prompt, distinct
+    """The engine's requests, prompt and modelled prefill tokens for one run of responses (of one
+    problem and answer, as the stage groups them) sharing prefixes. Exhaustive: exactly the distinct
+    keys; else between the run's largest response and the sum."""
+    if exhaustive:
+        distinct = set().union(*keys)
+        share = len(distinct) / max(1, sum(len(keys_of) for keys_of in keys))
+        total_prompt = sum(f["prompt_tokens"].high for f in figures) * share
+        # the same prefixes' prompts: the run's prompt tokens scaled by its distinct share; each
+        # distinct prompt once, and each of its repeats at most a block past the cached ones
+        once = total_prompt / k + len(distinct) * (1 - 1 / k) * CACHE_BLOCK
+        return Bound(len(distinct), len(distinct)), Bound(total_prompt, total_prompt), Bound(once, once)
+    return tuple(Bound(max(f[name].low for f in figures), sum(f[name].high for f in figures))
+                 for name in ("completions", "prompt_tokens", "prefill_modelled"))
 
 
 def _tail(prompt: int) -> int:
@@ -422,7 +450,7 @@ def _tail(prompt: int) -> int:
     return prompt - CACHE_BLOCK * ((prompt - 1) // CACHE_BLOCK) if prompt > 0 else 0
 
 
-def _policy_lengths(records: list[Any]) -> tuple[int | None, dict[str, int]]:
+def _policy_lengths(records: Iterable[Any]) -> tuple[int | None, dict[str, int]]:
     """The input's longest response and each problem's (`generator.generated_tokens`): the policy's
     own lengths, which the modelled decode takes a completion's from."""
     of_problem: dict[str, int] = {}
@@ -484,7 +512,7 @@ def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estim
     from prm_annotate.stages.judge import JudgeStage
 
     stage = JudgeStage(None, config, engine_info=engine_info)
-    records = _read(path, Response)
+    records: Iterable[Any] = _read(path, Response, path)
     cascaded = None
     if stage.cascade is not None:  # only the escalated records are this judge's
         records, cascaded = stage.cascade.plan(records)
@@ -494,11 +522,11 @@ def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estim
     budget = stage.sampling.max_tokens
     constrained = config.constrained
     thinks = stage.reasoning is not None  # a thought before the verdict: its length is not modelled
-    requests = len(records) * first * (2 if constrained else 1)
     prompt = decode = ZERO
     prefill = 0  # the modelled prefill: each record's prompt once, each constrained analysis once more
-    judge_prompts: list[int] = []
+    judge_prompts, asked = array("q"), 0
     for record in records:
+        asked += 1
         p = count(stage._request(record, 0))
         judge_prompts.append(p)
         # The paragraphs as the prompt lays them out: what a verdict reads, paragraph by paragraph.
@@ -517,8 +545,9 @@ def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estim
             prompt += Bound(first * p, first * p, first * p)
             decode += Bound(0, votes * budget, votes * verdict)
             prefill += p + (first - 1) * _tail(p)
+    requests = asked * first * (2 if constrained else 1)
     figures = {
-        "requests": Bound(requests, requests), "completions": Bound(len(records) * votes, len(records) * votes),
+        "requests": Bound(requests, requests), "completions": Bound(asked * votes, asked * votes),
         "prompt_tokens": Bound(prompt.low, prompt.high, None if prompt.exact else prompt.modelled),
         "prefill_tokens": Bound(requests, prompt.high, prefill),
         # low: one token per request (a request of n votes makes at least one)
@@ -527,9 +556,9 @@ def estimate_judge(path: str, config: Any, engine_info: dict[str, Any]) -> Estim
     params, params_from = model_params(engine_info)
     said = ("the budget (a thinking judge's thought is not modelled)" if thinks
             else "each verdict as long as the paragraphs it reads, then its answer")
-    notes = [f"judge: the modelled decode is {said}: a model of the judge, not a bound"] + ([cascaded] if cascaded else [])
+    notes = [f"judge: the modelled decode is {said}: a model of the judge, not a bound"] + ([cascaded()] if cascaded else [])
     notes += context_notes(counted_by, judge_prompts, budget, engine_info, "judge prompts")
-    return _with_compute(Estimate("judge", len(records), figures, params, params_from, counted_by, notes))
+    return _with_compute(Estimate("judge", asked, figures, params, params_from, counted_by, notes))
 
 
 def by_stage() -> dict[str, Callable[..., Estimate]]:

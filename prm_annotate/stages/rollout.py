@@ -52,13 +52,13 @@ Decisions:
   found of it (`mc.verified`), the claim (`mc.judge_first_error`) and the file's sha256
   (`mc.judged_sha256`, also in the manifest with its path), so a resume against another judged
   file can be refused.
-- A thinking response (`thought_steps` set, prm_annotate/traces.py): the prefix of step j is
+- A thinking response (`thought_steps` set, prm_annotate/thinking/tags.py): the prefix of step j is
   its steps joined by `step_joins` (the join after the thought's last step holds `</think>`),
   after `<think>\n` where the template's generation prompt does not open the thought itself; in
   process it is appended raw to the generation prompt (`append_raw`), so a template that strips
   thoughts from assistant turns (Qwen3's, R1's) never strips the prefix being continued, and a
   prefix inside the thought is continued as that thought (never a second `<think>`). Each
-  completion's answer is read after `</think>` (grading/thinking.py): a completion that never
+  completion's answer is read after `</think>` (thinking/grading.py): a completion that never
   closed its thought has no answer (wrong, or as `--cut-completions` says when cut; counted in
   `mc.cut_in_thought`). A response whose thought is unfinished (`thought_finished: false`) or
   that has no single answer is set aside (no record, its reason counted in the summary): its
@@ -97,16 +97,16 @@ from prm_annotate.io.prompt_files import NO_PROMPT, SYSTEM_PROMPTS, PromptFile
 from prm_annotate.records import Response, Rollout
 from prm_annotate.pipeline.runner import Outcome, RunSummary
 from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
-from prm_annotate.seeds import derive_seed
+from prm_annotate.stages.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job, Round, one_unit_each
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
 from prm_annotate.grading.grader import Verdict
-from prm_annotate.grading.thinking import TWO_ANSWERS, UNFINISHED, finished_by_length, grade_traces
+from prm_annotate.thinking.grading import TWO_ANSWERS, UNFINISHED, finished_by_length, grade_traces
 from prm_annotate.stages.config import RolloutConfig, configured, reasoning_budget
 from prm_annotate.stages.context_check import ContextCheck
-from prm_annotate.stages.thinking import template_state
+from prm_annotate.thinking.probe import template_state
 from prm_annotate.segmenting.texts import record_trace
-from prm_annotate.traces import MODEL, OPEN, continuation_opening, read_trace
+from prm_annotate.thinking.tags import MODEL, continuation_opening, read_trace, written_state
 from prm_annotate.stages.judged_file import JudgedFile
 from prm_annotate.steps import join_steps, prefix_text
 from prm_annotate.strategies import Plan, Probe, ProbeResult, get_strategy
@@ -353,8 +353,7 @@ class RolloutStage(ModelStage):
         out: dict[int, Verdict] = dict(zip(plain, self.grader.grade_many([pairs[i][:2] for i in plain],
                                                                          [pairs[i][3] for i in plain])))
         thinking = [i for i in range(len(pairs)) if i not in out]
-        traces = [read_trace(pairs[i][1], OPEN if not pairs[i][1].lstrip().startswith("<think>") else MODEL)
-                  for i in thinking]
+        traces = [read_trace(pairs[i][1], written_state(pairs[i][1])) for i in thinking]
         for i, trace, verdict in zip(thinking, traces, grade_traces(self.grader, [pairs[i][0] for i in thinking],
                                                                     traces, [pairs[i][3] for i in thinking])):
             out[i] = Verdict(None, False, UNFINISHED) if not trace.finished else verdict

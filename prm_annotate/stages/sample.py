@@ -10,10 +10,10 @@ attempt), up to `empty_retries` more times; the attempt is recorded in `generato
 If every attempt is blank, the problem fails (exit status 1, named in the summary) rather than
 having fewer than n responses written: an input is finished only when all n of its ids exist.
 
-A thinking policy (`reasoning`, stages/thinking.py): each completion is read as a thought and an
-answer (prm_annotate/traces.py), its steps are the thought's then the answer's (`thought_steps`,
+A thinking policy (`reasoning`, thinking/probe.py): each completion is read as a thought and an
+answer (prm_annotate/thinking/tags.py), its steps are the thought's then the answer's (`thought_steps`,
 `step_joins`), its tokens counted apart (`generator.thought_tokens`, `answer_tokens`), and only
-the answer is graded (grading/thinking.py): a thought with no `</think>` is kept with
+the answer is graded (thinking/grading.py): a thought with no `</think>` is kept with
 `thought_finished: false` and never graded, and an answer that thinks again and answers
 differently is refused (`correct` null, `grade_error` saying so).
 
@@ -30,21 +30,21 @@ from typing import Any
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
 from prm_annotate.engines.bill import charge, record_bill
 from prm_annotate.engines.sampling import Sampling, sampling_record
-from prm_annotate.engines.reasoning import THINK
+from prm_annotate.thinking.split import THINK
 from prm_annotate.grading.grader import Grader
-from prm_annotate.grading.thinking import TWO_ANSWERS, grade_traces
+from prm_annotate.thinking.grading import TWO_ANSWERS, grade_traces
 from prm_annotate.records import Problem, Response
 from prm_annotate.pipeline.runner import Outcome
 from prm_annotate.pipeline.summary import ENGINE_FAILED, Nouns
-from prm_annotate.seeds import derive_seed
+from prm_annotate.stages.seeds import derive_seed
 from prm_annotate.pipeline.scheduler import Job
 from prm_annotate.stages.common import ModelStage, chat, config_settings, system_prompt_file
 from prm_annotate.stages.config import SampleConfig, configured, reasoning_budget
 from prm_annotate.stages.context_check import ContextCheck, clamp
-from prm_annotate.stages.thinking import (AUTO, OFF, UNANSWERED, ProbeAnswer, asked, engine_thinks, on_server, probed,
+from prm_annotate.thinking.probe import (AUTO, OFF, UNANSWERED, ProbeAnswer, asked, engine_thinks, on_server, probed,
                                           template_state, thought_tokens, trace_of)
 from prm_annotate.segmenting import Segmented, segment_trace
-from prm_annotate.traces import CLOSED, MODEL, Trace
+from prm_annotate.thinking.tags import CLOSED, MODEL, Trace
 from prm_annotate.errors import UsageError
 
 
@@ -83,7 +83,7 @@ class SampleStage(ModelStage):
 
     def _thinking(self) -> tuple[str | None, str]:
         """How completions are split (None: not; THINK: here; a parser's name: by the engine or
-        server) and where the thought starts (traces.PROMPT_STATES)."""
+        server) and where the thought starts (thinking.tags.PROMPT_STATES)."""
         choice = self.config.reasoning or AUTO
         if choice == OFF or self.engine is None:
             return None, CLOSED

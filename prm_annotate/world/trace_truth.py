@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from prm_annotate.recovery import Recovery, Slip
+from prm_annotate.recovery.labels import Recovery, Slip
 from prm_annotate.world.problems import World, apply_op
 from prm_annotate.world.thinking import THINK_CLOSE, THINK_OPEN
 from prm_annotate.world.truth import EQUATION, OPS, _COMMUTATIVE, _same_number, _world_of, boxed_values
@@ -98,7 +98,7 @@ class TraceTruth:
         return [s for s in self.slips if s.kind == "wrong_correction"]
 
     def recovery(self) -> Recovery:
-        """The contract's labels beyond the first error (prm_annotate/recovery.py): every slip and
+        """The contract's labels beyond the first error (prm_annotate/recovery/labels.py): every slip and
         wrong correction is a slip, corrected where the truth says; so is a `garbled` paragraph (a
         new error no later paragraph corrects), and the last paragraph of a trace that is right but
         gives no answer (the paper's first error there). So `recovery().first_error()` is

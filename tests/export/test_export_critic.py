@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from prm_annotate.cli import app
 from prm_annotate.pipeline.runner import RunOptions, run_and_close
 from prm_annotate.io.prompt_files import PROMPTS_DIR
-from prm_annotate.seeds import derive_seed
+from prm_annotate.stages.seeds import derive_seed
 from prm_annotate.stages.consensus import run_consensus
 from prm_annotate.stages.judge import JudgeStage
 from testing.jsonl_files import read_jsonl, write_jsonl

@@ -39,7 +39,7 @@ def labels_of(fmt: str, row: dict) -> list[bool]:
 
 @pytest.mark.parametrize("fmt", ["trl", "openrlhf", "qwen"])
 def test_recovery_labels_are_the_truths_and_first_error_the_papers_cut(fmt, tmp_path):
-    from prm_annotate.recovery import Recovery
+    from prm_annotate.recovery.labels import Recovery
 
     records = rollouts(60)
     src = write_jsonl(tmp_path / "r.jsonl", records)

@@ -15,7 +15,7 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prm_annotate.engines.reasoning import split_think
+from prm_annotate.thinking.split import split_think
 from prm_annotate.judging import JUDGE_STYLES, ParseFailure, aggregate_votes
 from prm_annotate.judging.paper import parse_paper
 from prm_annotate.judging.processbench import parse_processbench

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from prm_annotate.judging import JUDGE_PROTOCOLS, JUDGE_STYLES, ParseFailure, load_judge_prompt
 from prm_annotate.judging.protocols import CUT
 from prm_annotate.judging.slips import parse_slips, read_recovery
-from prm_annotate.recovery import Recovery, Slip
+from prm_annotate.recovery.labels import Recovery, Slip
 
 CASES = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SEEDS = st.integers(0, 2**32 - 1).map(random.Random)

@@ -18,7 +18,7 @@ from prm_annotate.cli import app
 from prm_annotate.segmenting import SEGMENTERS, segment_trace
 from prm_annotate.segmenting.paragraphs import Paragraphs
 from prm_annotate.steps import join_steps
-from prm_annotate.traces import END, MODEL, START, read_trace
+from prm_annotate.thinking.tags import END, MODEL, START, read_trace
 from testing.paths import TEST_DATA
 
 SEGMENTS = {"paragraphs": [], "merge": ["--segment-option", "budget=64"], "reflection": [],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from prm_annotate.engines.base import GenerationResult
-from prm_annotate.engines.reasoning import split_think, template_thinks
+from prm_annotate.thinking.split import split_think, template_thinks
 from prm_annotate.errors import UsageError
 from prm_annotate.records import Response
 from prm_annotate.stages.judge import JudgeStage
@@ -175,7 +175,7 @@ def test_the_in_process_splitters_count_the_thoughts_tokens(reasoning_model_dir)
     the thought encoded alone."""
     from transformers import AutoTokenizer
 
-    from prm_annotate.engines.reasoning import TokenSplitter
+    from prm_annotate.thinking.split import TokenSplitter
 
     text = PROCESSBENCH["r/0"]
     tokenizer = AutoTokenizer.from_pretrained(reasoning_model_dir)

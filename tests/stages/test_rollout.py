@@ -7,7 +7,7 @@ import pytest
 from prm_annotate.errors import UsageError
 from prm_annotate.io.jsonl import iter_jsonl
 from prm_annotate.pipeline.runner import RunOptions, run_stage
-from prm_annotate.seeds import derive_seed
+from prm_annotate.stages.seeds import derive_seed
 from prm_annotate.stages.rollout import RolloutInput, RolloutStage
 from prm_annotate.strategies import PlanResult, first_error_of, get_strategy
 from testing.scripted_engine import ScriptedEngine

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from prm_annotate.records import Problem, Response
-from prm_annotate.seeds import derive_seed
+from prm_annotate.stages.seeds import derive_seed
 from prm_annotate.stages.sample import SampleStage
 from testing.scripted_engine import ScriptedEngine
 

@@ -16,17 +16,17 @@ from prm_annotate.engines.vllm_engine import render_prompt
 from prm_annotate.errors import UsageError
 from prm_annotate.export.examples import example_from
 from prm_annotate.grading.grader import Grader
-from prm_annotate.grading.thinking import TWO_ANSWERS, UNFINISHED, grade_traces
+from prm_annotate.thinking.grading import TWO_ANSWERS, UNFINISHED, grade_traces
 from prm_annotate.records import Problem, Response
 from prm_annotate.stages.grade import GradeStage
 from prm_annotate.stages.judge import JudgeStage
 from prm_annotate.stages.rollout import RolloutStage
 from prm_annotate.stages.sample import SampleStage
-from prm_annotate.stages.thinking import UNANSWERED
+from prm_annotate.thinking.probe import UNANSWERED
 from prm_annotate.steps import join_steps, prefix_text
 from prm_annotate.segmenting import segment_trace
 from prm_annotate.segmenting.paragraphs import Paragraphs
-from prm_annotate.traces import CLOSED, MODEL, OPEN, prompt_thought, read_trace
+from prm_annotate.thinking.tags import CLOSED, MODEL, OPEN, prompt_thought, read_trace
 from testing.scripted_engine import ScriptedEngine
 from testing.thinking_models import TEMPLATES
 
@@ -297,7 +297,7 @@ STEPS = ["3 + 5 = 8.", "8 * 2 = 17.", "So the answer is \\boxed{17}."]
 
 def split(text: str) -> GenerationResult:
     """What an engine asked for the `think` split returns."""
-    from prm_annotate.engines.reasoning import split_think
+    from prm_annotate.thinking.split import split_think
 
     parts = split_think(text)
     return GenerationResult(key="", texts=[parts.answer or ""], reasonings=[parts.reasoning], finish_reasons=["stop"],
@@ -316,7 +316,7 @@ def judged(texts: list[str], **settings):
 def test_a_judge_whose_template_opened_the_thought_answering_twice_is_refused(tokenizer, splitter):
     """No `<think>` in the completion (the prompt opened it): vLLM's parsers would start the
     reasoning at the second `<think>` and read only the last verdict; the in-process split keeps both."""
-    from prm_annotate.engines.reasoning import TokenSplitter
+    from prm_annotate.thinking.split import TokenSplitter
 
     again = "Check.\n</think>\n\n\\boxed{{{0}}}\n\n<think>\nHm, again.\n</think>\n\n\\boxed{{{1}}}"
     splitter_ = TokenSplitter(splitter, tokenizer)
@@ -414,7 +414,7 @@ def test_the_probes_answer_serves_the_request_it_would_have_answered_once():
     """ProbeAnswer: the same request (or one the answer could not have come out otherwise for) gets the
     probe's answer, once; a request the answer does not fit is sent again."""
     from prm_annotate.engines.sampling import Sampling
-    from prm_annotate.stages.thinking import ProbeAnswer, asked
+    from prm_annotate.thinking.probe import ProbeAnswer, asked
 
     sent = GenerationRequest("a", ({"role": "user", "content": "q"},), sampling=Sampling(max_tokens=32768, seed=1))
     done = GenerationResult("a", ["<think>\nx\n</think>\n\n8"], ["stop"], prompt_tokens=5, generated_tokens=300)

@@ -11,7 +11,7 @@ import pytest
 from lab.world.prm.bootstrap import Draws, pooled
 from lab.world.prm.recovery import (corrected_pairs, export_sets, judged_records, mean_metric, pair_stats,
                                     recovery_of_record, share_metric, shuffled_recoveries, trace_stats)
-from prm_annotate.recovery import Recovery, Slip
+from prm_annotate.recovery.labels import Recovery, Slip
 from prm_annotate.world.report import read_jsonl
 from prm_annotate.world.thinking import trace_for
 

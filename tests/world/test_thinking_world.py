@@ -228,7 +228,7 @@ def test_shipped_thinker_writes_traces_the_truth_reads(world_thinker):
 
 
 def test_truths_recovery_is_the_generators_slips_and_keeps_the_papers_first_error():
-    from prm_annotate.recovery import Recovery, Slip
+    from prm_annotate.recovery.labels import Recovery, Slip
     corrected = 0
     for i in range(400):
         problem, t = trace_for("test", i, 5)

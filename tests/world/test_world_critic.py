@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from prm_annotate.judging.slips import parse_slips
-from prm_annotate.recovery import Recovery, Slip
+from prm_annotate.recovery.labels import Recovery, Slip
 from prm_annotate.world.thinking import TraceMix, trace_for
 from prm_annotate.world.trace_truth import read_trace
 from testing.paths import REPO

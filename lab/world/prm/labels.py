@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from prm_annotate.errors import UsageError
-from prm_annotate.seeds import derive_seed
+from prm_annotate.stages.seeds import derive_seed
 from prm_annotate.world.report import FILES, read_jsonl, write_jsonl
 
 

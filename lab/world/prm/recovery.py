@@ -52,8 +52,8 @@ import orjson
 
 from lab.world.prm.bootstrap import Draws, Interval, accuracy_metric, pooled
 from lab.world.prm.labels import write_atomic
-from prm_annotate.recovery import Recovery
-from prm_annotate.seeds import derive_seed
+from prm_annotate.recovery.labels import Recovery
+from prm_annotate.stages.seeds import derive_seed
 from prm_annotate.world import THINKER_DIR, WORLD_SYSTEM_PROMPT, model_setting
 from prm_annotate.world.report import read_jsonl, write_jsonl
 from prm_annotate.world.thinking import trace_for

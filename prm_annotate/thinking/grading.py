@@ -3,7 +3,7 @@
 - A thought with no `</think>` has no answer: not graded (`correct` null, `UNFINISHED`), so a
   draft in the thought never passes for the answer.
 - The answer is what follows `</think>`. An answer that thinks again and answers again
-  (`traces.answer_parts`) has a single answer only when the grader finds its answers equal
+  (`thinking.tags.answer_parts`) has a single answer only when the grader finds its answers equal
   (`8\\sqrt{2}` and `\\sqrt{128}` are one answer): otherwise it is refused (`correct` null,
   "two different answers: …"), never one of the two picked; equality the grader cannot decide is
   refused the same way.
@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from prm_annotate.grading.answers import extract_final_answer
 from prm_annotate.grading.grader import Grader, Verdict
-from prm_annotate.traces import Trace, answer_parts, thinks_again
+from prm_annotate.thinking.tags import Trace, answer_parts, thinks_again
 
 UNFINISHED = "unfinished thought: no </think> before the completion ended"
 TWO_ANSWERS = "two different answers"

@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Generator, Iterator
 
 from prm_annotate.engines.base import Engine, GenerationRequest, GenerationResult
-from prm_annotate.engines.reasoning import THINK, template_thinks
+from prm_annotate.thinking.split import THINK, template_thinks
 from prm_annotate.errors import UsageError
-from prm_annotate.traces import CLOSED, END, MODEL, OPEN, START, Trace, prompt_thought, read_trace
+from prm_annotate.thinking.tags import CLOSED, END, MODEL, OPEN, START, Trace, prompt_thought, read_trace
 
 AUTO, OFF = "auto", "off"
 
@@ -38,7 +38,7 @@ def on_server(engine: Engine) -> bool:
 
 
 def template_state(engine: Engine, messages: tuple[dict, ...]) -> str | None:
-    """The thought state of the engine's generation prompt after `messages` (traces.prompt_thought);
+    """The thought state of the engine's generation prompt after `messages` (thinking.tags.prompt_thought);
     None when the engine cannot render (over HTTP)."""
     render = getattr(engine, "generation_prompt", None)
     if render is None:

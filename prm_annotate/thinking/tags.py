@@ -16,7 +16,7 @@ The thought runs to the first `</think>`; the answer is what follows it. Text th
 its own `<think>` (a preamble) is neither (DeepSeek-R1's rule, as vLLM's parser reads it): it stays
 in the completion's text, and its steps count with the thought's (prm_annotate/segmenting/texts.py).
 An answer that thinks again (`<think>` after it) holds several answers (`answer_parts`): they must
-agree, or the completion has none (grading/thinking.py, the judge's reading).
+agree, or the completion has none (thinking/grading.py, the judge's reading).
 
 Nothing here cuts steps: prm_annotate/segmenting/ owns that, cutting between the tags found here
 (`tag_spans`), so that no step ever holds a tag.
@@ -97,6 +97,12 @@ def answer_parts(answer: str) -> list[str]:
 
 def thinks_again(answer: str) -> bool:
     return START in answer or END in answer
+
+
+def written_state(text: str) -> str:
+    """The state to read a text a rollout wrote (a prefix and its completion) under: the text opened
+    its thought itself when it starts with `<think>`, else the generation prompt did."""
+    return MODEL if text.lstrip().startswith(START) else OPEN
 
 
 def continuation_opening(state: str, thought_steps: int, text: str = "") -> str:

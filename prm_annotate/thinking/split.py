@@ -18,7 +18,7 @@ reasoning at the later `<think>` and drop the first answer. Over HTTP a server's
 it already, and the first answer is lost before the engine sees it: serve such a model without
 `--reasoning-parser` and read it with `--reasoning think` (split here) to have it refused.
 
-`split_think` is traces.py's one reading of the tags under a prompt that may have opened the
+`split_think` is thinking/tags.py's one reading of the tags under a prompt that may have opened the
 thought (`read_trace(text, OPEN)`): anything before a first `<think>` is no part of the reasoning,
 the reasoning runs to the first `</think>`, the answer is what follows. An output with no
 `</think>` is reasoning with no answer (a template may open the thought in the prompt, so a missing
@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from prm_annotate.traces import END, OPEN, START, read_trace, thinks_again
+from prm_annotate.thinking.tags import END, OPEN, START, read_trace, thinks_again
 
 THINK = "think"
 

@@ -7,8 +7,8 @@ import json
 from typer.testing import CliRunner
 
 from prm_annotate.cli import app
-from prm_annotate.recovery import Recovery, Slip
-from prm_annotate.reports.recovery import agreement, read_recoveries
+from prm_annotate.recovery.labels import Recovery, Slip
+from prm_annotate.recovery.report import agreement, read_recoveries
 from prm_annotate.reports.stats import file_stats
 from prm_annotate.world.thinking import trace_for
 from prm_annotate.world.trace_truth import read_trace

@@ -19,7 +19,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from prm_annotate.errors import InputError
-from prm_annotate.recovery import Recovery
+from prm_annotate.recovery.labels import Recovery
 from prm_annotate.evaluation.labels import MISSING, get_path, gold_sources, read_rows
 from prm_annotate.evaluation.metrics import harmonic_mean
 

@@ -1,12 +1,12 @@
-"""recovery_rules: MC's soft-drop reading of slips and corrections, and rollout's option for it."""
+"""recovery/rules.py: MC's soft-drop reading of slips and corrections, and rollout's option for it."""
 from __future__ import annotations
 
 import pytest
 
 from prm_annotate.errors import UsageError
-from prm_annotate.recovery import Recovery, Slip
+from prm_annotate.recovery.labels import Recovery, Slip
 from prm_annotate.stages.config import RolloutConfig
-from prm_annotate.strategies.recovery_rules import SoftDrop, make_recovery_rule
+from prm_annotate.recovery.rules import SoftDrop, make_recovery_rule
 
 
 def test_a_drop_is_a_slip_and_a_rise_its_correction():
@@ -51,7 +51,7 @@ def test_soft_drop_finds_corrected_slips_hard_mc_cannot_on_simulated_rollouts():
     MC read as one uncaught slip at its first error (the baseline)."""
     import random
 
-    from prm_annotate.reports.recovery import agreement
+    from prm_annotate.recovery.report import agreement
     from prm_annotate.world.thinking import trace_for
     from prm_annotate.world.trace_truth import read_trace
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
 from prm_annotate.errors import UsageError
-from prm_annotate.recovery import Recovery, Slip
+from prm_annotate.recovery.labels import Recovery, Slip
 from prm_annotate.registry import Registry
 
 DEFAULT_DROP = 0.25
