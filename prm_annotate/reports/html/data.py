@@ -88,7 +88,7 @@ class Ids:
         self.index: dict[str, int] = {}
         self.n_steps = array("q")
         self.digest = array("q")  # of all the id's steps (a chain of their hashes), from its first whole file
-        self.origin = bytearray()  # the position of that file in the command's list; 255: none yet
+        self.origin = array("i")  # the position of that file in the command's list; -1: none yet
 
     def number(self, rid: str) -> int:
         i = self.index.get(rid)
@@ -96,7 +96,7 @@ class Ids:
             i = self.index[rid] = len(self.index)
             self.n_steps.append(0)
             self.digest.append(0)
-            self.origin.append(255)
+            self.origin.append(-1)
         return i
 
     def __len__(self) -> int:
@@ -260,12 +260,12 @@ class Steps:
             digest, _ = chain(steps)
             self.prefix_len.append(len(steps))
             self.prefix_digest.append(digest)
-            if ids.origin[i] == 255:
+            if ids.origin[i] == -1:
                 ids.n_steps[i], ids.digest[i], ids.origin[i] = len(steps), digest, f.position
             return
         mine = ids.origin[i]
         prefix = self.prefix is not None and i < len(self.prefix_len)
-        if mine != 255 and mine != getattr(self.prefix, "position", None):
+        if mine != -1 and mine != getattr(self.prefix, "position", None):
             if self.whole_mismatch is None and (ids.digest[i], ids.n_steps[i]) != (chain(steps)[0], len(steps)):
                 self.whole_mismatch = (f, where, rid)
             return
