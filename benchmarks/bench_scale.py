@@ -192,11 +192,16 @@ def driver(stage: str, *args: str) -> list[str]:
 COMMANDS = (
     Command("consensus", lambda f, o: cli("consensus", str(f["rollouts"]), str(f["judged"]), "-o", str(o), "-q"),
             ("rollouts", "judged"), plain="join"),
-    Command("export trl", lambda f, o: cli("export", str(f["consensus"]), "--format", "trl", "-o", str(o)),
-            ("consensus",)),
-    Command("export critic", lambda f, o: cli("export", str(f["consensus"]), "--format", "critic", "--judged",
-                                              str(f["judged"]), "-o", str(o)), ("consensus", "judged"),
-            world_only=True),
+    *(Command(f"export {fmt}", lambda f, o, fmt=fmt: cli("export", str(f["consensus"]), "--format", fmt, "-o",
+                                                          str(o)), ("consensus",))
+      for fmt in ("trl", "openrlhf", "qwen", "math-shepherd", "hf")),
+    Command("export parquet", lambda f, o: cli("export", str(f["consensus"]), "--format", "trl", "-o",
+                                               str(o.with_suffix(".parquet"))), ("consensus",)),
+    Command("export hf-split", lambda f, o: cli("export", str(f["consensus"]), "--format", "hf", "--test-split",
+                                                "0.1", "-o", str(o)), ("consensus",)),
+    *(Command(f"export {fmt}", lambda f, o, fmt=fmt: cli("export", str(f["consensus"]), "--format", fmt, "--judged",
+                                                          str(f["judged"]), "-o", str(o)), ("consensus", "judged"),
+              world_only=True) for fmt in ("critic", "critic-hf")),
     Command("merge", lambda f, o: cli("merge", *(str(f[f"shard{i}"]) for i in range(4)), "--input",
                                       str(f["responses"]), "-o", str(o)),
             ("shard0", "shard1", "shard2", "shard3", "responses")),
@@ -266,7 +271,7 @@ def run_set(name: str, seed: dict[str, list[dict]], sizes: list[int], folder: Pa
             target = out / (command.name.split()[0] + ("-" + command.name.split()[1] if " " in command.name and
                                                        not command.name.endswith(")") else "") + ".jsonl")
             for path in (target, target.with_suffix(".manifest.json"), target.with_suffix(".html")):
-                path.unlink(missing_ok=True)
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
             seconds, rss, status = measure(command.argv(files, target))
             plain_out = where / "plain.jsonl"
             plain_seconds, plain_rss, _ = measure([PY, "-c", PLAIN, command.plain, str(plain_out),

@@ -99,14 +99,13 @@ class Road:
 
 def score_road(road: Road, gold_path: Path) -> None:
     """Kept share, kept step labels = truth (Wilson), F1 on the kept and the label source's F1 on all."""
+    from prm_annotate.evaluation.label_sets import read_gold
     from prm_annotate.reports.compare import Source, compare_sources
-    from prm_annotate.evaluation.labels import load_gold, load_predictions
 
-    gold = load_gold(str(gold_path))
-    fld, preds = load_predictions(road.consensus, "first_error")
-    kept = compare_sources([Source(road.label, road.consensus, fld, preds)], gold)["sources"][road.label]
-    fld, preds = load_predictions(road.judged, "judge.first_error")
-    source = compare_sources([Source(road.label, road.judged, fld, preds)], gold)["sources"][road.label]
+    gold = read_gold([(str(gold_path), None)])
+    kept = compare_sources([Source.read(road.label, road.consensus, "first_error", gold)], gold)["sources"][road.label]
+    source = compare_sources([Source.read(road.label, road.judged, "judge.first_error", gold)], gold
+                             )["sources"][road.label]
     n = kept["step_labels_compared"] or 0
     right = round((kept["step_label_precision"] or 0) * n / 100)
     road.quality.update({

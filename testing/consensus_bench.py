@@ -158,10 +158,10 @@ def run_road(engine: Engine, responses_path: Path, judged_path: Path, road: Road
 
 def score_roads(rows: list[RoadRow], gold_path: Path | None) -> None:
     """Each road's kept set against the truth (when there is one) and against the first road's."""
+    from prm_annotate.evaluation.label_sets import read_gold
     from prm_annotate.reports.compare import Source, compare_sources
-    from prm_annotate.evaluation.labels import load_gold, load_predictions
 
-    gold = load_gold(str(gold_path)) if gold_path is not None else None
+    gold = read_gold([(str(gold_path), None)]) if gold_path is not None else None
     base = set(rows[0].kept)
     for row in rows:
         ids = set(row.kept)
@@ -170,8 +170,8 @@ def score_roads(rows: list[RoadRow], gold_path: Path | None) -> None:
         row.quality["only_first"] = len(base - ids)
         if gold is None:
             continue
-        fld, preds = load_predictions(row.extra["consensus"], "first_error")
-        report = compare_sources([Source(row.label, row.extra["consensus"], fld, preds)], gold)["sources"][row.label]
+        source = Source.read(row.label, row.extra["consensus"], "first_error", gold)
+        report = compare_sources([source], gold)["sources"][row.label]
         row.quality["step_precision"] = report["step_label_precision"]
         row.quality["steps_compared"] = report["step_labels_compared"]
         row.quality["f1_kept"] = report["kept"]["overall"]["f1"]

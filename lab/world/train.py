@@ -38,7 +38,6 @@ from typing import Callable
 
 from prm_annotate.evaluation.evaluate import SplitMetrics
 from prm_annotate.judging import load_judge_prompt, read_verdict, render_judge_prompt, tag_paragraphs
-from prm_annotate.evaluation.labels import Gold, Prediction
 from prm_annotate.io.prompt_files import SYSTEM_PROMPTS, load_prompt
 from prm_annotate.judging.slips import PROTOCOL as RECOVERY_PROTOCOL
 from prm_annotate.recovery.labels import Recovery
@@ -507,9 +506,8 @@ def judge_stats(truths: list[int], predictions: list[int | None]) -> dict:
     """ProcessBench's accuracies and F1 (`prm_annotate.evaluation.evaluate`, as fractions) of first-error
     predictions (None: unparsed) against the true first errors."""
     metrics = SplitMetrics()
-    for i, (truth, pred) in enumerate(zip(truths, predictions)):
-        gold = Gold(id=str(i), label=truth, n_steps=None, record={})
-        metrics.add(gold, None if pred is None else Prediction(str(i), pred, None, None, {}), None)
+    for truth, pred in zip(truths, predictions):
+        metrics.add(truth, pred, None)
 
     def fraction(percent: float | None) -> float:
         return (percent or 0.0) / 100

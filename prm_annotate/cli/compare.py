@@ -18,12 +18,16 @@ def compare_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Agreement matrix of first errors across label sources, and each source's metric against the gold."""
+    from prm_annotate.evaluation.label_sets import read_gold
     from prm_annotate.reports.compare import compare_recoveries, compare_sources, load_sources, parse_fields
-    from prm_annotate.evaluation.labels import load_gold
+    from prm_annotate.recovery.report import recovery_field
 
     with handled():
-        sources = load_sources(files, parse_fields(field or []))
-        result = compare_sources(sources, load_gold(gold, label_field), split_field=split_field)
+        fields = parse_fields(field or [], files)  # before any file is read, as before
+        truth = read_gold([(gold, None)], label_field, split_field)
+        sources = load_sources(files, fields, truth, split_field=split_field,
+                               watch=lambda obj: recovery_field(obj) is not None)
+        result = compare_sources(sources, truth)
         recovery = compare_recoveries(sources, gold)
         if recovery is not None:  # only then: a file of first errors only is reported as before
             result["recovery"] = recovery

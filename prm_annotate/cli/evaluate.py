@@ -20,7 +20,9 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
     from prm_annotate.errors import UsageError
     from prm_annotate.evaluation.evaluate import evaluate as run
     from prm_annotate.evaluation.evaluate import evaluate_scores
-    from prm_annotate.evaluation.labels import load_gold_files, load_prediction_files
+    from prm_annotate.evaluation.label_sets import read_gold, read_predictions
+    from prm_annotate.evaluation.labels import gold_sources
+    from prm_annotate.recovery.report import recovery_field
 
     predictions, gold, pred_field, threshold = options.predictions, options.gold, options.pred_field, options.threshold
     tune_threshold_on, split_field, label_field = options.tune_threshold_on, options.split_field, options.label_field
@@ -33,22 +35,24 @@ def evaluate(*, options: Options, as_json: JsonOpt = False) -> None:
         scores = threshold is not None or tune_threshold_on is not None
         if scores and options.min_f1 is not None:
             raise UsageError("--min-f1 checks first-error predictions (a judge's, a critic's): give no threshold")
-        gold_labels = load_gold_files(gold, label_field)
-        used, preds = load_prediction_files(predictions, pred_field, scores=scores)
-        if not preds.keys() & gold_labels.keys():
+        gold_labels = read_gold(gold_sources(gold), label_field, split_field)
+        preds = read_predictions(predictions, pred_field, gold_labels, split_field=split_field, name_extra=True,
+                                 scores=(threshold if threshold is not None else "keep") if scores else None,
+                                 watch=None if scores else lambda obj: recovery_field(obj) is not None)
+        if not preds.matched():
             # Scoring would count every gold id as "no prediction": F1 0.0 that looks like a result.
-            first = next(iter(preds), None)
-            raise UsageError(f"no id of {', '.join(predictions)} is in {', '.join(gold)} ({len(preds)} predictions, "
-                             f"first id {first!r}; first gold id {next(iter(gold_labels))!r})")
+            raise UsageError(f"no id of {', '.join(predictions)} is in {', '.join(gold)} ({preds.records} predictions, "
+                             f"first id {preds.first_id!r}; first gold id {gold_labels.ids_at([0])[0]!r})")
         if scores:
             report = evaluate_scores(gold_labels, preds, threshold=threshold, tune_on=tune_threshold_on,
-                                     split_field=split_field, pred_field=used)
+                                     pred_field=preds.field)
         else:
-            report = run(gold_labels, preds, split_field=split_field, pred_field=used)
-        # Labels beyond the first error, where both sides have them (recovery/report.py).
+            report = run(gold_labels, preds, pred_field=preds.field)
+        # Labels beyond the first error, where both sides have them (recovery/report.py): read only
+        # when a prediction record has a reading.
         from prm_annotate.recovery.report import recovery_report
 
-        recovery = None if scores else recovery_report(predictions, gold)
+        recovery = recovery_report(predictions, gold) if preds.watched else None
         checked = None
         if options.min_f1 is not None:
             from prm_annotate.evaluation.critic_check import check

@@ -12,7 +12,7 @@ from prm_annotate.export import ExportRun, format_names
 def export(input: InputArg, *, run: ExportRun) -> None:
     """Consensus (or rollout, judged, ProcessBench) records -> a PRM training set."""
     from prm_annotate.errors import UsageError
-    from prm_annotate.export import Provenance, build_rows, check_truncation, load_tokenizer
+    from prm_annotate.export import ExportSummary, Provenance, Truncation, drop_or_count, iter_rows, load_tokenizer
     from prm_annotate.io.jsonl import check_input
     from prm_annotate.io.output import check_output
 
@@ -31,24 +31,35 @@ def export(input: InputArg, *, run: ExportRun) -> None:
             check_input(opts.judged)
         check_output(run.output, [input, opts.judged], directory=fmt.directory)
         tok = None if run.tokenizer is None else load_tokenizer(run.tokenizer)
-        rows, summary = build_rows(input, opts, tok)
+        summary = ExportSummary()
+        rows = iter_rows(input, opts, summary, tok)
+        trunc = None
         if run.max_length is not None:
-            trunc = check_truncation(rows, opts, tok, run.max_length, run.max_completion_length)
-            if trunc.rows:
+            trunc = Truncation(run.max_length)
+            rows = drop_or_count(rows, trunc, opts, tok, run.max_completion_length, run.drop_truncated)
+        written = 0
+
+        def finish(count: int) -> Provenance:
+            """Every row is made: warn of lost labels, refuse an empty set (nothing is in place yet)."""
+            nonlocal written
+            written = count
+            if trunc is not None and trunc.rows:
                 action = "left out (--drop-truncated)" if run.drop_truncated else "kept; a trainer will cut these labels off"
-                print(f"export: warning: {trunc.rows} of {len(rows)} rows lose {trunc.labels_lost} of "
+                print(f"export: warning: {trunc.rows} of {trunc.rows_seen} rows lose {trunc.labels_lost} of "
                       f"{trunc.labels_total} step labels at --max-length {run.max_length} ({action})", file=sys.stderr)
                 if run.drop_truncated:
-                    rows = [r for r in rows if r["id"] not in trunc.lost_by_row]
                     summary.skipped["labels past --max-length"] += trunc.rows
-        skipped = "; ".join(f"{n} {why}" for why, n in summary.skipped.items())
-        if not rows:
-            # A trainer cannot use an empty set, and a cron job must notice: refuse, leave any
-            # earlier output as it was.
-            raise UsageError(f"export: no {opts.format} rows from {summary.read} records of {input}"
-                             + (f" (skipped: {skipped})" if skipped else "") + f"; {run.output} not written")
-        source = Provenance(input, summary.read, ("prm-annotate", *sys.argv[1:]))
-        opts.export_format.write(rows, run.output, opts, source)
-    print(f"export: {len(rows)} {opts.format} rows from {summary.read} records to {run.output}"
+            if not count:
+                # A trainer cannot use an empty set, and a cron job must notice: refuse, leave any
+                # earlier output as it was.
+                raise UsageError(f"export: no {opts.format} rows from {summary.read} records of {input}"
+                                 + (f" (skipped: {skipped()})" if summary.skipped else "") + f"; {run.output} not written")
+            return Provenance(input, summary.read, ("prm-annotate", *sys.argv[1:]))
+
+        def skipped() -> str:
+            return "; ".join(f"{n} {why}" for why, n in summary.skipped.items())
+
+        opts.export_format.write(rows, run.output, opts, finish)
+    print(f"export: {written} {opts.format} rows from {summary.read} records to {run.output}"
           + (f" with step end {summary.step_end!r}" if summary.step_end is not None else "")
-          + (f" (skipped: {skipped})" if skipped else ""), file=sys.stderr)
+          + (f" (skipped: {skipped()})" if summary.skipped else ""), file=sys.stderr)

@@ -16,7 +16,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from prm_annotate.evaluation.labels import Gold, Prediction
+from prm_annotate.evaluation.label_sets import GoldSet, PredictionSet
 from prm_annotate.evaluation.metrics import accuracy, harmonic_mean, wilson_interval
 
 DRAWS = 2000
@@ -59,16 +59,14 @@ def _f1(error_hits: Any, errors: Any, correct_hits: Any, corrects: Any) -> Any:
         return np.nan_to_num(100 * 2 * err * cor / (err + cor))
 
 
-def check(gold: dict[str, Gold], preds: dict[str, Prediction], min_f1: float) -> CriticCheck:
+def check(gold: GoldSet, preds: PredictionSet, min_f1: float) -> CriticCheck:
     import numpy as np
 
-    rows = []  # (gold has an error, prediction right) per gold response
-    for rid, g in gold.items():
-        p = preds.get(rid)
-        rows.append((g.label != -1, p is not None and p.first_error == g.label))
-    error = np.array([e for e, _ in rows], dtype=float)
-    hit = np.array([h for _, h in rows], dtype=float)
-    n, hits = len(rows), int(hit.sum())
+    # Per gold response: whether it has an error, whether the prediction names the gold's first error.
+    label = np.frombuffer(gold.label, dtype=np.int32)
+    error = (label != -1).astype(float)
+    hit = (np.frombuffer(preds.first_error, dtype=np.int32) == label).astype(float)
+    n, hits = len(label), int(hit.sum())
     f1 = harmonic_mean(accuracy(int((hit * error).sum()), int(error.sum())),
                        accuracy(int((hit * (1 - error)).sum()), int((1 - error).sum()))) or 0.0
     weights = np.random.default_rng(SEED).multinomial(n, [1 / n] * n, size=DRAWS) if n else np.zeros((0, 0))

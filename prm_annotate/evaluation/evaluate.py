@@ -24,12 +24,13 @@ Beyond the benchmark:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from prm_annotate.errors import UsageError
-from prm_annotate.evaluation.labels import MISSING, PROCESSBENCH_SPLITS, Gold, Prediction, get_path, step_labels
-from prm_annotate.evaluation.metrics import Threshold, accuracy, first_below, harmonic_mean, lowest_best_threshold, mean_f1
+from prm_annotate.evaluation.label_sets import ABSENT, UNSET, GoldSet, PredictionSet, cut_at
+from prm_annotate.evaluation.labels import PROCESSBENCH_SPLITS, step_labels
+from prm_annotate.evaluation.metrics import Threshold, accuracy, harmonic_mean, lowest_best_threshold, mean_f1
 
 
 @dataclass
@@ -79,11 +80,11 @@ class SplitMetrics:
     def step_recall(self) -> float | None:
         return accuracy(self.step_tp, self.step_tp + self.step_fn)
 
-    def add(self, gold: Gold, pred: Prediction | None, n_steps: int | None) -> None:
-        p = pred.first_error if pred is not None else None
+    def add(self, label: int, p: int | None, n_steps: int | None) -> None:
+        """One gold response of first error `label`, predicted `p` (None: no prediction)."""
         if p is None:
             self.missing += 1
-        if gold.label == -1:
+        if label == -1:
             self.n_correct += 1
             if p == -1:
                 self.correct_hits += 1
@@ -91,16 +92,16 @@ class SplitMetrics:
                 self.false_alarms += 1
         else:
             self.n_error += 1
-            if p == gold.label:
+            if p == label:
                 self.error_hits += 1
             elif p == -1:
                 self.missed += 1
-            elif p is not None and p < gold.label:
+            elif p is not None and p < label:
                 self.early += 1
             elif p is not None:
                 self.late += 1
         if p is not None and n_steps is not None:
-            self._add_steps(step_labels(gold.label, n_steps), step_labels(p, n_steps))
+            self._add_steps(step_labels(label, n_steps), step_labels(p, n_steps))
 
     def _add_steps(self, gold: list[bool], pred: list[bool]) -> None:
         for g, q in zip(gold, pred):  # only steps both sides label
@@ -122,11 +123,13 @@ class SplitMetrics:
 @dataclass
 class Report:
     splits: dict[str, SplitMetrics]  # the splits reported on (held out from tuning, when tuned)
-    missing_ids: list[str] = field(default_factory=list)  # gold ids without a prediction record
-    extra_ids: list[str] = field(default_factory=list)  # prediction ids not in the gold file
+    missing_ids: list[str] = field(default_factory=list)  # gold ids without a prediction record (when named)
+    extra_ids: list[str] = field(default_factory=list)  # prediction ids not in the gold file (when named)
     pred_field: str = "first_error"
     threshold: Threshold | None = None  # set when the predictions are step scores
     tuned: dict[str, SplitMetrics] = field(default_factory=dict)  # the split the threshold was tuned on
+    missing: int = 0  # gold ids without a prediction record
+    extra: int = 0  # prediction records outside the gold
 
     @property
     def average_f1(self) -> float | None:
@@ -169,70 +172,74 @@ class Report:
             "average_f1_with_tuned_split": self.average_f1_with_tuned,
             "processbench": self.processbench(),
             "overall": self.overall.to_dict(),
-            "missing_predictions": len(self.missing_ids),
-            "extra_predictions": len(self.extra_ids),
+            "missing_predictions": self.missing,
+            "extra_predictions": self.extra,
             "missing_ids": self.missing_ids,
             "extra_ids": self.extra_ids,
         }
 
 
-def split_name(gold: Gold, pred: Prediction | None, split_field: str | None) -> str:
-    """`split_field` of the record if named, else the split of the gold's file, else its id prefix."""
-    if split_field is None:
-        return gold.split if gold.split is not None else gold.id.split("-", 1)[0]
-    value = get_path(gold.record, split_field)
-    if (value is MISSING or value is None) and pred is not None:
-        value = get_path(pred.record, split_field)
-    return "unknown" if value is MISSING or value is None else str(value)
+def split_numbers(gold: GoldSet, preds: PredictionSet) -> list[int]:
+    """Each gold id's split (a number of `gold.names`): the --split-field of the gold record, else of
+    the prediction record, else "unknown"; without --split-field the gold file's split, else the id's
+    prefix (set when the gold was read)."""
+    if preds.split is None:
+        return list(gold.split)
+    unknown = None
+    out = list(gold.split)
+    for i, s in enumerate(out):
+        if s == UNSET:
+            s = preds.split[i]
+            if s == UNSET:
+                unknown = gold.names.number("unknown") if unknown is None else unknown
+                s = unknown
+            out[i] = s
+    return out
 
 
-def evaluate(gold: dict[str, Gold], preds: dict[str, Prediction], *, split_field: str | None = None,
-             pred_field: str = "first_error", only: Iterable[str] | None = None) -> Report:
-    """Score `preds` against `gold`, per split. `only` restricts the gold ids scored."""
-    if only is None:
-        ids = list(gold)
-    else:
-        wanted = set(only)
-        ids = [i for i in gold if i in wanted]
-    splits: dict[str, SplitMetrics] = defaultdict(SplitMetrics)
-    missing: list[str] = []
-    for rid in ids:
-        g, p = gold[rid], preds.get(rid)
-        if p is None:
-            missing.append(rid)
-        n_steps = g.n_steps if g.n_steps is not None else (p.n_steps if p is not None else None)
-        splits[split_name(g, p, split_field)].add(g, p, n_steps)
-    extra = [rid for rid in preds if rid not in gold]
-    return Report(dict(sorted(splits.items())), missing, extra, pred_field)
+def evaluate(gold: GoldSet, preds: PredictionSet, *, pred_field: str = "first_error", labelled_only: bool = False,
+             name_ids: bool = True) -> Report:
+    """Score `preds` against `gold`, per split; with `labelled_only`, only the gold ids it predicts.
+    `name_ids`: list the missing and extra ids (the missing ones read again from the gold files)."""
+    splits: dict[int, SplitMetrics] = defaultdict(SplitMetrics)
+    missing: list[int] = []
+    for i, s in enumerate(split_numbers(gold, preds)):
+        p = preds.first_error[i]
+        if labelled_only and p < -1:
+            continue
+        if p == ABSENT:
+            missing.append(i)
+        n_steps = gold.n_steps[i] if gold.n_steps[i] != UNSET else preds.n_steps[i]
+        splits[s].add(gold.label[i], None if p < -1 else p, None if n_steps == UNSET else n_steps)
+    named = {gold.names.names[s]: m for s, m in splits.items()}
+    return Report(dict(sorted(named.items())), gold.ids_at(missing) if name_ids and missing else [],
+                  list(preds.extra_ids or []) if name_ids else [], pred_field, missing=len(missing),
+                  extra=len(preds.extra))
 
 
-def at_threshold(preds: dict[str, Prediction], threshold: float) -> dict[str, Prediction]:
-    """Predictions with first errors cut from their step scores (None where a record has none)."""
-    return {rid: replace(p, first_error=None if p.scores is None else first_below(p.scores, threshold))
-            for rid, p in preds.items()}
-
-
-def evaluate_scores(gold: dict[str, Gold], preds: dict[str, Prediction], *, threshold: float | None = None,
-                    tune_on: str | None = None, split_field: str | None = None,
-                    pred_field: str = "prm.scores") -> Report:
-    """The metric of step-score predictions cut at `threshold`, or at the threshold tuned on split
-    `tune_on` (that split then reported in `Report.tuned`, the others in `Report.splits`)."""
+def evaluate_scores(gold: GoldSet, preds: PredictionSet, *, threshold: float | None = None,
+                    tune_on: str | None = None, pred_field: str = "prm.scores") -> Report:
+    """The metric of step-score predictions, cut at `threshold` when they were read (`read_predictions`
+    with scores=threshold), or at the threshold tuned on split `tune_on` (read with scores="keep";
+    that split then reported in `Report.tuned`, the others in `Report.splits`)."""
     if (threshold is None) == (tune_on is None):
         raise UsageError("give a threshold or a split to tune it on, not both")
-    for rid, g in gold.items():
-        p = preds.get(rid)
-        if p is not None and p.scores is not None and g.n_steps is not None and len(p.scores) != g.n_steps:
-            raise UsageError(f"{rid}: {len(p.scores)} step scores for the gold's {g.n_steps} steps "
-                             "(the scored response is not the gold one)")
+    if preds.score_mismatch is not None:
+        i, n = preds.score_mismatch
+        raise UsageError(f"{gold.ids_at([i])[0]}: {n} step scores for the gold's {gold.n_steps[i]} steps "
+                         "(the scored response is not the gold one)")
     if tune_on is None:
         chosen = Threshold(threshold)  # type: ignore[arg-type]
     else:
-        split_of = {rid: split_name(g, preds.get(rid), split_field) for rid, g in gold.items()}
-        if tune_on not in split_of.values():
+        split_of = split_numbers(gold, preds)
+        names = gold.names.names
+        if tune_on not in {names[s] for s in split_of}:
             raise UsageError(f"--tune-threshold-on {tune_on}: no such split in the gold "
-                             f"(splits: {', '.join(sorted(set(split_of.values())))})")
-        chosen = lowest_best_threshold([g for rid, g in gold.items() if split_of[rid] == tune_on], preds, tune_on)
-    report = evaluate(gold, at_threshold(preds, chosen.value), split_field=split_field, pred_field=pred_field)
+                             f"(splits: {', '.join(sorted({names[s] for s in split_of}))})")
+        tuning = [(gold.label[i], preds.scores_at(i)) for i, s in enumerate(split_of) if names[s] == tune_on]
+        chosen = lowest_best_threshold(tuning, tune_on)
+        preds = cut_at(preds, gold, chosen.value)
+    report = evaluate(gold, preds, pred_field=pred_field)
     report.threshold = chosen
     if tune_on is not None:
         report.tuned = {tune_on: report.splits.pop(tune_on)}

@@ -26,7 +26,6 @@ from typing import Any
 
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.evaluation.metrics import Threshold, first_below, lowest_best_threshold, right_steps
-from prm_annotate.evaluation.labels import Gold as FirstError
 from prm_annotate.evaluation.labels import Prediction, load_benchmark_gold
 
 TUNE_SAMPLE = 100
@@ -54,9 +53,6 @@ class Gold:
     id: str
     first_error: int
     labels: list[int]  # per step: 1 right, 0 wrong
-
-    def as_first_error(self) -> FirstError:
-        return FirstError(self.id, self.first_error, len(self.labels), {})
 
 
 @dataclass
@@ -153,8 +149,8 @@ def evaluate(gold: dict[str, Gold], preds: dict[str, Prediction], *, threshold: 
     if not 0 < tune_sample < len(ids):
         raise UsageError(f"--tune-sample {tune_sample}: needs fewer responses than the {len(ids)} given, and some")
     tuning = sorted(random.Random(seed).sample(ids, tune_sample), key=ids.index)
-    chosen = lowest_best_threshold([gold[i].as_first_error() for i in tuning], preds,
-                                         f"a random {tune_sample} (seed {seed})")
+    chosen = lowest_best_threshold([(gold[i].first_error, p.scores if (p := preds.get(i)) is not None else None)
+                                    for i in tuning], f"a random {tune_sample} (seed {seed})")
     held = [i for i in ids if i not in set(tuning)]
     return Report(chosen, part(gold, preds, held, chosen.value), pred_field,
                   part(gold, preds, ids, chosen.value), tuning, extra)

@@ -50,6 +50,16 @@ def _slim(obj: dict[str, Any], top: bool = True) -> dict[str, Any]:
             if not (top and k in _BULK) and not isinstance(v, list)}
 
 
+def split_value(obj: dict[str, Any], dotted: str) -> Any:
+    """A record's `--split-field` value as `_slim` leaves it: none under the bulk fields or at a list."""
+    if dotted.split(".", 1)[0] in _BULK:
+        return MISSING
+    value = get_path(obj, dotted)
+    if isinstance(value, list):
+        return MISSING
+    return _slim(value, False) if isinstance(value, dict) else value
+
+
 def get_path(obj: Any, dotted: str) -> Any:
     """`obj["a"]["b"]` for `"a.b"`; MISSING when any part is absent."""
     for part in dotted.split("."):
@@ -161,6 +171,25 @@ def records_by_id(path: str, seen: dict[str, tuple[str, str]] | None = None) -> 
         yield where, rid, obj
 
 
+def gold_value(path: str, where: str, rid: str, obj: dict[str, Any], label_field: str,
+               split: str | None) -> tuple[int, int | None]:
+    """(first error, step count) of a gold record, checked: an id naming another ProcessBench split
+    than its file's (`split`), a missing label or one outside the steps is bad input."""
+    prefix = rid.split("-", 1)[0]
+    if split is not None and prefix != split and prefix in PROCESSBENCH_SPLITS:
+        raise InputError(path, where, f"id {rid!r} is a {prefix} record in a file of split {split}")
+    label = first_error_value(get_path(obj, label_field), path, where, label_field)
+    if label is None:
+        raise InputError(path, where, f"gold record has no `{label_field}`")
+    n_steps = step_count(obj)
+    if n_steps is not None:
+        try:
+            check_first_error(label, n_steps, label_field)
+        except ValueError as exc:
+            raise InputError(path, where, str(exc)) from None
+    return label, n_steps
+
+
 def load_gold(path: str, label_field: str = "label", split: str | None = None,
               seen: dict[str, tuple[str, str]] | None = None) -> dict[str, Gold]:
     """Gold first errors by id, from a ProcessBench JSON array, JSONL or Parquet file with `label`.
@@ -168,18 +197,7 @@ def load_gold(path: str, label_field: str = "label", split: str | None = None,
     (a renamed or swapped file would otherwise score one split as another)."""
     gold: dict[str, Gold] = {}
     for where, rid, obj in records_by_id(path, seen):
-        prefix = rid.split("-", 1)[0]
-        if split is not None and prefix != split and prefix in PROCESSBENCH_SPLITS:
-            raise InputError(path, where, f"id {rid!r} is a {prefix} record in a file of split {split}")
-        label = first_error_value(get_path(obj, label_field), path, where, label_field)
-        if label is None:
-            raise InputError(path, where, f"gold record has no `{label_field}`")
-        n_steps = step_count(obj)
-        if n_steps is not None:
-            try:
-                check_first_error(label, n_steps, label_field)
-            except ValueError as exc:
-                raise InputError(path, where, str(exc)) from None
+        label, n_steps = gold_value(path, where, rid, obj, label_field, split)
         gold[rid] = Gold(rid, label, n_steps, _slim(obj), split)
     if not gold:
         raise InputError(path, "line 0", "the gold file has no records")
@@ -199,15 +217,6 @@ def gold_sources(given: list[str]) -> list[tuple[str, str | None]]:
         else:
             out.append((item, split_of_file(Path(item))))
     return out
-
-
-def load_gold_files(given: list[str], label_field: str = "label") -> dict[str, Gold]:
-    """Gold first errors by id from every gold file or folder given (an id twice is bad input)."""
-    gold: dict[str, Gold] = {}
-    seen: dict[str, tuple[str, str]] = {}
-    for path, split in gold_sources(given):
-        gold.update(load_gold(path, label_field, split, seen))
-    return gold
 
 
 @dataclass(slots=True)
@@ -247,13 +256,8 @@ def load_predictions(path: str, field: str | None, *, scores: bool = False,
         field = "prm.scores"
     for where, rid, obj in records_by_id(path, seen):
         if field is None:
-            try:
-                field = detect_field(obj)
-            except ValueError as exc:
-                raise InputError(path, where, f"{exc}; name it with FILE=dotted.path") from None
-        labels = obj.get("labels")
-        if labels is not None and not (isinstance(labels, list) and all(isinstance(x, bool) for x in labels)):
-            raise InputError(path, where, "`labels` must be a list of true/false")
+            field = detected_field(obj, path, where)
+        labels = labels_value(obj, path, where)
         value = get_path(obj, field)
         present = present or value is not MISSING
         n_steps = step_count(obj)
@@ -265,6 +269,21 @@ def load_predictions(path: str, field: str | None, *, scores: bool = False,
     if preds and not present:
         raise InputError(path, "line 1", f"no record has the field {field!r}")
     return field or "first_error", preds
+
+
+def detected_field(obj: dict[str, Any], path: str, where: str) -> str:
+    try:
+        return detect_field(obj)
+    except ValueError as exc:
+        raise InputError(path, where, f"{exc}; name it with FILE=dotted.path") from None
+
+
+def labels_value(obj: dict[str, Any], path: str, where: str) -> list[bool] | None:
+    """A record's own step labels (a consensus record's), checked."""
+    labels = obj.get("labels")
+    if labels is not None and not (isinstance(labels, list) and all(isinstance(x, bool) for x in labels)):
+        raise InputError(path, where, "`labels` must be a list of true/false")
+    return labels
 
 
 def load_prediction_files(paths: list[str], field: str | None, *,

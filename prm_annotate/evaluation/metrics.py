@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # numpy is imported where it is used: `consensus` and `evalua
     import numpy as np
 
 from prm_annotate.errors import UsageError
-from prm_annotate.evaluation.labels import Gold, Prediction
 
 
 def accuracy(hits: int, total: int) -> float | None:
@@ -116,25 +115,25 @@ class Threshold:
                 "tuned_on": self.tuned_on, "tuning_f1": self.tuning_f1, "candidates": self.candidates}
 
 
-def lowest_best_threshold(golds: list[Gold], preds: dict[str, Prediction], split: str) -> Threshold:
-    """The threshold with the highest F1 on `golds` (one split), over every distinct cut of its
-    scores; ties go to the lowest. Each response is right on an interval of thresholds
-    (`hit_interval`), so every cut is counted by bisection instead of re-predicting the split."""
-    n_error = sum(g.label != -1 for g in golds)
-    n_correct = len(golds) - n_error
+def lowest_best_threshold(responses: list[tuple[int, Sequence[float] | None]], split: str) -> Threshold:
+    """The threshold with the highest F1 on `responses` (one split's (gold first error, step scores or
+    None: unscored)), over every distinct cut of its scores; ties go to the lowest. Each response is
+    right on an interval of thresholds (`hit_interval`), so every cut is counted by bisection instead
+    of re-predicting the split."""
+    n_error = sum(label != -1 for label, _ in responses)
+    n_correct = len(responses) - n_error
     if not n_error or not n_correct:
         raise UsageError(f"--tune-threshold-on {split}: F1 needs erroneous and correct responses; the split has "
                          f"{n_error} erroneous and {n_correct} correct")
     lows, highs, correct_mins, all_scores = [], [], [], []
-    for g in golds:
-        p = preds.get(g.id)
-        if p is None or p.scores is None:
+    for label, scores in responses:
+        if scores is None:
             continue  # wrong at every threshold
-        all_scores += p.scores
-        lo, hi = hit_interval(g.label, p.scores)
+        all_scores += scores
+        lo, hi = hit_interval(label, scores)
         if lo >= hi:
             continue
-        if g.label == -1:
+        if label == -1:
             correct_mins.append(hi)
         else:
             lows.append(lo)

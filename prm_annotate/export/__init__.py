@@ -16,16 +16,16 @@ from prm_annotate.export.formats import (
 )
 from prm_annotate.export.placement import TokenCheck, load_tokenizer
 from prm_annotate.export.qwen import QWEN_SYSTEM, QWEN_TAG
-from prm_annotate.export.rows import build_rows
+from prm_annotate.export.rows import iter_rows
 from prm_annotate.export.tagged import TaggedFormat
-from prm_annotate.export.truncation import Truncation, check_truncation
+from prm_annotate.export.truncation import Truncation, drop_or_count
 from prm_annotate.export.writing import write_rows
 from prm_annotate.export import critic, hf, math_shepherd, openrlhf, qwen, tokens, trl
 
 __all__ = [
     "EXPORT_FORMATS", "Example", "ExportFormat", "ExportOptions", "ExportRun", "ExportSummary", "Provenance", "QWEN_SYSTEM",
-    "QWEN_TAG", "TaggedFormat", "TokenCheck", "Truncation", "build_rows", "check_truncation", "format_names",
-    "load_tokenizer", "register", "write_rows",
+    "QWEN_TAG", "TaggedFormat", "TokenCheck", "Truncation", "drop_or_count", "format_names",
+    "iter_rows", "load_tokenizer", "register", "write_rows",
 ]
 
 register(trl.FORMAT)

@@ -24,21 +24,27 @@ preparation refuses a `messages` row that has any of them.
 """
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterable, Iterator
 
 from pydantic import ValidationError
 
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.export.examples import ExportSummary
 from prm_annotate.export.formats import ExportFormat, ExportOptions, Provenance
-from prm_annotate.export.hf import card_footer, card_header, source_run_lines, write_hf
+from prm_annotate.export.hf import Split, card_footer, card_header, source_run_lines, spool_dir, write_hf
+from prm_annotate.export.writing import Spool
 from prm_annotate.judging import JudgePrompt, load_judge_prompt, render_judge_prompt
 from prm_annotate.judging.cascade import FIRST
 from prm_annotate.records import Consensus, Judged, describe_validation_error
 from prm_annotate.evaluation.labels import read_raw
+from prm_annotate.io.inputs import _starts_with_bracket
+from prm_annotate.io.jsonl import is_stream, iter_jsonl_at, line_at, open_input
 
 CONSUMER = "a chat SFT trainer (messages: user = the judge prompt, assistant = the critique)"
 UNPARSED = "critiques without a parsed verdict"  # never a row
@@ -57,42 +63,68 @@ class Source:
     judged_judge: dict[str, Any] | None = None
 
 
-def read_consensus(path: str, summary: ExportSummary) -> list[Source]:
-    out: list[Source] = []
-    seen: dict[str, str] = {}
+def _consensus(path: str, where: str, obj: dict[str, Any]) -> Consensus:
+    if "labels" not in obj or not isinstance(obj.get("judge"), dict):
+        raise InputError(path, where, "not a consensus record: the critic export reads `consensus` output "
+                                      "(and, with --judged, the judged file it was made from)")
+    try:
+        return Consensus.model_validate(obj)
+    except ValidationError as exc:
+        raise InputError(path, where, describe_validation_error(exc)) from None
+
+
+def consensus_ids(path: str, name: str, summary: ExportSummary) -> dict[str, Any]:
+    """A first pass over the consensus file (`name` in messages): every record validated, its id
+    kept (None: the value the judged file's offset takes), nothing else."""
+    seen: dict[str, Any] = {}
     for where, obj in read_raw(path):
         summary.read += 1
-        if "labels" not in obj or not isinstance(obj.get("judge"), dict):
-            raise InputError(path, where, "not a consensus record: the critic export reads `consensus` output "
-                                          "(and, with --judged, the judged file it was made from)")
-        try:
-            rec = Consensus.model_validate(obj)
-        except ValidationError as exc:
-            raise InputError(path, where, describe_validation_error(exc)) from None
-        if rec.id in seen:
-            raise InputError(path, where, f"duplicate id {rec.id!r} (first seen at {seen[rec.id]})")
-        seen[rec.id] = where
-        out.append(Source(where, rec, obj["judge"]))
-    return out
+        rid = _consensus(name, where, obj).id
+        if rid in seen:  # named by reading the file again (rare): the first pass holds no places
+            first = next(w for w, o in read_raw(path) if o.get("id") == rid)
+            raise InputError(name, where, f"duplicate id {rid!r} (first seen at {first})")
+        seen[rid] = None
+    return seen
 
 
-def join_judged(path: str, sources: list[Source]) -> None:
-    """Fill each source from its judged record (read once, only the ids wanted)."""
-    by_id = {s.record.id: s for s in sources}
-    seen: dict[str, str] = {}
-    for where, obj in read_raw(path):
-        rid = obj.get("id")
-        if rid not in by_id:
-            continue
-        if rid in seen:
-            raise InputError(path, where, f"duplicate id {rid!r} (first seen at {seen[rid]})")
-        seen[rid] = where
+class JudgedIndex:
+    """Where each wanted judged record is: its byte offset in a JSONL file (read again when its
+    rows are made), or, for a JSON array (held whole by its reader anyway), the record."""
+
+    def __init__(self, path: str, wanted: dict[str, Any]):
+        self.path = path
+        self.at = wanted  # id -> offset, or record for an array
+        array = _starts_with_bracket(path)
+        rows = ((w, None, o) for w, o in read_raw(path)) if array else iter_jsonl_at(path)
+        for where, offset, obj in rows:
+            rid = obj.get("id")
+            if rid not in wanted:
+                continue
+            if wanted[rid] is not None:  # named by reading the file again (rare): no places are held
+                first = next(w for w, o in read_raw(path) if o.get("id") == rid)
+                raise InputError(path, where, f"duplicate id {rid!r} (first seen at {first})")
+            try:
+                Judged.model_validate(obj)
+            except ValidationError as exc:
+                raise InputError(path, where, describe_validation_error(exc)) from None
+            wanted[rid] = obj if array else offset
+        self._fh = None if array else open(path, "rb")
+
+    def fill(self, source: Source) -> None:
+        """Fill a source from its judged record, if the file has one."""
+        at = self.at.get(source.record.id)
+        if at is None:
+            return
+        obj = at if self._fh is None else line_at(self._fh, self.path, at)
         try:
             rec = Judged.model_validate(obj)
-        except ValidationError as exc:
-            raise InputError(path, where, describe_validation_error(exc)) from None
-        source = by_id[rid]
+        except ValidationError as exc:  # the file changed since it was indexed
+            raise InputError(self.path, f"byte {at}", describe_validation_error(exc)) from None
         source.steps, source.problem, source.judged_judge = rec.steps, rec.problem, obj["judge"]
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
 
 
 def mismatch(source: Source, judged_path: str) -> str | None:
@@ -175,7 +207,8 @@ def render_problem(tokenizer: Any, row: dict[str, Any]) -> str | None:
 
 @dataclass(frozen=True)
 class Critic(ExportFormat):
-    def own_rows(self, path: str, opts: ExportOptions, tokenizer: Any) -> tuple[list[dict[str, Any]], ExportSummary]:
+    def own_rows(self, path: str, opts: ExportOptions, tokenizer: Any,
+                 summary: ExportSummary) -> Iterator[dict[str, Any]]:
         for option, given in (("--keep-scores", opts.keep_scores), ("--step-sep", opts.step_sep is not None)):
             if given:
                 raise UsageError(f"{option}: the {self.name} format writes critiques, it has no step scores or separator")
@@ -184,42 +217,77 @@ class Critic(ExportFormat):
                              "consensus keeps the steps up to the first error only, and the judge saw them all")
         if tokenizer is not None and not getattr(tokenizer, "chat_template", None):
             raise UsageError(f"--tokenizer has no chat template; --format {self.name} checks that it renders each row")
-        summary = ExportSummary()
-        sources = read_consensus(path, summary)
-        join_judged(opts.judged, sources)
+        # The consensus file is read twice (its ids, then its rows): a stream is kept in a file first.
+        copy = None
+        if is_stream(path):
+            fd, copy = tempfile.mkstemp(prefix=".export-input.", suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                shutil.copyfileobj(open_input(path), fh)
+        try:
+            wanted = consensus_ids(copy or path, path, summary)
+            index = JudgedIndex(opts.judged, wanted)
+        except BaseException:
+            if copy:
+                os.unlink(copy)
+            raise
+        return self._rows(copy or path, path, opts, tokenizer, summary, index, copy)
+
+    def _rows(self, read: str, path: str, opts: ExportOptions, tokenizer: Any, summary: ExportSummary,
+              index: JudgedIndex, copy: str | None) -> Iterator[dict[str, Any]]:
         prompts = Prompts()
-        rows: list[dict[str, Any]] = []
-        for source in sources:
-            rid = source.record.id
-            if (source.judge.get("cascade") or {}).get("decided_by") == FIRST:
-                summary.skipped[FIRST_DECIDED] += 1
-                continue
-            prompt = mismatch(source, opts.judged) or prompts.get(source.judge)
-            if isinstance(prompt, str):
-                raise InputError(path, source.where, f"{rid}: {prompt}")
-            kept = source_rows(source, prompt, opts.votes or "agreeing", summary.skipped)
-            for row in kept if tokenizer is not None else ():
-                why = render_problem(tokenizer, row)
-                if why is not None:
-                    raise InputError(path, source.where, f"{rid}, critique {row['vote']}: {why}")
-            rows += kept
-        return rows, summary
+        try:
+            for where, obj in read_raw(read):
+                rec = _consensus(path, where, obj)
+                source = Source(where, rec, obj["judge"])
+                index.fill(source)
+                rid = rec.id
+                if (source.judge.get("cascade") or {}).get("decided_by") == FIRST:
+                    summary.skipped[FIRST_DECIDED] += 1
+                    continue
+                prompt = mismatch(source, opts.judged) or prompts.get(source.judge)
+                if isinstance(prompt, str):
+                    raise InputError(path, source.where, f"{rid}: {prompt}")
+                kept = source_rows(source, prompt, opts.votes or "agreeing", summary.skipped)
+                for row in kept if tokenizer is not None else ():
+                    why = render_problem(tokenizer, row)
+                    if why is not None:
+                        raise InputError(path, source.where, f"{rid}, critique {row['vote']}: {why}")
+                yield from kept
+        finally:
+            index.close()
+            if copy:
+                os.unlink(copy)
 
 
-def critic_card(rows: list[dict[str, Any]], source: Provenance, license: str | None = None) -> str:
+class CriticCounts:
+    """What the critic card says of its rows, counted as they are written."""
+
+    def __init__(self) -> None:
+        self.rows = self.responses = self.agreeing = 0
+        self.prompts: set[str] = set()
+        self._last: str | None = None
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows += 1
+        self.responses += row["id"] != self._last  # a response's rows are together, and its id unique
+        self._last = row["id"]
+        self.agreeing += row["agrees"]
+        self.prompts.add(str(row["judge_prompt"]))
+
+
+def critic_card(counts: CriticCounts, source: Provenance, license: str | None = None) -> str:
     from prm_annotate import __version__
 
-    agreeing = sum(r["agrees"] for r in rows)
-    header = card_header(license=license, task="text-generation", rows=len(rows),
+    rows, agreeing = counts.rows, counts.agreeing
+    header = card_header(license=license, task="text-generation", rows=rows,
                          tags=["generative-verifier", "process-reward-model", "prm-annotate"])
     lines = [*header,
              "# Judge critiques for training a generative verifier", "",
              f"Made by prm-annotate {__version__} from `{source.input}` ({source.read} consensus records read, "
-             f"{len(rows)} rows):", "", f"    {shlex.join(source.argv)}", "",
+             f"{rows} rows):", "", f"    {shlex.join(source.argv)}", "",
              "## Rows", "", "| rows | responses | critiques agreeing with the consensus | others (negatives) | judge prompts |",
              "|---:|---:|---:|---:|---|",
-             f"| {len(rows)} | {len({r['id'] for r in rows})} | {agreeing} | {len(rows) - agreeing} | "
-             f"{', '.join(sorted({str(r['judge_prompt']) for r in rows}))} |", "",
+             f"| {rows} | {counts.responses} | {agreeing} | {rows - agreeing} | {', '.join(sorted(counts.prompts))} |", "",
              *source_run_lines(source.input),
              "## Row schema", "",
              "`messages`: the judge prompt as the user turn (the exact text the judge saw) and one critique as the "
@@ -234,11 +302,18 @@ def critic_card(rows: list[dict[str, Any]], source: Provenance, license: str | N
 
 @dataclass(frozen=True)
 class CriticHF(Critic):
-    def write(self, rows: list[dict[str, Any]], output: str, opts: ExportOptions, source: Provenance) -> None:
+    def write(self, rows: Iterable[dict[str, Any]], output: str, opts: ExportOptions,
+              finish: Callable[[int], Provenance]) -> None:
         if output == "-":
             raise UsageError(f"--format {self.name} writes a directory: give it with -o DIR")
-        write_hf({"train": rows}, output, critic_card(rows, source, opts.license))
-
+        counts = CriticCounts()
+        with Spool(spool_dir(output)) as spool:
+            for row in rows:
+                spool.add(row)
+                counts.add(row)
+            spool.close()
+            source = finish(spool.count)
+            write_hf(spool, {"train": Split(None)}, output, lambda: critic_card(counts, source, opts.license))
 
 _SOFT = "--soft: critic rows are critiques with a verdict, not step labels"
 FORMAT = Critic("critic", summary="the judge's critiques as chat rows for a critic's SFT", consumer=CONSUMER,

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 from pydantic import ValidationError
 
 from prm_annotate.errors import InputError
+from prm_annotate.io.jsonl import is_stream
 from prm_annotate.records import Consensus, Judged, Rollout, recovery_of
 from prm_annotate.records import describe_validation_error
 from prm_annotate.evaluation.labels import read_raw, step_labels
@@ -113,7 +114,9 @@ def example_from(obj: dict[str, Any], path: str, where: str, recovery: bool = Fa
 
 
 def read_examples(path: str, summary: ExportSummary, recovery: bool = False) -> Iterator[tuple[str, Example]]:
-    seen: dict[str, str] = {}
+    # Per id, where it was only for a stream: a file is read again to name a duplicate's first line (rare).
+    stream = is_stream(path)
+    seen: dict[str, str | None] = {}
     for where, obj in read_raw(path):
         summary.read += 1
         example = example_from(obj, path, where, recovery)
@@ -121,6 +124,8 @@ def read_examples(path: str, summary: ExportSummary, recovery: bool = False) -> 
             summary.skipped[example] += 1
             continue
         if example.id in seen:
-            raise InputError(path, where, f"duplicate id {example.id!r} (first seen at {seen[example.id]})")
-        seen[example.id] = where
+            first = seen[example.id] or next(w for w, o in read_raw(path) if o.get("id") == example.id
+                                             and not isinstance(example_from(o, path, w, recovery), str))
+            raise InputError(path, where, f"duplicate id {example.id!r} (first seen at {first})")
+        seen[example.id] = where if stream else None
         yield where, example

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from prm_annotate.errors import UsageError
 from prm_annotate.registry import Registry
@@ -52,10 +52,11 @@ class ExportFormat:
     critiques: bool = False  # its rows are the judge's critiques, not step labels (--votes, --judged)
     card: bool = False  # writes a dataset card for the Hub (--license)
 
-    def own_rows(self, path: str, opts: ExportOptions,
-                 tokenizer: Any) -> tuple[list[dict[str, Any]], ExportSummary] | None:
-        """The rows of `path` for a format whose rows are not one per labelled example (critic: one
-        per critique of the judge); None, the default: one per example, made by `fields`."""
+    def own_rows(self, path: str, opts: ExportOptions, tokenizer: Any,
+                 summary: ExportSummary) -> Iterator[dict[str, Any]] | None:
+        """The rows of `path`, made as they are read (counted in `summary`), for a format whose rows
+        are not one per labelled example (critic: one per critique of the judge); None, the
+        default: one per example, made by `fields`."""
         return None
 
     def fields(self, problem: str, steps: list[str], values: list[Any], opts: ExportOptions,
@@ -77,8 +78,12 @@ class ExportFormat:
         cut off by `max_completion_length` first)."""
         raise UsageError(f"--max-length: the {self.name} format has no length check")
 
-    def write(self, rows: list[dict[str, Any]], output: str, opts: ExportOptions, source: Provenance) -> None:
-        write_rows(rows, output)
+    def write(self, rows: Iterable[dict[str, Any]], output: str, opts: ExportOptions,
+              finish: Callable[[int], Provenance]) -> None:
+        """Write the rows as they come; `finish(count)`, once they are all made and before the
+        output is put in place, may refuse the set (raise: nothing written) and says what it was
+        made from."""
+        write_rows(rows, output, finish)
 
 
 EXPORT_FORMATS: Registry[ExportFormat] = Registry("--format", "The trainer's format", "docs/export.md", listing="names")

@@ -9,6 +9,7 @@ command line and settings.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import shlex
@@ -16,12 +17,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import orjson
 
 from prm_annotate.errors import UsageError, require
 from prm_annotate.export.formats import ExportOptions, Provenance
+from prm_annotate.export.writing import CHUNK, Spool
+from prm_annotate.io.jsonl import dumps
 from prm_annotate.export.trl import TRL_CONSUMER, Stepwise
 from prm_annotate.io.manifest import source_runs
 from prm_annotate.evaluation.labels import ROWS
@@ -41,30 +44,55 @@ RECOVERY_RULE = ("A response is kept when MC's slips and their corrections (`mc.
                  "(`consensus --rule recovery`, docs/recovery.md).")
 
 
-def split_by_problem(rows: list[dict[str, Any]], test_share: float) -> dict[str, list[dict[str, Any]]]:
-    """Train and test rows, split by problem text so no problem's responses are on both sides.
-    The problems held out are the ceil(share * problems) first by sha256 of their text: the same
-    input always gives the same split, and adding problems moves no old problem across."""
+def _problem_key(problem: str) -> bytes:
+    return hashlib.sha256(problem.encode()).digest()
+
+
+class SplitStats:
+    """A split's counts for the card, taken as its rows are written."""
+
+    def __init__(self, problems: int):
+        self.rows = self.steps = self.right = self.wrong = self.with_error = 0
+        self.problems = problems
+
+    def add(self, row: dict[str, Any]) -> None:
+        labels = row["labels"]
+        hard = [v for v in labels if isinstance(v, bool)]
+        self.rows += 1
+        self.steps += len(labels)
+        self.right += sum(hard)
+        self.wrong += len(hard) - sum(hard)
+        self.with_error += any(v is False for v in labels)
+
+    def stats(self) -> dict[str, Any]:
+        return {"rows": self.rows, "problems": self.problems, "steps": self.steps,
+                "mean_steps": round(self.steps / self.rows, 2) if self.rows else 0.0,
+                "right": self.right, "wrong": self.wrong, "with_error": self.with_error}
+
+
+def split_by_problem(problems: set[bytes], test_share: float) -> dict[str, Split]:
+    """Train and test, split by problem text so no problem's responses are on both sides (`problems`:
+    the sha256 of every problem's text). The problems held out are the ceil(share * problems)
+    first by that sha256: the same input always gives the same split, and adding problems moves no
+    old problem across."""
     if not test_share:
-        return {"train": rows}
-    def key(problem: str) -> str:
-        return hashlib.sha256(problem.encode()).hexdigest()
-    problems = sorted({r["prompt"] for r in rows}, key=key)
-    n_test = math.ceil(test_share * len(problems))
-    if n_test >= len(problems):
-        raise UsageError(f"--test-split {test_share}: {len(problems)} problems are too few to hold out a share "
+        return {"train": Split(None, SplitStats(len(problems)))}
+    ordered = sorted(problems)
+    n_test = math.ceil(test_share * len(ordered))
+    if n_test >= len(ordered):
+        raise UsageError(f"--test-split {test_share}: {len(ordered)} problems are too few to hold out a share "
                          "and keep a training split")
-    held = set(problems[:n_test])
-    return {"train": [r for r in rows if r["prompt"] not in held], "test": [r for r in rows if r["prompt"] in held]}
+    held = set(ordered[:n_test])
+    del ordered
+    return {"train": Split(lambda r: _problem_key(r["prompt"]) not in held, SplitStats(len(problems) - n_test)),
+            "test": Split(lambda r: _problem_key(r["prompt"]) in held, SplitStats(n_test))}
 
 
-def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    labels = [v for r in rows for v in r["labels"]]
-    hard = [v for v in labels if isinstance(v, bool)]
-    return {"rows": len(rows), "problems": len({r["prompt"] for r in rows}), "steps": len(labels),
-            "mean_steps": round(len(labels) / len(rows), 2) if rows else 0.0,
-            "right": sum(hard), "wrong": len(hard) - sum(hard),
-            "with_error": sum(any(v is False for v in r["labels"]) for r in rows)}
+@dataclass
+class Split:
+    """Which rows a split keeps (None: all), and what counts them for a card as they are written."""
+    keep: Callable[[dict[str, Any]], bool] | None
+    counts: SplitStats | None = None
 
 
 def flat_settings(settings: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -192,8 +220,9 @@ def card_footer(license: str | None) -> list[str]:
             "and an LLM judge, kept where they agree. Cite the method as:", "", "```bibtex", BIBTEX, "```", ""]
 
 
-def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read: int, argv: list[str],
+def dataset_card(splits: dict[str, dict[str, Any]], input_path: str, read: int, argv: list[str],
                  license: str | None = None, step_separator: str = "\n") -> str:
+    """The card of splits given by their counts (`SplitStats.stats`)."""
     from prm_annotate import __version__
 
     runs = source_runs(input_path)
@@ -201,17 +230,16 @@ def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read:
     configs = ["configs:", "- config_name: default", "  data_files:"]
     for name in splits:
         configs += [f"  - split: {name}", f"    path: {name}/data-*.arrow"]
-    header = card_header(license=license, task="token-classification", rows=sum(len(r) for r in splits.values()),
+    header = card_header(license=license, task="token-classification", rows=sum(s["rows"] for s in splits.values()),
                          tags=["process-reward-model", "prm", "trl", "prm-annotate"], extra=configs)
     lines = [*header,
              "# Step-labelled responses for process reward models", "",
               f"Made by prm-annotate {__version__} from `{input_path}` ({read} records read, "
-              f"{sum(len(r) for r in splits.values())} rows kept):", "", f"    {shlex.join(argv)}", "",
+              f"{sum(s['rows'] for s in splits.values())} rows kept):", "", f"    {shlex.join(argv)}", "",
               "## Splits and labels", "",
               "| split | rows | problems | steps | mean steps per row | right steps | wrong steps | rows with an error |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, rows in splits.items():
-        s = _stats(rows)
+    for name, s in splits.items():
         share = f" ({100 * s['right'] / s['steps']:.1f}%)" if s["steps"] else ""
         lines.append(f"| {name} | {s['rows']} | {s['problems']} | {s['steps']} | {s['mean_steps']} | "
                      f"{s['right']}{share} | {s['wrong']} | {s['with_error']} |")
@@ -244,12 +272,11 @@ def dataset_card(splits: dict[str, list[dict[str, Any]]], input_path: str, read:
     return "\n".join(lines)
 
 
-def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) -> None:
-    """Save the DatasetDict and its card in a temporary directory beside `output`, then move it
-    into place: a reader never sees half a dataset, and a failed export leaves the old one."""
-    require("datasets", "--format hf", "pip install datasets")
-    from datasets import Dataset, DatasetDict, disable_progress_bars
-
+def write_hf(spool: Spool, splits: dict[str, Split], output: str, card: Callable[[], str]) -> None:
+    """Save the splits of the spooled rows as a DatasetDict directory (the files and bytes
+    `DatasetDict.save_to_disk` writes, one Arrow batch at a time) and its `card` (made after the
+    rows are written), in a temporary directory beside `output`, then move it into place: a reader
+    never sees half a dataset, and a failed export leaves the old one."""
     if output == "-":
         raise UsageError("--format hf writes a directory: give it with -o DIR")
     target = Path(output)
@@ -257,10 +284,11 @@ def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) ->
         raise UsageError(f"{output}: exists and is not a dataset directory from an earlier export; not overwriting it")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    disable_progress_bars()  # the export's own summary line is its progress report
     try:
-        DatasetDict({name: Dataset.from_list(rows) for name, rows in splits.items()}).save_to_disk(str(tmp))
-        (tmp / "README.md").write_text(card)
+        for name, split in splits.items():
+            _save_split(spool, split, tmp / name)
+        (tmp / "dataset_dict.json").write_text(json.dumps({"splits": list(splits)}))
+        (tmp / "README.md").write_text(card())
         old = None
         if target.exists():
             old = target.with_name(f".{target.name}.old")
@@ -274,12 +302,88 @@ def write_hf(splits: dict[str, list[dict[str, Any]]], output: str, card: str) ->
         raise
 
 
+def _save_split(spool: Spool, split: Split, folder: Path) -> None:
+    """One split as `Dataset.save_to_disk` lays it out: its shards (as many as datasets makes for
+    its size, rows cut contiguously, written in batches of datasets' size), state.json and
+    dataset_info.json. The one difference: `_fingerprint` in state.json is a sha256 of the rows
+    (datasets hashes the whole in-memory table, which a stream never holds)."""
+    require("datasets", "--format hf", "pip install datasets")
+    from datasets import DatasetInfo, Features, config
+    from datasets.arrow_writer import ArrowWriter, get_writer_batch_size_from_data_size
+    from datasets.utils.py_utils import asdict, convert_file_size_to_int
+
+    rows = nbytes = 0
+    if split.keep is None:
+        rows, nbytes = spool.count, spool.nbytes
+    else:  # a split's size, measured as datasets measures a table's (its shard count, its batch size)
+        for table in spool.tables(CHUNK, split.keep):
+            rows += len(table)
+            nbytes += table.nbytes
+    num_shards = max(1, min(rows, int(nbytes / convert_file_size_to_int(config.MAX_SHARD_SIZE)) + 1))
+    batch = config.DEFAULT_MAX_BATCH_SIZE
+    if nbytes > 0:
+        batch = min(batch, get_writer_batch_size_from_data_size(rows, nbytes))
+    features = Features.from_arrow_schema(spool.schema)
+    digest = hashlib.sha256()
+    kept = (r for r in spool.rows() if split.keep is None or split.keep(r))
+    folder.mkdir()
+    names = [f"data-{i:05d}-of-{num_shards:05d}.arrow" for i in range(num_shards)]
+    div, mod = divmod(rows, num_shards)
+    for i, name in enumerate(names):
+        writer = ArrowWriter(features=features, path=str(folder / name), embed_local_files=True)
+        try:
+            left = div + (1 if i < mod else 0)
+            while left:
+                chunk = [next(kept) for _ in range(min(batch, left))]
+                left -= len(chunk)
+                for row in chunk:
+                    if split.counts is not None:
+                        split.counts.add(row)
+                    digest.update(dumps(row))
+                writer.write_table(pa_table(chunk, spool.schema))
+            writer.finalize()
+        finally:
+            writer.close()
+    state = {"_data_files": [{"filename": name} for name in names], "_fingerprint": digest.hexdigest()[:16],
+             "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
+             "_split": None}
+    with open(folder / config.DATASET_STATE_JSON_FILENAME, "w", encoding="utf-8") as fh:
+        json.dump(state, fh, indent=2, sort_keys=True)
+    info = asdict(DatasetInfo(features=features))
+    with open(folder / config.DATASET_INFO_FILENAME, "w", encoding="utf-8") as fh:
+        json.dump({key: info[key] for key in sorted(info)}, fh, indent=2)
+
+
+def pa_table(rows: list[dict[str, Any]], schema: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
 @dataclass(frozen=True)
 class HF(Stepwise):
-    def write(self, rows: list[dict[str, Any]], output: str, opts: ExportOptions, source: Provenance) -> None:
-        splits = split_by_problem(rows, opts.test_split)
-        write_hf(splits, output, dataset_card(splits, source.input, source.read, list(source.argv), opts.license,
-                                              opts.sep))
+    def write(self, rows: Iterable[dict[str, Any]], output: str, opts: ExportOptions,
+              finish: Callable[[int], Provenance]) -> None:
+        if output == "-":
+            raise UsageError("--format hf writes a directory: give it with -o DIR")
+        with Spool(spool_dir(output)) as spool:
+            problems: set[bytes] = set()  # every problem's sha256: the split and the card's count
+            for row in rows:
+                spool.add(row)
+                problems.add(_problem_key(row["prompt"]))
+            spool.close()
+            source = finish(spool.count)
+            splits = split_by_problem(problems, opts.test_split)
+            del problems
+            write_hf(spool, splits, output, lambda: dataset_card(
+                {name: split.counts.stats() for name, split in splits.items()},  # type: ignore[union-attr]
+                source.input, source.read, list(source.argv), opts.license, opts.sep))
+
+
+def spool_dir(output: str) -> Path | None:
+    """Where rows wait for the output's writer: beside it (the same disk), or the system's place."""
+    parent = Path(output).parent
+    return parent if parent.is_dir() else None
 
 
 FORMAT = HF("hf", summary="a Hugging Face dataset directory of TRL rows with its dataset card", consumer=TRL_CONSUMER,

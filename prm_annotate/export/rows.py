@@ -8,7 +8,7 @@ surrounding whitespace, and with a tokenizer every label is placed as its reader
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.export.examples import Example, ExportSummary, read_examples
@@ -38,21 +38,26 @@ def to_row(example: Example, opts: ExportOptions, check: TokenCheck | None = Non
     return row
 
 
-def build_rows(path: str, opts: ExportOptions, tokenizer: Any = None) -> tuple[list[dict[str, Any]], ExportSummary]:
-    """The rows of `path` in the format; with a tokenizer, every label is placed as the format's
-    consumer will place it, and the first row where it would not land on the token ending its
-    step stops the export (exit 2, nothing written)."""
+def iter_rows(path: str, opts: ExportOptions, summary: ExportSummary, tokenizer: Any = None) -> Iterator[dict[str, Any]]:
+    """The rows of `path` in the format, made as the records are read (`summary` counts them);
+    with a tokenizer, every label is placed as the format's consumer will place it, and the first
+    row where it would not land on the token ending its step stops the export (exit 2: the writer
+    puts nothing in place)."""
     fmt = opts.export_format
-    own = fmt.own_rows(path, opts, tokenizer)
+    own = fmt.own_rows(path, opts, tokenizer, summary)
     if own is not None:
         return own
-    summary = ExportSummary()
     check = fmt.token_check(opts, tokenizer) if tokenizer is not None else None
     if check is None and fmt.needs_tokenizer:
         raise UsageError(f"--format {fmt.name} needs --tokenizer")
     if check is not None:
         summary.step_end = check.step_end
-    rows = []
+    return _example_rows(path, opts, summary, check)
+
+
+def _example_rows(path: str, opts: ExportOptions, summary: ExportSummary,
+                  check: TokenCheck | None) -> Iterator[dict[str, Any]]:
+    fmt = opts.export_format
     for where, example in read_examples(path, summary, opts.labels == "recovery"):
         try:
             row = to_row(example, opts, check)
@@ -63,5 +68,4 @@ def build_rows(path: str, opts: ExportOptions, tokenizer: Any = None) -> tuple[l
                 fmt.check_placement(row, opts, check)
         except Misplaced as exc:
             raise InputError(path, where, f"{example.id}: {exc} ({fmt.consumer})") from None
-        rows.append(row)
-    return rows, summary
+        yield row

@@ -84,7 +84,7 @@ class Tokens(ExportFormat):
                check: TokenCheck | None) -> dict[str, Any]:
         """`input_ids`, `attention_mask` and `labels` (IGNORE except on each step's end marker);
         the labels are placed by construction, so a marker that cannot carry one is Misplaced here.
-        `check` is always there: build_rows refuses this format without a tokenizer."""
+        `check` is always there: iter_rows refuses this format without a tokenizer."""
         got = _tokens(check.tokenizer, problem, steps, check.step_end, check.tag_id, opts.sep)
         if isinstance(got, str):
             raise Misplaced(got)

@@ -142,7 +142,7 @@ def recovery_report(predictions: list[str], gold: list[str]) -> dict[str, Any] |
         return out
 
     # Predictions first: when they hold first errors only, the gold is not read a second time. The
-    # gold's folders (ProcessBench's layouts) are its split files, as `load_gold_files` reads them.
+    # gold's folders (ProcessBench's layouts) are its split files, as `evaluate` reads them.
     preds = merged(predictions)
     if not preds:
         return None

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from prm_annotate.errors import UsageError
 from prm_annotate.evaluation.evaluate import evaluate
-from prm_annotate.evaluation.labels import Gold, Prediction, load_predictions, step_labels
+from prm_annotate.evaluation.label_sets import GoldSet, PredictionSet, read_predictions
 from prm_annotate.recovery.report import agreement as recovery_agreement
 from prm_annotate.recovery.report import counts as recovery_counts
 from prm_annotate.recovery.report import read_recoveries
@@ -32,17 +32,27 @@ class Source:
     name: str
     path: str
     field: str
-    preds: dict[str, Prediction]
+    preds: PredictionSet
+
+    @classmethod
+    def read(cls, name: str, path: str, field: str | None, gold: GoldSet, *, split_field: str | None = None,
+             watch: Callable[[dict[str, Any]], bool] | None = None) -> Source:
+        """A file's first errors (at `field`, else detected) read against `gold`."""
+        preds = read_predictions([path], field, gold, split_field=split_field, count_labels=True, watch=watch)
+        return cls(name, path, preds.field, preds)
 
 
-def parse_fields(items: list[str]) -> dict[str, str]:
-    """`--field FILE=dotted.path` options, by file."""
+def parse_fields(items: list[str], paths: list[str]) -> dict[str, str]:
+    """`--field FILE=dotted.path` options, by file; each FILE one of the compared `paths`."""
     out: dict[str, str] = {}
     for item in items:
         path, sep, field = item.rpartition("=")
         if not sep or not path or not field:
             raise UsageError(f"--field takes FILE=dotted.path, got {item!r}")
         out[path] = field
+    unknown = set(out) - set(paths)
+    if unknown:
+        raise UsageError(f"--field names a file that is not compared: {', '.join(sorted(unknown))}")
     return out
 
 
@@ -52,83 +62,96 @@ def source_names(paths: list[str]) -> list[str]:
     return [p if stems.count(s) > 1 or s == "gold" else s for p, s in zip(paths, stems)]
 
 
-def load_sources(paths: list[str], fields: dict[str, str]) -> list[Source]:
-    unknown = set(fields) - set(paths)
-    if unknown:
-        raise UsageError(f"--field names a file that is not compared: {', '.join(sorted(unknown))}")
-    sources = []
-    for name, path in zip(source_names(paths), paths):
-        field, preds = load_predictions(path, fields.get(path))
-        sources.append(Source(name, path, field, preds))
-    return sources
+def load_sources(paths: list[str], fields: dict[str, str], gold: GoldSet, *, split_field: str | None = None,
+                 watch: Callable[[dict[str, Any]], bool] | None = None) -> list[Source]:
+    """Each file's first errors (at its `fields` entry, else detected) read against `gold`
+    (label_sets.py: what is held per id)."""
+    return [Source.read(name, path, fields.get(path), gold, split_field=split_field, watch=watch)
+            for name, path in zip(source_names(paths), paths)]
 
 
-def agreement(columns: dict[str, dict[str, int | None]]) -> dict[str, dict[str, dict[str, Any]]]:
+def _cell(same: int, shared: int) -> dict[str, Any]:
+    return {"agree": 100.0 * same / shared if shared else None, "shared": shared}
+
+
+def agreement(columns: Mapping[str, Mapping[str, int | None]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """For each pair of columns (id -> first error, None: unlabelled), the share of ids both label
+    on which their first errors are equal (the HTML report's columns; compare's are `sources_agreement`)."""
     matrix: dict[str, dict[str, dict[str, Any]]] = {}
     for a, col_a in columns.items():
         matrix[a] = {}
         for b, col_b in columns.items():
             shared = [i for i, v in col_a.items() if v is not None and col_b.get(i) is not None]
-            same = sum(col_a[i] == col_b[i] for i in shared)
-            matrix[a][b] = {"agree": 100.0 * same / len(shared) if shared else None, "shared": len(shared)}
+            matrix[a][b] = _cell(sum(col_a[i] == col_b[i] for i in shared), len(shared))
     return matrix
 
 
-def kept_label_precision(preds: dict[str, Prediction], gold: dict[str, Gold]) -> tuple[int, int]:
-    """(step labels equal to gold, step labels compared) over the steps both sides label."""
-    matched = compared = 0
-    for rid, pred in preds.items():
-        g = gold.get(rid)
-        if g is None:
-            continue
-        n = g.n_steps if g.n_steps is not None else pred.n_steps
-        if n is None:
-            continue
-        if pred.labels is not None:
-            labels = pred.labels
-        elif pred.first_error is not None:
-            labels = step_labels(pred.first_error, n)
-        else:
-            continue
-        for ours, theirs in zip(labels, step_labels(g.label, n)):
-            compared += 1
-            matched += ours == theirs
-    return matched, compared
+def _labelled(code: int) -> bool:
+    return code >= -1  # not NO_PREDICTION, not ABSENT
+
+
+def _pair(a: PredictionSet | None, b: PredictionSet | None, gold: GoldSet) -> dict[str, Any]:
+    """`agreement`'s cell for two columns by gold position (None: the gold's, which labels every id)."""
+    ga = gold.label if a is None else a.first_error
+    gb = gold.label if b is None else b.first_error
+    shared = same = 0
+    for x, y in zip(ga, gb):
+        if _labelled(x) and _labelled(y):
+            shared += 1
+            same += x == y
+    if a is not None and b is not None:  # ids outside the gold that both sources have
+        for j, x in enumerate(a.extra_first_error):
+            if not _labelled(x):
+                continue
+            k = b.extra.find_key(a.extra.keys[j], a.extra.checks[j])
+            if k >= 0 and _labelled(b.extra_first_error[k]):
+                shared += 1
+                same += x == b.extra_first_error[k]
+    return _cell(same, shared)
+
+
+def sources_agreement(sources: list[Source], gold: GoldSet) -> dict[str, dict[str, dict[str, Any]]]:
+    """`agreement` of the gold's column and each source's, from their columns by gold position."""
+    columns: list[tuple[str, PredictionSet | None]] = [("gold", None), *((s.name, s.preds) for s in sources)]
+    pairs: dict[tuple[int, int], dict[str, Any]] = {}
+    for i, (_, pa) in enumerate(columns):
+        for j, (_, pb) in enumerate(columns[i:], start=i):
+            pairs[i, j] = _pair(pa, pb, gold)  # the same both ways
+    return {a: {b: dict(pairs[min(i, j), max(i, j)]) for j, (b, _) in enumerate(columns)}
+            for i, (a, _) in enumerate(columns)}
 
 
 def _summary(report_dict: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in report_dict.items() if k not in ("missing_ids", "extra_ids")}
 
 
-def compare_sources(sources: list[Source], gold: dict[str, Gold], *, split_field: str | None = None) -> dict[str, Any]:
+def compare_sources(sources: list[Source], gold: GoldSet) -> dict[str, Any]:
     """The report of the module docstring: each source against the gold, and their agreement matrix."""
-    columns: dict[str, dict[str, int | None]] = {"gold": {rid: g.label for rid, g in gold.items()}}
     report: dict[str, Any] = {"gold_records": len(gold), "sources": {}}
     for s in sources:
-        columns[s.name] = {rid: p.first_error for rid, p in s.preds.items()}
-        labelled = [rid for rid in gold if rid in s.preds and s.preds[rid].first_error is not None]
-        kept = evaluate(gold, s.preds, split_field=split_field, pred_field=s.field, only=labelled)
-        everything = evaluate(gold, s.preds, split_field=split_field, pred_field=s.field)
-        matched, compared = kept_label_precision(s.preds, gold)
+        labelled = sum(1 for p in s.preds.first_error if _labelled(p))
+        kept = evaluate(gold, s.preds, pred_field=s.field, labelled_only=True, name_ids=False)
+        everything = evaluate(gold, s.preds, pred_field=s.field, name_ids=False)
+        matched, compared = s.preds.label_matched, s.preds.label_compared
         report["sources"][s.name] = {
             "path": s.path,
             "field": s.field,
-            "records": len(s.preds),
-            "labelled": len(labelled),
-            "coverage": 100.0 * len(labelled) / len(gold),
-            "not_in_gold": len(everything.extra_ids),
+            "records": s.preds.records,
+            "labelled": labelled,
+            "coverage": 100.0 * labelled / len(gold),
+            "not_in_gold": everything.extra,
             "kept": _summary(kept.to_dict()),
             "all": _summary(everything.to_dict()),
             "step_label_precision": 100.0 * matched / compared if compared else None,
             "step_labels_compared": compared,
         }
-    report["agreement"] = agreement(columns)
+    report["agreement"] = sources_agreement(sources, gold)
     return report
 
 
 def compare_recoveries(sources: list[Source], gold_path: str) -> dict[str, Any] | None:
     """The `recovery` section (see the module docstring); None when no source reads slips."""
-    readings = {s.name: read_recoveries(s.path)[1] for s in sources}
+    readings = {s.name: read_recoveries(s.path)[1] for s in sources if s.preds.watched}
     readings = {name: r for name, r in readings.items() if r}
     if not readings:
         return None

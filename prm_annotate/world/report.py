@@ -338,14 +338,11 @@ def label_quality(cfg: ReportConfig, timings: Timings | None = None, failures: l
 
 def score_sources(paths: dict[str, Path]) -> tuple[dict[str, Any], list[Any]]:
     """Every label source (MC, judge, consensus) against `paths["gold"]` (`compare.compare_sources`)."""
+    from prm_annotate.evaluation.label_sets import read_gold
     from prm_annotate.reports.compare import Source, compare_sources
-    from prm_annotate.evaluation.labels import load_gold, load_predictions
 
-    gold = load_gold(str(paths["gold"]))
-    sources = []
-    for name, role, fld in SOURCES:
-        used, preds = load_predictions(str(paths[role]), fld)
-        sources.append(Source(name, str(paths[role]), used, preds))
+    gold = read_gold([(str(paths["gold"]), None)])
+    sources = [Source.read(name, str(paths[role]), fld, gold) for name, role, fld in SOURCES]
     return compare_sources(sources, gold), sources
 
 
@@ -355,7 +352,7 @@ def scored(paths: dict[str, Path], n: int) -> tuple[dict[str, Any], list[Any]]:
     kept = result["sources"]["consensus"]["labelled"]
     return {"responses": n, "compare": result, "consensus_kept": kept,
             "consensus_kept_percent": 100.0 * kept / n if n else 0.0,
-            "judge_unparsed": sum(1 for p in sources[1].preds.values() if p.first_error is None)}, sources
+            "judge_unparsed": sources[1].preds.nulls}, sources
 
 
 def flawed_right_answers(gold_records: list[dict[str, Any]], sources: list[Any]) -> dict[str, int]:
@@ -363,7 +360,7 @@ def flawed_right_answers(gold_records: list[dict[str, Any]], sources: list[Any])
     flawed = [g for g in gold_records if g["final_answer_correct"] is True and g["label"] != -1]
     out = {"n": len(flawed)}
     for s in sources[:2]:  # MC and judge; consensus is one of them where it exists
-        out[s.name] = sum(1 for g in flawed if (p := s.preds.get(g["id"])) is not None and p.first_error == g["label"])
+        out[s.name] = sum(1 for g in flawed if s.preds.first_error_of(g["id"]) == g["label"])
     return out
 
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from prm_annotate.cli import app
 from prm_annotate.evaluation.evaluate import evaluate
-from prm_annotate.evaluation.labels import load_gold, load_predictions
+from prm_annotate.evaluation.label_sets import read_gold, read_predictions
 from testing.labelled_fixtures import (
     PROCESSBENCH,
     processbench,
@@ -112,14 +112,13 @@ def test_missing_and_null_predictions_count_as_wrong(tmp_path):
     assert out["missing_ids"] == ["a-4"]
 
 
-def test_diagnostics_early_late_missed_and_step_labels():
+def test_diagnostics_early_late_missed_and_step_labels(tmp_path):
     # gold first errors 2, 2, 2, 2, -1; predictions exact, early, late, missed, false alarm
     gold_rows = [{"id": f"s-{i}", "steps": ["a"] * 5, "label": lab} for i, lab in enumerate([2, 2, 2, 2, -1])]
     pred_values = [2, 0, 4, -1, 3]
-    from prm_annotate.evaluation.labels import Gold, Prediction
-
-    gold = {r["id"]: Gold(r["id"], r["label"], 5, r) for r in gold_rows}
-    preds = {r["id"]: Prediction(r["id"], p, 5, None, {}) for r, p in zip(gold_rows, pred_values)}
+    gold = read_gold([(str(write_jsonl(tmp_path / "gold.jsonl", gold_rows)), None)])
+    preds = read_predictions([str(write_jsonl(tmp_path / "p.jsonl", [
+        {"id": r["id"], "first_error": p} for r, p in zip(gold_rows, pred_values)]))], None, gold)
     m = evaluate(gold, preds).splits["s"]
     assert (m.error_hits, m.early, m.late, m.missed, m.false_alarms) == (1, 1, 1, 1, 1)
     assert m.detection_rate == 75.0
@@ -149,7 +148,8 @@ def test_split_field(tmp_path):
 
 def test_library_load_matches_cli(both_splits):
     rows, path = both_splits
-    report = evaluate(load_gold(str(path)), load_predictions(str(path), "label")[1])
+    gold = read_gold([(str(path), None)])
+    report = evaluate(gold, read_predictions([str(path)], "label", gold))
     assert report.average_f1 == 100.0
     assert sum(m.n for m in report.splits.values()) == len(rows)
 
@@ -198,3 +198,17 @@ def test_absent_field_and_disjoint_ids_are_exit_2(tmp_path):
     other = write_jsonl(tmp_path / "other.jsonl", [{"id": f"x-{i}", "first_error": -1} for i in range(3)])
     disjoint = runner.invoke(app, ["evaluate", str(other), "--gold", gold])
     assert disjoint.exit_code == 2 and "no id of" in disjoint.stderr and "'x-0'" in disjoint.stderr
+
+
+def test_gold_from_a_pipe_names_its_missing_ids_and_a_repeat(tmp_path):
+    """A stream cannot be read again: its ids are held, so the missing ids are still listed and a
+    repeated id still named with both lines."""
+    rows = [{"id": f"a-{i}", "steps": ["x"] * 3, "label": i % 3 - 1} for i in range(6)]
+    gold = "".join(json.dumps(r) + "\n" for r in rows)
+    preds = write_jsonl(tmp_path / "p.jsonl", [{"id": r["id"], "first_error": r["label"]} for r in rows[:4]])
+    run = [sys.executable, "-m", "prm_annotate", "evaluate", str(preds), "--gold", "-"]
+    result = subprocess.run([*run, "--json"], input=gold, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["missing_ids"] == ["a-4", "a-5"]
+    repeated = subprocess.run(run, input=gold + json.dumps(rows[1]) + "\n", capture_output=True, text=True, timeout=120)
+    assert repeated.returncode == 2 and "-:7: duplicate id 'a-1' (first seen at line 2)" in repeated.stderr

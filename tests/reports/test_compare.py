@@ -101,3 +101,85 @@ def test_bad_usage(labelled, tmp_path):
     odd = write_jsonl(tmp_path / "odd.jsonl", [{"id": "gsm8k-0", "x": 1}])
     r = runner.invoke(app, ["compare", str(odd), "--gold", str(files["gold"])])
     assert r.exit_code == 2 and f"{odd}:1:" in r.stderr
+
+
+def test_ids_outside_the_gold_nulls_and_split_field_against_plain_dicts(tmp_path):
+    """The columns by gold position (evaluation/label_sets.py) against the plain computation over dicts
+    of ids: two sources that share ids the gold lacks, null predictions, records of their own, and a
+    split read from the prediction where the gold record has none."""
+    import random
+
+    rng = random.Random(59)
+    gold = [{"id": f"g-{i}", "steps": ["s"] * 4, "label": rng.choice([-1, 0, 1, 2, 3]),
+             **({"meta": {"src": rng.choice("ab")}} if i % 3 else {})} for i in range(120)]
+    outside = [f"x-{i}" for i in range(40)]
+
+    def source(ids: list[str]) -> list[dict]:
+        return [{"id": rid, "steps": ["s"] * 4, "meta": {"src": rng.choice("abc")},
+                 "first_error": rng.choice([None, -1, 0, 1, 2, 3])} for rid in ids]
+
+    ids = [g["id"] for g in gold]
+    a = source(rng.sample(ids, 90) + outside[:30])
+    b = source(rng.sample(ids, 70) + outside[10:])
+    rng.shuffle(a)
+    rng.shuffle(b)
+    files = [write_jsonl(tmp_path / f"{n}.jsonl", rows) for n, rows in (("a", a), ("b", b))]
+    out = run(*map(str, files), "--gold", str(write_jsonl(tmp_path / "gold.jsonl", gold)), "--split-field", "meta.src")
+
+    columns = {"gold": {g["id"]: g["label"] for g in gold}, "a": {r["id"]: r["first_error"] for r in a},
+               "b": {r["id"]: r["first_error"] for r in b}}
+    for x, col_x in columns.items():
+        for y, col_y in columns.items():
+            shared = [i for i in col_x if col_x[i] is not None and col_y.get(i) is not None]
+            assert out["agreement"][x][y] == {
+                "shared": len(shared),
+                "agree": 100.0 * sum(col_x[i] == col_y[i] for i in shared) / len(shared) if shared else None}
+    # ids outside the gold are compared between the sources: more shared than on gold ids alone
+    on_gold = sum(1 for i in columns["gold"] if columns["a"].get(i) is not None and columns["b"].get(i) is not None)
+    assert out["agreement"]["a"]["b"]["shared"] > on_gold
+    for name, rows in (("a", a), ("b", b)):
+        got = out["sources"][name]
+        by_id = {r["id"]: r for r in rows}
+        assert got["records"] == len(rows)
+        assert got["not_in_gold"] == sum(r["id"] not in columns["gold"] for r in rows)
+        assert got["labelled"] == sum(r["first_error"] is not None for r in rows if r["id"] in columns["gold"])
+        split_of = {g["id"]: g["meta"]["src"] if "meta" in g else by_id[g["id"]]["meta"]["src"] if g["id"] in by_id
+                    else "unknown" for g in gold}
+        counts: dict[str, int] = {}
+        for rid in split_of:
+            counts[split_of[rid]] = counts.get(split_of[rid], 0) + 1
+        assert {s: m["n"] for s, m in got["all"]["splits"].items()} == counts
+        assert got["all"]["missing_predictions"] == sum(rid not in by_id for rid in columns["gold"])
+        # step labels from first errors, on the steps both sides label
+        matched = compared = 0
+        for g in gold:
+            p = by_id.get(g["id"], {}).get("first_error")
+            if p is not None:
+                for ours, theirs in zip(_labels(p, 4), _labels(g["label"], 4)):
+                    compared += 1
+                    matched += ours == theirs
+        assert got["step_labels_compared"] == compared
+        assert got["step_label_precision"] == pytest.approx(100 * matched / compared)
+
+
+def _labels(first_error: int, n: int) -> list[bool]:
+    return [True] * n if first_error == -1 else [True] * first_error + [False]
+
+
+@pytest.mark.parametrize("where", ["gold", "source"])
+def test_a_repeated_id_before_a_bad_line_is_the_error_said(tmp_path, where):
+    """Ids are kept as keys and a repeat found from them; a repeat met before another bad line is
+    still the error said, naming both places, as when every id was held."""
+    gold = [{"id": f"g-{i}", "label": -1} for i in range(5)]
+    source = [{"id": "g-1", "first_error": 0}, {"id": "x-1", "first_error": 0}, {"id": "x-2", "first_error": 1},
+              {"id": "g-2", "first_error": 0}]
+    if where == "gold":
+        gold += [gold[3], {"id": "g-9", "label": "bad"}]
+        repeat = "gold.jsonl:6: duplicate id 'g-3' (first seen at line 4)"
+    else:  # a repeat of an id outside the gold, then a bad value
+        source += [{"id": "x-1", "first_error": 2}, {"id": "g-4", "first_error": "bad"}]
+        repeat = "p.jsonl:5: duplicate id 'x-1' (first seen at line 2)"
+    args = [str(write_jsonl(tmp_path / "p.jsonl", source)), "--gold", str(write_jsonl(tmp_path / "gold.jsonl", gold))]
+    for command in ("compare", "evaluate"):
+        result = runner.invoke(app, [command, *args])
+        assert result.exit_code == 2 and result.stderr.strip().endswith(repeat), result.output

@@ -224,7 +224,8 @@ def _hostile_copy(workdir: Path, into: Path) -> tuple[str, str]:
 @pytest.mark.xdist_group("world-report")
 def test_report_in_chromium_shows_the_stats_and_compare_figures_and_model_text_as_text(world_run, tmp_path):
     from prm_annotate.reports.compare import compare_sources, load_sources
-    from prm_annotate.evaluation.labels import load_gold, confusion_row
+    from prm_annotate.evaluation.labels import confusion_row
+    from prm_annotate.evaluation.label_sets import read_gold
     from prm_annotate.reports.stats import file_stats
     from testing.browser import chromium_page, skip_without_browser
 
@@ -243,7 +244,8 @@ def test_report_in_chromium_shows_the_stats_and_compare_figures_and_model_text_a
     assert HOSTILE.encode() not in page_bytes and SCRIPT.encode() not in page_bytes  # escaped in the JSON
 
     stats = [file_stats(p) for p in paths]
-    compared = compare_sources(load_sources(paths[1:], {}), load_gold(str(files / "gold.jsonl")))
+    gold = read_gold([(str(files / "gold.jsonl"), None)])
+    compared = compare_sources(load_sources(paths[1:], {}, gold), gold)
     name_of = {"rollouts": "MC", "judged": "judge", "consensus": "consensus", "gold": "gold"}
     rollouts = {r["id"]: r for r in read(files / "rollouts.jsonl")}
     judged = {r["id"]: r for r in read(files / "judged.jsonl")}

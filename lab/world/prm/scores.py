@@ -31,13 +31,14 @@ tests hold equal to vLLM's pooling runner), which tests/world/test_world_prm.py 
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from prm_annotate.reports.bon import Problem, best_of_n, prm_pick
-from prm_annotate.evaluation.labels import Gold, Prediction, step_labels
+from prm_annotate.evaluation.labels import Gold, step_labels
 
 AGGREGATIONS = ("min", "prod")
 NEUTRAL = 0.5  # the step score of a response a scorer left unscored (an unparsed verdict), for Best-of-N
@@ -145,13 +146,19 @@ def step_auc(gold: dict[str, Gold], scores: dict[str, list[float] | None]) -> fl
 def f1_part(held: Heldout, scores: dict[str, list[float] | None], threshold: float) -> dict[str, Any]:
     """ProcessBench metric at `threshold`, overall and as (error hits, erroneous, correct hits,
     correct) per held-out problem."""
-    from prm_annotate.evaluation.evaluate import evaluate_scores
+    from prm_annotate.evaluation.evaluate import Report, SplitMetrics
+    from prm_annotate.evaluation.labels import MISSING, get_path
+    from prm_annotate.evaluation.metrics import first_below
 
-    preds = {rid: Prediction(rid, None, held.gold[rid].n_steps, None, {}, s) for rid, s in scores.items()}
-    report = evaluate_scores(held.gold, preds, threshold=threshold, split_field="problem_id")
-    overall = report.overall
+    splits: dict[str, SplitMetrics] = defaultdict(SplitMetrics)  # by problem
+    for rid, g in held.gold.items():
+        s = scores.get(rid)
+        pid = get_path(g.record, "problem_id")
+        splits["unknown" if pid is MISSING or pid is None else str(pid)].add(
+            g.label, None if s is None else first_below(s, threshold), g.n_steps)
+    overall = Report(dict(splits)).overall
     counts = [[m.error_hits, m.n_error, m.correct_hits, m.n_correct]
-              for m in (report.splits[pid] for pid in held.problem_ids)]
+              for m in (splits[pid] for pid in held.problem_ids)]
     return {"f1": overall.f1, "error_acc": overall.error_acc, "correct_acc": overall.correct_acc,
             "threshold": threshold, "f1_counts": counts}
 
