@@ -102,9 +102,6 @@ class Ids:
     def __len__(self) -> int:
         return len(self.index)
 
-    def __contains__(self, rid: object) -> bool:
-        return rid in self.index
-
 
 class Column(Mapping):
     """One file's first errors by id (None: the record has no label), read like the dict it stands for
