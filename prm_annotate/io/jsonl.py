@@ -4,6 +4,7 @@ Readers yield `(where, obj)` pairs so every later error can name its file and li
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
@@ -48,16 +49,20 @@ def open_input(path: str | Path) -> BinaryIO:
 
 def parse_line(raw: bytes, path: str, lineno: int) -> dict[str, Any]:
     try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"line {lineno}", f"not valid UTF-8 (byte {exc.start})") from None
-    try:
-        obj = orjson.loads(raw)
+        obj = orjson.loads(raw)  # refuses bytes that are not UTF-8, anywhere in the line
     except orjson.JSONDecodeError as exc:
+        try:
+            raw.decode("utf-8")  # which byte, said before any JSON error, as the reader always has
+        except UnicodeDecodeError as bad:
+            raise InputError(path, f"line {lineno}", f"not valid UTF-8 (byte {bad.start})") from None
         raise InputError(path, f"line {lineno}", f"invalid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise InputError(path, f"line {lineno}", f"expected a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def _blank(raw: bytes) -> bool:
+    return raw.isspace() or not raw  # as `not raw.strip()`, without copying the line
 
 
 def iter_jsonl(path: str | Path, on_error: OnError | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -68,7 +73,7 @@ def iter_jsonl(path: str | Path, on_error: OnError | None = None) -> Iterator[tu
     name = str(path)
     with _closing(open_input(path)) as fh:
         for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
+            if _blank(raw):
                 continue
             try:
                 yield f"line {lineno}", parse_line(raw, name, lineno)
@@ -84,18 +89,29 @@ def iter_jsonl_at(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]
     offset = 0
     with _closing(open_input(path)) as fh:
         for lineno, raw in enumerate(fh, start=1):
-            if raw.strip():
+            if not _blank(raw):
                 yield f"line {lineno}", offset, parse_line(raw, name, lineno)
             offset += len(raw)
 
 
-def line_at(fh: BinaryIO, path: str, offset: int) -> dict[str, Any]:
+Stamp = tuple[int, int, int, int]
+
+
+def file_stamp(fh: BinaryIO | int | str) -> Stamp:
+    """What changes when a file is written, replaced or cut: device, inode, size, modification time."""
+    st = os.stat(fh) if isinstance(fh, str) else os.fstat(fh if isinstance(fh, int) else fh.fileno())
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def line_at(fh: BinaryIO, path: str, offset: int, stamp: Stamp | None = None) -> dict[str, Any]:
     """The object of the line at `offset` of a file `iter_jsonl_at` read (named by its offset in an
-    error: the file changed since)."""
-    fh.seek(offset)
-    raw = fh.readline()
+    error: the file changed since). With the file's `stamp` from that read, a file written since is
+    refused: the object is then the one that read validated."""
     try:
-        return parse_line(raw, path, 0)
+        if stamp is not None and file_stamp(fh) != stamp:
+            raise InputError(path, f"byte {offset}", "written since it was validated")
+        fh.seek(offset)
+        return parse_line(fh.readline(), path, 0)
     except InputError as exc:
         raise InputError(path, f"byte {offset}", f"{exc.message} (the file changed while it was read)") from None
 

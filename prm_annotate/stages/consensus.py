@@ -12,7 +12,9 @@ wrong, the steps while a slip is uncorrected wrong, a correction and what follow
 It runs through the shared runner (`run_stage`) like every stage: the rollouts are its input,
 streamed; the judged file is read first into an index (`stages/judged_file.JudgedIndex`: per id
 its line's offset, the judge's first error and a digest of its steps, never the records), and a
-judged record is read again from its offset when a pair needs it whole. Both inputs are validated
+judged record is read again from its offset when a pair needs it whole: from the file the index
+validated (one written since is exit 2), so neither it nor the kept record made from it is
+validated again (what the join adds, the labels, is checked). Both inputs are validated
 whole before anything is written (a bad line or a duplicate id in either is bad input, exit 2; with
 --skip-invalid, bad rollout lines are set aside as in every stage); so is the join for a file
 input (the runner's first pass shows the stage every rollout): a pair holding different steps is
@@ -37,11 +39,12 @@ from typing import Any, Callable, Iterable
 from prm_annotate.errors import UsageError
 from prm_annotate.io.jsonl import check_input, is_stream
 from prm_annotate.io.output import check_output
-from prm_annotate.records import Consensus, Judged, Rollout, plain_dump, recovery_of
+from prm_annotate.records import Consensus, Judged, Judgement, Rollout, recovery_of, trusted
 from prm_annotate.registry import Registry
 from prm_annotate.settings import Setting
 from prm_annotate.stages.judged_file import JudgedIndex
-from prm_annotate.pipeline.runner import Outcome, RunOptions, RunSummary, StageBase, finished_ids, run_stage
+from prm_annotate.pipeline.runner import (Outcome, RunOptions, RunSummary, StageBase, finished_ids, frozen_heap,
+                                          run_stage)
 from prm_annotate.pipeline.summary import Nouns
 # The confusion table's rows live with the label readers: the report counts by them too.
 from prm_annotate.evaluation.labels import (JUDGE_EARLIER, JUDGE_LATER, ONE_NO_ERROR, ROWS,  # noqa: F401
@@ -52,11 +55,38 @@ from prm_annotate.recovery.consensus import RECOVERY_ROWS, recovery_row
 NO_JUDGED, NOT_ROLLED_OUT = "not in the judged file", "not rolled out by verify"
 
 
-def consensus_record(rollout: Rollout, judged: Judged) -> Consensus:
+# A judged record's declared fields are all the rollout's too, but its verdict: a kept record takes
+# the rollout's values for them, and from the judged record only its verdict and extra fields.
+_JUDGED_FIELDS = tuple(Judged.model_fields)
+assert set(_JUDGED_FIELDS) - set(Rollout.model_fields) == {"judge"}, "consensus_record's join needs them"
+
+
+def _joined(rollout: Rollout, judged: Judged | dict[str, Any]) -> dict[str, Any]:
+    """`{**judged.plain(), **rollout.plain()}` with the judge's verdict (the rollout's copy of shared
+    fields wins; they are equal): the same keys in the same order and the same values. `judged` is
+    the record, or its object as the index validated it (`JudgedIndex.raw`: not validated again)."""
+    raw = judged.plain() if isinstance(judged, Judged) else judged
+    out: dict[str, Any] = dict.fromkeys(_JUDGED_FIELDS)
+    out.update((k, v) for k, v in raw.items() if k not in _JUDGED_FIELDS)
+    out.update(rollout.plain())
+    out["mc"] = rollout.mc
+    # Judgement's fields are required and strict, so a validated verdict holds the file's values.
+    out["judge"] = trusted(Judgement, raw["judge"])
+    return out
+
+
+def _made(out: dict[str, Any]) -> Consensus:
+    """The kept record from a join of validated records: only what the join adds is checked (the
+    labels against the first error or the slips), which is all validating it whole would find."""
+    record = trusted(Consensus, out)
+    record._labels_match()
+    return record
+
+
+def consensus_record(rollout: Rollout, judged: Judged | dict[str, Any]) -> Consensus:
     """The kept record for an agreeing pair."""
     first_error = rollout.mc.first_error
-    out = {**judged.plain(), **rollout.plain()}  # the rollout's copy of shared fields wins; they are equal
-    out["judge"] = plain_dump(judged.judge)
+    out = _joined(rollout, judged)
     kept = len(rollout.steps) if first_error == -1 else first_error + 1
     out["steps"] = rollout.steps[:kept]
     if rollout.step_joins is not None:  # a thinking response's joins and thought, cut with its steps
@@ -67,37 +97,36 @@ def consensus_record(rollout: Rollout, judged: Judged) -> Consensus:
     out["first_error"] = first_error
     out["steps_total"] = len(rollout.steps)
     # Written in the model's field order (not `make`'s): the order consensus has always written.
-    return Consensus.model_validate(out)
+    return _made(out)
 
 
-def recovery_record(rollout: Rollout, judged: Judged) -> Consensus:
+def recovery_record(rollout: Rollout, judged: Judged | dict[str, Any]) -> Consensus:
     """The kept record of the recovery rule: every step, labelled by the agreed slips."""
     recovery = recovery_of(rollout.mc, len(rollout.steps))
     assert recovery is not None
-    out = {**judged.plain(), **rollout.plain()}
-    out["judge"] = plain_dump(judged.judge)
+    out = _joined(rollout, judged)
     out["labels"] = recovery.step_labels(len(rollout.steps))
     out["first_error"] = recovery.first_error()
     out["recovery"] = recovery.to_json()
     out["steps_total"] = len(rollout.steps)
-    return Consensus.model_validate(out)
+    return _made(out)
 
 
 class JudgedView:
-    """A rollout's judged record in the index: its first error at hand, the record read when needed."""
+    """A rollout's judged record in the index: its first error at hand, its object read when needed."""
 
     def __init__(self, index: JudgedIndex, slot: int):
         self.index, self.slot = index, slot
-        self._record: Judged | None = None
+        self._raw: dict[str, Any] | None = None
 
     @property
     def first_error(self) -> int | None:
         return self.index.first_error(self.slot)
 
-    def record(self) -> Judged:
-        if self._record is None:
-            self._record = self.index.record(self.slot)
-        return self._record
+    def raw(self) -> dict[str, Any]:
+        if self._raw is None:
+            self._raw = self.index.raw(self.slot)
+        return self._raw
 
 
 def _paper_row(rollout: Rollout, judged: JudgedView) -> str:
@@ -107,7 +136,7 @@ def _paper_row(rollout: Rollout, judged: JudgedView) -> str:
 def _recovery_row(rollout: Rollout, judged: JudgedView) -> str:
     n = len(rollout.steps)
     return recovery_row(recovery_of(rollout.mc, n, "mc.recovery"),
-                        recovery_of(judged.record().judge, n, "judge.recovery"))
+                        recovery_of(judged.raw()["judge"], n, "judge.recovery"))
 
 
 @dataclass(frozen=True)
@@ -120,7 +149,7 @@ class ConsensusRule:
         title: its confusion table's title.
         rows: its table's rows, in order (SAME is kept).
         row: the row of a joined pair (the judged record read only when the row needs it).
-        kept: the record written for a pair in SAME.
+        kept: the record written for a pair in SAME (from the judged record's object, `JudgedIndex.raw`).
         reads_recovery: it needs `mc.recovery` and `judge.recovery` in its inputs.
     """
 
@@ -129,7 +158,7 @@ class ConsensusRule:
     title: str
     rows: tuple[str, ...]
     row: Callable[[Rollout, JudgedView], str]
-    kept: Callable[[Rollout, Judged], Consensus]
+    kept: Callable[[Rollout, dict[str, Any]], Consensus]
     reads_recovery: bool = False
 
     def check(self, rollout: Rollout, judged_recovery: bool | None, rollouts_path: str, judged_path: str) -> None:
@@ -237,10 +266,11 @@ class ConsensusStage(StageBase):
 
     def process(self, batch: list[Rollout]) -> Iterable[Outcome]:
         for rollout in batch:
-            self.check(rollout)
+            slot = self.judged.slot(rollout.id)
+            if slot is None or not self.judged.marked(slot):  # a file's joins were checked in its first pass
+                self.check(rollout)
             not_rolled_out = str((rollout.mc.model_extra or {}).get("verified", "")).startswith("not rolled out")
             self.stats["not rolled out"] += not_rolled_out
-            slot = self.judged.slot(rollout.id)
             if rollout.unfinished_thought:  # no answer: never labelled (rollout sets them aside too)
                 self.stats["set aside: unfinished thought"] += 1
                 yield Outcome(rollout.id)
@@ -255,7 +285,7 @@ class ConsensusStage(StageBase):
             self.stats["joined"] += 1
             self.stats[row] += 1
             if row == SAME:
-                yield Outcome.one(self.rule.kept(rollout, judged.record()))
+                yield Outcome.one(self.rule.kept(rollout, judged.raw()))
             else:
                 yield Outcome(rollout.id, reason=NOT_ROLLED_OUT if not_rolled_out else row)
 
@@ -267,7 +297,8 @@ def run_consensus(rollouts_path: str, judged_path: str, output: str, *, limit: i
         check_input(path)
     check_output(output, [rollouts_path, judged_path])
     opts = RunOptions(rollouts_path, output, limit=limit, skip_invalid=skip_invalid, quiet=quiet)
-    judged = JudgedIndex.read(judged_path)
+    with frozen_heap():
+        judged = JudgedIndex.read(judged_path)
     stage = ConsensusStage(judged, rollouts_path, judged_path, chosen)
     # A file's join is checked whole (`stage.check`) in the runner's first pass, before anything is
     # written; a stream's as it is read.

@@ -2,7 +2,8 @@
 --strategy verify` run checks (`--judged`). Validated whole before any work (a bad line or a
 duplicate id is exit 2 naming file and line), and held compactly: per id the byte offset of its
 line, the judge's first error, whether it holds `judge.recovery`, and a digest of its steps — never
-the records; a join that needs a record whole reads it again from its offset.
+the records; a join that needs a record whole reads it again from its offset, and need not
+validate it again while the file is the one the index validated (its stamp: `raw`).
 
 Every verify record carries the judge's first error it was checked against and the file's sha256
 (`mc.judge_first_error`, `mc.judged_sha256`), so a resumed run can tell that its output was
@@ -20,7 +21,7 @@ from pydantic import ValidationError
 
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.io.inputs import RecordAt, read_records_at
-from prm_annotate.io.jsonl import STDIO, check_input, is_stream
+from prm_annotate.io.jsonl import STDIO, Stamp, check_input, file_stamp, is_stream
 from prm_annotate.pipeline.runner import RunOptions, read_validated
 from prm_annotate.records import Judged, Response, describe_validation_error
 from prm_annotate.strategies import JudgeClaim
@@ -51,6 +52,7 @@ class JudgedIndex:
         self.path = path
         self.slots: dict[str, int] = {}  # id -> its slot in the arrays (file order)
         self.offsets = array("q")
+        self.stamp: Stamp | None = None  # the file's when it was validated (io.jsonl.file_stamp)
         self.first_errors = array("i")
         self.flags = bytearray()
         self.digests = bytearray()
@@ -64,6 +66,7 @@ class JudgedIndex:
             records = read_validated(path, Judged, RunOptions(path), None)
             return cls.held(path, {r.id: r for r in records})
         index = cls(path)
+        stamp = file_stamp(path)
         rows, index._again = read_records_at(path)
         for where, offset, obj in rows:
             try:
@@ -74,6 +77,9 @@ class JudgedIndex:
                 first = _line_of(path, index.offsets[index.slots[judged.id]])
                 raise InputError(path, where, f"duplicate id {judged.id!r} (first seen at line {first})")
             index._add(judged, offset)
+        if file_stamp(path) != stamp:
+            raise InputError(path, "line 0", "written while it was read: run again once it is complete")
+        index.stamp = stamp
         return index
 
     @classmethod
@@ -111,22 +117,32 @@ class JudgedIndex:
     def mark(self, slot: int) -> None:
         self.flags[slot] |= _MATCHED
 
+    def marked(self, slot: int) -> bool:
+        return bool(self.flags[slot] & _MATCHED)
+
     def unmarked(self) -> list[str]:
         """Ids, in file order, that no `mark` reached."""
         return [rid for rid, slot in self.slots.items() if not self.flags[slot] & _MATCHED]
 
     def record(self, slot: int) -> Judged:
-        """The judged record, read again from its offset (validated again: the file may have changed)."""
+        """The judged record, read again from its offset."""
         if self._held is not None:
             return self._held[slot]
+        try:
+            return Judged.model_validate(self.raw(slot))
+        except ValidationError as exc:  # not reached while the file is the one `read` validated
+            raise InputError(self.path, f"byte {self.offsets[slot]}", describe_validation_error(exc)) from None
+
+    def raw(self, slot: int) -> dict[str, Any]:
+        """The judged record's object as `read` validated it, without validating it again: read from
+        its offset in the file `read` validated (one written since is exit 2: its stamp); a held
+        record's plain dump (its declared fields filled in, the same values)."""
+        if self._held is not None:
+            return self._held[slot].plain()
         assert self._again is not None
         if self._fh is None:
             self._fh = open(self.path, "rb")
-        obj = self._again.read(self._fh, self.offsets[slot], slot)
-        try:
-            return Judged.model_validate(obj)
-        except ValidationError as exc:
-            raise InputError(self.path, f"byte {self.offsets[slot]}", describe_validation_error(exc)) from None
+        return self._again.read(self._fh, self.offsets[slot], slot, self.stamp)
 
     def close(self) -> None:
         if self._fh is not None:

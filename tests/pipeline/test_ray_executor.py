@@ -1,5 +1,6 @@
-"""`--executor ray`: the same records as the local executor, work spread over the actors, resume
-after the driver is SIGKILLed, and no Ray process left behind.
+"""`--executor ray`: the same records as the local executor, work spread over the actors, the input
+read only as batches come back, an actor restarted with its batch, resume after the driver is
+SIGKILLed, and no Ray process left behind.
 
 Each test starts its own local Ray (several seconds on 2 cores), so there are few of them.
 """
@@ -137,6 +138,103 @@ def test_ray_spreads_batches_over_actors_and_skips_finished_ids(tmp_path, no_ray
     assert stage.stats["correct"] == sum(r["correct"] is True for r in records[12:])
 
 
+def test_the_driver_reads_the_input_only_as_batches_come_back(no_ray_left):
+    """The driver holds a bounded window of batches, never the input: at every finished batch it
+    has read at most the batches in flight beyond what has come back."""
+    from prm_annotate.pipeline.executors import RayOptions
+    from prm_annotate.pipeline.executors.ray_executor import IN_FLIGHT_PER_ACTOR, ray_dispatch
+    from prm_annotate.stages.grade import GradeStage
+
+    stage = GradeStage()
+    records = [stage.input_model.model_validate(r) for r in responses(400)]
+    read = 0
+
+    def source():
+        nonlocal read
+        for record in records:
+            read += 1
+            yield record
+
+    finished, most_held, batch = 0, 0, 5
+    try:
+        dispatch = ray_dispatch(lambda _engine: GradeStage(), None, RayOptions(actors=2, cpus_per_actor=1))
+        for outcomes in dispatch(stage, source(), batch):
+            most_held = max(most_held, read - finished)
+            finished += len(outcomes)
+    finally:
+        stage.close()
+    assert finished == read == 400
+    assert stage.stats["correct"] == sum(1 for i in range(400) if i % 3)  # the actors' counters came back
+    # Two actors, each with at most IN_FLIGHT_PER_ACTOR batches: 20 of 400 records held at most.
+    assert most_held <= 2 * IN_FLIGHT_PER_ACTOR * batch, most_held
+
+
+def test_an_actor_killed_mid_run_is_restarted_and_its_batch_written_once(tmp_path, no_ray_left):
+    """An actor's process dies with a batch in hand (SIGKILL, as a lost node would): Ray starts the
+    actor again and sends it the batch again; every record is written once, counted once."""
+    from prm_annotate.pipeline.executors import RayOptions
+    from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
+    from prm_annotate.pipeline.runner import RunOptions
+    from prm_annotate.stages.grade import GradeStage
+
+    src = write_jsonl(tmp_path / "in.jsonl", responses(60))
+    out = tmp_path / "out.jsonl"
+    killed = tmp_path / "killed"
+
+    def build(_engine):
+        class DiesOnce(GradeStage):
+            def process(self, batch):
+                if not killed.exists():  # the first batch to arrive anywhere, once
+                    killed.write_text(str(os.getpid()))
+                    os.kill(os.getpid(), signal.SIGKILL)
+                yield from super().process(batch)
+
+        return DiesOnce()
+
+    stage, summary = run_stage_on_ray(build, None, RunOptions(str(src), str(out), batch_size=5, quiet=True),
+                                      RayOptions(actors=2, cpus_per_actor=1))
+    assert killed.exists()
+    assert (summary.done, summary.written, summary.failed) == (60, 60, 0)
+    ids = [r["id"] for r in read_jsonl(out)]
+    assert len(ids) == len(set(ids)) == 60
+    assert stage.stats["correct"] == 40  # the killed attempt's counts never reached the driver
+
+
+def test_an_actor_that_cannot_start_its_stage_is_a_usage_error_with_the_reason(tmp_path, no_ray_left):
+    """As an engine that cannot start locally (bad model path): exit 2 with the reason, not a crash,
+    and not an actor restarted without end."""
+    from prm_annotate.errors import UsageError
+    from prm_annotate.pipeline.executors import RayOptions
+    from prm_annotate.pipeline.executors.ray_executor import run_stage_on_ray
+    from prm_annotate.pipeline.runner import RunOptions
+    from prm_annotate.stages.grade import GradeStage
+
+    src = write_jsonl(tmp_path / "in.jsonl", responses(20))
+    driver = os.getpid()
+
+    def build(_engine):
+        if os.getpid() != driver:  # the driver's own copy answers for the stage; the actors' fail
+            raise FileNotFoundError("no model at /models/missing")
+        return GradeStage()
+
+    with pytest.raises(UsageError, match="could not start its stage: FileNotFoundError: no model at /models/missing"):
+        run_stage_on_ray(build, None, RunOptions(str(src), str(tmp_path / "out.jsonl"), batch_size=5, quiet=True),
+                         RayOptions(actors=2, cpus_per_actor=1))
+
+
+def test_a_bad_line_in_a_piped_input_keeps_what_came_before_as_locally(tmp_path, no_ray_left):
+    lines = b"".join(orjson.dumps(r) + b"\n" for r in responses(30)) + b"{not json\n"
+    common = ["grade", "-", "--batch-size", "5", "-q"]
+    here = subprocess.run([*CLI, *common, "-o", str(tmp_path / "local.jsonl")], input=lines,
+                          capture_output=True, timeout=RAY_TIMEOUT)
+    there = subprocess.run([*CLI, *common, "-o", str(tmp_path / "ray.jsonl"), "--executor", "ray", "--ray-actors", "2"],
+                           input=lines, capture_output=True, timeout=RAY_TIMEOUT)
+    assert here.returncode == there.returncode == 2, there.stderr.decode()[-2000:]
+    assert "-:31: invalid JSON" in there.stderr.decode()
+    local = sorted((tmp_path / "local.jsonl").read_bytes().splitlines())
+    assert len(local) == 30 and sorted((tmp_path / "ray.jsonl").read_bytes().splitlines()) == local
+
+
 def test_ray_run_resumes_after_the_driver_is_killed(tmp_path, no_ray_left):
     src = write_jsonl(tmp_path / "in.jsonl", responses(3000))
     out = tmp_path / "out.jsonl"
@@ -170,6 +268,29 @@ def test_ray_run_resumes_after_the_driver_is_killed(tmp_path, no_ray_left):
     if partial is not None:
         assert records[: len(partial)] == partial  # what the killed run wrote is kept as it was
     assert sum(r["correct"] is True for r in records) == 2000
+
+
+def test_sigterm_stops_a_ray_run_as_it_stops_a_local_one(tmp_path, no_ray_left):
+    """SLURM's time limit: the command's own SIGTERM handling (exit 143, the manifest says so, the
+    actors ended), not Ray's crash handler aborting the driver; the rerun finishes the rest."""
+    src = write_jsonl(tmp_path / "in.jsonl", responses(3000))
+    out = tmp_path / "out.jsonl"
+    args = [*CLI, "grade", str(src), "-o", str(out), "--batch-size", "10", "--executor", "ray", "-q"]
+    driver = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + RAY_TIMEOUT
+    while time.monotonic() < deadline and driver.poll() is None and not (out.exists() and out.stat().st_size):
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGTERM)
+    err = driver.communicate(timeout=RAY_TIMEOUT)[1].decode()
+    assert driver.returncode == 143, err[-2000:]
+    assert "interrupted by SIGTERM" in err
+    assert orjson.loads((tmp_path / "out.manifest.json").read_bytes())["runs"][-1]["interrupted"] == "SIGTERM"
+    written = out.read_bytes().count(b"\n")
+    again = run(*args[len(CLI):])
+    assert again.returncode == 0, again.stderr
+    assert f"{written} already done" in again.stderr.decode()
+    ids = [r["id"] for r in read_jsonl(out)]
+    assert len(ids) == len(set(ids)) == 3000
 
 
 NOISY_DRIVER = """

@@ -10,7 +10,7 @@ import pytest
 
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.io.jsonl import iter_jsonl
-from prm_annotate.records import Consensus
+from prm_annotate.records import MC, Consensus, Judgement, trusted
 from prm_annotate.stages.consensus import (
     JUDGE_EARLIER,
     JUDGE_LATER,
@@ -20,6 +20,7 @@ from prm_annotate.stages.consensus import (
     confusion_row,
     run_consensus,
 )
+from prm_annotate.stages.judged_file import JudgedIndex
 
 STEPS = ["a = 1.", "b = 2.", "c = 4.", "\\boxed{4}"]
 
@@ -92,6 +93,49 @@ def test_every_row_and_the_kept_records(inputs, tmp_path):
     # fields of either input are copied through
     assert row["generator"] == {"model": "m"} and row["note"] == "from judge" and row["answer"] == "3"
     assert row["steps_total"] == 4
+
+
+def test_a_kept_record_is_the_bytes_a_whole_validation_writes(tmp_path):
+    """The kept record is made from records validated once (the judged one read again by offset, not
+    validated again): validating what was written gives it back byte for byte, extras of both inputs,
+    a judged answer written as a number, ints where the scores are floats and a thinking trace included."""
+    r = rollout("a", 1)
+    r["mc"]["scores"] = [1, 0, 0.0, 0]  # validated as floats
+    r.update(thought_steps=2, step_joins=["\n\n"] * 3, thought_finished=True)
+    j = judged("a", 1, note={"nested": [1, None]}, answer=3)
+    j["judge"]["reasoning"] = "why"
+    out = tmp_path / "c.jsonl"
+    run_consensus(write(tmp_path / "r.jsonl", [r]), write(tmp_path / "j.jsonl", [j]), str(out))
+    (line,) = out.read_bytes().splitlines()
+    again = Consensus.model_validate(orjson.loads(line)).plain()
+    assert orjson.dumps(again) == line
+    obj = orjson.loads(line)
+    assert b'"scores":[1.0,0.0,0.0,0.0]' in line and obj["answer"] == "3"
+    assert obj["note"] == {"nested": [1, None]} and obj["judge"]["reasoning"] == "why"
+    assert obj["step_joins"] == ["\n\n"] and obj["thought_steps"] == 2
+
+
+def test_a_judged_line_that_changed_after_the_index_is_refused(tmp_path):
+    path = tmp_path / "j.jsonl"
+    write(path, [judged("a", 1), judged("b", 2)])
+    index = JudgedIndex.read(str(path))
+    assert index.raw(index.slot("b"))["judge"]["first_error"] == 2
+    write(path, [judged("a", 1), judged("b", 3)])  # the same length and offsets: only the stamp tells
+    with pytest.raises(InputError, match=r"j.jsonl \(byte \d+\): written since it was validated \(the file changed"):
+        index.raw(index.slot("b"))
+    fresh = JudgedIndex.read(str(path))  # the file as it is now, validated again
+    assert fresh.raw(fresh.slot("b"))["judge"]["first_error"] == 3
+
+
+def test_trusted_makes_what_model_construct_makes():
+    data = {**judged("a", 1, note="n"), "labels": [True, False], "first_error": 1, "steps": STEPS[:2]}
+    data["mc"] = MC.model_validate(rollout("a", 1)["mc"])
+    data["judge"] = trusted(Judgement, {**data["judge"], "extra": 1})
+    made = trusted(Consensus, dict(data))
+    assert made == Consensus.model_construct(**dict(data)) == Consensus.model_validate(made.plain())
+    assert list(made.plain()) == list(Consensus.model_validate(made.plain()).plain())
+    with pytest.raises(ValueError, match="judge is required"):
+        trusted(Consensus, {k: v for k, v in data.items() if k != "judge"})
 
 
 def test_rerun_is_resumable_and_writes_nothing_twice(inputs, tmp_path):

