@@ -11,13 +11,12 @@ grade keep ids), else its `problem_id`, else the part of its id before the last 
 `<problem id>/<i>`). Sample writes n records per problem and a crashed run can leave a problem
 with only some of them, so `expect_per_input=n` checks for exactly the ids `<problem id>/0..n-1`.
 
-Memory: the input's ids, and per output record an 8-byte hash of its id and one sort key (the
-input position, the shard, the byte offset); the records are read again from their offsets as the
-merged file is written, never held.
+Memory: the input's ids, and per output record an 8-byte hash of its id and a 16-byte sort key (the
+input position and shard, the byte offset; sorted with numpy, 8 bytes more while the file is
+written); the records are read again from their offsets as the merged file is written, never held.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from array import array
@@ -29,6 +28,7 @@ from typing import Any, Iterable, Iterator
 import orjson
 
 from prm_annotate.errors import InputError, UsageError
+from prm_annotate.io.compact import IdHashes, id_hash
 from prm_annotate.io.inputs import AUTO, FieldMap, read_records
 from prm_annotate.io.jsonl import STDIO, _closing, check_input, is_stream, open_input
 from prm_annotate.io.output import check_output
@@ -122,12 +122,14 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
         if is_stream(path):
             raise UsageError(f"{path}: a shard must be a file (merge reads it twice: to check, then to write in order)")
     report = MergeReport(files=len(shards))
-    # Ids, to check none is in two places: themselves when --expect-per-input asks for ids by name,
-    # else 8 bytes each (a hash), checked once every shard is read.
-    seen: set[str] = set()
-    hashes = array("q")
+    # Ids, to check none is in two places: with --expect-per-input, which asks for ids by name, a
+    # byte per expected id `<input id>/<i>` (any other id itself); else 8 bytes each (a hash),
+    # checked once every shard is read.
+    seen = Expected(input_ids or {}, expect_per_input or 0)
+    hashes = IdHashes()
     found = array("I", bytes(4 * len(input_ids))) if input_ids is not None else array("I")  # by input position
-    keys: list[int] = []  # ((input position * shards) + shard) << 48 | byte offset
+    # Each kept record's sort key: its input position * shards + its shard, and its byte offset there.
+    groups, offsets = array("q"), array("q")
     stray: tuple[str, str] | None = None
     strays = 0
     for index, path in enumerate(shards):
@@ -135,11 +137,10 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
         for lineno, offset, record in read_shard(path):
             rid = record["id"]
             if expect_per_input is not None:
-                if rid in seen:
+                if not seen.add(rid):
                     _duplicate(shards, {rid})
-                seen.add(rid)
             else:
-                hashes.append(_id_hash(rid))
+                hashes.add(rid)
             count += 1
             if input_ids is None:
                 continue
@@ -150,12 +151,12 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
                 stray = stray or (f"{path}:{lineno}", rid)
                 continue
             found[position] += 1
-            keys.append(((position * len(shards) + index) << 48) | offset)
+            groups.append(position * len(shards) + index)
+            offsets.append(offset)
         report.per_file[path] = count
         report.records += count
-    ordered = sorted(hashes)
-    clashes = {a for a, b in zip(ordered, ordered[1:]) if a == b}
-    del ordered, hashes
+    clashes = hashes.clashes()
+    del hashes
     if clashes:
         _duplicate(shards, clashes)
 
@@ -164,21 +165,57 @@ def merge(shards: list[str], output: str, *, input: str | None = None, input_for
             raise UsageError(f"{stray[0]}: record {stray[1]!r} belongs to no id of {input} "
                              f"({strays} such records); is --input the file these shards were made from?")
         _completeness(report, input_ids, seen, found, expect_per_input)
+        input_ids = {}  # the ids are not needed to write: their memory goes before the sort's
         del seen, found
         # The input's order, as one unsharded run would write it (a shard's records in its order).
-        keys.sort()
+        import numpy as np
 
-    _write(output, _in_order(shards, keys) if input_ids is not None else _concatenated(shards))
+        order = array("q", np.lexsort((np.frombuffer(offsets, np.int64), np.frombuffer(groups, np.int64))).tobytes())
+
+    _write(output, _in_order(shards, groups, offsets, order) if input is not None else _concatenated(shards))
     return report
 
 
-def _completeness(report: MergeReport, input_ids: dict[str, int], seen: set[str], found: array,
+class Expected:
+    """The output ids seen, for --expect-per-input n: a byte for each id `<input id>/<i>` (i < n, as
+    sample writes them), any other id itself (few: they belong to no expected place)."""
+
+    def __init__(self, input_ids: dict[str, int], n: int) -> None:
+        self.input_ids, self.n = input_ids, n
+        self.slots = bytearray(len(input_ids) * n)
+        self.others: set[str] = set()
+
+    def _slot(self, rid: str) -> int | None:
+        head, sep, tail = rid.rpartition("/")
+        # str(i) of an i < n: ASCII digits, no leading zero ("x/03" is not "x/3")
+        if not (sep and tail.isascii() and tail.isdigit() and (tail == "0" or tail[0] != "0")):
+            return None
+        position = self.input_ids.get(head)
+        return None if position is None or int(tail) >= self.n else position * self.n + int(tail)
+
+    def add(self, rid: str) -> bool:
+        """False when `rid` was seen before."""
+        slot = self._slot(rid)
+        if slot is None:
+            new = rid not in self.others
+            self.others.add(rid)
+            return new
+        new = not self.slots[slot]
+        self.slots[slot] = 1
+        return new
+
+    def found(self, position: int) -> int:
+        """How many of input `position`'s expected ids were seen."""
+        return sum(self.slots[position * self.n:(position + 1) * self.n])
+
+
+def _completeness(report: MergeReport, input_ids: dict[str, int], seen: Expected, found: array,
                   expect_per_input: int | None) -> None:
     """The input ids without (all their) output, and uneven counts per input id."""
     report.inputs = len(input_ids)
     if expect_per_input is not None:
-        for rid in input_ids:
-            have = sum(f"{rid}/{i}" in seen for i in range(expect_per_input))
+        for rid, position in input_ids.items():
+            have = seen.found(position)
             if have < expect_per_input:
                 report.missing.append(rid)
                 if have:
@@ -190,10 +227,6 @@ def _completeness(report: MergeReport, input_ids: dict[str, int], seen: set[str]
             report.uneven = dict(sorted(counts.items()))
 
 
-def _id_hash(rid: str) -> int:
-    return int.from_bytes(hashlib.blake2b(rid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
-
-
 def _duplicate(shards: list[str], suspects: set) -> None:
     """Raise on the first id found twice among those whose hash (or id) is in `suspects` (two ids
     of one hash that differ are no duplicate), naming both places: read again, as it is rare."""
@@ -201,19 +234,19 @@ def _duplicate(shards: list[str], suspects: set) -> None:
     for path in shards:
         for lineno, _, record in read_shard(path):
             rid = record["id"]
-            if rid in suspects or _id_hash(rid) in suspects:
+            if rid in suspects or id_hash(rid) in suspects:
                 if rid in places:
                     raise UsageError(f"duplicate id {rid!r}: in {places[rid]} and {path}:{lineno} (do the shards "
                                      "overlap? each I/N must be run once, into its own file)")
                 places[rid] = f"{path}:{lineno}"
 
 
-def _in_order(shards: list[str], keys: list[int]) -> Iterator[bytes]:
+def _in_order(shards: list[str], groups: array, offsets: array, order: array) -> Iterator[bytes]:
     handles = [open(path, "rb") for path in shards]
     try:
-        for key in keys:
-            fh = handles[(key >> 48) % len(shards)]
-            fh.seek(key & ((1 << 48) - 1))
+        for k in order:
+            fh = handles[groups[k] % len(shards)]
+            fh.seek(offsets[k])
             yield fh.readline()
     finally:
         for fh in handles:

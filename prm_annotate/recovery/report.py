@@ -60,21 +60,31 @@ def read_recoveries(path: str, field: str | None = None) -> tuple[str | None, di
     return field, out
 
 
-def counts(readings: Iterable[Reading]) -> dict[str, int]:
-    c: Counter = Counter()
-    for r, _ in readings:
-        c["traces"] += 1
-        if r is None:
-            c["unparsed"] += 1
-            continue
-        c["slips"] += len(r.slips)
-        c["corrected"] += len(r.corrected)
-        c["uncaught"] += len(r.uncaught)
-        c["with a corrected slip"] += bool(r.corrected)
-        c["with an uncaught slip"] += bool(r.uncaught)
-        c["without a slip"] += not r.slips
+def count(c: Counter, reading: Reading) -> None:
+    """Add one reading to the tally `c` that `counted` shows (a file's readings need not be held)."""
+    r = reading[0]
+    c["traces"] += 1
+    if r is None:
+        c["unparsed"] += 1
+        return
+    c["slips"] += len(r.slips)
+    c["corrected"] += len(r.corrected)
+    c["uncaught"] += len(r.uncaught)
+    c["with a corrected slip"] += bool(r.corrected)
+    c["with an uncaught slip"] += bool(r.uncaught)
+    c["without a slip"] += not r.slips
+
+
+def counted(c: Counter) -> dict[str, int]:
     return {k: c[k] for k in ("traces", "slips", "corrected", "uncaught", "with a corrected slip",
                               "with an uncaught slip", "without a slip", "unparsed") if k in c or k == "traces"}
+
+
+def counts(readings: Iterable[Reading]) -> dict[str, int]:
+    c: Counter = Counter()
+    for reading in readings:
+        count(c, reading)
+    return counted(c)
 
 
 def _share(a: int, b: int) -> float | None:

@@ -2,7 +2,6 @@
 scores, judge parse failures, tokens. Sections appear only for the fields the records have."""
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -10,7 +9,9 @@ from typing import Any, Optional
 from prm_annotate.judging import reason_kind
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.evaluation.labels import MISSING, get_path, read_rows
-from prm_annotate.recovery.report import counts, reading_of, recovery_field
+from prm_annotate.io.compact import IdHashes, IntSum, Numbers, id_hash
+from prm_annotate.io.jsonl import is_stream
+from prm_annotate.recovery.report import count, counted, reading_of, recovery_field
 from prm_annotate.settings import setting
 
 FIRST_ERROR_FIELDS = ("label", "first_error", "mc.first_error", "judge.first_error")
@@ -38,11 +39,11 @@ def kind_of(obj: dict[str, Any]) -> str:
     return "unknown"
 
 
-def _summary(values: list[int]) -> dict[str, Any]:
+def _summary(values: Numbers) -> dict[str, Any]:
     if not values:
         return {}
-    return {"min": min(values), "mean": statistics.fmean(values), "median": statistics.median(values),
-            "max": max(values), "total": sum(values)}
+    return {"min": values.min(), "mean": values.fmean(), "median": values.median(), "max": values.max(),
+            "total": values.total()}
 
 
 def _step_bin(n: int) -> str:
@@ -88,44 +89,63 @@ class Collector:
 
 
 class Counts(Collector):
-    """Records, their kinds, their ids."""
+    """Records, their kinds, their ids (8 bytes each: a hash; a hash seen twice is looked at again in
+    the file, or, for a stream, taken as the duplicate it almost surely is)."""
 
-    def __init__(self) -> None:
-        self.records = self.bad_ids = 0
+    def __init__(self, path: str | None = None) -> None:
+        self.records = self.bad_ids = self.missing = 0
         self.kinds: Counter = Counter()
-        self.ids: Counter = Counter()
+        self.ids = IdHashes()
+        self.path = path
 
     def see(self, obj: dict[str, Any]) -> None:
         self.records += 1
         self.kinds[kind_of(obj)] += 1
         rid = obj.get("id")
-        if isinstance(rid, str) or rid is None:
-            self.ids[rid] += 1
+        if isinstance(rid, str):
+            self.ids.add(rid)
+        elif rid is None:
+            self.missing += 1
         else:
             self.bad_ids += 1  # a number or an object: no reader takes it, so it is not counted as an id
 
+    def _duplicates(self) -> tuple[int, int]:
+        """(unique ids, ids seen more than once)."""
+        clashes = self.ids.clashes()
+        if not clashes or self.path is None or is_stream(self.path):
+            return self.ids.distinct(), len(clashes)
+        seen: Counter = Counter()
+        for _, obj in read_rows(self.path):
+            rid = obj.get("id")
+            if isinstance(rid, str) and id_hash(rid) in clashes:
+                seen[rid] += 1
+        per_hash = Counter(id_hash(rid) for rid in seen)
+        return self.ids.distinct(dict(per_hash)), sum(1 for c in seen.values() if c > 1)
+
     def report(self) -> dict[str, Any]:
-        kinds, ids = self.kinds, self.ids
+        kinds = self.kinds
+        unique, duplicated = self._duplicates()
         return {"records": self.records,
                 "kind": kinds.most_common(1)[0][0] if len(kinds) == 1 else "mixed",
                 "kinds": dict(kinds) if len(kinds) > 1 else {},
-                "ids": {"unique": sum(1 for k in ids if k is not None),
-                        "duplicated": sum(1 for k, c in ids.items() if c > 1),
-                        "missing": ids.get(None, 0), **({"not a string": self.bad_ids} if self.bad_ids else {})}}
+                "ids": {"unique": unique, "duplicated": duplicated + (self.missing > 1),
+                        "missing": self.missing, **({"not a string": self.bad_ids} if self.bad_ids else {})}}
 
 
 class Steps(Collector):
     def __init__(self) -> None:
-        self.n_steps: list[int] = []
+        self.n_steps = Numbers()  # step counts: few distinct values
 
     def see(self, obj: dict[str, Any]) -> None:
         if isinstance(obj.get("steps"), list):
-            self.n_steps.append(len(obj["steps"]))
+            self.n_steps.add(len(obj["steps"]))
 
     def report(self) -> dict[str, Any]:
         if not self.n_steps:
             return {}
-        hist = Counter(_step_bin(n) for n in self.n_steps)
+        hist: Counter = Counter()
+        for n, count in self.n_steps.sorted_items():
+            hist[_step_bin(n)] += count
         return {"steps": _summary(self.n_steps),
                 "steps_histogram": {name: hist[name] for name in [_step_bin(lo) for lo, _ in STEP_BINS] if hist[name]}}
 
@@ -174,7 +194,8 @@ class MCScores(Section):
 
     def __init__(self) -> None:
         super().__init__()
-        self.scores: list[float] = []
+        self.scores = Numbers(cap=1 << 16)  # MC scores are mostly j/k: few distinct values
+        self.bins: Counter = Counter()
         self.null_scores = 0
 
     def see_section(self, mc: dict[str, Any]) -> None:
@@ -182,15 +203,16 @@ class MCScores(Section):
             if s is None:
                 self.null_scores += 1
             elif isinstance(s, (int, float)):
-                self.scores.append(float(s))
+                s = float(s)
+                self.scores.add(s)
+                self.bins[_score_bin(s)] += 1
 
     def report(self) -> dict[str, Any]:
-        scores = self.scores
+        scores, bins = self.scores, self.bins
         if not (scores or self.null_scores):
             return {}
-        bins = Counter(_score_bin(s) for s in scores)
-        return {"mc_scores": {"steps scored": len(scores), "not probed (null)": self.null_scores,
-                              "mean": statistics.fmean(scores) if scores else None,
+        return {"mc_scores": {"steps scored": scores.n, "not probed (null)": self.null_scores,
+                              "mean": scores.fmean() if scores else None,
                               **{name: bins[name] for _, _, name in SCORE_BINS}}}
 
 
@@ -201,19 +223,18 @@ class MCCosts(Section):
 
     def __init__(self) -> None:
         super().__init__()
-        self.tokens: list[int] = []
-        self.completions: list[int] = []
+        self.tokens, self.completions = IntSum(), IntSum()
 
     def see_section(self, mc: dict[str, Any]) -> None:
         for name, bucket in (("generated_tokens", self.tokens), ("completions", self.completions)):
             if isinstance(mc.get(name), int):
-                bucket.append(mc[name])
+                bucket.add(mc[name])
 
     def report(self) -> dict[str, Any]:
         if not (self.tokens or self.completions or self.meta):
             return {}
-        return {"mc": {"completions": sum(self.completions), "generated_tokens": sum(self.tokens),
-                       "tokens per record": statistics.fmean(self.tokens) if self.tokens else None, **dict(self.meta)}}
+        return {"mc": {"completions": self.completions.total, "generated_tokens": self.tokens.total,
+                       "tokens per record": self.tokens.fmean() if self.tokens else None, **dict(self.meta)}}
 
 
 class Judge(Section):
@@ -221,18 +242,17 @@ class Judge(Section):
 
     def __init__(self) -> None:
         super().__init__()
-        self.failures: list[int] = []
+        self.failures, self.votes = IntSum(), IntSum()
         self.unparsed = 0
-        self.votes: list[int] = []
         self.cut: int | None = None  # None: no record says (written before `judge.cut` was recorded)
         self.reasons: Counter = Counter()
 
     def see_section(self, judge: dict[str, Any]) -> None:
         if isinstance(judge.get("parse_failures"), int):
-            self.failures.append(judge["parse_failures"])
+            self.failures.add(judge["parse_failures"])
         self.unparsed += judge.get("first_error", MISSING) is None
         if isinstance(judge.get("votes"), list):
-            self.votes.append(len(judge["votes"]))
+            self.votes.add(len(judge["votes"]))
         if isinstance(judge.get("cut"), int) and not isinstance(judge["cut"], bool):
             self.cut = (self.cut or 0) + judge["cut"]
         for error in judge.get("parse_errors") or []:
@@ -242,13 +262,13 @@ class Judge(Section):
     def report(self) -> dict[str, Any]:
         if not (self.failures or self.votes or self.meta):
             return {}
-        votes = sum(self.votes)
+        votes = self.votes.total
         share = (lambda n: 100.0 * n / votes) if votes else (lambda n: None)
-        return {"judge": {"parse_failures": sum(self.failures),
-                          "records with a parse failure": sum(1 for f in self.failures if f),
+        return {"judge": {"parse_failures": self.failures.total,
+                          "records with a parse failure": self.failures.nonzero,
                           "no parsed vote (first_error null)": self.unparsed,
-                          "votes per record": statistics.fmean(self.votes) if self.votes else None,
-                          "votes not parsed (%)": share(sum(self.failures)),
+                          "votes per record": self.votes.fmean() if self.votes else None,
+                          "votes not parsed (%)": share(self.failures.total),
                           "votes cut at max tokens (%)": None if self.cut is None else share(self.cut),
                           **{f"not parsed: {kind}": n for kind, n in self.reasons.most_common()},
                           **dict(self.meta)}}
@@ -311,7 +331,7 @@ class Recoveries(Collector):
     """Labels beyond the first error (recovery/report.py): slips, corrected, uncaught, by field."""
 
     def __init__(self) -> None:
-        self.readings: dict[str, list] = {}
+        self.readings: dict[str, Counter] = {}  # field -> the tally of its readings
         self.invalid: Counter = Counter()
 
     def see(self, obj: dict[str, Any]) -> None:
@@ -319,14 +339,16 @@ class Recoveries(Collector):
         if field is None:
             return
         try:
-            self.readings.setdefault(field, []).append(reading_of(obj, field, "", ""))
+            reading = reading_of(obj, field, "", "")
         except InputError:  # stats describes a file, it does not refuse it
             self.invalid[field] += 1
+        else:
+            count(self.readings.setdefault(field, Counter()), reading)
 
     def report(self) -> dict[str, Any]:
         if not self.readings and not self.invalid:
             return {}
-        return {"recovery": {field: {**counts(self.readings.get(field, [])),
+        return {"recovery": {field: {**counted(self.readings.get(field, Counter())),
                                      **({"invalid": self.invalid[field]} if self.invalid[field] else {})}
                              for field in sorted(set(self.readings) | set(self.invalid))}}
 
@@ -336,8 +358,13 @@ COLLECTORS: tuple[type[Collector], ...] = (Counts, Steps, FirstErrors, MCScores,
                                            Recoveries, Answers, Tokens)
 
 
+def collectors_of(path: str) -> list[Collector]:
+    """A fresh set of collectors for the file at `path`."""
+    return [make(path) if make is Counts else make() for make in COLLECTORS]
+
+
 def file_stats(path: str) -> dict[str, Any]:
-    collectors = [make() for make in COLLECTORS]
+    collectors = collectors_of(path)
     for _, obj in read_rows(path):
         for collector in collectors:
             collector.see(obj)

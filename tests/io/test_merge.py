@@ -105,3 +105,22 @@ def test_bad_shard_files_are_bad_input(tmp_path):
         merge([str(good), str(stranger)], str(tmp_path / "o.jsonl"), input=str(src))
     with pytest.raises(UsageError, match="the output is the input"):
         merge([str(good)], str(good))
+
+
+def test_expected_ids_are_counted_by_their_exact_names(tmp_path):
+    """--expect-per-input keeps a byte per `<input id>/<i>`: an id that only looks like one ("q0/01",
+    "q0/2" past n, a head that is no input id) is not counted, and a duplicate of any id is found."""
+    src = write_jsonl(tmp_path / "in.jsonl", [{"id": "q0", "problem": "?", "answer": "1"},
+                                               {"id": "a/b", "problem": "?", "answer": "1"}])
+    a = write_jsonl(tmp_path / "a.jsonl", [{"id": "q0/0"}, {"id": "q0/01", "problem_id": "q0"},
+                                           {"id": "q0/2", "problem_id": "q0"}, {"id": "a/b/1"}])
+    b = write_jsonl(tmp_path / "b.jsonl", [{"id": "a/b/0"}, {"id": "q0/01", "problem_id": "q0"}])
+    with pytest.raises(UsageError, match=r"duplicate id 'q0/01': in .*a.jsonl:2 and .*b.jsonl:2"):
+        merge([str(a), str(b)], str(tmp_path / "o.jsonl"), input=str(src), expect_per_input=2)
+    b = write_jsonl(tmp_path / "b.jsonl", [{"id": "a/b/0"}, {"id": "a/b/1"}])
+    with pytest.raises(UsageError, match=r"duplicate id 'a/b/1': in .*a.jsonl:4 and .*b.jsonl:2"):
+        merge([str(a), str(b)], str(tmp_path / "o.jsonl"), input=str(src), expect_per_input=2)
+    b = write_jsonl(tmp_path / "b.jsonl", [{"id": "a/b/0"}])
+    report = merge([str(a), str(b)], str(tmp_path / "o.jsonl"), input=str(src), expect_per_input=2)
+    assert report.missing == ["q0"] and report.incomplete == {"q0": 1}
+    assert [r["id"] for r in read_jsonl(tmp_path / "o.jsonl")] == ["q0/0", "q0/01", "q0/2", "a/b/1", "a/b/0"]

@@ -170,3 +170,41 @@ def test_bad_input_names_the_file_and_line(files, tmp_path):
     fails([files["rollouts"], files["rollouts"].replace("rollouts", "judged"), files["rollouts"]], "both rollout files")
     same = runner.invoke(app, ["report", files["responses"], "-o", files["responses"]])
     assert same.exit_code == 2 and "the output is the input" in same.output
+
+
+def test_a_consensus_file_anywhere_in_the_list_is_checked_as_a_prefix_in_the_order_of_the_files(files, tmp_path):
+    """The consensus file is read before the others (its prefix check needs its lengths first), but the
+    errors come as the list of files gives them: bad input in file order, then a whole file's other
+    steps, then the consensus's, each named by its own line."""
+    runner = CliRunner()
+
+    def error(*args):
+        result = runner.invoke(app, ["report", *args, "-o", str(tmp_path / "x.html")])
+        assert result.exit_code == 2 and not (tmp_path / "x.html").exists(), result.output
+        return " ".join(result.output.split())
+
+    def changed(path, line, edit):
+        rows = [json.loads(x) for x in open(path).read().splitlines()]
+        edit(rows[line - 1])
+        out = tmp_path / f"{line}-{path.rsplit('/', 1)[1]}"
+        out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return str(out)
+
+    consensus = changed(files["consensus"], 2, lambda r: r["steps"].__setitem__(0, "not s0"))  # a/1: all 3 kept
+    for order in ([consensus, files["rollouts"]], [files["rollouts"], consensus]):
+        assert f"{consensus}:2: id 'a/1' holds other steps than in {files['rollouts']}" in error(*order)
+    # A whole file's other steps come first, wherever the consensus file is.
+    judged = changed(files["judged"], 3, lambda r: r["steps"].append("s3"))
+    assert f"{judged}:3: id 'b/0' holds other steps than in {files['rollouts']}" in error(
+        consensus, files["rollouts"], judged)
+    # Consensus steps beyond those of the whole record are no prefix of them.
+    shorter = changed(files["responses"], 2, lambda r: r["steps"].pop())  # a/1: 2 steps, its consensus 3
+    assert f"{files['consensus']}:2: id 'a/1' holds other steps than in {shorter}" in error(shorter, files["consensus"])
+    # Bad input in the consensus file, read first, is still raised after a bad file before it in the list.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(open(files["consensus"]).read() + "{not json\n")
+    assert f"{bad}:3" in error(files["rollouts"], str(bad))
+    assert f"{bad}:3" in error(str(bad), judged)
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text(open(files["rollouts"]).read() + open(files["rollouts"]).read().splitlines()[1] + "\n")
+    assert f"{dup}:7: duplicate id 'a/1' (first seen at line 2)" in error(files["consensus"], str(dup))

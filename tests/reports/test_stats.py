@@ -123,3 +123,23 @@ def test_mixed_file(labelled, tmp_path):
     path = write_jsonl(tmp_path / "mixed.jsonl", built["rollouts"][:3] + built["judged"][3:5])
     out = stats(path)
     assert out["kind"] == "mixed" and out["kinds"] == {"rollout": 3, "judged": 2}
+
+
+def test_ids_are_counted_exactly_when_their_hashes_collide(tmp_path, monkeypatch):
+    """stats keeps 8 bytes an id (a hash): with a hash that collides all the time, the file is read
+    again for the ids of a repeated hash, and the counts are those of the ids themselves."""
+    import prm_annotate.io.compact as compact
+    import prm_annotate.reports.stats as stats_module
+
+    def weak(rid: str) -> int:
+        return len(rid) % 3
+
+    monkeypatch.setattr(compact, "id_hash", weak)
+    monkeypatch.setattr(stats_module, "id_hash", weak)
+    ids = ["a", "bb", "ccc", "dd", "e", "bb", "ffff", "a", "a", None, None, "g"]
+    rows = [{"id": rid, "problem": "?"} if rid is not None else {"problem": "?"} for rid in ids]
+    out = stats_module.file_stats(str(write_jsonl(tmp_path / "ids.jsonl", rows)))
+    counted = Counter(ids)
+    assert out["ids"] == {"unique": sum(1 for k in counted if k is not None),
+                          "duplicated": sum(1 for c in counted.values() if c > 1), "missing": 2}
+    assert out["ids"] == {"unique": 7, "duplicated": 3, "missing": 2}  # a, bb and the missing ones

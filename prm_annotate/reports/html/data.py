@@ -9,10 +9,12 @@ them (responses, judged, rollouts, scored); a consensus record holds the steps u
 error, and must be their prefix. Two files holding other steps for one id are bad input.
 
 Decisions:
-- Two passes: the first validates every record and keeps of each only its first errors, MC scores
-  and step hashes (the overview and the join need nothing else); the second reads again the
-  records of the sampled ids. A labelled set of hundreds of thousands of responses never sits in
-  memory whole, and a stream (standard input) is refused.
+- Two passes: the first validates every record and keeps of each id its string once, its step
+  count, a digest of its steps and 8 bytes per file for its first error (the overview's other
+  figures, MC curves and `stats`, are summed as the records go by); the second reads again the
+  records of the sampled ids. A labelled set of millions of responses never sits in memory whole,
+  and a stream (standard input) is refused. The consensus file (steps up to the first error) is
+  read first, so the check that its steps are a prefix of the others' needs no per-step state.
 - The overview counts over every record; the response pages over a sample of `max_responses` ids
   drawn with `seed` (all of them when there are fewer), disagreements of MC and judge first.
 - The figures the overview shows of a file are `stats`' (its collectors see every record), and the
@@ -31,7 +33,9 @@ from __future__ import annotations
 
 import random
 import re
+from array import array
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,14 +46,18 @@ from prm_annotate.io.jsonl import is_stream
 from prm_annotate.io.manifest import source_runs
 from prm_annotate.records import Consensus, Judged, Response, Rollout, Scored, describe_validation_error
 from prm_annotate.reports.compare import agreement
-from prm_annotate.evaluation.labels import ROWS, SAME, Gold, confusion_row, load_gold, records_by_id
-from prm_annotate.reports.stats import COLLECTORS, kind_of
+from prm_annotate.evaluation.labels import (MISSING, ROWS, SAME, Gold, confusion_row, load_gold, read_rows,
+                                            records_by_id)
+from prm_annotate.reports.stats import collectors_of, kind_of
 
 # The kinds a file can be, the record model each is validated with, and whether its steps are whole.
 KINDS: dict[str, tuple[type, bool]] = {
     "response": (Response, True), "rollout": (Rollout, True), "judged": (Judged, True),
     "consensus": (Consensus, False), "scored": (Scored, True),
 }
+# The files a response's text is taken from, the first that holds it; the section the page shows of the others.
+BASE = ("response", "judged", "rollout", "scored", "consensus")
+SECTIONS = {"rollout": "mc", "judged": "judge", "scored": "prm"}
 # Label sources: name shown, the kind of file, how a record gives its first error.
 SOURCES = (("MC", "rollout"), ("judge", "judged"), ("consensus", "consensus"), ("PRM", "scored"))
 FIRST_ERROR_BINS = 10
@@ -65,66 +73,280 @@ def file_kind(obj: dict[str, Any]) -> str:
     return kind_of(obj)
 
 
-# What a file's record keeps between the passes: its first errors and scores, not its text (a
-# labelled set of 300,000 responses does not fit in memory as dicts; the sample is read again).
-SLIM = {"rollout": (("mc", "first_error"), ("mc", "scores"), ("mc", "strategy")),
-        "judged": (("judge", "first_error"),), "consensus": ((None, "first_error"),), "scored": (("prm", "first_error"),),
-        "response": ()}
+# What a file's record keeps between the passes: its first errors, 8 bytes an id each (a labelled set
+# of a million responses does not fit in memory as dicts; the sample is read again).
+FIRST_ERRORS = {"rollout": ("mc", "first_error"), "judged": ("judge", "first_error"), "consensus": (None, "first_error"),
+                "scored": ("prm", "first_error")}
+ABSENT, NULL = -(1 << 63), -(1 << 63) + 1  # a column's id without a record in the file; a null first error
+
+
+class Ids:
+    """Every id of the files, numbered as first met: the one place an id's string is held (the
+    columns, step counts and step digests are arrays by that number)."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.n_steps = array("q")
+        self.digest = array("q")  # of all the id's steps (a chain of their hashes), from its first whole file
+        self.origin = array("i")  # the position of that file in the command's list; -1: none yet
+
+    def number(self, rid: str) -> int:
+        i = self.index.get(rid)
+        if i is None:
+            i = self.index[rid] = len(self.index)
+            self.n_steps.append(0)
+            self.digest.append(0)
+            self.origin.append(-1)
+        return i
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+
+class Column(Mapping):
+    """One file's first errors by id (None: the record has no label), read like the dict it stands for
+    (`compare.agreement` takes it)."""
+
+    def __init__(self, ids: Ids) -> None:
+        self.ids, self.values = ids, array("q")
+
+    def set(self, i: int, value: int | None) -> None:
+        if i >= len(self.values):
+            self.values.extend([ABSENT] * (i + 1 - len(self.values)))
+        self.values[i] = NULL if value is None else value
+
+    def at(self, i: int) -> int:
+        return self.values[i] if i < len(self.values) else ABSENT
+
+    def get(self, rid: str, default: Any = None) -> Any:
+        i = self.ids.index.get(rid)
+        value = ABSENT if i is None or i >= len(self.values) else self.values[i]
+        return default if value == ABSENT else None if value == NULL else value
+
+    def __getitem__(self, rid: str) -> int | None:
+        value = self.get(rid, MISSING)
+        if value is MISSING:
+            raise KeyError(rid)
+        return value
+
+    def __contains__(self, rid: object) -> bool:
+        return self.get(rid, MISSING) is not MISSING  # type: ignore[arg-type]
+
+    def __iter__(self):
+        return (rid for rid, i in self.ids.index.items() if self.at(i) != ABSENT)
+
+    def __len__(self) -> int:
+        return sum(1 for v in self.values if v != ABSENT)
+
+    def items(self):
+        for rid, i in self.ids.index.items():
+            value = self.at(i)
+            if value != ABSENT:
+                yield rid, None if value == NULL else value
+
+
+class Presence:
+    """The ids one file holds, as `records_by_id` asks (`in`, and where an id was first seen: the file
+    is read again for that, on the duplicate's rare path)."""
+
+    def __init__(self, f: InputFile, ids: Ids) -> None:
+        self.f, self.ids = f, ids
+
+    def __contains__(self, rid: object) -> bool:
+        return self.f.holds(rid)
+
+    def __getitem__(self, rid: str) -> tuple[str, str]:
+        return self.f.path, next(where for where, obj in read_rows(self.f.path) if obj.get("id") == rid)
+
+    def __setitem__(self, rid: str, place: tuple[str, str]) -> None:
+        i = self.ids.number(rid)
+        present = self.f.present
+        if i >= len(present):
+            present.extend(bytes(i + 1 - len(present)))
+        present[i] = 1
 
 
 @dataclass
 class InputFile:
     path: str
-    kind: str
-    slim: dict[str, dict[str, Any]]
-    where: dict[str, str]
-    stats: dict[str, Any]
+    position: int  # in the command's list of files
+    kind: str = ""
+    ids: Ids | None = None
+    present: bytearray = field(default_factory=bytearray)  # by id number: 1 if the file holds the id
+    columns: dict[str, Column] = field(default_factory=dict)  # kind -> its first errors
+    stats: dict[str, Any] = field(default_factory=dict)
+    curves: Curves | None = None
     full: dict[str, dict[str, Any]] = field(default_factory=dict)  # the records of the sample (second pass)
 
     def kinds(self) -> tuple[str, ...]:
         return ("rollout", "judged") if self.kind == "merged" else (self.kind,)
 
+    @property
+    def whole(self) -> bool:
+        return KINDS.get(self.kind, (None, True))[1]
 
-def _slim(obj: dict[str, Any], kinds: tuple[str, ...]) -> dict[str, Any]:
-    # Per-step hashes stand for the steps: equal within this process, a few bytes each.
-    out: dict[str, Any] = {"n": len(obj["steps"]), "sig": tuple(hash(step) for step in obj["steps"])}
-    for kind in kinds:
-        for part, name in SLIM[kind]:
-            out[f"{part}.{name}" if part else name] = (obj[part] if part else obj)[name]
-    return out
+    def holds(self, rid: object) -> bool:
+        i = None if self.ids is None else self.ids.index.get(rid)  # type: ignore[arg-type]
+        return i is not None and i < len(self.present) and self.present[i] == 1
+
+    def __len__(self) -> int:
+        return self.present.count(1)
 
 
-def read_file(path: str) -> InputFile:
-    """Every record of one file, validated by its kind's model; the file's `stats` on the way."""
-    collectors = [make() for make in COLLECTORS]
-    slim: dict[str, dict[str, Any]] = {}
-    where_of: dict[str, str] = {}
-    kind = ""
-    for where, rid, obj in records_by_id(path):
-        kind = kind or file_kind(obj)
-        kinds = ("rollout", "judged") if kind == "merged" else (kind,)
+class Curves:
+    """Mean MC score by relative step position (tenths), for responses MC found an error in and
+    those it did not, summed as the rollout file is read; responses with an unprobed step are
+    counted, not drawn."""
+
+    def __init__(self) -> None:
+        self.sums = {g: [0.0] * FIRST_ERROR_BINS for g in ("error", "no error")}
+        self.ns = {g: [0] * FIRST_ERROR_BINS for g in self.sums}
+        self.drawn: Counter = Counter()
+        self.partial: Counter = Counter()
+
+    def see(self, mc: dict[str, Any]) -> None:
+        scores = mc["scores"]
+        if any(s is None for s in scores):
+            self.partial[mc["strategy"]] += 1
+            return
+        group = "no error" if mc["first_error"] == -1 else "error"
+        self.drawn[group] += 1
+        n = len(scores)
+        for i, s in enumerate(scores):
+            b = FIRST_ERROR_BINS - 1 if n == 1 else min(FIRST_ERROR_BINS - 1, int(FIRST_ERROR_BINS * i / (n - 1)))
+            self.sums[group][b] += s
+            self.ns[group][b] += 1
+
+    def report(self) -> dict[str, Any]:
+        sums, ns = self.sums, self.ns
+        means = {g: [round(sums[g][b] / ns[g][b], 4) if ns[g][b] else None for b in range(FIRST_ERROR_BINS)]
+                 for g in sums}
+        return {"mean": means, "responses": dict(self.drawn), "not drawn (some steps not probed)": dict(self.partial)}
+
+
+def chain(steps: list, upto: int = -1) -> tuple[int, int]:
+    """(the digest of all the steps, the digest of the first `upto`): per-step hashes chained, equal
+    within this process for equal steps (a few bytes an id, not a tuple of hashes)."""
+    h = at = 0
+    for i, step in enumerate(steps):
+        if i == upto:
+            at = h
+        h = hash((h, step))
+    return h, h if upto == len(steps) else at
+
+
+class Steps:
+    """The check that files hold the same steps for an id (a consensus record: their prefix), made as
+    they are read. The files holding whole steps are checked against the first of them to hold the
+    id; the prefix file (consensus) is read first, so that its length and digest per id are known
+    when the first whole file meets the id. The first mismatch is the one the order of the files
+    gives: whole files in the command's order, then the prefix file; it is raised once every file
+    has been read (bad input in any file comes first, as it did)."""
+
+    def __init__(self, ids: Ids, files: list[InputFile]) -> None:
+        self.ids, self.files = ids, files
+        self.prefix: InputFile | None = None
+        self.prefix_len = array("q")
+        self.prefix_digest = array("q")
+        self.whole_mismatch: tuple[InputFile, str, str] | None = None  # (file, where, id)
+        self.prefix_mismatch = -1  # the smallest id number of a prefix record that differs
+
+    def see(self, f: InputFile, i: int, rid: str, where: str, steps: list) -> None:
+        ids = self.ids
+        if not f.whole:
+            digest, _ = chain(steps)
+            self.prefix_len.append(len(steps))
+            self.prefix_digest.append(digest)
+            if ids.origin[i] == -1:
+                ids.n_steps[i], ids.digest[i], ids.origin[i] = len(steps), digest, f.position
+            return
+        mine = ids.origin[i]
+        prefix = self.prefix is not None and i < len(self.prefix_len)
+        if mine != -1 and mine != getattr(self.prefix, "position", None):
+            if self.whole_mismatch is None and (ids.digest[i], ids.n_steps[i]) != (chain(steps)[0], len(steps)):
+                self.whole_mismatch = (f, where, rid)
+            return
+        upto = self.prefix_len[i] if prefix else -1
+        digest, at = chain(steps, upto)
+        ids.n_steps[i], ids.digest[i], ids.origin[i] = len(steps), digest, f.position
+        if prefix and (upto > len(steps) or at != self.prefix_digest[i]):
+            if self.prefix_mismatch == -1 or i < self.prefix_mismatch:
+                self.prefix_mismatch = i
+
+    def check(self) -> None:
+        if self.whole_mismatch is not None:
+            f, where, rid = self.whole_mismatch
+            raise InputError(f.path, where, f"id {rid!r} holds other steps than in {self.origin_path(rid)}")
+        if self.prefix_mismatch != -1:
+            assert self.prefix is not None
+            rid = next(r for r, i in self.ids.index.items() if i == self.prefix_mismatch)
+            where = Presence(self.prefix, self.ids)[rid][1]
+            raise InputError(self.prefix.path, where, f"id {rid!r} holds other steps than in {self.origin_path(rid)}")
+        del self.prefix_len, self.prefix_digest
+
+    def origin_path(self, rid: str) -> str:
+        return self.files[self.ids.origin[self.ids.index[rid]]].path
+
+
+def read_file(f: InputFile, ids: Ids, steps: Steps) -> None:
+    """Every record of one file, validated by its kind's model; its first errors, its `stats` and
+    (a rollout file) its MC curves on the way."""
+    collectors = collectors_of(f.path)
+    f.ids = ids
+    for where, rid, obj in records_by_id(f.path, Presence(f, ids)):  # type: ignore[arg-type]
+        f.kind = f.kind or file_kind(obj)
+        kinds = f.kinds()
         for k in kinds:
             if k not in KINDS:
-                raise InputError(path, where, f"not a file of the pipeline (a {k} record): give responses, rollouts, "
-                                              "judged, consensus or scored files, and gold labels with --gold")
+                raise InputError(f.path, where, f"not a file of the pipeline (a {k} record): give responses, "
+                                                "rollouts, judged, consensus or scored files, and gold labels with --gold")
             try:
                 KINDS[k][0].model_validate(obj)
             except ValidationError as exc:
-                raise InputError(path, where, f"not a {k} record: {describe_validation_error(exc)}") from None
+                raise InputError(f.path, where, f"not a {k} record: {describe_validation_error(exc)}") from None
         for collector in collectors:
             collector.see(obj)
-        slim[rid], where_of[rid] = _slim(obj, kinds), where
-    if not slim:
-        raise InputError(path, "line 0", "the file has no records")
-    stats: dict[str, Any] = {"path": path}
+        i = ids.index[rid]
+        for k in kinds:
+            if k in FIRST_ERRORS:
+                part, name = FIRST_ERRORS[k]
+                if k not in f.columns:
+                    f.columns[k] = Column(ids)
+                f.columns[k].set(i, (obj[part] if part else obj)[name])
+        if "rollout" in kinds:
+            f.curves = f.curves or Curves()
+            f.curves.see(obj["mc"])
+        steps.see(f, i, rid, where, obj["steps"])
+    if not len(f):
+        raise InputError(f.path, "line 0", "the file has no records")
+    f.stats = {"path": f.path}
     for collector in collectors:
-        stats.update(collector.report())
-    return InputFile(path, kind, slim, where_of, stats)
+        f.stats.update(collector.report())
 
 
-def read_sample(f: InputFile, ids: set[str]) -> None:
-    """The second pass: the whole records of the sampled ids (the file was validated whole)."""
-    f.full = {rid: obj for _, rid, obj in records_by_id(f.path) if rid in ids}
+def _first_kind(path: str) -> str:
+    """The kind of a file's first record ("" when it has none or cannot be read: its pass says why)."""
+    try:
+        return next((file_kind(obj) for _, obj in read_rows(path)), "")
+    except (InputError, UsageError):
+        return ""
+
+
+def read_sample(j: Joined, f: InputFile, ids: set[str]) -> None:
+    """The second pass: the records of the sampled ids (the file was validated whole). A record is kept
+    whole where the page takes a response's text from it (the first of BASE to hold the id); else
+    only the section the page shows of its kind (a thinking trace is not held three times)."""
+    rank = min(BASE.index(k) for k in f.kinds())
+    above = [j.by_kind[k] for k in BASE[:rank] if k in j.by_kind and j.by_kind[k] is not f]
+    sections = [SECTIONS[k] for k in f.kinds() if k in SECTIONS]
+    for _, obj in read_rows(f.path):
+        rid = obj["id"]
+        if rid not in ids:
+            continue
+        if not any(g.holds(rid) for g in above):
+            f.full[rid] = obj
+        elif sections:
+            f.full[rid] = {part: obj[part] for part in sections}
 
 
 @dataclass
@@ -133,12 +355,13 @@ class Joined:
 
     files: list[InputFile]
     by_kind: dict[str, InputFile]
-    n_steps: dict[str, int]
+    ids: Ids
     gold: dict[str, Gold] = field(default_factory=dict)
 
-    def slim(self, kind: str, rid: str) -> dict[str, Any] | None:
+    def first_error(self, kind: str, rid: str) -> int | None | object:
+        """The first error a file of `kind` gives `rid` (None: unlabelled), MISSING without a record."""
         f = self.by_kind.get(kind)
-        return None if f is None else f.slim.get(rid)
+        return MISSING if f is None else f.columns[kind].get(rid, MISSING)
 
     def record(self, kind: str, rid: str) -> dict[str, Any] | None:
         f = self.by_kind.get(kind)
@@ -150,37 +373,41 @@ def join(paths: list[str], gold_path: str | None = None) -> Joined:
         raise UsageError("give at least one file of the pipeline (responses, rollouts, judged, consensus, scored)")
     if any(is_stream(p) for p in paths):
         raise UsageError("report reads its files twice (the overview, then the sample): give files, not a stream")
-    files = [read_file(p) for p in paths]
+    ids = Ids()
+    files = [InputFile(p, n) for n, p in enumerate(paths)]
+    steps = Steps(ids, files)
+    # The prefix file first (its bad input, if any, is raised at its place in the list).
+    prefixes = [f for f in files if not KINDS.get(_first_kind(f.path), (None, True))[1]]
+    failed: dict[int, InputError] = {}
+    if len(prefixes) == 1:
+        steps.prefix = prefixes[0]
+        try:
+            read_file(prefixes[0], ids, steps)
+        except InputError as exc:
+            failed[prefixes[0].position] = exc
+    for f in files:
+        if f.position in failed:
+            raise failed[f.position]
+        if f is not steps.prefix:
+            read_file(f, ids, steps)
     by_kind: dict[str, InputFile] = {}
     for f in files:
         for k in f.kinds():
             if k in by_kind:
                 raise UsageError(f"{by_kind[k].path} and {f.path} are both {k} files: give one file of each kind")
             by_kind[k] = f
-    sigs: dict[str, tuple[int, ...]] = {}
-    origin: dict[str, str] = {}
-    for f in sorted(files, key=lambda f: not KINDS.get(f.kind, (None, True))[1]):  # whole steps first
-        whole = KINDS.get(f.kind, (None, True))[1]
-        for rid, rec in f.slim.items():
-            theirs, mine = rec["sig"], sigs.get(rid)
-            if mine is None:
-                sigs[rid], origin[rid] = theirs, f.path
-            elif (mine != theirs) if whole else (mine[: len(theirs)] != theirs):
-                raise InputError(f.path, f.where[rid], f"id {rid!r} holds other steps than in {origin[rid]}")
+    steps.check()
     gold = load_gold(gold_path) if gold_path else {}
-    return Joined(files, by_kind, {rid: len(sig) for rid, sig in sigs.items()}, gold)
+    return Joined(files, by_kind, ids, gold)
 
 
-def first_errors(j: Joined) -> dict[str, dict[str, int | None]]:
+def first_errors(j: Joined) -> dict[str, Mapping[str, int | None]]:
     """Each label source's first error by id (None: the source has the record but no label)."""
-    out: dict[str, dict[str, int | None]] = {}
+    out: dict[str, Mapping[str, int | None]] = {}
     for name, kind in SOURCES:
         f = j.by_kind.get(kind)
-        if f is None:
-            continue
-        key = {"rollout": "mc.first_error", "judged": "judge.first_error", "scored": "prm.first_error"}.get(kind,
-                                                                                                       "first_error")
-        out[name] = {rid: rec[key] for rid, rec in f.slim.items()}
+        if f is not None:
+            out[name] = f.columns[kind]
     if j.gold:
         out["gold"] = {rid: g.label for rid, g in j.gold.items()}
     return out
@@ -199,40 +426,23 @@ def position_bin(first_error: int, n_steps: int) -> str:
     return str(min(FIRST_ERROR_BINS - 1, int(FIRST_ERROR_BINS * first_error / (n_steps - 1))))
 
 
-def position_histograms(j: Joined, fes: dict[str, dict[str, int | None]]) -> dict[str, dict[str, int]]:
+def position_histograms(j: Joined, fes: dict[str, Mapping[str, int | None]]) -> dict[str, dict[str, int]]:
     out = {}
+    index, n_steps = j.ids.index, j.ids.n_steps
     for name, col in fes.items():
         counts: Counter = Counter()
         for rid, fe in col.items():
-            if fe is not None and rid in j.n_steps:
-                counts[position_bin(fe, j.n_steps[rid])] += 1
+            i = index.get(rid)
+            if fe is not None and i is not None:
+                counts[position_bin(fe, n_steps[i])] += 1
         out[name] = {b: counts[b] for b in [*map(str, range(FIRST_ERROR_BINS)), "last", "none"]}
     return out
 
 
 def mc_curves(j: Joined) -> dict[str, Any]:
-    """Mean MC score by relative step position (tenths), for responses MC found an error in and
-    those it did not; responses with an unprobed step are counted, not drawn."""
+    """The rollout file's MC score curves (`Curves`), none without one."""
     f = j.by_kind.get("rollout")
-    if f is None:
-        return {}
-    sums = {g: [0.0] * FIRST_ERROR_BINS for g in ("error", "no error")}
-    ns = {g: [0] * FIRST_ERROR_BINS for g in sums}
-    drawn, partial = Counter(), Counter()
-    for rec in f.slim.values():
-        scores = rec["mc.scores"]
-        if any(s is None for s in scores):
-            partial[rec["mc.strategy"]] += 1
-            continue
-        group = "no error" if rec["mc.first_error"] == -1 else "error"
-        drawn[group] += 1
-        n = len(scores)
-        for i, s in enumerate(scores):
-            b = FIRST_ERROR_BINS - 1 if n == 1 else min(FIRST_ERROR_BINS - 1, int(FIRST_ERROR_BINS * i / (n - 1)))
-            sums[group][b] += s
-            ns[group][b] += 1
-    means = {g: [round(sums[g][b] / ns[g][b], 4) if ns[g][b] else None for b in range(FIRST_ERROR_BINS)] for g in sums}
-    return {"mean": means, "responses": dict(drawn), "not drawn (some steps not probed)": dict(partial)}
+    return {} if f is None or f.curves is None else f.curves.report()
 
 
 def cost_rows(paths: list[str]) -> list[dict[str, Any]]:
@@ -263,14 +473,17 @@ def set_aside(j: Joined) -> dict[str, Any]:
     if mc is None or judged is None:
         return {}
     rows: Counter = Counter()
-    for rid, rec in mc.slim.items():
-        other = judged.slim.get(rid)
-        if other is not None:
-            rows[confusion_row(rec["mc.first_error"], other["judge.first_error"])] += 1
+    ours, theirs = mc.columns["rollout"], judged.columns["judged"]
+    only: Counter = Counter()
+    for i in range(len(j.ids)):
+        a, b = ours.at(i), theirs.at(i)
+        if a != ABSENT and b != ABSENT:
+            rows[confusion_row(None if a == NULL else a, None if b == NULL else b)] += 1
+        elif a != ABSENT or b != ABSENT:
+            only["rollouts" if a != ABSENT else "judged"] += 1
     joined = sum(rows.values())
     return {"joined": joined, "kept": rows[SAME], "rows": {r: rows[r] for r in ROWS},
-            "only in rollouts": len(mc.slim.keys() - judged.slim.keys()),
-            "only in judged": len(judged.slim.keys() - mc.slim.keys())}
+            "only in rollouts": only["rollouts"], "only in judged": only["judged"]}
 
 
 def overview(j: Joined) -> dict[str, Any]:
@@ -285,10 +498,10 @@ def overview(j: Joined) -> dict[str, Any]:
     kept = j.by_kind.get("consensus")
     aside = set_aside(j)
     return {
-        "responses": len(j.n_steps),
+        "responses": len(j.ids),
         "files": [{"path": f.path, "kind": f.kind, "stats": f.stats} for f in j.files],
-        "kept": None if kept is None else len(kept.slim),
-        "kept_share": (100.0 * len(kept.slim) / aside["joined"]) if kept is not None and aside.get("joined") else None,
+        "kept": None if kept is None else len(kept),
+        "kept_share": (100.0 * len(kept) / aside["joined"]) if kept is not None and aside.get("joined") else None,
         "agreement": agreement(fes) if len(fes) > 1 else {},
         "matrix": matrix,
         "positions": position_histograms(j, fes),
@@ -309,8 +522,7 @@ def step_analyses(text: str, n_steps: int) -> list[str | None] | None:
 
 def response_entry(j: Joined, rid: str) -> dict[str, Any]:
     """One response as the page shows it (short keys: the page holds thousands)."""
-    base = next((j.record(k, rid) for k in ("response", "judged", "rollout", "scored", "consensus")
-                 if j.record(k, rid) is not None), {})
+    base = next((j.record(k, rid) for k in BASE if j.record(k, rid) is not None), {})
     steps = base["steps"]
     entry: dict[str, Any] = {"id": rid, "problem": base.get("problem"), "pid": base.get("problem_id"),
                              "steps": steps, "correct": base.get("correct"), "answer": base.get("final_answer"),
@@ -331,7 +543,7 @@ def response_entry(j: Joined, rid: str) -> dict[str, Any]:
     if scored is not None:
         entry["prm"] = {"s": scored["prm"]["scores"], "fe": scored["prm"]["first_error"]}
     if "consensus" in j.by_kind:
-        entry["kept"] = rid in j.by_kind["consensus"].slim
+        entry["kept"] = j.by_kind["consensus"].holds(rid)
     if rid in j.gold:
         entry["gold"] = j.gold[rid].label
     if roll is not None and judged is not None:
@@ -341,14 +553,14 @@ def response_entry(j: Joined, rid: str) -> dict[str, Any]:
 
 def sample_ids(j: Joined, max_responses: int, seed: int) -> list[str]:
     """A seeded sample of the ids, disagreements of MC and the judge first, then by id."""
-    ids = sorted(j.n_steps)
+    ids = sorted(j.ids.index)
     if len(ids) > max_responses:
         ids = sorted(random.Random(seed).sample(ids, max_responses))
     mc, judged = j.by_kind.get("rollout"), j.by_kind.get("judged")
 
     def agrees(rid: str) -> bool:
-        a, b = j.slim("rollout", rid), j.slim("judged", rid)
-        return a is None or b is None or a["mc.first_error"] == b["judge.first_error"]
+        a, b = j.first_error("rollout", rid), j.first_error("judged", rid)
+        return a is MISSING or b is MISSING or a == b
 
     return sorted(ids, key=agrees) if mc is not None and judged is not None else ids
 
@@ -357,6 +569,6 @@ def report_data(paths: list[str], gold: str | None = None, max_responses: int = 
     j = join(paths, gold)
     ids = sample_ids(j, max_responses, seed)
     for f in j.files:
-        read_sample(f, set(ids))
-    return {"overview": overview(j), "sample": {"shown": len(ids), "of": len(j.n_steps), "seed": seed},
+        read_sample(j, f, set(ids))
+    return {"overview": overview(j), "sample": {"shown": len(ids), "of": len(j.ids), "seed": seed},
             "responses": [response_entry(j, rid) for rid in ids]}
