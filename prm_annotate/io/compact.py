@@ -1,56 +1,18 @@
-"""Per-record state in a few bytes, for commands that see every record of a file and must not hold
-it: ids as 8-byte hashes (duplicates found once the file is read, then named by reading it again,
-as they are rare), and numbers as counts of their distinct values (a median or an exact mean from
-them, in the memory of the values that differ, not of the records).
+"""Numbers of every record in a few bytes, for commands that see every record of a file and must not
+hold it: kept as counts of their distinct values (a median or an exact mean from them, in the
+memory of the values that differ, not of the records). Ids kept compactly are io/id_keys.py's.
 
-`IdHashes` holds 8 bytes an id; `clashes()` sorts them once (numpy, a copy of 8 bytes an id) and
-gives the hashes seen more than once: the caller reads its file again for the ids of those hashes
-(two different ids of one hash are no duplicate). `Numbers` is the exact sum, mean and median of
-numbers seen one by one, `IntSum` the sum and mean of integers: what `sum`, `math.fsum`,
-`statistics.fmean` and `statistics.median` give for the list of them, to the last bit.
+`Numbers` is the exact sum, mean and median of numbers seen one by one, `IntSum` the sum and mean
+of integers: what `sum`, `math.fsum`, `statistics.fmean` and `statistics.median` give for the list
+of them, to the last bit.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from array import array
 from collections import Counter
 from fractions import Fraction
 from typing import Iterable
-
-
-def id_hash(rid: str) -> int:
-    """The id's blake2b, 8 bytes as a signed int (the shard hash's digest, read little-endian)."""
-    return int.from_bytes(hashlib.blake2b(rid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
-
-
-class IdHashes:
-    """The ids of a file, 8 bytes each."""
-
-    def __init__(self) -> None:
-        self.hashes = array("q")
-
-    def add(self, rid: str) -> None:
-        self.hashes.append(id_hash(rid))
-
-    def __len__(self) -> int:
-        return len(self.hashes)
-
-    def clashes(self) -> set[int]:
-        """The hashes seen more than once."""
-        import numpy as np
-
-        ordered = np.sort(np.frombuffer(self.hashes, dtype=np.int64)) if self.hashes else np.empty(0, np.int64)
-        same = ordered[1:] == ordered[:-1]
-        return {int(h) for h in np.unique(ordered[1:][same])}
-
-    def distinct(self, suspects: dict[int, int] | None = None) -> int:
-        """How many different hashes were seen; `suspects` (a clash's hash -> the ids it stands for,
-        found by reading again) counts a hash that two ids share as the ids it stands for."""
-        import numpy as np
-
-        n = len(np.unique(np.frombuffer(self.hashes, dtype=np.int64))) if self.hashes else 0
-        return n + sum(k - 1 for k in (suspects or {}).values())
 
 
 class Numbers:

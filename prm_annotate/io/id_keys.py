@@ -1,5 +1,10 @@
-"""Ids kept as 12 bytes: what a command that must know every id of a large file holds instead of the
-ids themselves (a dict of a million ids costs ~150 bytes an id; this, 24).
+"""Ids kept in a few bytes: what a command that must know every id of a large file holds instead of
+the ids themselves (a dict of a million ids costs ~150 bytes an id). Two forms:
+
+- `IdHashes`: 8 bytes an id (`id_hash`), to find ids seen twice: `clashes()` sorts them once and
+  gives the hashes seen more than once; the caller reads its file again for the ids of those hashes
+  (two different ids of one hash are no duplicate), as repeats are rare.
+- `IdIndex`: 12 bytes an id (`id_key`), to find an id's position again.
 
 An id's key is its 12-byte blake2b digest, cut into an 8-byte key (unsigned) that is sorted and bisected and a
 4-byte check that tells apart two ids sharing a key. Two different ids agree on all 96 bits about once
@@ -10,6 +15,40 @@ from __future__ import annotations
 import hashlib
 from array import array
 from bisect import bisect_left
+
+
+def id_hash(rid: str) -> int:
+    """The id's blake2b, 8 bytes as a signed int (the shard hash's digest, read little-endian)."""
+    return int.from_bytes(hashlib.blake2b(rid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
+class IdHashes:
+    """The ids of a file, 8 bytes each."""
+
+    def __init__(self) -> None:
+        self.hashes = array("q")
+
+    def add(self, rid: str) -> None:
+        self.hashes.append(id_hash(rid))
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def clashes(self) -> set[int]:
+        """The hashes seen more than once."""
+        import numpy as np
+
+        ordered = np.sort(np.frombuffer(self.hashes, dtype=np.int64)) if self.hashes else np.empty(0, np.int64)
+        same = ordered[1:] == ordered[:-1]
+        return {int(h) for h in np.unique(ordered[1:][same])}
+
+    def distinct(self, suspects: dict[int, int] | None = None) -> int:
+        """How many different hashes were seen; `suspects` (a clash's hash -> the ids it stands for,
+        found by reading again) counts a hash that two ids share as the ids it stands for."""
+        import numpy as np
+
+        n = len(np.unique(np.frombuffer(self.hashes, dtype=np.int64))) if self.hashes else 0
+        return n + sum(k - 1 for k in (suspects or {}).values())
 
 
 def id_key(rid: str) -> tuple[int, int]:

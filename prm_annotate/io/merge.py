@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator
 import orjson
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.io.compact import IdHashes, id_hash
+from prm_annotate.io.id_keys import IdHashes, id_hash
 from prm_annotate.io.inputs import AUTO, FieldMap, read_records
 from prm_annotate.io.jsonl import STDIO, _closing, check_input, is_stream, open_input
 from prm_annotate.io.output import check_output

@@ -11,11 +11,9 @@ the world report, run a stage with `run_and_close`.
 from __future__ import annotations
 
 import gc
-import hashlib
 import os
 import sys
 import time
-from array import array
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +25,7 @@ from pydantic import ValidationError
 
 from prm_annotate import __version__
 from prm_annotate.errors import InputError, printable
+from prm_annotate.io.id_keys import IdHashes, id_hash
 from prm_annotate.io.inputs import AUTO, FieldMap, read_records
 from prm_annotate.io.jsonl import STDIO, check_input, is_stream
 from prm_annotate.io.manifest import append_manifest
@@ -189,7 +188,7 @@ def read_validated(path: str, model: type[Record], opts: RunOptions,
     inline = stream or rejects is not None
     seen: set[str] = set()
     places: dict[str, str] = {}
-    hashes = array("q")
+    hashes = IdHashes()
 
     count = 0
     for where, obj in read_records(path, opts.format, opts.fields, _on_error(path, rejects)):
@@ -211,23 +210,17 @@ def read_validated(path: str, model: type[Record], opts: RunOptions,
             if stream:
                 places[record.id] = where
         elif unique:
-            hashes.append(_id_hash(record.id))
+            hashes.add(record.id)
         count += 1
         yield record
     if unique and not inline:
         _check_unique(path, opts, hashes)
 
 
-def _id_hash(rid: str) -> int:
-    return int.from_bytes(hashlib.blake2b(rid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
-
-
-def _check_unique(path: str, opts: RunOptions, hashes: array) -> None:
+def _check_unique(path: str, opts: RunOptions, hashes: IdHashes) -> None:
     """Raise on the first duplicate id of a file whose ids' `hashes` were kept (two ids of one hash
     that differ are no duplicate)."""
-    ordered = sorted(hashes)
-    clashes = {a for a, b in zip(ordered, ordered[1:]) if a == b}
-    del ordered
+    clashes = hashes.clashes()
     if not clashes:
         return
     places: dict[str, str] = {}
@@ -235,7 +228,7 @@ def _check_unique(path: str, opts: RunOptions, hashes: array) -> None:
         if opts.limit is not None and count >= opts.limit:
             return
         rid = obj.get("id")
-        if isinstance(rid, str) and _id_hash(rid) in clashes:
+        if isinstance(rid, str) and id_hash(rid) in clashes:
             if rid in places:
                 raise InputError(path, where, f"duplicate id {rid!r} (first seen at {places[rid]})")
             places[rid] = where

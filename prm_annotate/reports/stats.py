@@ -9,7 +9,8 @@ from typing import Any, Optional
 from prm_annotate.judging import reason_kind
 from prm_annotate.errors import InputError, UsageError
 from prm_annotate.evaluation.labels import MISSING, get_path, read_rows
-from prm_annotate.io.compact import IdHashes, IntSum, Numbers, id_hash
+from prm_annotate.io.compact import IntSum, Numbers
+from prm_annotate.io.id_keys import IdHashes, id_hash
 from prm_annotate.io.jsonl import is_stream
 from prm_annotate.recovery.report import count, counted, reading_of, recovery_field
 from prm_annotate.settings import setting

@@ -1,4 +1,4 @@
-"""io/compact.py against the standard library it stands in for: the same numbers, to the last bit,
+"""io/compact.py (and io/id_keys.py's IdHashes) against the standard library it stands in for: the same numbers, to the last bit,
 on values drawn to hit its edges (ties of a median, -0.0, sums that round, integers past 2**53)."""
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import statistics
 
 import pytest
 
-from prm_annotate.io.compact import IdHashes, IntSum, Numbers, id_hash
+from prm_annotate.io.compact import IntSum, Numbers
+from prm_annotate.io.id_keys import IdHashes, id_hash
 
 
 def draws(rng: random.Random, n: int) -> list[float]:

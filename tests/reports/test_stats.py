@@ -128,13 +128,13 @@ def test_mixed_file(labelled, tmp_path):
 def test_ids_are_counted_exactly_when_their_hashes_collide(tmp_path, monkeypatch):
     """stats keeps 8 bytes an id (a hash): with a hash that collides all the time, the file is read
     again for the ids of a repeated hash, and the counts are those of the ids themselves."""
-    import prm_annotate.io.compact as compact
+    import prm_annotate.io.id_keys as id_keys
     import prm_annotate.reports.stats as stats_module
 
     def weak(rid: str) -> int:
         return len(rid) % 3
 
-    monkeypatch.setattr(compact, "id_hash", weak)
+    monkeypatch.setattr(id_keys, "id_hash", weak)
     monkeypatch.setattr(stats_module, "id_hash", weak)
     ids = ["a", "bb", "ccc", "dd", "e", "bb", "ffff", "a", "a", None, None, "g"]
     rows = [{"id": rid, "problem": "?"} if rid is not None else {"problem": "?"} for rid in ids]
