@@ -138,7 +138,7 @@ def shuffled_labels(records: list[dict[str, Any]], pool: set[str]) -> list[dict[
 def export_rows(folder: Path, scratch: Path, pool: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The `trl` rows of each report file that labels (and of the truth, and of the shuffled truth
     of the training `pool`), MC scores kept (for the soft labels)."""
-    from prm_annotate.export import ExportOptions, build_rows
+    from prm_annotate.export import ExportOptions, ExportSummary, iter_rows
 
     options = ExportOptions(format="trl", keep_scores=True)
     scratch.mkdir(parents=True, exist_ok=True)
@@ -147,7 +147,7 @@ def export_rows(folder: Path, scratch: Path, pool: list[str]) -> dict[str, list[
     for role, records in (("truth", truth), ("shuffled", shuffled_labels(truth, set(pool)))):
         files[role] = scratch / f"{role}.jsonl"
         write_jsonl(files[role], records)
-    return {role: build_rows(str(path), options)[0] for role, path in files.items()}
+    return {role: list(iter_rows(str(path), options, ExportSummary())) for role, path in files.items()}
 
 
 def without_final_steps(rows: list[dict[str, Any]], steps: dict[str, int]) -> list[dict[str, Any]]:

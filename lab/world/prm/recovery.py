@@ -8,7 +8,7 @@
    indices (`read_trace(...).recovery()`) are the steps'. Each trace is written as a judged record
    whose verdict is the truth's (`judge.first_error`, `judge.recovery`), which `export` reads.
 2. Three label sets on the same training traces, each exported by the project's `export`
-   (`build_rows`, trl):
+   (`iter_rows`, trl):
    - recovery: `--labels recovery` of the truth (a slip wrong, wrong while it is open, right again
      from its correction);
    - shuffled: the same export after each trace's recovery was moved to another training trace
@@ -176,7 +176,7 @@ def shuffled_recoveries(records: list[dict[str, Any]], seed: int) -> list[dict[s
 
 def export_sets(records: list[dict[str, Any]], folder: Path, seed: int) -> dict[str, Path]:
     """The trl export of each label set (export's own rows), written into `folder`."""
-    from prm_annotate.export import ExportOptions, build_rows
+    from prm_annotate.export import ExportOptions, ExportSummary, iter_rows
 
     folder.mkdir(parents=True, exist_ok=True)
     truth = write_jsonl_path(folder / "train.truth.jsonl", records)
@@ -185,7 +185,8 @@ def export_sets(records: list[dict[str, Any]], folder: Path, seed: int) -> dict[
                "first-error": (truth, "first-error")}
     paths = {}
     for name, (path, labels) in sources.items():
-        rows, summary = build_rows(str(path), ExportOptions(format="trl", labels=labels))
+        summary = ExportSummary()
+        rows = list(iter_rows(str(path), ExportOptions(format="trl", labels=labels), summary))
         if summary.skipped:
             raise ValueError(f"{name}: export skipped {dict(summary.skipped)}")
         paths[name] = write_jsonl_path(folder / f"{name}.trl.jsonl", rows)
