@@ -87,7 +87,7 @@ def consensus_ids(path: str, name: str, summary: ExportSummary) -> dict[str, Any
     return seen
 
 
-class JudgedIndex:
+class WantedJudged:
     """Where each wanted judged record is: its byte offset in a JSONL file (read again when its
     rows are made), or, for a JSON array (held whole by its reader anyway), the record."""
 
@@ -225,7 +225,7 @@ class Critic(ExportFormat):
                 shutil.copyfileobj(open_input(path), fh)
         try:
             wanted = consensus_ids(copy or path, path, summary)
-            index = JudgedIndex(opts.judged, wanted)
+            index = WantedJudged(opts.judged, wanted)
         except BaseException:
             if copy:
                 os.unlink(copy)
@@ -233,7 +233,7 @@ class Critic(ExportFormat):
         return self._rows(copy or path, path, opts, tokenizer, summary, index, copy)
 
     def _rows(self, read: str, path: str, opts: ExportOptions, tokenizer: Any, summary: ExportSummary,
-              index: JudgedIndex, copy: str | None) -> Iterator[dict[str, Any]]:
+              index: WantedJudged, copy: str | None) -> Iterator[dict[str, Any]]:
         prompts = Prompts()
         try:
             for where, obj in read_raw(read):
