@@ -43,7 +43,7 @@ from prm_annotate.judging import JudgePrompt, load_judge_prompt, render_judge_pr
 from prm_annotate.judging.cascade import FIRST
 from prm_annotate.records import Consensus, Judged, describe_validation_error
 from prm_annotate.evaluation.labels import read_raw
-from prm_annotate.io.inputs import _starts_with_bracket
+from prm_annotate.io.inputs import is_json_array
 from prm_annotate.io.jsonl import is_stream, iter_jsonl_at, line_at, open_input
 
 CONSUMER = "a chat SFT trainer (messages: user = the judge prompt, assistant = the critique)"
@@ -94,7 +94,7 @@ class WantedJudged:
     def __init__(self, path: str, wanted: dict[str, Any]):
         self.path = path
         self.at = wanted  # id -> offset, or record for an array
-        array = _starts_with_bracket(path)
+        array = is_json_array(path)
         rows = ((w, None, o) for w, o in read_raw(path)) if array else iter_jsonl_at(path)
         for where, offset, obj in rows:
             rid = obj.get("id")

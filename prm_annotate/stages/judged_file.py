@@ -20,7 +20,7 @@ import orjson
 from pydantic import ValidationError
 
 from prm_annotate.errors import InputError, UsageError
-from prm_annotate.io.inputs import RecordAt, read_records_at
+from prm_annotate.io.inputs import RecordAt, is_json_array, read_records_at
 from prm_annotate.io.jsonl import STDIO, Stamp, check_input, file_stamp, is_stream
 from prm_annotate.pipeline.runner import RunOptions, read_validated
 from prm_annotate.records import Judged, Record, Response, describe_validation_error
@@ -61,7 +61,7 @@ class RecordIndex:
     @classmethod
     def read(cls, path: str, model: type[Record]) -> "RecordIndex":
         """The file validated whole (a bad line or a repeated id: exit 2 naming file and line)."""
-        if is_stream(path) or _is_json_array(path):
+        if is_stream(path) or is_json_array(path):
             records = read_validated(path, model, RunOptions(path), None)
             return cls.held(path, model, {r.id: r for r in records})
         index = cls(path, model)
@@ -168,11 +168,6 @@ class JudgedIndex(RecordIndex):
     def unmarked(self) -> list[str]:
         """Ids, in file order, that no `mark` reached."""
         return [rid for rid, slot in self.slots.items() if not self.flags[slot] & _MATCHED]
-
-
-def _is_json_array(path: str) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(64).lstrip()[:1] == b"["
 
 
 def _line_of(path: str, offset: int) -> int:

@@ -48,7 +48,8 @@ def detect(obj: dict[str, Any]) -> str:
     return next((f.name for f in INPUT_FORMATS.values() if f.detect is not None and f.detect(obj)), generic.FORMAT.name)
 
 
-def _starts_with_bracket(path: str) -> bool:
+def is_json_array(path: str) -> bool:
+    """The input is a JSON array (ProcessBench's files), not JSON Lines: its first character is `[`."""
     if path == STDIO:
         head = sys.stdin.buffer.peek(64)
     else:
@@ -69,7 +70,7 @@ def read_records(path: str | Path, fmt: str = AUTO, fields: FieldMap = FieldMap(
     name = str(path)
     if fmt != AUTO and fmt not in INPUT_FORMATS:
         raise InputError(name, "line 0", f"unknown format {fmt!r}; choose from {', '.join(format_names())}")
-    rows = iter_json_array(name) if _starts_with_bracket(name) else iter_jsonl(name, on_error)
+    rows = iter_json_array(name) if is_json_array(name) else iter_jsonl(name, on_error)
     stem = "stdin" if name == STDIO else Path(name).stem
     chosen = None if fmt == AUTO else INPUT_FORMATS[fmt]
     for index, (where, obj) in enumerate(rows):
@@ -112,5 +113,5 @@ class RecordAt:
         return INPUT_FORMATS[self.format].normalise(obj, self.stem, index, self.fields)
 
 
-__all__ = ["AUTO", "INPUT_FORMAT", "INPUT_FORMATS", "FieldMap", "InputFormat", "RecordAt", "detect", "format_names", "read_records",
+__all__ = ["AUTO", "INPUT_FORMAT", "INPUT_FORMATS", "FieldMap", "InputFormat", "RecordAt", "detect", "format_names", "is_json_array", "read_records",
            "read_records_at"]
