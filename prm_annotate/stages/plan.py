@@ -49,7 +49,6 @@ import functools
 import itertools
 import re
 import shutil
-import sys
 import tempfile
 from array import array
 from pathlib import Path
@@ -60,7 +59,7 @@ from prm_annotate.engines.bill import UNIT, billions, model_params
 from prm_annotate.engines.defaults import CPU_BLOCK_SIZE
 from prm_annotate.errors import InputError
 from prm_annotate.io.inputs import read_records
-from prm_annotate.io.jsonl import STDIO
+from prm_annotate.io.jsonl import STDIO, is_stream, open_input
 from prm_annotate.records import Response
 from prm_annotate.strategies import Plan, Probe, ProbeResult
 
@@ -248,16 +247,17 @@ def _read(path: str, model: type, name: str) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def _rereadable(path: str) -> Iterator[str]:
-    """A path that can be read twice: the file itself, or standard input copied to a temporary
-    file named as standard input's records are (`stdin`: the stem a record without an id takes)."""
-    if path != STDIO:
+    """A path that can be read twice: the file itself, or a stream (standard input, a pipe) copied
+    to a temporary file of the same stem (`stdin` for standard input: the stem a record without an
+    id takes)."""
+    if not is_stream(path):
         yield path
         return
     with tempfile.TemporaryDirectory() as folder:
-        copy_of_stdin = Path(folder) / "stdin.jsonl"
-        with open(copy_of_stdin, "wb") as fh:
-            shutil.copyfileobj(sys.stdin.buffer, fh)
-        yield str(copy_of_stdin)
+        copy = Path(folder) / ("stdin.jsonl" if path == STDIO else Path(path).name)
+        with open(copy, "wb") as fh:
+            shutil.copyfileobj(open_input(path), fh)
+        yield str(copy)
 
 
 # ---- a strategy's plans walked over every assignment of step labels ----------------------------
