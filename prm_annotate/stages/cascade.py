@@ -55,12 +55,16 @@ class FirstJudgeFile:
     def blocks(self) -> Iterator[dict[str, Any]]:
         """Every record's block, in file order (read again)."""
         for slot in range(len(self.index)):
-            yield self.index.record(slot).dump()[self.reads]
+            yield self._block(slot)
 
     def get(self, rid: str) -> dict[str, Any] | None:
         """The block of id `rid`; None when the file has no such record."""
         slot = self.index.slot(rid)
-        return None if slot is None else self.index.record(slot).dump()[self.reads]
+        return None if slot is None else self._block(slot)
+
+    def _block(self, slot: int) -> dict[str, Any]:
+        """A record's block as its validated record gives it (read again from its offset)."""
+        return self.index.record(slot).dump()[self.reads]
 
     def check_kind(self, kind: type[Confidence]) -> None:
         if kind.reads != self.reads:
@@ -75,7 +79,7 @@ class FirstJudgeFile:
             raise ValueError(f"{self.path} has no record with id {rid!r}: the first judge did not see this response")
         if not self.index.same_steps(slot, steps):
             raise ValueError(f"{self.path} holds other steps for id {rid!r}: the first judge saw another response")
-        return self.index.record(slot).dump()[self.reads]
+        return self._block(slot)
 
     def confidences(self, kind: type[Confidence]) -> list[float | None]:
         return [None if b.get("first_error") is None else kind.of(b) for b in self.blocks]
